@@ -1,0 +1,1 @@
+# File formats and data: safetensors, JSONL data, anchors, export.

@@ -1,0 +1,1 @@
+# Graph IR, autodiff, optimizer nodes, CPU reference backend.

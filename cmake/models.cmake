@@ -1,0 +1,1 @@
+# Graph builders (target, DFlash drafter) and the training loop / verification commands.

@@ -1,0 +1,1 @@
+# Static memory plan, reports (table, YAML, HTML), plan checker.

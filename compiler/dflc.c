@@ -1,0 +1,32 @@
+/*
+** dflc.c: the command-line driver. `dflc COMMAND ...`; each command lives with the stage it
+** drives and is declared in cli.h.
+*/
+#include <stdio.h>
+#include <string.h>
+#include "compiler/cli.h"
+
+typedef struct { const char *name; int (*fn)(int, char **); const char *help; } dfl_command;
+
+static const dfl_command commands[] = {
+  {"check", dfl_cmd_check, "check FILE.dfl        parse and validate a pipeline spec"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: dflc COMMAND [ARGS]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %s\n", commands[i].help);
+  fprintf(f, "\n`dflc COMMAND --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "dflc: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

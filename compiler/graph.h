@@ -1,0 +1,241 @@
+/*
+** graph.h: the typed dataflow IR.
+**
+** One dfl_graph per device. Tensors have a static shape (at most 4 dims, row-major), a dtype and
+** a kind (what owns their memory and for how long). Ops are kept in a valid schedule order: an op
+** only reads tensors produced by earlier ops (or inputs, weights and state). The op list *is* the
+** schedule every backend runs and the memory planner plans.
+**
+** Layout conventions (all row-major, batch folded into rows):
+**   activations  [rows, features]; heads are contiguous slices of features: head h of a
+**                [R, nh*hd] tensor is columns h*hd .. h*hd+hd-1.
+**   linear       weight [out, in]; y = x W^T  (MATMUL with trans_b = 1).
+**   per-sample   DFlash: context rows b*S + s; block rows b*Q + n*B + j, Q = N*B.
+**
+** Persistent tensors (PARAM, FROZEN, STATE, GRAD, OUTPUT) live for the whole run and may be
+** updated in place: an op may list the same persistent tensor as input and output. ACT tensors
+** are written once per step (SSA) and are what the memory planner overlaps.
+*/
+#ifndef DFL_GRAPH_H
+#define DFL_GRAPH_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+
+typedef enum { DFL_F32 = 0, DFL_BF16, DFL_F16, DFL_F64, DFL_I32, DFL_I64, DFL_DTYPE_COUNT } dfl_dtype;
+
+typedef enum {
+  DFL_T_INPUT = 0, /* per-step data the host writes before the step (ids, masks, features, anchors) */
+  DFL_T_PARAM,     /* trained weight, working copy (bf16 on GPU); fp32 master is a STATE */
+  DFL_T_FROZEN,    /* frozen weight loaded from the target (embedding, lm_head, target layers) */
+  DFL_T_STATE,     /* persistent optimizer state: masters, Adam moments, step counter, sums */
+  DFL_T_GRAD,      /* persistent gradient accumulator of one PARAM */
+  DFL_T_OUTPUT,    /* persistent metric scalars the host reads one step late */
+  DFL_T_ACT,       /* per-step intermediate: the planner overlaps these */
+  DFL_TKIND_COUNT
+} dfl_tkind;
+
+/* Which part of the step an op belongs to: for timing splits, the plan report, and for running
+** the optimizer only at accumulation boundaries. */
+typedef enum {
+  DFL_PH_TARGET = 0,   /* frozen target forward */
+  DFL_PH_FORWARD,      /* drafter forward */
+  DFL_PH_LOSS,         /* vocabulary head, loss, metrics */
+  DFL_PH_BACKWARD,     /* drafter backward, gradient accumulation */
+  DFL_PH_OPTIMIZER,    /* runs once per optimizer step (after `accum` micro-steps) */
+  DFL_PH_COUNT
+} dfl_phase;
+
+typedef enum {
+  /* --- data preparation (no gradient) --- */
+  DFL_OP_IOTA_MOD,     /* out[i] = i % a.n   (i32)  -- context positions 0..S-1 per sample */
+  DFL_OP_DFLASH_BLOCKS,/* in: input_ids[b,S] i32, loss_mask[b,S] i32, anchors[b,N] i32, keep[b,N] i32
+                          out: noise_ids[b*Q] i32, pos_q[b*Q] i32, labels[b*Q] i32, weights[b*Q] f32
+                          a: S,N,B, mask_id, gamma (reference §2.3-2.4)                       */
+  /* --- differentiable ops --- */
+  DFL_OP_GATHER,       /* in: table[V,H], ids[R] i32 -> out[R,H] = table[ids[r]] */
+  DFL_OP_MATMUL,       /* in: A, B -> C[M,N] = alpha * op(A) op(B); a.trans_a, a.trans_b, a.alpha
+                          op(A) is [M,K]: A is [M,K], or [K,M] with trans_a. Same for B [K,N]/[N,K]. */
+  DFL_OP_ADD,          /* in: x, y (same shape) -> out = x + y */
+  DFL_OP_RMSNORM,      /* in: x[R,D], w[G] -> out y[R,D], rstd[R*D/G] f32
+                          y = x * rsqrt(mean_G(x^2) + eps) * w, over groups of G = a.group
+                          consecutive features (G = D: ordinary; G = hd: per-head q/k norm) */
+  DFL_OP_ROPE,         /* in: x[R, nh*hd], pos[R] i32 -> out; NeoX rotate-half on each head,
+                          inv_freq_i = theta^(-2i/hd); a.heads, a.head_dim, a.theta, a.inverse
+                          (inverse = rotate by -angle: the backward) */
+  DFL_OP_ATTENTION,    /* masked softmax attention, never materialising the score matrix on GPU.
+                          a.mask = DFL_MASK_CAUSAL:
+                            in: q[b*S, nh*hd], k[b*S, nkv*hd], v[b*S, nkv*hd]
+                            out: o[b*S, nh*hd], lse[b*S*nh] f32      (a: batch,S, heads, kv_heads,
+                            head_dim, window (0 = none), scale)
+                          a.mask = DFL_MASK_DFLASH (reference §1.4):
+                            in: q[b*Q, nh*hd], kc[b*S,nkv*hd], vc[b*S,nkv*hd], kn[b*Q,nkv*hd],
+                                vn[b*Q,nkv*hd], anchors[b,N] i32, keep[b,N] i32
+                            out: o[b*Q, nh*hd], lse[b*Q*nh] f32     (a: batch,S,N,B, heads, kv_heads,
+                            head_dim, window (0 = full layer), scale)
+                          A fully masked row outputs 0 and passes no gradient.              */
+  DFL_OP_SWIGLU,       /* in: g, u [R,I] -> out = silu(g) * u */
+  DFL_OP_LINEAR_CE,    /* fused frozen-head linear cross-entropy, streaming the vocabulary:
+                          in: y[R,H], w_lm[V,H], labels[R] i32, weights[R] f32
+                          out: num[1] f32      = sum_r weights[r] * CE_r   (rows with weight 0 skipped)
+                               ce[R] f32       per-row CE (0 where weight is 0)
+                               correct[R] f32  argmax == label (0/1; 0 where weight is 0)
+                               topk_hit[R] f32 label within the top a.topk (0 if a.topk == 0)
+                               dy[R,H]         d num / d y, computed in the same pass
+                          a: vocab_chunk, topk. The backward is dy * d(num): no second pass. */
+  /* --- backward ops (emitted by autodiff) --- */
+  DFL_OP_SCATTER_ADD,  /* in: dout[R,H], ids[R] -> dtable[V,H] (zeroed, then rows added) */
+  DFL_OP_RMSNORM_BWD,  /* in: x, w, rstd, dy -> dx[R,D], dw[G] */
+  DFL_OP_ATTENTION_BWD,/* in: forward inputs..., o, lse, do -> d of each float forward input
+                          (causal: dq, dk, dv; dflash: dq, dkc, dvc, dkn, dvn); same attributes */
+  DFL_OP_SWIGLU_BWD,   /* in: g, u, dy -> dg, du */
+  DFL_OP_SCALE,        /* in: x, s[1] -> out = x * s[0] * a.alpha   (s may be -1 = absent: x*alpha) */
+  /* --- reductions, metrics, optimizer --- */
+  DFL_OP_SUM,          /* in: x -> out[1] = sum of all elements */
+  DFL_OP_DFLASH_METRICS,/* in: correct[b*Q] f32, weights[b*Q] f32, topk_hit[b*Q] f32, keep[b,N] i32
+                          out: metrics[DFL_METRIC_COUNT + 2*B] f32 (layout below); a: batch,N,B */
+  DFL_OP_ACCUM,        /* in: acc (persistent), x -> out acc: acc += x  (in place) */
+  DFL_OP_SUMSQ_ACC,    /* in: acc[1] (persistent), x -> out acc: acc[0] += sum(x^2) (in place) */
+  DFL_OP_OPT_PREP,     /* in: sumsq[1], den[1], state[DFL_OPT_COUNT] -> out state (in place):
+                          step += 1, lr from the schedule, grad scale = clip_coef / den,
+                          zeroes sumsq and den for the next accumulation. a: lr, warmup, total,
+                          schedule, clip, beta1, beta2 */
+  DFL_OP_ADAMW,        /* in: param, master, m, v, grad, state -> out param, master, m, v, grad
+                          (all in place): g = grad * state[GSCALE]; AdamW on master (fp32);
+                          param = (dtype of param) master; grad = 0. a: beta1, beta2, eps, wd */
+  DFL_OP_COPY,         /* in: x -> out = x (dtype conversion allowed) */
+  DFL_OP_COUNT
+} dfl_opcode;
+
+typedef enum { DFL_MASK_CAUSAL = 0, DFL_MASK_DFLASH = 1 } dfl_mask_kind;
+
+/* Layout of the DFLASH_METRICS output vector. Per-position slots follow: correct[j], count[j]
+** for j = 0..B-1. All are sums over the micro-step; ratios are formed on the host. */
+enum {
+  DFL_METRIC_ACC_NUM = 0,  /* sum of correct over supervised positions (m > 0) */
+  DFL_METRIC_ACC_DEN,      /* number of supervised positions */
+  DFL_METRIC_TAU_SUM,      /* sum over valid blocks of (1 + accepted prefix length) */
+  DFL_METRIC_TAU_BLOCKS,   /* number of valid blocks */
+  DFL_METRIC_TOPK_NUM,     /* sum of top-K hits over supervised positions */
+  DFL_METRIC_COUNT
+};
+
+/* Layout of the optimizer state vector (STATE tensor, f32). */
+enum {
+  DFL_OPT_STEP = 0,  /* optimizer steps taken (as float; exact below 2^24) */
+  DFL_OPT_LR,        /* learning rate used by the latest step */
+  DFL_OPT_GSCALE,    /* factor applied to accumulated grads: clip_coef / den */
+  DFL_OPT_GNORM,     /* global grad norm of sum(w*CE)/den, before clipping */
+  DFL_OPT_BC1,       /* 1 - beta1^step */
+  DFL_OPT_BC2,       /* 1 - beta2^step */
+  DFL_OPT_COUNT
+};
+
+#define DFL_MAX_DIMS 4
+#define DFL_MAX_IO   12
+#define DFL_NAME_MAX 96
+
+typedef struct dfl_tensor {
+  char name[DFL_NAME_MAX];  /* weights: their export/safetensors name, e.g. "layers.0.mlp.up_proj.weight" */
+  dfl_dtype dtype;
+  dfl_tkind kind;
+  int ndim;
+  int64_t shape[DFL_MAX_DIMS];
+  int producer;             /* index of the op that writes it first, -1 if none */
+  int requires_grad;        /* PARAMs, and everything computed from them */
+  int grad;                 /* tensor id of d loss / d this, -1 if none (set by autodiff) */
+  int master, adam_m, adam_v, grad_acc; /* PARAM only: ids of its optimizer tensors, else -1 */
+} dfl_tensor;
+
+typedef struct dfl_attrs {
+  int trans_a, trans_b;
+  double alpha;
+  int group;                       /* RMSNORM group size */
+  double eps;
+  int heads, kv_heads, head_dim;
+  double theta;
+  int inverse;
+  dfl_mask_kind mask;
+  int batch, S, N, B;
+  int window;
+  double scale;
+  int mask_id;
+  double gamma;
+  int vocab_chunk, topk;
+  int n;                           /* IOTA_MOD */
+  double lr, beta1, beta2, wd, clip;
+  int64_t warmup, total;
+  int schedule;
+} dfl_attrs;
+
+typedef struct dfl_op {
+  dfl_opcode code;
+  int n_in, n_out;
+  int in[DFL_MAX_IO];
+  int out[DFL_MAX_IO];
+  dfl_attrs a;
+  dfl_phase phase;
+  char label[DFL_NAME_MAX];        /* where it comes from, e.g. "layers.0.attn" */
+} dfl_op;
+
+typedef struct dfl_graph {
+  dfl_tensor *t;
+  int nt, cap_t;
+  dfl_op *ops;
+  int nops, cap_ops;
+  dfl_phase cur_phase;             /* phase given to ops as they are added */
+  const char *cur_label;           /* label prefix given to ops as they are added */
+} dfl_graph;
+
+/* --- construction --- */
+void dfl_graph_init(dfl_graph *g);
+void dfl_graph_free(dfl_graph *g);
+/* New tensor; shape is ndim values. Returns its id. */
+int dfl_tensor_new(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind, int ndim, const int64_t *shape);
+int dfl_tensor_2d(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind, int64_t r, int64_t c);
+int dfl_tensor_1d(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind, int64_t n);
+/* Append an op; outputs must already exist. Checks shapes and dtypes of the op against its
+** contract and aborts with a message naming the op's label on a mismatch (a builder bug). */
+int dfl_op_add(dfl_graph *g, dfl_opcode code, const int *in, int n_in, const int *out, int n_out, const dfl_attrs *a);
+int dfl_tensor_find(const dfl_graph *g, const char *name); /* -1 if none */
+
+/* Convenience builders: create the output tensor(s) (kind ACT) and append the op. The
+** activation dtype is `dt` (bf16 or f32). Return the output id (first output). */
+int dfl_matmul(dfl_graph *g, int a, int b, int trans_a, int trans_b, dfl_dtype dt, const char *name);
+int dfl_linear(dfl_graph *g, int x, int w, dfl_dtype dt, const char *name); /* x W^T */
+int dfl_add(dfl_graph *g, int x, int y, const char *name);
+int dfl_rmsnorm(dfl_graph *g, int x, int w, int group, double eps, const char *name);
+int dfl_rope(dfl_graph *g, int x, int pos, int heads, int head_dim, double theta, const char *name);
+int dfl_swiglu(dfl_graph *g, int gate, int up, const char *name);
+int dfl_gather(dfl_graph *g, int table, int ids, dfl_dtype dt, const char *name);
+
+/* --- queries --- */
+int64_t dfl_tensor_numel(const dfl_tensor *t);
+size_t dfl_dtype_size(dfl_dtype dt);
+int64_t dfl_tensor_bytes(const dfl_tensor *t);
+const char *dfl_dtype_name(dfl_dtype dt);
+const char *dfl_opcode_name(dfl_opcode c);
+const char *dfl_tkind_name(dfl_tkind k);
+const char *dfl_phase_name(dfl_phase p);
+int dfl_tensor_is_persistent(const dfl_tensor *t);
+/* FLOPs of one op (multiply-add = 2), for reports and MFU. */
+double dfl_op_flops(const dfl_graph *g, const dfl_op *op);
+/* Print the graph as text (one op per line with shapes): golden tests use this. */
+void dfl_graph_dump(const dfl_graph *g, FILE *f);
+
+/* --- autodiff (compiler/autodiff.c) ---
+** Appends the reverse-mode backward of every op that (transitively) reads a requires_grad
+** tensor, seeded with d(loss)/d(loss) = 1 for the scalar `loss`. After it, tensor->grad is set
+** for every PARAM that influences loss. Gradients of a tensor read several times are summed. */
+int dfl_autodiff(dfl_graph *g, int loss);
+
+/* --- optimizer (compiler/optim.c) ---
+** For every PARAM with a grad: creates its master (f32 STATE), Adam m and v (f32 STATE), and a
+** persistent grad accumulator (f32 GRAD); appends ACCUM (backward phase), then at the optimizer
+** phase SUMSQ_ACC, OPT_PREP and ADAMW. `den` is the scalar sum of loss weights of the micro-step,
+** accumulated into a persistent denominator. Returns the id of the optimizer state tensor. */
+struct dfl_optim_cfg { double lr, beta1, beta2, eps, wd, clip; int64_t warmup, total; int schedule; };
+int dfl_build_optimizer(dfl_graph *g, int den, const struct dfl_optim_cfg *cfg);
+
+#endif

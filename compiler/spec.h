@@ -1,0 +1,129 @@
+/*
+** spec.h: the validated pipeline description.
+**
+** The front end (grammar/ + compiler/check.c) turns a .dfl file into one dfl_spec; every later
+** stage (graph builders, memory plan, backends, runtime) reads only this struct, never the AST.
+** Everything here is already checked: sizes are positive, heads divide, taps are inside the
+** target, devices exist. Paths are resolved relative to the directory of the .dfl file.
+*/
+#ifndef DFL_SPEC_H
+#define DFL_SPEC_H
+
+#include <stdint.h>
+
+#define DFL_MAX_LAYERS  256
+#define DFL_MAX_TAPS    64
+#define DFL_MAX_DEVICES 256
+#define DFL_MAX_NODES   64
+#define DFL_PATH_MAX    1024
+
+/* Status codes returned by library functions (SQLite style). */
+enum {
+  DFL_OK = 0,
+  DFL_ERR = 1,      /* generic failure; a message was already reported */
+  DFL_ENOMEM = 2,
+  DFL_EIO = 3,      /* file missing / unreadable / truncated */
+  DFL_EFORMAT = 4,  /* malformed input */
+  DFL_ESHAPE = 5,   /* shapes that do not agree */
+  DFL_ETOL = 6      /* numbers outside tolerance */
+};
+
+typedef enum { DFL_FAMILY_QWEN3 = 0, DFL_FAMILY_LLAMA = 1 } dfl_family;
+typedef enum { DFL_PREC_BF16 = 0, DFL_PREC_FP32 = 1 } dfl_precision;
+typedef enum { DFL_SCHED_COSINE = 0, DFL_SCHED_CONSTANT = 1, DFL_SCHED_LINEAR = 2 } dfl_schedule;
+typedef enum { DFL_DATA_JSONL = 0, DFL_DATA_PACKED = 1 } dfl_data_format;
+typedef enum { DFL_BADROW_SKIP = 0, DFL_BADROW_REFUSE = 1 } dfl_badrow_policy;
+typedef enum { DFL_DEV_CPU = 0, DFL_DEV_GPU = 1 } dfl_device_kind;
+
+/* A dense Qwen3/Llama decoder, from config.json or written out in the spec. */
+typedef struct dfl_arch {
+  dfl_family family;
+  int hidden;          /* H */
+  int layers;
+  int heads;           /* nh */
+  int kv_heads;        /* nkv */
+  int head_dim;        /* hd */
+  int intermediate;    /* I (SwiGLU width) */
+  int vocab;           /* V */
+  double rope_theta;
+  double rms_eps;
+  int qk_norm;         /* Qwen3: per-head RMSNorm on q and k; Llama: none */
+  int tie_embeddings;  /* lm_head shares embed_tokens */
+  int64_t max_positions;
+} dfl_arch;
+
+typedef struct dfl_device {
+  dfl_device_kind kind;
+  int index;           /* gpuN / cpuN on its node */
+  int node;            /* index into dfl_spec.nodes */
+  int runs_target;     /* role flags; both may be set on one device (colocated) */
+  int runs_drafter;
+  int64_t memory_budget; /* bytes, 0 = none */
+} dfl_device;
+
+typedef struct dfl_spec {
+  char file[DFL_PATH_MAX];          /* the .dfl file, as given */
+
+  /* target */
+  char target_dir[DFL_PATH_MAX];    /* HF directory; "" for an explicit architecture */
+  int target_random;                /* random weights (benchmarks): no directory needed */
+  uint64_t target_seed;             /* seed for random weights */
+  dfl_arch target;
+  int taps[DFL_MAX_TAPS];           /* target_layer_ids: hidden state taps[i]+1 is tapped */
+  int n_taps;
+
+  /* drafter: hidden and vocab always equal the target's */
+  dfl_arch drafter;
+  int sliding[DFL_MAX_LAYERS];      /* per drafter layer: 1 = sliding_attention, 0 = full */
+  int window[DFL_MAX_LAYERS];       /* sliding window (counts the query's own token); 0 if full */
+  int block_size;                   /* B */
+  int mask_token;                   /* target embedding row used as MASK */
+  char init_from[DFL_PATH_MAX];     /* released drafter directory; "" = fresh (HF init) */
+  uint64_t init_seed;
+
+  /* data */
+  char train_path[DFL_PATH_MAX];
+  char eval_path[DFL_PATH_MAX];     /* "" if none */
+  dfl_data_format format;
+  int seq_len;                      /* S: compiled sequence capacity */
+  int anchors;                      /* N: anchors (blocks) per sequence */
+  int batch;                        /* sequences per micro-batch */
+  int shuffle;
+  uint64_t seed;
+  dfl_badrow_policy bad_rows;
+
+  /* loss */
+  double gamma;                     /* <= 0: no decay */
+  int vocab_chunk;
+  int metric_accuracy, metric_tau, topk; /* topk = 0: no top-K hit metric */
+
+  /* train */
+  int64_t steps;                    /* optimizer steps */
+  double lr, beta1, beta2, eps, weight_decay;
+  dfl_schedule schedule;
+  int64_t warmup_steps;
+  double clip;                      /* max global grad norm; <= 0: none */
+  int accum;                        /* micro-batches per optimizer step */
+  dfl_precision precision;
+  int64_t ckpt_every;               /* 0 = only at the end */
+  char ckpt_dir[DFL_PATH_MAX];
+  int ckpt_keep;
+  int log_every;
+
+  /* topology */
+  int n_nodes;
+  dfl_device devices[DFL_MAX_DEVICES];
+  int n_devices;
+  int queue_depth;                  /* hidden-state queue slots between target and drafters */
+  int prefetch;                     /* batches prepared ahead by loader threads */
+} dfl_spec;
+
+/* Parse and check FILE. On success fills *out and returns DFL_OK (warnings may have been
+** printed). On failure every error has been reported through the diagnostics reporter and
+** DFL_ERR is returned. */
+int dfl_spec_load(const char *file, dfl_spec *out);
+
+/* Number of devices with each role. */
+int dfl_spec_count_role(const dfl_spec *s, int target, int drafter);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+** models.h: graph builders. They append ops to a dfl_graph so that one graph per device can hold
+** a target forward, a drafter step, or both (target and drafter colocated on one device).
+*/
+#ifndef DFL_MODELS_H
+#define DFL_MODELS_H
+
+#include "compiler/graph.h"
+#include "compiler/spec.h"
+
+/* The frozen target forward for `batch` sequences of length S.
+** Reads ids (INPUT [batch*S] i32). Creates FROZEN weights named as in the HF checkpoint
+** ("model.embed_tokens.weight", "model.layers.{i}.self_attn.q_proj.weight", ..., "lm_head.weight").
+** Layers past the deepest tap are not built unless all_hidden is set. */
+typedef struct dfl_target_out {
+  int features;       /* [batch*S, n_taps*H]: tapped hidden states, concatenated in taps order */
+  int hidden[DFL_MAX_LAYERS + 1]; /* with all_hidden: hidden state i (0 = embeddings, L = after final norm) */
+  int logits;         /* with logits: [batch*S, V], else -1 */
+  int embed, lm_head; /* the FROZEN embedding and head (shared with a colocated drafter) */
+} dfl_target_out;
+int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids, int all_hidden,
+                     int logits, dfl_target_out *out);
+
+/* One DFlash drafter training micro-step (reference §1.3-§2.6), forward + loss + metrics.
+** features: [batch*S, n_taps*H] (INPUT, or a colocated target's output); ids, loss_mask:
+** [batch*S] i32; anchors, keep: [batch, N] i32; embed, lm_head: FROZEN [V,H] (created if -1).
+** Drafter PARAMs are named by their export names (§5: "fc.weight", "layers.0.self_attn.q_proj.weight", ...). */
+typedef struct dfl_drafter_out {
+  int num;            /* [1] sum w*CE of this micro-step */
+  int den;            /* [1] sum w */
+  int metrics;        /* [DFL_METRIC_COUNT + 2*B] (graph.h layout) */
+  int y;              /* final normed hidden [batch*Q, H] */
+  int embed, lm_head;
+  int params[16 * DFL_MAX_LAYERS + 8]; /* PARAM ids in export order */
+  int n_params;
+} dfl_drafter_out;
+int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, int ids, int loss_mask,
+                      int anchors, int keep, int embed, int lm_head, dfl_drafter_out *out);
+
+/* The inputs and outputs of a whole training graph for one device. */
+typedef struct dfl_train_graph {
+  dfl_graph g;
+  int batch, S, N;
+  int ids, loss_mask, anchors, keep;  /* INPUT tensors the host fills each micro-step */
+  int features;                       /* INPUT when the target is not on this graph, else -1 */
+  dfl_target_out target;              /* when colocated */
+  dfl_drafter_out drafter;
+  int opt_state;                      /* STATE [DFL_OPT_COUNT] */
+  int loss_num_acc, loss_den_acc;     /* persistent sums over the accumulation window */
+  int metrics_acc;                    /* OUTPUT: metrics summed over the accumulation window */
+} dfl_train_graph;
+
+/* The training graph of one drafter device: target forward when `colocated`, drafter step,
+** autodiff, optimizer. Shapes come from the spec: batch, seq_len, anchors. */
+int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated);
+
+/* Evaluation graph: same as training without backward and optimizer. */
+int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+** cpu.h: the CPU reference backend, a plain interpreter of a dfl_graph.
+**
+** It is the oracle every CUDA kernel is checked against and how CI (no GPU) proves shapes,
+** gradients, the memory plan and the training loop. Floating tensors are held as float (f32
+** mode) or double (f64 mode, used by the finite-difference gradient checks) whatever their
+** declared dtype; integer tensors are int32. Matrix products go through OpenBLAS.
+*/
+#ifndef DFL_CPU_H
+#define DFL_CPU_H
+
+#include "compiler/graph.h"
+
+struct dfl_plan;
+
+typedef struct dfl_cpu {
+  const dfl_graph *g;
+  int f64;            /* 1: every float tensor is double */
+  void **buf;         /* per tensor: its storage */
+  void *arena;        /* planned mode: the one block every ACT tensor lives in */
+  size_t arena_bytes;
+  void **owned;       /* allocations to free */
+  int n_owned;
+} dfl_cpu;
+
+/* Element size the CPU backend uses for a tensor (4 or 8 for floats, 4 for ints). */
+size_t dfl_cpu_elem_size(const dfl_tensor *t, int f64);
+
+/* Allocate storage. plan == NULL: one zeroed allocation per tensor (the unplanned oracle).
+** Otherwise per-step tensors are placed at the plan's offsets inside one arena (persistent ones
+** are still allocated apart) so that a wrong overlap shows up as wrong numbers. */
+int dfl_cpu_init(dfl_cpu *c, const dfl_graph *g, const struct dfl_plan *plan, int f64);
+void dfl_cpu_free(dfl_cpu *c);
+
+/* Run every op whose phase bit is set in phase_mask (1u << DFL_PH_x), in schedule order. */
+int dfl_cpu_run(dfl_cpu *c, unsigned phase_mask);
+#define DFL_PH_ALL 0xffffffffu
+#define DFL_PH_STEP (DFL_PH_ALL & ~(1u << DFL_PH_OPTIMIZER))
+
+/* Run a single op (used by the op tests). */
+int dfl_cpu_run_op(dfl_cpu *c, int op_index);
+
+/* Typed access to a tensor's storage (f32 mode / f64 mode / int). */
+float *dfl_cpu_f32(dfl_cpu *c, int t);
+double *dfl_cpu_f64(dfl_cpu *c, int t);
+int32_t *dfl_cpu_i32(dfl_cpu *c, int t);
+/* Copy in/out converting to/from float regardless of mode. */
+void dfl_cpu_set_f(dfl_cpu *c, int t, const float *src, int64_t n);
+void dfl_cpu_get_f(dfl_cpu *c, int t, float *dst, int64_t n);
+void dfl_cpu_set_d(dfl_cpu *c, int t, const double *src, int64_t n);
+void dfl_cpu_get_d(dfl_cpu *c, int t, double *dst, int64_t n);
+
+#endif

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what dflc needs on a fresh Debian/Ubuntu machine (as root, or with sudo), then builds.
+#   scripts/setup.sh            install missing packages + build (Release) into build/
+#   scripts/setup.sh --deps     install missing packages only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(cmake ninja-build gcc clang flex bison pkg-config libjansson-dev libyaml-dev libopenblas-dev zlib1g-dev)
+# headless browser for the plan page test; optional elsewhere
+[ "${DFL_WITH_BROWSER:-1}" = 1 ] && pkgs+=(chromium)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[ "${1:-}" = "--deps" ] && exit 0
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)"
