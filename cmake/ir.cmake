@@ -1,1 +1,16 @@
 # Graph IR, autodiff, optimizer nodes, CPU reference backend.
+add_library(dfl_ir STATIC
+  compiler/graph.c
+  compiler/autodiff.c
+  compiler/optim.c
+  runtime/cpu.c
+  runtime/cpu_f32.c
+  runtime/cpu_f64.c)
+target_link_libraries(dfl_ir PUBLIC ${OPENBLAS_LIB} m Threads::Threads)
+
+dfl_add_test(ir_graph SOURCES tests/ir/test_graph.c LIBS dfl_ir LABELS ir)
+dfl_add_test(ir_grad SOURCES tests/ir/test_grad.c LIBS dfl_ir LABELS ir)
+dfl_add_test(ir_attention SOURCES tests/ir/test_attention.c LIBS dfl_ir LABELS ir)
+dfl_add_test(ir_ops SOURCES tests/ir/test_ops.c LIBS dfl_ir LABELS ir)
+dfl_add_test(ir_optim SOURCES tests/ir/test_optim.c LIBS dfl_ir LABELS ir)
+dfl_add_test(ir_planned SOURCES tests/ir/test_planned.c LIBS dfl_ir LABELS ir)

@@ -105,13 +105,18 @@ typedef enum {
                           (all in place): g = grad * state[GSCALE]; AdamW on master (fp32);
                           param = (dtype of param) master; grad = 0. a: beta1, beta2, eps, wd */
   DFL_OP_COPY,         /* in: x -> out = x (dtype conversion allowed) */
+  DFL_OP_CONCAT_COLS,  /* in: x_1..x_k [R, C_i] (k <= DFL_MAX_IO) -> out[R, sum C_i]:
+                          out[r, off_i + c] = x_i[r, c], off_i = C_1 + .. + C_(i-1). Used for
+                          the tapped target features, which are frozen: no backward needed. */
+  DFL_OP_FILL,         /* no input -> out = a.alpha everywhere (autodiff's seed and broadcasts) */
   DFL_OP_COUNT
 } dfl_opcode;
 
 typedef enum { DFL_MASK_CAUSAL = 0, DFL_MASK_DFLASH = 1 } dfl_mask_kind;
 
-/* Layout of the DFLASH_METRICS output vector. Per-position slots follow: correct[j], count[j]
-** for j = 0..B-1. All are sums over the micro-step; ratios are formed on the host. */
+/* Layout of the DFLASH_METRICS output vector. Per-position slots follow: correct[j] at
+** DFL_METRIC_COUNT + j, then count[j] at DFL_METRIC_COUNT + B + j, for j = 0..B-1. All are sums
+** over the micro-step; ratios are formed on the host. */
 enum {
   DFL_METRIC_ACC_NUM = 0,  /* sum of correct over supervised positions (m > 0) */
   DFL_METRIC_ACC_DEN,      /* number of supervised positions */
@@ -150,7 +155,7 @@ typedef struct dfl_tensor {
 
 typedef struct dfl_attrs {
   int trans_a, trans_b;
-  double alpha;
+  double alpha;                    /* MATMUL, SCALE: 0 (a zeroed attrs) is read as 1 */
   int group;                       /* RMSNORM group size */
   double eps;
   int heads, kv_heads, head_dim;

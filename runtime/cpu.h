@@ -40,6 +40,15 @@ int dfl_cpu_run(dfl_cpu *c, unsigned phase_mask);
 /* Run a single op (used by the op tests). */
 int dfl_cpu_run_op(dfl_cpu *c, int op_index);
 
+/* Copy every PARAM into its fp32 master (after loading or initialising the params, before the
+** first optimizer step): dfl_build_optimizer creates masters but no op that fills them. */
+void dfl_cpu_init_masters(dfl_cpu *c);
+
+/* reference §1.4 allowed(q, kv) for one sample: q = n*B + j (query row within the sample's
+** blocks), kv < S a context key, kv >= S block key kv - S; window 0 = full layer. The
+** attention kernels enumerate exactly these keys. */
+int dfl_dflash_allowed(int S, int B, int window, int anchor, int keep, int q, int kv);
+
 /* Typed access to a tensor's storage (f32 mode / f64 mode / int). */
 float *dfl_cpu_f32(dfl_cpu *c, int t);
 double *dfl_cpu_f64(dfl_cpu *c, int t);

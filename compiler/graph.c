@@ -1,0 +1,664 @@
+/*
+** graph.c: construction, validation, queries, FLOP counts and the text dump of the IR.
+**
+** dfl_op_add checks every op against its contract in graph.h. A mismatch is a bug in a graph
+** builder, not a user error (users never write ops), so it aborts with the op's label and the
+** offending shapes rather than returning a status nobody could act on.
+*/
+#include "compiler/graph.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void dfl_graph_init(dfl_graph *g) {
+  memset(g, 0, sizeof *g);
+  g->cur_phase = DFL_PH_FORWARD;
+}
+
+void dfl_graph_free(dfl_graph *g) {
+  free(g->t);
+  free(g->ops);
+  memset(g, 0, sizeof *g);
+}
+
+static void *xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n);
+  if (!q) {
+    fprintf(stderr, "dflc: out of memory growing the graph\n");
+    abort();
+  }
+  return q;
+}
+
+int dfl_tensor_new(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind, int ndim, const int64_t *shape) {
+  if (ndim < 1 || ndim > DFL_MAX_DIMS || (unsigned)dt >= DFL_DTYPE_COUNT || (unsigned)kind >= DFL_TKIND_COUNT) {
+    fprintf(stderr, "dflc: internal error: tensor '%s': bad ndim %d / dtype / kind\n", name ? name : "?", ndim);
+    abort();
+  }
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] <= 0) {
+      fprintf(stderr, "dflc: internal error: tensor '%s': dimension %d is %lld (must be > 0)\n",
+              name ? name : "?", i, (long long)shape[i]);
+      abort();
+    }
+  if (g->nt == g->cap_t) {
+    g->cap_t = g->cap_t ? 2 * g->cap_t : 64;
+    g->t = xrealloc(g->t, (size_t)g->cap_t * sizeof *g->t);
+  }
+  int id = g->nt++;
+  dfl_tensor *t = &g->t[id];
+  memset(t, 0, sizeof *t);
+  if (name && *name)
+    snprintf(t->name, sizeof t->name, "%s", name);
+  else
+    snprintf(t->name, sizeof t->name, "t%d", id);
+  t->dtype = dt;
+  t->kind = kind;
+  t->ndim = ndim;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  t->producer = -1;
+  t->requires_grad = kind == DFL_T_PARAM;
+  t->grad = t->master = t->adam_m = t->adam_v = t->grad_acc = -1;
+  return id;
+}
+
+int dfl_tensor_2d(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind, int64_t r, int64_t c) {
+  int64_t s[2] = {r, c};
+  return dfl_tensor_new(g, name, dt, kind, 2, s);
+}
+
+int dfl_tensor_1d(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind, int64_t n) {
+  return dfl_tensor_new(g, name, dt, kind, 1, &n);
+}
+
+int dfl_tensor_find(const dfl_graph *g, const char *name) {
+  for (int i = 0; i < g->nt; i++)
+    if (!strcmp(g->t[i].name, name)) return i;
+  return -1;
+}
+
+/* --- queries --- */
+
+int64_t dfl_tensor_numel(const dfl_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+size_t dfl_dtype_size(dfl_dtype dt) {
+  switch (dt) {
+  case DFL_F32: return 4;
+  case DFL_BF16: return 2;
+  case DFL_F16: return 2;
+  case DFL_F64: return 8;
+  case DFL_I32: return 4;
+  case DFL_I64: return 8;
+  default: return 0;
+  }
+}
+
+int64_t dfl_tensor_bytes(const dfl_tensor *t) { return dfl_tensor_numel(t) * (int64_t)dfl_dtype_size(t->dtype); }
+
+const char *dfl_dtype_name(dfl_dtype dt) {
+  static const char *n[] = {"f32", "bf16", "f16", "f64", "i32", "i64"};
+  return (unsigned)dt < DFL_DTYPE_COUNT ? n[dt] : "?";
+}
+
+const char *dfl_opcode_name(dfl_opcode c) {
+  static const char *n[] = {
+      "iota_mod", "dflash_blocks", "gather", "matmul", "add", "rmsnorm", "rope", "attention",
+      "swiglu", "linear_ce", "scatter_add", "rmsnorm_bwd", "attention_bwd", "swiglu_bwd", "scale",
+      "sum", "dflash_metrics", "accum", "sumsq_acc", "opt_prep", "adamw", "copy", "concat_cols", "fill"};
+  _Static_assert(sizeof n / sizeof n[0] == DFL_OP_COUNT, "opcode names out of sync with graph.h");
+  return (unsigned)c < DFL_OP_COUNT ? n[c] : "?";
+}
+
+const char *dfl_tkind_name(dfl_tkind k) {
+  static const char *n[] = {"input", "param", "frozen", "state", "grad", "output", "act"};
+  return (unsigned)k < DFL_TKIND_COUNT ? n[k] : "?";
+}
+
+const char *dfl_phase_name(dfl_phase p) {
+  static const char *n[] = {"target", "forward", "loss", "backward", "optimizer"};
+  return (unsigned)p < DFL_PH_COUNT ? n[p] : "?";
+}
+
+int dfl_tensor_is_persistent(const dfl_tensor *t) { return t->kind != DFL_T_ACT; }
+
+static int is_float(dfl_dtype d) { return d == DFL_F32 || d == DFL_BF16 || d == DFL_F16 || d == DFL_F64; }
+
+/* --- validation --- */
+
+typedef struct {
+  const dfl_graph *g;
+  dfl_opcode code;
+  const char *label;
+  const int *in, *out;
+  int n_in, n_out;
+} vctx;
+
+static void shape_str(const dfl_tensor *t, char *buf, size_t n) {
+  int k = snprintf(buf, n, "%s[", t->name);
+  for (int i = 0; i < t->ndim && k < (int)n; i++)
+    k += snprintf(buf + k, n - (size_t)k, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+  if (k < (int)n) snprintf(buf + k, n - (size_t)k, "] %s", dfl_dtype_name(t->dtype));
+}
+
+static void vfail(const vctx *v, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "dflc: internal error: op %s (%s): ", dfl_opcode_name(v->code), v->label);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n  inputs:");
+  char b[256];
+  for (int i = 0; i < v->n_in; i++) {
+    if (v->in[i] < 0 || v->in[i] >= v->g->nt) { fprintf(stderr, " (%d)", v->in[i]); continue; }
+    shape_str(&v->g->t[v->in[i]], b, sizeof b);
+    fprintf(stderr, " %s;", b);
+  }
+  fprintf(stderr, "\n  outputs:");
+  for (int i = 0; i < v->n_out; i++) {
+    if (v->out[i] < 0 || v->out[i] >= v->g->nt) { fprintf(stderr, " (%d)", v->out[i]); continue; }
+    shape_str(&v->g->t[v->out[i]], b, sizeof b);
+    fprintf(stderr, " %s;", b);
+  }
+  fprintf(stderr, "\n");
+  abort();
+}
+
+static const dfl_tensor *TI(const vctx *v, int i) { return &v->g->t[v->in[i]]; }
+static const dfl_tensor *TO(const vctx *v, int i) { return &v->g->t[v->out[i]]; }
+static int64_t NI(const vctx *v, int i) { return dfl_tensor_numel(TI(v, i)); }
+static int64_t NO(const vctx *v, int i) { return dfl_tensor_numel(TO(v, i)); }
+
+static void need_io(const vctx *v, int n_in, int n_out) {
+  if (v->n_in != n_in || v->n_out != n_out)
+    vfail(v, "expects %d inputs and %d outputs, got %d and %d", n_in, n_out, v->n_in, v->n_out);
+}
+static void need_float_in(const vctx *v, int i) {
+  if (!is_float(TI(v, i)->dtype)) vfail(v, "input %d must be a float tensor", i);
+}
+static void need_float_out(const vctx *v, int i) {
+  if (!is_float(TO(v, i)->dtype)) vfail(v, "output %d must be a float tensor", i);
+}
+static void need_i32_in(const vctx *v, int i) {
+  if (TI(v, i)->dtype != DFL_I32) vfail(v, "input %d must be i32", i);
+}
+static void need_i32_out(const vctx *v, int i) {
+  if (TO(v, i)->dtype != DFL_I32) vfail(v, "output %d must be i32", i);
+}
+static void need_2d_in(const vctx *v, int i) {
+  if (TI(v, i)->ndim != 2) vfail(v, "input %d must be 2-D", i);
+}
+static void need_numel_in(const vctx *v, int i, int64_t n) {
+  if (NI(v, i) != n) vfail(v, "input %d must have %lld elements", i, (long long)n);
+}
+static void need_numel_out(const vctx *v, int i, int64_t n) {
+  if (NO(v, i) != n) vfail(v, "output %d must have %lld elements", i, (long long)n);
+}
+static void need_same_shape_out(const vctx *v, int o, int i) {
+  const dfl_tensor *a = TO(v, o), *b = TI(v, i);
+  int same = a->ndim == b->ndim;
+  for (int k = 0; same && k < a->ndim; k++) same = a->shape[k] == b->shape[k];
+  if (!same) vfail(v, "output %d must have the shape of input %d", o, i);
+}
+static void need_same_shape_in(const vctx *v, int i, int j) {
+  const dfl_tensor *a = TI(v, i), *b = TI(v, j);
+  int same = a->ndim == b->ndim;
+  for (int k = 0; same && k < a->ndim; k++) same = a->shape[k] == b->shape[k];
+  if (!same) vfail(v, "inputs %d and %d must have the same shape", i, j);
+}
+static int64_t rows(const dfl_tensor *t) { return t->ndim == 1 ? 1 : t->shape[0]; }
+static int64_t cols(const dfl_tensor *t) { return t->shape[t->ndim - 1]; }
+
+static void check_attention(const vctx *v, const dfl_attrs *a, int bwd) {
+  if (a->heads <= 0 || a->kv_heads <= 0 || a->head_dim <= 0 || a->heads % a->kv_heads)
+    vfail(v, "heads %d must be a positive multiple of kv_heads %d (head_dim %d)", a->heads, a->kv_heads, a->head_dim);
+  if (a->batch <= 0 || a->S <= 0 || a->window < 0) vfail(v, "batch %d, S %d, window %d", a->batch, a->S, a->window);
+  int64_t qd = (int64_t)a->heads * a->head_dim, kd = (int64_t)a->kv_heads * a->head_dim;
+  int64_t qrows, nf; /* rows of q, number of float forward inputs */
+  if (a->mask == DFL_MASK_CAUSAL) {
+    nf = 3;
+    qrows = (int64_t)a->batch * a->S;
+    if (bwd) need_io(v, 6, 3); else need_io(v, 3, 2);
+    need_numel_in(v, 0, qrows * qd);
+    need_numel_in(v, 1, qrows * kd);
+    need_numel_in(v, 2, qrows * kd);
+  } else if (a->mask == DFL_MASK_DFLASH) {
+    nf = 5;
+    if (a->N <= 0 || a->B <= 0) vfail(v, "N %d and B %d must be positive", a->N, a->B);
+    qrows = (int64_t)a->batch * a->N * a->B;
+    if (bwd) need_io(v, 10, 5); else need_io(v, 7, 2);
+    need_numel_in(v, 0, qrows * qd);
+    need_numel_in(v, 1, (int64_t)a->batch * a->S * kd);
+    need_numel_in(v, 2, (int64_t)a->batch * a->S * kd);
+    need_numel_in(v, 3, qrows * kd);
+    need_numel_in(v, 4, qrows * kd);
+    need_i32_in(v, 5);
+    need_i32_in(v, 6);
+    need_numel_in(v, 5, (int64_t)a->batch * a->N);
+    need_numel_in(v, 6, (int64_t)a->batch * a->N);
+  } else {
+    vfail(v, "unknown mask kind %d", (int)a->mask);
+    return;
+  }
+  for (int i = 0; i < nf; i++) need_float_in(v, i);
+  int base = (int)(a->mask == DFL_MASK_CAUSAL ? 3 : 7);
+  if (!bwd) {
+    need_same_shape_out(v, 0, 0);
+    need_float_out(v, 0);
+    need_float_out(v, 1);
+    need_numel_out(v, 1, qrows * a->heads);
+  } else {
+    need_numel_in(v, base, qrows * qd);           /* o */
+    need_numel_in(v, base + 1, qrows * a->heads); /* lse */
+    need_numel_in(v, base + 2, qrows * qd);       /* do */
+    for (int i = 0; i < nf; i++) {
+      need_float_out(v, i);
+      need_numel_out(v, i, NI(v, i));
+    }
+  }
+}
+
+static void validate(const vctx *v, const dfl_attrs *a) {
+  for (int i = 0; i < v->n_in; i++) {
+    if (v->code == DFL_OP_SCALE && i == 1 && v->in[i] == -1) continue;
+    if (v->in[i] < 0 || v->in[i] >= v->g->nt) vfail(v, "input %d is not a tensor id (%d)", i, v->in[i]);
+    const dfl_tensor *t = TI(v, i);
+    if (t->kind == DFL_T_ACT && t->producer < 0)
+      vfail(v, "input %d (%s) is an activation that no earlier op writes", i, t->name);
+  }
+  for (int i = 0; i < v->n_out; i++)
+    if (v->out[i] < 0 || v->out[i] >= v->g->nt) vfail(v, "output %d is not a tensor id (%d)", i, v->out[i]);
+  switch (v->code) {
+  case DFL_OP_IOTA_MOD:
+    need_io(v, 0, 1);
+    need_i32_out(v, 0);
+    if (a->n <= 0) vfail(v, "a.n must be positive");
+    break;
+  case DFL_OP_DFLASH_BLOCKS: {
+    need_io(v, 4, 4);
+    if (a->batch <= 0 || a->S <= 0 || a->N <= 0 || a->B <= 0) vfail(v, "batch, S, N, B must be positive");
+    int64_t bs = (int64_t)a->batch * a->S, bn = (int64_t)a->batch * a->N, q = bn * a->B;
+    for (int i = 0; i < 4; i++) need_i32_in(v, i);
+    need_numel_in(v, 0, bs);
+    need_numel_in(v, 1, bs);
+    need_numel_in(v, 2, bn);
+    need_numel_in(v, 3, bn);
+    for (int i = 0; i < 3; i++) need_i32_out(v, i), need_numel_out(v, i, q);
+    need_float_out(v, 3);
+    need_numel_out(v, 3, q);
+    break;
+  }
+  case DFL_OP_GATHER:
+    need_io(v, 2, 1);
+    need_float_in(v, 0);
+    need_2d_in(v, 0);
+    need_i32_in(v, 1);
+    need_float_out(v, 0);
+    if (TO(v, 0)->ndim != 2 || TO(v, 0)->shape[0] != NI(v, 1) || TO(v, 0)->shape[1] != TI(v, 0)->shape[1])
+      vfail(v, "output must be [len(ids), table columns]");
+    break;
+  case DFL_OP_MATMUL: {
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
+    need_2d_in(v, 0), need_2d_in(v, 1);
+    const dfl_tensor *A = TI(v, 0), *B = TI(v, 1), *C = TO(v, 0);
+    int64_t M = a->trans_a ? A->shape[1] : A->shape[0], K = a->trans_a ? A->shape[0] : A->shape[1];
+    int64_t K2 = a->trans_b ? B->shape[1] : B->shape[0], N = a->trans_b ? B->shape[0] : B->shape[1];
+    if (K != K2) vfail(v, "inner dimensions differ (%lld vs %lld, trans_a %d trans_b %d)", (long long)K, (long long)K2, a->trans_a, a->trans_b);
+    if (C->ndim != 2 || C->shape[0] != M || C->shape[1] != N) vfail(v, "output must be [%lld,%lld]", (long long)M, (long long)N);
+    break;
+  }
+  case DFL_OP_ADD:
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
+    need_same_shape_in(v, 0, 1);
+    need_same_shape_out(v, 0, 0);
+    break;
+  case DFL_OP_RMSNORM:
+  case DFL_OP_RMSNORM_BWD: {
+    int bwd = v->code == DFL_OP_RMSNORM_BWD;
+    need_io(v, bwd ? 4 : 2, 2);
+    for (int i = 0; i < v->n_in; i++) need_float_in(v, i);
+    need_float_out(v, 0), need_float_out(v, 1);
+    int64_t D = cols(TI(v, 0));
+    if (a->group <= 0 || D % a->group) vfail(v, "group %d must divide the row width %lld", a->group, (long long)D);
+    need_numel_in(v, 1, a->group);
+    need_same_shape_out(v, 0, 0);
+    if (!bwd) {
+      need_numel_out(v, 1, NI(v, 0) / a->group);
+    } else {
+      need_numel_in(v, 2, NI(v, 0) / a->group);
+      need_same_shape_in(v, 3, 0);
+      need_numel_out(v, 1, a->group);
+    }
+    break;
+  }
+  case DFL_OP_ROPE: {
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_i32_in(v, 1), need_float_out(v, 0);
+    if (a->heads <= 0 || a->head_dim <= 0 || a->head_dim % 2) vfail(v, "heads %d, head_dim %d (must be even)", a->heads, a->head_dim);
+    if (cols(TI(v, 0)) != (int64_t)a->heads * a->head_dim) vfail(v, "row width must be heads*head_dim = %d", a->heads * a->head_dim);
+    need_numel_in(v, 1, NI(v, 0) / cols(TI(v, 0)));
+    need_same_shape_out(v, 0, 0);
+    break;
+  }
+  case DFL_OP_ATTENTION: check_attention(v, a, 0); break;
+  case DFL_OP_ATTENTION_BWD: check_attention(v, a, 1); break;
+  case DFL_OP_SWIGLU:
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
+    need_same_shape_in(v, 0, 1);
+    need_same_shape_out(v, 0, 0);
+    break;
+  case DFL_OP_SWIGLU_BWD:
+    need_io(v, 3, 2);
+    for (int i = 0; i < 3; i++) need_float_in(v, i);
+    need_same_shape_in(v, 0, 1);
+    need_same_shape_in(v, 0, 2);
+    need_same_shape_out(v, 0, 0);
+    need_same_shape_out(v, 1, 0);
+    break;
+  case DFL_OP_LINEAR_CE: {
+    need_io(v, 4, 5);
+    need_float_in(v, 0), need_float_in(v, 1), need_i32_in(v, 2), need_float_in(v, 3);
+    need_2d_in(v, 0), need_2d_in(v, 1);
+    int64_t R = TI(v, 0)->shape[0], H = TI(v, 0)->shape[1];
+    if (TI(v, 1)->shape[1] != H) vfail(v, "w_lm must be [V, %lld]", (long long)H);
+    need_numel_in(v, 2, R);
+    need_numel_in(v, 3, R);
+    need_numel_out(v, 0, 1);
+    for (int i = 1; i < 4; i++) need_numel_out(v, i, R);
+    for (int i = 0; i < 5; i++) need_float_out(v, i);
+    need_same_shape_out(v, 4, 0);
+    if (a->vocab_chunk < 0 || a->topk < 0) vfail(v, "vocab_chunk and topk must be >= 0");
+    break;
+  }
+  case DFL_OP_SCATTER_ADD:
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_2d_in(v, 0), need_i32_in(v, 1), need_float_out(v, 0);
+    need_numel_in(v, 1, TI(v, 0)->shape[0]);
+    if (TO(v, 0)->ndim != 2 || TO(v, 0)->shape[1] != TI(v, 0)->shape[1]) vfail(v, "output must be [V, %lld]", (long long)TI(v, 0)->shape[1]);
+    break;
+  case DFL_OP_SCALE:
+    if (v->n_in < 1 || v->n_in > 2 || v->n_out != 1) vfail(v, "expects 1 or 2 inputs and 1 output");
+    need_float_in(v, 0), need_float_out(v, 0);
+    if (v->n_in == 2 && v->in[1] >= 0) need_float_in(v, 1), need_numel_in(v, 1, 1);
+    need_numel_out(v, 0, NI(v, 0));
+    break;
+  case DFL_OP_SUM:
+    need_io(v, 1, 1);
+    need_float_in(v, 0), need_float_out(v, 0), need_numel_out(v, 0, 1);
+    break;
+  case DFL_OP_DFLASH_METRICS: {
+    need_io(v, 4, 1);
+    if (a->batch <= 0 || a->N <= 0 || a->B <= 0) vfail(v, "batch, N, B must be positive");
+    int64_t q = (int64_t)a->batch * a->N * a->B;
+    for (int i = 0; i < 3; i++) need_float_in(v, i), need_numel_in(v, i, q);
+    need_i32_in(v, 3), need_numel_in(v, 3, (int64_t)a->batch * a->N);
+    need_float_out(v, 0), need_numel_out(v, 0, DFL_METRIC_COUNT + 2 * (int64_t)a->B);
+    break;
+  }
+  case DFL_OP_ACCUM:
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_float_in(v, 1);
+    if (v->out[0] != v->in[0]) vfail(v, "output must be the accumulator itself (in place)");
+    if (!dfl_tensor_is_persistent(TI(v, 0))) vfail(v, "the accumulator must be persistent");
+    need_numel_in(v, 1, NI(v, 0));
+    break;
+  case DFL_OP_SUMSQ_ACC:
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_float_in(v, 1), need_numel_in(v, 0, 1);
+    if (v->out[0] != v->in[0]) vfail(v, "output must be the accumulator itself (in place)");
+    break;
+  case DFL_OP_OPT_PREP:
+    need_io(v, 3, 1);
+    for (int i = 0; i < 3; i++) need_float_in(v, i);
+    need_numel_in(v, 0, 1), need_numel_in(v, 1, 1), need_numel_in(v, 2, DFL_OPT_COUNT);
+    if (v->out[0] != v->in[2]) vfail(v, "output must be the state itself (in place)");
+    break;
+  case DFL_OP_ADAMW:
+    need_io(v, 6, 5);
+    for (int i = 0; i < 6; i++) need_float_in(v, i);
+    for (int i = 1; i < 5; i++) need_numel_in(v, i, NI(v, 0));
+    need_numel_in(v, 5, DFL_OPT_COUNT);
+    for (int i = 0; i < 5; i++)
+      if (v->out[i] != v->in[i]) vfail(v, "outputs must be param, master, m, v, grad themselves (in place)");
+    break;
+  case DFL_OP_COPY: /* also a reshape: only the element count must agree */
+    need_io(v, 1, 1);
+    need_numel_out(v, 0, NI(v, 0));
+    break;
+  case DFL_OP_CONCAT_COLS: {
+    if (v->n_in < 1 || v->n_out != 1) vfail(v, "expects 1..%d inputs and 1 output", DFL_MAX_IO);
+    int64_t R = rows(TI(v, 0)), C = 0;
+    for (int i = 0; i < v->n_in; i++) {
+      need_float_in(v, i);
+      if (rows(TI(v, i)) != R || TI(v, i)->ndim > 2) vfail(v, "input %d must be [%lld, C] like input 0", i, (long long)R);
+      C += cols(TI(v, i));
+    }
+    need_float_out(v, 0);
+    if (TO(v, 0)->ndim != 2 || TO(v, 0)->shape[0] != R || TO(v, 0)->shape[1] != C)
+      vfail(v, "output must be [%lld, %lld]", (long long)R, (long long)C);
+    break;
+  }
+  case DFL_OP_FILL:
+    need_io(v, 0, 1);
+    need_float_out(v, 0);
+    break;
+  default: vfail(v, "unknown opcode %d", (int)v->code);
+  }
+}
+
+/* Outputs of these ops carry a gradient path (first output only: rstd, lse, ce, ... do not). */
+static int differentiable(dfl_opcode c) {
+  switch (c) {
+  case DFL_OP_GATHER: case DFL_OP_MATMUL: case DFL_OP_ADD: case DFL_OP_RMSNORM: case DFL_OP_ROPE:
+  case DFL_OP_ATTENTION: case DFL_OP_SWIGLU: case DFL_OP_LINEAR_CE: case DFL_OP_SCALE: case DFL_OP_SUM:
+  case DFL_OP_COPY:
+    return 1;
+  default: return 0;
+  }
+}
+
+int dfl_op_add(dfl_graph *g, dfl_opcode code, const int *in, int n_in, const int *out, int n_out, const dfl_attrs *a) {
+  static const dfl_attrs zero;
+  if (!a) a = &zero;
+  vctx v = {g, code, g->cur_label ? g->cur_label : "?", in, out, n_in, n_out};
+  if (n_in < 0 || n_in > DFL_MAX_IO || n_out < 1 || n_out > DFL_MAX_IO || (unsigned)code >= DFL_OP_COUNT)
+    vfail(&(vctx){g, code, v.label, in, out, 0, 0}, "bad op: %d inputs, %d outputs", n_in, n_out);
+  validate(&v, a);
+  if (g->nops == g->cap_ops) {
+    g->cap_ops = g->cap_ops ? 2 * g->cap_ops : 64;
+    g->ops = xrealloc(g->ops, (size_t)g->cap_ops * sizeof *g->ops);
+  }
+  int id = g->nops++;
+  dfl_op *op = &g->ops[id];
+  memset(op, 0, sizeof *op);
+  op->code = code;
+  op->n_in = n_in;
+  op->n_out = n_out;
+  for (int i = 0; i < n_in; i++) op->in[i] = in[i];
+  for (int i = 0; i < n_out; i++) op->out[i] = out[i];
+  op->a = *a;
+  op->phase = g->cur_phase;
+  snprintf(op->label, sizeof op->label, "%s", g->cur_label ? g->cur_label : dfl_opcode_name(code));
+  int rg = 0;
+  if (differentiable(code))
+    for (int i = 0; i < n_in; i++)
+      if (in[i] >= 0 && g->t[in[i]].requires_grad && is_float(g->t[in[i]].dtype)) rg = 1;
+  for (int i = 0; i < n_out; i++) {
+    dfl_tensor *t = &g->t[out[i]];
+    if (t->producer < 0) t->producer = id;
+    if (i == 0 && rg && t->kind == DFL_T_ACT) t->requires_grad = 1;
+  }
+  return id;
+}
+
+/* --- convenience builders --- */
+
+static void derived_name(char *buf, size_t n, const char *name, const char *suffix) {
+  /* names longer than DFL_NAME_MAX are cut, keeping the suffix */
+  size_t ls = strlen(suffix), ln = name ? strlen(name) : 0;
+  if (ln + ls + 1 > n) ln = n - ls - 1;
+  memcpy(buf, name, ln);
+  memcpy(buf + ln, suffix, ls + 1);
+}
+
+int dfl_matmul(dfl_graph *g, int a, int b, int trans_a, int trans_b, dfl_dtype dt, const char *name) {
+  const dfl_tensor *A = &g->t[a], *B = &g->t[b];
+  int64_t M = A->ndim == 2 ? (trans_a ? A->shape[1] : A->shape[0]) : 1;
+  int64_t N = B->ndim == 2 ? (trans_b ? B->shape[0] : B->shape[1]) : 1;
+  int c = dfl_tensor_2d(g, name, dt, DFL_T_ACT, M, N);
+  dfl_attrs at = {0};
+  at.trans_a = trans_a, at.trans_b = trans_b, at.alpha = 1.0;
+  int in[2] = {a, b};
+  dfl_op_add(g, DFL_OP_MATMUL, in, 2, &c, 1, &at);
+  return c;
+}
+
+int dfl_linear(dfl_graph *g, int x, int w, dfl_dtype dt, const char *name) { return dfl_matmul(g, x, w, 0, 1, dt, name); }
+
+int dfl_add(dfl_graph *g, int x, int y, const char *name) {
+  dfl_tensor *X = &g->t[x];
+  int o = dfl_tensor_new(g, name, X->dtype, DFL_T_ACT, X->ndim, X->shape);
+  int in[2] = {x, y};
+  dfl_op_add(g, DFL_OP_ADD, in, 2, &o, 1, NULL);
+  return o;
+}
+
+int dfl_rmsnorm(dfl_graph *g, int x, int w, int group, double eps, const char *name) {
+  dfl_tensor X = g->t[x];
+  int y = dfl_tensor_new(g, name, X.dtype, DFL_T_ACT, X.ndim, X.shape);
+  char nb[DFL_NAME_MAX];
+  derived_name(nb, sizeof nb, g->t[y].name, ".rstd");
+  int r = dfl_tensor_1d(g, nb, DFL_F32, DFL_T_ACT, group > 0 ? dfl_tensor_numel(&X) / group : 1);
+  dfl_attrs at = {0};
+  at.group = group, at.eps = eps;
+  int in[2] = {x, w}, out[2] = {y, r};
+  dfl_op_add(g, DFL_OP_RMSNORM, in, 2, out, 2, &at);
+  return y;
+}
+
+int dfl_rope(dfl_graph *g, int x, int pos, int heads, int head_dim, double theta, const char *name) {
+  dfl_tensor X = g->t[x];
+  int y = dfl_tensor_new(g, name, X.dtype, DFL_T_ACT, X.ndim, X.shape);
+  dfl_attrs at = {0};
+  at.heads = heads, at.head_dim = head_dim, at.theta = theta;
+  int in[2] = {x, pos};
+  dfl_op_add(g, DFL_OP_ROPE, in, 2, &y, 1, &at);
+  return y;
+}
+
+int dfl_swiglu(dfl_graph *g, int gate, int up, const char *name) {
+  dfl_tensor X = g->t[gate];
+  int y = dfl_tensor_new(g, name, X.dtype, DFL_T_ACT, X.ndim, X.shape);
+  int in[2] = {gate, up};
+  dfl_op_add(g, DFL_OP_SWIGLU, in, 2, &y, 1, NULL);
+  return y;
+}
+
+int dfl_gather(dfl_graph *g, int table, int ids, dfl_dtype dt, const char *name) {
+  int64_t R = dfl_tensor_numel(&g->t[ids]), H = g->t[table].shape[g->t[table].ndim - 1];
+  int y = dfl_tensor_2d(g, name, dt, DFL_T_ACT, R, H);
+  int in[2] = {table, ids};
+  dfl_op_add(g, DFL_OP_GATHER, in, 2, &y, 1, NULL);
+  return y;
+}
+
+/* --- FLOPs --- */
+
+/* Visible (query, key) pairs of one head of an attention op. DFlash anchors are only known at run
+** time: a full layer is estimated with anchors uniform over the sequence (S/2 context keys) plus
+** the B block keys; a sliding layer sees at most W keys. */
+static double attn_pairs(const dfl_attrs *a) {
+  if (a->mask == DFL_MASK_CAUSAL) {
+    double S = a->S, per = a->window > 0 && a->window < a->S ? (double)a->window : (S + 1) / 2;
+    return (double)a->batch * S * per;
+  }
+  double rows = (double)a->batch * a->N * a->B;
+  double per = a->window > 0 ? (double)a->window : a->S / 2.0 + a->B;
+  return rows * per;
+}
+
+double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  const dfl_tensor *o0 = &g->t[op->out[0]];
+  double n0 = (double)dfl_tensor_numel(o0);
+  switch (op->code) {
+  case DFL_OP_MATMUL: {
+    const dfl_tensor *A = &g->t[op->in[0]];
+    double K = (double)(a->trans_a ? A->shape[0] : A->shape[1]);
+    return 2.0 * n0 * K;
+  }
+  case DFL_OP_ATTENTION: /* QK^T and PV */
+    return 4.0 * attn_pairs(a) * a->heads * a->head_dim;
+  case DFL_OP_ATTENTION_BWD: /* recomputed QK^T, dV, dP, dQ, dK */
+    return 10.0 * attn_pairs(a) * a->heads * a->head_dim;
+  case DFL_OP_LINEAR_CE: { /* logits and dy: two GEMMs over the vocabulary */
+    const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
+    return 4.0 * (double)Y->shape[0] * (double)W->shape[0] * (double)Y->shape[1];
+  }
+  case DFL_OP_RMSNORM: case DFL_OP_ROPE: case DFL_OP_SWIGLU: return 4.0 * n0;
+  case DFL_OP_RMSNORM_BWD: case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
+  case DFL_OP_ADD: case DFL_OP_SCALE: case DFL_OP_ACCUM: return n0;
+  case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
+  case DFL_OP_SCATTER_ADD: return (double)dfl_tensor_numel(&g->t[op->in[0]]);
+  case DFL_OP_ADAMW: return 12.0 * n0;
+  default: return 0.0;
+  }
+}
+
+/* --- dump --- */
+
+static void dump_tensor(const dfl_tensor *t, int id, FILE *f) {
+  fprintf(f, "%%%d:%s[", id, t->name);
+  for (int i = 0; i < t->ndim; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+  fprintf(f, "]%s", dfl_dtype_name(t->dtype));
+}
+
+void dfl_graph_dump(const dfl_graph *g, FILE *f) {
+  fprintf(f, "graph: %d tensors, %d ops\n", g->nt, g->nops);
+  for (int i = 0; i < g->nt; i++) {
+    const dfl_tensor *t = &g->t[i];
+    if (!dfl_tensor_is_persistent(t)) continue;
+    fprintf(f, "  %-6s ", dfl_tkind_name(t->kind));
+    dump_tensor(t, i, f);
+    fprintf(f, "\n");
+  }
+  for (int i = 0; i < g->nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    fprintf(f, "%4d %-9s %-14s %s:", i, dfl_phase_name(op->phase), dfl_opcode_name(op->code), op->label);
+    for (int k = 0; k < op->n_in; k++) {
+      fprintf(f, " ");
+      if (op->in[k] < 0) fprintf(f, "-");
+      else dump_tensor(&g->t[op->in[k]], op->in[k], f);
+    }
+    fprintf(f, " ->");
+    for (int k = 0; k < op->n_out; k++) {
+      fprintf(f, " ");
+      dump_tensor(&g->t[op->out[k]], op->out[k], f);
+    }
+    const dfl_attrs *a = &op->a;
+    switch (op->code) {
+    case DFL_OP_MATMUL: fprintf(f, " {ta=%d tb=%d alpha=%g}", a->trans_a, a->trans_b, a->alpha); break;
+    case DFL_OP_RMSNORM: case DFL_OP_RMSNORM_BWD: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
+    case DFL_OP_ROPE: fprintf(f, " {heads=%d hd=%d theta=%g inv=%d}", a->heads, a->head_dim, a->theta, a->inverse); break;
+    case DFL_OP_ATTENTION: case DFL_OP_ATTENTION_BWD:
+      fprintf(f, " {%s b=%d S=%d N=%d B=%d nh=%d nkv=%d hd=%d W=%d scale=%g}", a->mask == DFL_MASK_DFLASH ? "dflash" : "causal",
+              a->batch, a->S, a->N, a->B, a->heads, a->kv_heads, a->head_dim, a->window, a->scale);
+      break;
+    case DFL_OP_LINEAR_CE: fprintf(f, " {chunk=%d topk=%d}", a->vocab_chunk, a->topk); break;
+    case DFL_OP_SCALE: case DFL_OP_FILL: fprintf(f, " {alpha=%g}", a->alpha); break;
+    case DFL_OP_IOTA_MOD: fprintf(f, " {n=%d}", a->n); break;
+    case DFL_OP_DFLASH_BLOCKS: fprintf(f, " {b=%d S=%d N=%d B=%d mask_id=%d gamma=%g}", a->batch, a->S, a->N, a->B, a->mask_id, a->gamma); break;
+    case DFL_OP_OPT_PREP: fprintf(f, " {lr=%g warmup=%lld total=%lld sched=%d clip=%g}", a->lr, (long long)a->warmup, (long long)a->total, a->schedule, a->clip); break;
+    case DFL_OP_ADAMW: fprintf(f, " {b1=%g b2=%g eps=%g wd=%g}", a->beta1, a->beta2, a->eps, a->wd); break;
+    default: break;
+    }
+    fprintf(f, "\n");
+  }
+}
