@@ -23,7 +23,8 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
 
 /* One DFlash drafter training micro-step (reference §1.3-§2.6), forward + loss + metrics.
 ** features: [batch*S, n_taps*H] (INPUT, or a colocated target's output); ids, loss_mask:
-** [batch*S] i32; anchors, keep: [batch, N] i32; embed, lm_head: FROZEN [V,H] (created if -1).
+** [batch*S] i32; anchors, keep: [batch, N] i32; embed, lm_head: FROZEN [V,H] (created if -1, named
+** as in the target checkpoint: "model.embed_tokens.weight", "lm_head.weight").
 ** Drafter PARAMs are named by their export names (§5: "fc.weight", "layers.0.self_attn.q_proj.weight", ...). */
 typedef struct dfl_drafter_out {
   int num;            /* [1] sum w*CE of this micro-step */

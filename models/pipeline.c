@@ -1,0 +1,93 @@
+/*
+** pipeline.c: the whole graph of one drafter device: (colocated target forward) + drafter step,
+** then for training autodiff of the loss numerator and the optimizer. The host fills the INPUT
+** tensors each micro-step and reads the OUTPUT sums (loss_num_acc, loss_den_acc, metrics_acc),
+** zeroing them when it has logged them.
+*/
+#include <stdio.h>
+#include <string.h>
+
+#include "models/models.h"
+
+static int build_common(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
+  memset(tg, 0, sizeof *tg);
+  dfl_graph *g = &tg->g;
+  dfl_graph_init(g);
+  tg->batch = s->batch;
+  tg->S = s->seq_len;
+  tg->N = s->anchors;
+  tg->features = -1;
+  tg->opt_state = -1;
+  const dfl_dtype dt = s->precision == DFL_PREC_BF16 ? DFL_BF16 : DFL_F32;
+  const int64_t R = (int64_t)tg->batch * tg->S;
+
+  if (s->drafter.hidden != s->target.hidden || s->drafter.vocab != s->target.vocab) {
+    fprintf(stderr, "dfl_model_train_graph: drafter hidden/vocab (%d/%d) differ from the target's (%d/%d)\n",
+            s->drafter.hidden, s->drafter.vocab, s->target.hidden, s->target.vocab);
+    return DFL_ESHAPE;
+  }
+
+  g->cur_phase = colocated ? DFL_PH_TARGET : DFL_PH_FORWARD;
+  tg->ids = dfl_tensor_1d(g, "input_ids", DFL_I32, DFL_T_INPUT, R);
+  tg->loss_mask = dfl_tensor_1d(g, "loss_mask", DFL_I32, DFL_T_INPUT, R);
+  tg->anchors = dfl_tensor_2d(g, "anchors", DFL_I32, DFL_T_INPUT, tg->batch, tg->N);
+  tg->keep = dfl_tensor_2d(g, "keep", DFL_I32, DFL_T_INPUT, tg->batch, tg->N);
+
+  int features, embed = -1, lm_head = -1, rc;
+  if (colocated) {
+    rc = dfl_model_target(g, s, tg->batch, tg->S, tg->ids, 0, 0, &tg->target);
+    if (rc != DFL_OK) return rc;
+    features = tg->target.features;
+    embed = tg->target.embed;
+    lm_head = tg->target.lm_head;
+  } else {
+    tg->features = dfl_tensor_2d(g, "features", dt, DFL_T_INPUT, R, (int64_t)s->n_taps * s->target.hidden);
+    features = tg->features;
+  }
+  rc = dfl_model_drafter(g, s, tg->batch, features, tg->ids, tg->loss_mask, tg->anchors, tg->keep, embed,
+                         lm_head, &tg->drafter);
+  if (rc != DFL_OK) return rc;
+
+  /* Window sums for logging; after the forward so they never feed the loss. */
+  g->cur_phase = DFL_PH_LOSS;
+  g->cur_label = "metrics";
+  tg->loss_num_acc = dfl_tensor_1d(g, "out.loss_num", DFL_F32, DFL_T_OUTPUT, 1);
+  tg->loss_den_acc = dfl_tensor_1d(g, "out.loss_den", DFL_F32, DFL_T_OUTPUT, 1);
+  tg->metrics_acc = dfl_tensor_1d(g, "out.metrics", DFL_F32, DFL_T_OUTPUT,
+                                  dfl_tensor_numel(&g->t[tg->drafter.metrics]));
+  dfl_attrs at;
+  memset(&at, 0, sizeof at);
+  int pairs[3][2] = {{tg->loss_num_acc, tg->drafter.num},
+                     {tg->loss_den_acc, tg->drafter.den},
+                     {tg->metrics_acc, tg->drafter.metrics}};
+  for (int i = 0; i < 3; i++) dfl_op_add(g, DFL_OP_ACCUM, pairs[i], 2, &pairs[i][0], 1, &at);
+  g->cur_label = NULL;
+  return DFL_OK;
+}
+
+int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
+  int rc = build_common(tg, s, colocated);
+  if (rc != DFL_OK) return rc;
+  dfl_graph *g = &tg->g;
+  g->cur_phase = DFL_PH_BACKWARD;
+  rc = dfl_autodiff(g, tg->drafter.num);
+  if (rc != DFL_OK) return rc;
+  struct dfl_optim_cfg cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.lr = s->lr;
+  cfg.beta1 = s->beta1;
+  cfg.beta2 = s->beta2;
+  cfg.eps = s->eps;
+  cfg.wd = s->weight_decay;
+  cfg.clip = s->clip;
+  cfg.warmup = s->warmup_steps;
+  cfg.total = s->steps;
+  cfg.schedule = (int)s->schedule;
+  tg->opt_state = dfl_build_optimizer(g, tg->drafter.den, &cfg);
+  if (tg->opt_state < 0) return DFL_ERR;
+  return DFL_OK;
+}
+
+int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
+  return build_common(tg, s, colocated);
+}

@@ -1,0 +1,380 @@
+/*
+** verify.c: `dflc verify FIXTURE` -- one DFlash training step on the CPU backend against a
+** reference step computed by SpecForge in float64 (tests/fixtures/README.md). The drafter is
+** built from the fixture's config.json and constants; batch, S and N come from its tensors.
+** Prints the relative error of every quantity, then PASS or FAIL with the worst one.
+*/
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/cli.h"
+#include "models/models.h"
+#include "models/weights.h"
+#include "runtime/cpu.h"
+#include "runtime/safetensors.h"
+
+typedef struct {
+  double tol;
+  int f64;
+  int vocab_chunk;
+  int quiet;
+} verify_opts;
+
+typedef struct {
+  double worst;
+  char worst_name[128];
+  int n;
+  int quiet;
+} verify_tally;
+
+static double rel_err(const double *ours, const double *ref, int64_t n) {
+  double d = 0, r = 0;
+  for (int64_t i = 0; i < n; i++) {
+    d += (ours[i] - ref[i]) * (ours[i] - ref[i]);
+    r += ref[i] * ref[i];
+  }
+  /* A zero reference (e.g. no correct prediction) is compared absolutely. */
+  double e = r > 0 ? sqrt(d) / sqrt(r) : sqrt(d);
+  return isfinite(e) ? e : INFINITY;
+}
+
+static void report(verify_tally *t, const char *name, double e) {
+  if (!t->quiet) printf("  %-52s %.3e\n", name, e);
+  if (t->n == 0 || !(e <= t->worst)) {   /* NaN counts as worst */
+    t->worst = e;
+    snprintf(t->worst_name, sizeof t->worst_name, "%s", name);
+  }
+  t->n++;
+}
+
+/* Read a reference tensor into a fresh double array, checking its element count. */
+static double *ref_read(const dfl_st *st, const char *name, int ndim, const int64_t *shape, char *err, size_t errlen) {
+  const dfl_st_entry *e = NULL;
+  if (dfl_st_expect(st, name, ndim, shape, &e, err, errlen) != DFL_OK) return NULL;
+  double *v = malloc(sizeof(double) * (size_t)(dfl_st_numel(e) > 0 ? dfl_st_numel(e) : 1));
+  if (!v || dfl_st_read_f64(st, e, v) != DFL_OK) {
+    snprintf(err, errlen, "%s: tensor %s: unreadable", st->files[e->file].path, name);
+    free(v);
+    return NULL;
+  }
+  return v;
+}
+
+static int json_num(json_t *o, const char *k, double *out) {
+  json_t *v = json_object_get(o, k);
+  if (!json_is_number(v)) return 0;
+  *out = json_number_value(v);
+  return 1;
+}
+
+/* Fill a spec from the fixture json and the batch/sequence/anchor shapes. */
+static int spec_from_fixture(json_t *root, const dfl_st *st, const verify_opts *o, dfl_spec *s,
+                             char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  json_t *dc = json_object_get(root, "draft_config");
+  json_t *tr = json_object_get(root, "training");
+  if (!json_is_object(dc) || !json_is_object(tr)) {
+    snprintf(err, errlen, "needs objects \"draft_config\" and \"training\"");
+    return DFL_EFORMAT;
+  }
+  int rc = dfl_hf_arch_from_json(dc, &s->drafter, err, errlen);
+  if (rc != DFL_OK) return rc;
+  s->drafter.family = DFL_FAMILY_QWEN3;
+  s->drafter.qk_norm = 1;                 /* the DFlash drafter always has q/k norms */
+  s->drafter.tie_embeddings = 0;
+  s->target = s->drafter;
+  json_t *ntl = json_object_get(dc, "num_target_layers");
+  if (json_is_integer(ntl)) s->target.layers = (int)json_integer_value(ntl);
+
+  json_t *dfc = json_object_get(dc, "dflash_config");
+  json_t *taps = json_object_get(dfc, "target_layer_ids");
+  json_t *mask = json_object_get(dfc, "mask_token_id");
+  if (!json_is_array(taps) || json_array_size(taps) < 1 || json_array_size(taps) > DFL_MAX_IO ||
+      !json_is_integer(mask)) {
+    snprintf(err, errlen, "draft_config.dflash_config needs target_layer_ids (1..%d layers) and mask_token_id", DFL_MAX_IO);
+    return DFL_EFORMAT;
+  }
+  s->n_taps = (int)json_array_size(taps);
+  for (int i = 0; i < s->n_taps; i++) {
+    s->taps[i] = (int)json_integer_value(json_array_get(taps, (size_t)i));
+    if (s->taps[i] >= s->target.layers) s->target.layers = s->taps[i] + 1;
+  }
+  s->mask_token = (int)json_integer_value(mask);
+  if (s->mask_token < 0 || s->mask_token >= s->drafter.vocab) {
+    snprintf(err, errlen, "mask_token_id %d outside the vocabulary", s->mask_token);
+    return DFL_EFORMAT;
+  }
+
+  json_t *lt = json_object_get(dc, "layer_types");
+  json_t *sw = json_object_get(dc, "sliding_window");
+  for (int l = 0; l < s->drafter.layers; l++) {
+    const char *ty = json_string_value(json_array_get(lt, (size_t)l));
+    s->sliding[l] = ty && !strcmp(ty, "sliding_attention");
+    if (ty && !s->sliding[l] && strcmp(ty, "full_attention")) {
+      snprintf(err, errlen, "layer_types[%d] = \"%s\": expected full_attention or sliding_attention", l, ty);
+      return DFL_EFORMAT;
+    }
+    if (s->sliding[l]) {
+      if (!json_is_integer(sw) || json_integer_value(sw) < 1) {
+        snprintf(err, errlen, "sliding layers need a positive integer sliding_window");
+        return DFL_EFORMAT;
+      }
+      s->window[l] = (int)json_integer_value(sw);
+    }
+  }
+
+  json_t *bs = json_object_get(tr, "block_size");
+  if (!json_is_integer(bs)) bs = json_object_get(dc, "block_size");
+  if (!json_is_integer(bs) || json_integer_value(bs) < 2) {
+    snprintf(err, errlen, "block_size must be an integer >= 2");
+    return DFL_EFORMAT;
+  }
+  s->block_size = (int)json_integer_value(bs);
+  if (!json_num(tr, "loss_decay_gamma", &s->gamma)) s->gamma = 0;
+
+  json_t *opt = json_object_get(tr, "optimizer");
+  json_t *betas = json_object_get(opt, "betas");
+  if (!json_num(opt, "lr", &s->lr) || !json_num(opt, "eps", &s->eps) || json_array_size(betas) != 2) {
+    snprintf(err, errlen, "training.optimizer needs lr, betas [2] and eps");
+    return DFL_EFORMAT;
+  }
+  s->beta1 = json_number_value(json_array_get(betas, 0));
+  s->beta2 = json_number_value(json_array_get(betas, 1));
+  if (!json_num(opt, "weight_decay", &s->weight_decay)) s->weight_decay = 0;
+  if (!json_num(opt, "max_grad_norm", &s->clip)) s->clip = 0;
+  s->schedule = DFL_SCHED_CONSTANT;
+  s->warmup_steps = 0;
+  s->steps = 1;
+  s->accum = 1;
+  s->precision = DFL_PREC_FP32;
+  s->vocab_chunk = o->vocab_chunk > 0 ? o->vocab_chunk : s->drafter.vocab;
+  s->topk = 0;
+
+  const dfl_st_entry *ids = dfl_st_find(st, "input_ids"), *anc = dfl_st_find(st, "anchors");
+  if (!ids || ids->ndim != 2 || !anc || anc->ndim != 2 || anc->shape[0] != ids->shape[0]) {
+    snprintf(err, errlen, "needs input_ids [b, S] and anchors [b, N]");
+    return DFL_EFORMAT;
+  }
+  s->batch = (int)ids->shape[0];
+  s->seq_len = (int)ids->shape[1];
+  s->anchors = (int)anc->shape[1];
+  return DFL_OK;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: dflc verify FIXTURE [--tol X] [--f64] [--vocab-chunk N] [--quiet]\n"
+             "  FIXTURE: path of NAME.json / NAME.safetensors (with or without the extension)\n"
+             "  Runs one DFlash training step on the CPU backend and compares it with the fixture.\n"
+             "  Exit status: 0 PASS, 1 FAIL (an error above --tol, default 1e-4), 2 bad input.\n");
+}
+
+static int verify_run(const char *base, const verify_opts *o, verify_tally *tally) {
+  char jpath[DFL_PATH_MAX + 16], spath[DFL_PATH_MAX + 16], err[1024];
+  snprintf(jpath, sizeof jpath, "%s.json", base);
+  snprintf(spath, sizeof spath, "%s.safetensors", base);
+  json_error_t je;
+  json_t *root = json_load_file(jpath, 0, &je);
+  if (!root) {
+    fprintf(stderr, "%s:%d: %s\n", jpath, je.line, je.text);
+    return 2;
+  }
+  dfl_st st;
+  if (dfl_st_open(&st, spath, err, sizeof err) != DFL_OK) {
+    fprintf(stderr, "%s\n", err);
+    json_decref(root);
+    return 2;
+  }
+  int status = 2;
+  dfl_spec spec;
+  dfl_train_graph tg;
+  dfl_cpu cpu;
+  int have_graph = 0, have_cpu = 0;
+  double *buf = NULL, *ref = NULL, *ref2 = NULL;
+  double **before = NULL;
+
+  if (spec_from_fixture(root, &st, o, &spec, err, sizeof err) != DFL_OK) {
+    fprintf(stderr, "%s: %s\n", jpath, err);
+    goto done;
+  }
+  have_graph = 1;
+  if (dfl_model_train_graph(&tg, &spec, 0) != DFL_OK) {
+    fprintf(stderr, "%s: cannot build the training graph\n", jpath);
+    goto done;
+  }
+  dfl_graph *g = &tg.g;
+  if (dfl_cpu_init(&cpu, g, NULL, o->f64) != DFL_OK) {
+    fprintf(stderr, "verify: cannot allocate the CPU backend\n");
+    goto done;
+  }
+  have_cpu = 1;
+
+  /* Weights and the batch. */
+  const dfl_st_entry *e;
+  if (dfl_weights_load(&cpu, &st, DFL_KIND_BIT(DFL_T_PARAM), "param.", err, sizeof err) != DFL_OK) {
+    fprintf(stderr, "%s\n", err);
+    goto done;
+  }
+  /* The fixture names the frozen tensors without the target's "model." prefix. */
+  struct { int t; const char *name; int exact; } inputs[] = {
+    {tg.drafter.embed, "embed_tokens.weight", 1}, {tg.drafter.lm_head, "lm_head.weight", 1},
+    {tg.features, "target_hidden", 0}, {tg.ids, "input_ids", 0}, {tg.loss_mask, "loss_mask", 0},
+    {tg.anchors, "anchors", 0}, {tg.keep, "keep", 0}};
+  for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+    const dfl_tensor *t = &g->t[inputs[i].t];
+    if (inputs[i].exact) {
+      if (dfl_st_expect(&st, inputs[i].name, t->ndim, t->shape, &e, err, sizeof err) != DFL_OK) {
+        fprintf(stderr, "%s\n", err);
+        goto done;
+      }
+    } else if (!(e = dfl_st_find(&st, inputs[i].name))) {
+      fprintf(stderr, "%s: tensor %s: missing\n", spath, inputs[i].name);
+      goto done;
+    }
+    if (dfl_weights_read(&cpu, inputs[i].t, &st, e, err, sizeof err) != DFL_OK) {
+      fprintf(stderr, "%s\n", err);
+      goto done;
+    }
+  }
+  dfl_cpu_init_masters(&cpu);
+
+  const int np = tg.drafter.n_params;
+  before = calloc((size_t)np, sizeof *before);
+  for (int i = 0; i < np; i++) {
+    const dfl_tensor *t = &g->t[tg.drafter.params[i]];
+    int64_t n = dfl_tensor_numel(t);
+    before[i] = malloc(sizeof(double) * (size_t)n);
+    dfl_cpu_get_d(&cpu, tg.drafter.params[i], before[i], n);
+  }
+
+  /* Forward, loss, backward. */
+  if (dfl_cpu_run(&cpu, DFL_PH_STEP) != DFL_OK) {
+    fprintf(stderr, "verify: the step failed on the CPU backend\n");
+    goto done;
+  }
+  double num, den;
+  dfl_cpu_get_d(&cpu, tg.loss_num_acc, &num, 1);
+  dfl_cpu_get_d(&cpu, tg.loss_den_acc, &den, 1);
+  int64_t nm = dfl_tensor_numel(&g->t[tg.metrics_acc]);
+  double metrics[DFL_METRIC_COUNT + 2 * 4096];
+  if (nm > (int64_t)(sizeof metrics / sizeof metrics[0])) goto done;
+  dfl_cpu_get_d(&cpu, tg.metrics_acc, metrics, nm);
+  double loss = num / den;
+  struct { const char *name; double v; } scalars[] = {
+    {"out.loss", loss}, {"out.loss_num", num}, {"out.loss_den", den},
+    {"out.acc_num", metrics[DFL_METRIC_ACC_NUM]}, {"out.acc_den", metrics[DFL_METRIC_ACC_DEN]}};
+  int64_t one = 1;
+  for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
+    if (!(ref = ref_read(&st, scalars[i].name, 1, &one, err, sizeof err))) { fprintf(stderr, "%s\n", err); goto done; }
+    report(tally, scalars[i].name, rel_err(&scalars[i].v, ref, 1));
+    free(ref); ref = NULL;
+  }
+
+  /* Gradients of loss = num / den: the accumulators hold d num, so divide by den. */
+  char name[DFL_NAME_MAX + 16];
+  for (int i = 0; i < np; i++) {
+    const dfl_tensor *t = &g->t[tg.drafter.params[i]];
+    int64_t n = dfl_tensor_numel(t);
+    snprintf(name, sizeof name, "grad.%s", t->name);
+    if (!(ref = ref_read(&st, name, t->ndim, t->shape, err, sizeof err))) { fprintf(stderr, "%s\n", err); goto done; }
+    if (t->grad_acc < 0) {
+      fprintf(stderr, "verify: parameter %s got no gradient\n", t->name);
+      goto done;
+    }
+    buf = malloc(sizeof(double) * (size_t)n);
+    dfl_cpu_get_d(&cpu, t->grad_acc, buf, n);
+    for (int64_t j = 0; j < n; j++) buf[j] /= den;
+    report(tally, name, rel_err(buf, ref, n));
+    free(buf); buf = NULL;
+    free(ref); ref = NULL;
+  }
+
+  /* The optimizer step: clip, AdamW; compare the update (updated - param), not the weights. */
+  if (dfl_cpu_run(&cpu, 1u << DFL_PH_OPTIMIZER) != DFL_OK) {
+    fprintf(stderr, "verify: the optimizer step failed on the CPU backend\n");
+    goto done;
+  }
+  double state[DFL_OPT_COUNT];
+  dfl_cpu_get_d(&cpu, tg.opt_state, state, DFL_OPT_COUNT);
+  if (!(ref = ref_read(&st, "out.grad_norm_preclip", 1, &one, err, sizeof err))) { fprintf(stderr, "%s\n", err); goto done; }
+  report(tally, "out.grad_norm_preclip", rel_err(&state[DFL_OPT_GNORM], ref, 1));
+  free(ref); ref = NULL;
+  for (int i = 0; i < np; i++) {
+    const dfl_tensor *t = &g->t[tg.drafter.params[i]];
+    int64_t n = dfl_tensor_numel(t);
+    snprintf(name, sizeof name, "updated.%s", t->name);
+    if (!(ref = ref_read(&st, name, t->ndim, t->shape, err, sizeof err))) { fprintf(stderr, "%s\n", err); goto done; }
+    snprintf(name, sizeof name, "param.%s", t->name);
+    if (!(ref2 = ref_read(&st, name, t->ndim, t->shape, err, sizeof err))) { fprintf(stderr, "%s\n", err); goto done; }
+    buf = malloc(sizeof(double) * (size_t)n);
+    dfl_cpu_get_d(&cpu, t->master >= 0 ? t->master : tg.drafter.params[i], buf, n);
+    for (int64_t j = 0; j < n; j++) {
+      buf[j] -= before[i][j];
+      ref[j] -= ref2[j];
+    }
+    snprintf(name, sizeof name, "update.%s", t->name);
+    report(tally, name, rel_err(buf, ref, n));
+    free(buf); buf = NULL;
+    free(ref); ref = NULL;
+    free(ref2); ref2 = NULL;
+  }
+  status = tally->worst <= o->tol ? 0 : 1;
+
+done:
+  free(buf);
+  free(ref);
+  free(ref2);
+  if (before) {
+    for (int i = 0; i < tg.drafter.n_params; i++) free(before[i]);
+    free(before);
+  }
+  if (have_cpu) dfl_cpu_free(&cpu);
+  if (have_graph) dfl_graph_free(&tg.g);
+  dfl_st_close(&st);
+  json_decref(root);
+  return status;
+}
+
+int dfl_cmd_verify(int argc, char **argv) {
+  verify_opts o = {1e-4, 0, 0, 0};
+  const char *fixture = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
+    else if (!strcmp(argv[i], "--f64")) o.f64 = 1;
+    else if (!strcmp(argv[i], "--quiet")) o.quiet = 1;
+    else if (!strcmp(argv[i], "--tol") && i + 1 < argc) {
+      char *end;
+      o.tol = strtod(argv[++i], &end);
+      if (*end || !(o.tol > 0)) { fprintf(stderr, "dflc verify: --tol needs a positive number, got '%s'\n", argv[i]); return 2; }
+    } else if (!strcmp(argv[i], "--vocab-chunk") && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 0x7fffffff) { fprintf(stderr, "dflc verify: --vocab-chunk needs a positive integer, got '%s'\n", argv[i]); return 2; }
+      o.vocab_chunk = (int)v;
+    } else if (argv[i][0] == '-') {
+      fprintf(stderr, "dflc verify: unknown option '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    } else if (!fixture) fixture = argv[i];
+    else { fprintf(stderr, "dflc verify: one fixture at a time ('%s')\n", argv[i]); return 2; }
+  }
+  if (!fixture) { usage(stderr); return 2; }
+  char base[DFL_PATH_MAX];
+  snprintf(base, sizeof base, "%s", fixture);
+  size_t n = strlen(base);
+  if (n > 5 && !strcmp(base + n - 5, ".json")) base[n - 5] = 0;
+  else if (n > 12 && !strcmp(base + n - 12, ".safetensors")) base[n - 12] = 0;
+
+  verify_tally t = {0, "", 0, o.quiet};
+  printf("dflc verify %s (%s, tol %.1e)\n", base, o.f64 ? "f64" : "f32", o.tol);
+  int rc = verify_run(base, &o, &t);
+  if (rc == 2) {
+    printf("FAIL: the fixture could not be checked (see the error above)\n");
+    return 2;
+  }
+  printf("%s: worst relative error %.3e (%s) over %d quantities, tolerance %.1e\n", rc == 0 ? "PASS" : "FAIL",
+         t.worst, t.worst_name, t.n, o.tol);
+  return rc;
+}

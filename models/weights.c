@@ -1,0 +1,184 @@
+/*
+** weights.c: loading FROZEN/PARAM tensors from safetensors by name, HF initialisation, masters,
+** and reading HF config.json into a dfl_arch.
+*/
+#include "models/weights.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/data.h"
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, n - k, "[");
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen) {
+  const dfl_tensor *tt = &c->g->t[t];
+  int64_t n = dfl_tensor_numel(tt);
+  if (dfl_st_numel(e) != n) {
+    char a[96], b[96];
+    shape_str(a, sizeof a, tt->ndim, tt->shape);
+    shape_str(b, sizeof b, e->ndim, e->shape);
+    snprintf(err, errlen, "%s: tensor %s: expected shape %s, found %s", st->files[e->file].path, e->name, a, b);
+    return DFL_ESHAPE;
+  }
+  int rc;
+  if (tt->dtype == DFL_I32 || tt->dtype == DFL_I64) {
+    rc = dfl_st_read_i32(st, e, dfl_cpu_i32(c, t));
+  } else if (c->f64) {
+    rc = dfl_st_read_f64(st, e, dfl_cpu_f64(c, t));
+  } else {
+    rc = dfl_st_read_f32(st, e, dfl_cpu_f32(c, t));
+  }
+  if (rc != DFL_OK)
+    snprintf(err, errlen, "%s: tensor %s: cannot convert %s data to %s", st->files[e->file].path, e->name,
+             dfl_st_dtype_name(e->dtype), dfl_dtype_name(tt->dtype));
+  return rc;
+}
+
+int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
+                     char *err, size_t errlen) {
+  const dfl_graph *g = c->g;
+  char name[DFL_NAME_MAX + 64];
+  for (int t = 0; t < g->nt; t++) {
+    const dfl_tensor *tt = &g->t[t];
+    if (!(kind_mask & DFL_KIND_BIT(tt->kind))) continue;
+    snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", tt->name);
+    const dfl_st_entry *e = NULL;
+    int rc;
+    if (tt->kind == DFL_T_INPUT) {
+      e = dfl_st_find(st, name);
+      if (!e) {
+        snprintf(err, errlen, "%s: tensor %s: missing", st->nfiles ? st->files[0].path : "?", name);
+        return DFL_EFORMAT;
+      }
+    } else {
+      /* Weights: the exact shape (a transposed or resized matrix must not slip through). */
+      rc = dfl_st_expect(st, name, tt->ndim, tt->shape, &e, err, errlen);
+      if (rc != DFL_OK) return rc;
+    }
+    rc = dfl_weights_read(c, t, st, e, err, errlen);
+    if (rc != DFL_OK) return rc;
+  }
+  return DFL_OK;
+}
+
+int dfl_weights_load_path(dfl_cpu *c, const char *path, unsigned kind_mask, const char *prefix,
+                          char *err, size_t errlen) {
+  dfl_st st;
+  int rc = dfl_st_open(&st, path, err, errlen);
+  if (rc != DFL_OK) return rc;
+  rc = dfl_weights_load(c, &st, kind_mask, prefix, err, errlen);
+  dfl_st_close(&st);
+  return rc;
+}
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
+  return h;
+}
+
+void dfl_weights_init(dfl_cpu *c, unsigned kind_mask, uint64_t seed, double std) {
+  const dfl_graph *g = c->g;
+  for (int t = 0; t < g->nt; t++) {
+    const dfl_tensor *tt = &g->t[t];
+    if (!(kind_mask & DFL_KIND_BIT(tt->kind))) continue;
+    if (tt->dtype == DFL_I32 || tt->dtype == DFL_I64) continue;
+    int64_t n = dfl_tensor_numel(tt);
+    dfl_rng r;
+    dfl_rng_seed(&r, seed ^ fnv1a(tt->name));
+    for (int64_t i = 0; i < n; i++) {
+      double v = tt->ndim == 1 ? 1.0 : std * (double)dfl_rng_normal(&r);
+      if (c->f64) dfl_cpu_f64(c, t)[i] = v;
+      else dfl_cpu_f32(c, t)[i] = (float)v;
+    }
+  }
+}
+
+int dfl_weights_bind(dfl_cpu *c, const dfl_spec *s, char *err, size_t errlen) {
+  int rc;
+  if (s->target_random) {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_FROZEN), s->target_seed, 0.02);
+  } else if ((rc = dfl_weights_load_path(c, s->target_dir, DFL_KIND_BIT(DFL_T_FROZEN), "", err, errlen)) != DFL_OK) {
+    return rc;
+  }
+  if (s->init_from[0]) {
+    if ((rc = dfl_weights_load_path(c, s->init_from, DFL_KIND_BIT(DFL_T_PARAM), "", err, errlen)) != DFL_OK)
+      return rc;
+  } else {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_PARAM), s->init_seed, 0.02);
+  }
+  dfl_cpu_init_masters(c);
+  return DFL_OK;
+}
+
+/* --- config.json --- */
+
+static int get_int(json_t *o, const char *k, int *out, int required, char *err, size_t errlen) {
+  json_t *v = json_object_get(o, k);
+  if (!v || json_is_null(v)) {
+    if (required) { snprintf(err, errlen, "config: key \"%s\" missing", k); return DFL_EFORMAT; }
+    return DFL_OK;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 0x7fffffff) {
+    snprintf(err, errlen, "config: key \"%s\" must be a positive integer", k);
+    return DFL_EFORMAT;
+  }
+  *out = (int)json_integer_value(v);
+  return DFL_OK;
+}
+
+int dfl_hf_arch_from_json(const void *json, dfl_arch *a, char *err, size_t errlen) {
+  json_t *o = (json_t *)json;
+  if (!json_is_object(o)) { snprintf(err, errlen, "config: not a JSON object"); return DFL_EFORMAT; }
+  memset(a, 0, sizeof *a);
+  const char *mt = json_string_value(json_object_get(o, "model_type"));
+  a->family = (mt && !strcmp(mt, "llama")) ? DFL_FAMILY_LLAMA : DFL_FAMILY_QWEN3;
+  int rc = DFL_OK;
+  if ((rc = get_int(o, "hidden_size", &a->hidden, 1, err, errlen)) ||
+      (rc = get_int(o, "num_hidden_layers", &a->layers, 1, err, errlen)) ||
+      (rc = get_int(o, "num_attention_heads", &a->heads, 1, err, errlen)) ||
+      (rc = get_int(o, "intermediate_size", &a->intermediate, 1, err, errlen)) ||
+      (rc = get_int(o, "vocab_size", &a->vocab, 1, err, errlen)))
+    return rc;
+  a->kv_heads = a->heads;
+  a->head_dim = a->hidden / a->heads;
+  if ((rc = get_int(o, "num_key_value_heads", &a->kv_heads, 0, err, errlen)) ||
+      (rc = get_int(o, "head_dim", &a->head_dim, 0, err, errlen)))
+    return rc;
+  if (a->layers > DFL_MAX_LAYERS) { snprintf(err, errlen, "config: more than %d layers", DFL_MAX_LAYERS); return DFL_EFORMAT; }
+  if (a->heads % a->kv_heads) { snprintf(err, errlen, "config: num_attention_heads %d is not a multiple of num_key_value_heads %d", a->heads, a->kv_heads); return DFL_EFORMAT; }
+  json_t *th = json_object_get(o, "rope_theta");
+  if (!json_is_number(th)) th = json_object_get(json_object_get(o, "rope_parameters"), "rope_theta");
+  a->rope_theta = json_is_number(th) ? json_number_value(th) : 10000.0;
+  json_t *eps = json_object_get(o, "rms_norm_eps");
+  a->rms_eps = json_is_number(eps) ? json_number_value(eps) : 1e-6;
+  a->qk_norm = a->family == DFL_FAMILY_QWEN3;
+  a->tie_embeddings = json_is_true(json_object_get(o, "tie_word_embeddings"));
+  json_t *mp = json_object_get(o, "max_position_embeddings");
+  a->max_positions = json_is_integer(mp) ? json_integer_value(mp) : 0;
+  return DFL_OK;
+}
+
+int dfl_hf_arch_load(const char *config_path, dfl_arch *a, char *err, size_t errlen) {
+  json_error_t je;
+  json_t *o = json_load_file(config_path, 0, &je);
+  if (!o) {
+    snprintf(err, errlen, "%s:%d: %s", config_path, je.line, je.text);
+    return DFL_EFORMAT;
+  }
+  char sub[256];
+  int rc = dfl_hf_arch_from_json(o, a, sub, sizeof sub);
+  if (rc != DFL_OK) snprintf(err, errlen, "%s: %s", config_path, sub);
+  json_decref(o);
+  return rc;
+}

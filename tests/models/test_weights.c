@@ -1,0 +1,150 @@
+/*
+** test_weights: HF initialisation (norms 1, linear N(0, 0.02), reproducible from the seed),
+** loading by name with strict shapes (wrong shape and missing tensor refused, naming the tensor
+** and both shapes), and config.json reading.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "models/models.h"
+#include "models/weights.h"
+#include "runtime/cpu.h"
+#include "runtime/safetensors.h"
+
+static int failures;
+#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+
+static void small_spec(dfl_spec *s) {
+  memset(s, 0, sizeof *s);
+  dfl_arch a = {DFL_FAMILY_QWEN3, 32, 2, 2, 1, 16, 48, 40, 10000.0, 1e-6, 1, 0, 4096};
+  s->drafter = a;
+  s->target = a;
+  s->target.layers = 4;
+  s->n_taps = 2;
+  s->taps[0] = 1;
+  s->taps[1] = 2;
+  s->sliding[0] = 1;
+  s->window[0] = 5;
+  s->block_size = 4;
+  s->mask_token = 39;
+  s->seq_len = 16;
+  s->anchors = 3;
+  s->batch = 2;
+  s->gamma = 7;
+  s->precision = DFL_PREC_FP32;
+}
+
+/* Write the PARAMs of c to path; `bad` (if >= 0) is written with its dims swapped, `skip` left out. */
+static void write_params(dfl_cpu *c, const char *path, int bad, int skip) {
+  const dfl_graph *g = c->g;
+  dfl_st_out *o = calloc((size_t)g->nt, sizeof *o);
+  int n = 0;
+  for (int t = 0; t < g->nt; t++) {
+    if (g->t[t].kind != DFL_T_PARAM || t == skip) continue;
+    o[n].name = g->t[t].name;
+    o[n].dtype = DFL_ST_F32;
+    o[n].ndim = g->t[t].ndim;
+    for (int k = 0; k < g->t[t].ndim; k++) o[n].shape[k] = g->t[t].shape[k];
+    if (t == bad) { o[n].shape[0] = g->t[t].shape[1]; o[n].shape[1] = g->t[t].shape[0]; }
+    o[n].f32 = dfl_cpu_f32(c, t);
+    n++;
+  }
+  char err[512];
+  int rc = dfl_st_write(path, o, n, NULL, 0, err, sizeof err);
+  CHECK(rc == DFL_OK, "write %s: %s", path, err);
+  free(o);
+}
+
+int main(void) {
+  uint64_t seed = (uint64_t)time(NULL);
+  printf("test_weights: seed %llu\n", (unsigned long long)seed);
+  dfl_spec s;
+  small_spec(&s);
+  dfl_train_graph tg;
+  CHECK(dfl_model_eval_graph(&tg, &s, 0) == DFL_OK, "eval graph");
+  const dfl_graph *g = &tg.g;
+  CHECK(tg.drafter.n_params == 2 + 11 * s.drafter.layers + 1, "n_params %d", tg.drafter.n_params);
+  CHECK(!strcmp(g->t[tg.drafter.params[0]].name, "fc.weight"), "first param %s", g->t[tg.drafter.params[0]].name);
+  CHECK(g->t[tg.drafter.params[0]].shape[1] == 2 * 32, "fc is [H, k*H]");
+
+  dfl_cpu c1, c2, c3;
+  dfl_cpu_init(&c1, g, NULL, 0);
+  dfl_cpu_init(&c2, g, NULL, 0);
+  dfl_cpu_init(&c3, g, NULL, 0);
+  unsigned pk = DFL_KIND_BIT(DFL_T_PARAM);
+  dfl_weights_init(&c1, pk, seed, 0.02);
+  dfl_weights_init(&c2, pk, seed, 0.02);
+  dfl_weights_init(&c3, pk, seed + 1, 0.02);
+  for (int i = 0; i < tg.drafter.n_params; i++) {
+    int t = tg.drafter.params[i];
+    int64_t n = dfl_tensor_numel(&g->t[t]);
+    const float *a = dfl_cpu_f32(&c1, t), *b = dfl_cpu_f32(&c2, t), *d = dfl_cpu_f32(&c3, t);
+    CHECK(!memcmp(a, b, sizeof(float) * (size_t)n), "%s: same seed, different values", g->t[t].name);
+    if (g->t[t].ndim == 1) {
+      for (int64_t j = 0; j < n; j++) CHECK(a[j] == 1.0f, "%s[%lld] = %g, norms start at 1", g->t[t].name, (long long)j, a[j]);
+      continue;
+    }
+    CHECK(memcmp(a, d, sizeof(float) * (size_t)n), "%s: another seed, same values", g->t[t].name);
+    double m = 0, v = 0;
+    for (int64_t j = 0; j < n; j++) m += a[j];
+    m /= n;
+    for (int64_t j = 0; j < n; j++) v += (a[j] - m) * (a[j] - m);
+    double sd = sqrt(v / n);
+    /* n >= 512 here: the sample std is within ~6% of 0.02 with overwhelming probability. */
+    CHECK(fabs(sd - 0.02) < 0.2 * 0.02 && fabs(m) < 0.2 * 0.02, "%s: mean %g std %g, want N(0, 0.02)", g->t[t].name, m, sd);
+  }
+
+  /* Round trip through a safetensors file, then the refusals. */
+  char dir[] = "/tmp/dflc_weights_XXXXXX", path[128], err[512];
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  write_params(&c1, path, -1, -1);
+  CHECK(dfl_weights_load_path(&c3, path, pk, "", err, sizeof err) == DFL_OK, "load: %s", err);
+  for (int i = 0; i < tg.drafter.n_params; i++) {
+    int t = tg.drafter.params[i];
+    CHECK(!memcmp(dfl_cpu_f32(&c1, t), dfl_cpu_f32(&c3, t), sizeof(float) * (size_t)dfl_tensor_numel(&g->t[t])),
+          "%s: loaded values differ", g->t[t].name);
+  }
+  int q = dfl_tensor_find(g, "layers.1.self_attn.q_proj.weight");
+  int k = dfl_tensor_find(g, "layers.0.self_attn.k_proj.weight");
+  CHECK(q >= 0 && k >= 0, "params by name");
+  write_params(&c1, path, k, -1);
+  err[0] = 0;
+  int rc = dfl_weights_load_path(&c3, path, pk, "", err, sizeof err);
+  printf("  wrong shape: %s\n", err);
+  CHECK(rc != DFL_OK && strstr(err, "layers.0.self_attn.k_proj.weight") && strstr(err, "[16, 32]") && strstr(err, "[32, 16]"),
+        "wrong shape not refused clearly (rc %d): %s", rc, err);
+  write_params(&c1, path, -1, q);
+  err[0] = 0;
+  rc = dfl_weights_load_path(&c3, path, pk, "", err, sizeof err);
+  printf("  missing: %s\n", err);
+  CHECK(rc != DFL_OK && strstr(err, "layers.1.self_attn.q_proj.weight") && strstr(err, "missing"),
+        "missing tensor not refused clearly (rc %d): %s", rc, err);
+  /* A prefix: the fixture layout ("param." + name). */
+  CHECK(dfl_weights_load_path(&c3, path, pk, "param.", err, sizeof err) != DFL_OK && strstr(err, "param.fc.weight"),
+        "prefix lookup: %s", err);
+  unlink(path);
+  rmdir(dir);
+
+  /* config.json */
+  dfl_arch a;
+  CHECK(dfl_hf_arch_load("examples/models/nano/config.json", &a, err, sizeof err) == DFL_OK, "nano config: %s", err);
+  CHECK(a.hidden == 128 && a.layers == 4 && a.heads == 4 && a.kv_heads == 2 && a.head_dim == 32 &&
+        a.intermediate == 384 && a.vocab == 8192 && a.rope_theta == 10000.0 && a.qk_norm && !a.tie_embeddings &&
+        a.rms_eps == 1e-6, "nano config read wrong");
+  CHECK(dfl_hf_arch_load("examples/models/tiny/config.json", &a, err, sizeof err) == DFL_OK && a.layers == 8 &&
+        a.hidden == 384 && a.head_dim == 64, "tiny config: %s", err);
+  CHECK(dfl_hf_arch_load("examples/models/nano/missing.json", &a, err, sizeof err) != DFL_OK &&
+        strstr(err, "missing.json"), "missing config not named: %s", err);
+
+  dfl_cpu_free(&c1);
+  dfl_cpu_free(&c2);
+  dfl_cpu_free(&c3);
+  dfl_graph_free(&tg.g);
+  printf("%s\n", failures ? "FAILED" : "passed");
+  return failures ? 1 : 0;
+}
