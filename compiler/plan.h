@@ -18,6 +18,39 @@
 ** backend: 4 or 8 for every float). */
 typedef size_t (*dfl_plan_elem_fn)(const dfl_tensor *t, void *ctx);
 
+/* What a buffer is for: the parts of a device's total that `dflc plan` reports. */
+typedef enum {
+  DFL_PCAT_WEIGHTS = 0, /* PARAM + FROZEN */
+  DFL_PCAT_OPTSTATE,    /* STATE: fp32 masters, Adam moments, step state, loss sums */
+  DFL_PCAT_GRADS,       /* GRAD accumulators */
+  DFL_PCAT_IO,          /* INPUT + OUTPUT */
+  DFL_PCAT_QUEUE,       /* hidden-state queue slots (workspace) */
+  DFL_PCAT_LIBRARY,     /* library workspaces: cuBLASLt, NCCL (workspace) */
+  DFL_PCAT_ACT,         /* per-step activations */
+  DFL_PCAT_LOSS,        /* loss workspace (per-step scratch of the fused CE) */
+  DFL_PCAT_COUNT
+} dfl_plan_cat;
+
+/* A fixed-size named buffer that is not a graph tensor (queue slots, library workspaces, kernel
+** scratch). op = -1: persistent; op >= 0: per-step scratch live only while that op runs. */
+typedef struct dfl_plan_ws {
+  char name[DFL_NAME_MAX];
+  int64_t bytes;
+  dfl_plan_cat cat;
+  int op;
+} dfl_plan_ws;
+
+typedef struct dfl_plan_opts {
+  int64_t alignment;      /* 0: 256 (what cudaMalloc and cuBLASLt want) */
+  int no_inplace;         /* 1: never let an elementwise op's output take its dying input's bytes */
+  const dfl_plan_ws *ws;  /* workspaces to place with the tensors */
+  int n_ws;
+  const int *live_out;    /* ACT tensors the host reads after the step: kept live to the end */
+  int n_live_out;
+  int bound_only;         /* 1: liveness, lower bound and persistent region only; per-step
+                          ** buffers are left unplaced (for searches that only need the bound) */
+} dfl_plan_opts;
+
 typedef struct dfl_plan {
   int nt;
   int64_t *offset;        /* per tensor: byte offset from the arena start; -1 if not placed */
@@ -29,12 +62,96 @@ typedef struct dfl_plan {
   int peak_op;            /* op index where the live per-step bytes peak */
   int64_t arena_bytes;    /* persistent_bytes + step_bytes */
   int64_t alignment;
+  /* Buffers are the nt tensors followed by the n_ws workspaces: offset, size, first, last and
+  ** the arrays below have nbuf entries; buffer nt + i is ws[i]. */
+  int nbuf;
+  int n_ws;
+  dfl_plan_ws *ws;
+  int *alias;             /* per buffer: the buffer whose bytes it takes in place, else -1 */
+  unsigned char *cat;     /* per buffer: dfl_plan_cat */
+  /* Persistent categories: their bytes. Per-step categories (ACT, LOSS): bytes live at peak_op,
+  ** so that the parts plus fragmentation (step_bytes - step_lower_bound) sum to arena_bytes. */
+  int64_t cat_bytes[DFL_PCAT_COUNT];
+  int n_inplace;          /* outputs that took an input's bytes */
 } dfl_plan;
 
+/* Bytes per element of t's dtype (the CUDA backend); what elem = NULL means. */
+size_t dfl_plan_dtype_elem(const dfl_tensor *t, void *ctx);
+const char *dfl_plan_cat_name(dfl_plan_cat c);
+/* Ops whose output may take an input's bytes: elementwise kernels that read x[i] before writing
+** y[i] and nothing else (ADD, SCALE, SWIGLU, COPY between equal element sizes). */
+int dfl_plan_op_inplace_ok(dfl_opcode code);
+
 int dfl_plan_build(dfl_plan *p, const dfl_graph *g, dfl_plan_elem_fn elem, void *ctx);
+/* Same with options (o may be NULL). */
+int dfl_plan_build_ex(dfl_plan *p, const dfl_graph *g, dfl_plan_elem_fn elem, void *ctx,
+                      const dfl_plan_opts *o);
+/* Name of buffer i: a tensor's name or a workspace's. */
+const char *dfl_plan_buf_name(const dfl_plan *p, const dfl_graph *g, int i);
 void dfl_plan_free(dfl_plan *p);
 /* Checks that no two tensors live at the same time share a byte and that every tensor is inside
 ** the arena; returns DFL_OK or DFL_ERR after printing the first conflict to stderr. */
 int dfl_plan_check(const dfl_plan *p, const dfl_graph *g);
+
+/* --- recomputation under a budget (compiler/plan_recompute.c) ---
+** When the plan of *g exceeds `budget` bytes, duplicates cheap forward ops (RMSNORM, ROPE, SWIGLU,
+** ADD, SCALE, COPY, GATHER, MATMUL) right before their first backward reader, so that the forward
+** copy dies early, choosing greedily the most bytes freed at the peak per FLOP added. The rewrite
+** keeps semantics: the backward reads bit-identical recomputed values. On DFL_OK *g is the rewritten
+** graph (tensor ids kept; clones appended) and *p its plan within budget; otherwise DFL_ERR with *p
+** the smallest plan found (and *g rewritten to match it). Workspace op indices in o are remapped. */
+typedef struct dfl_recompute {
+  int n_ops;              /* forward ops duplicated */
+  double flops;           /* FLOPs per micro-step they add */
+  int64_t before, after;  /* arena bytes before and after */
+} dfl_recompute;
+int dfl_plan_fit(dfl_graph *g, int64_t budget, dfl_plan_elem_fn elem, void *ctx, const dfl_plan_opts *o,
+                 dfl_plan *p, dfl_recompute *r);
+
+/* --- reports (compiler/plan_report.c) --- */
+
+/* One device's plan as `dflc plan` shows it. */
+typedef struct dfl_plan_dev {
+  char name[64];          /* "node0.gpu1" */
+  const char *role;       /* "target", "drafter", "target+drafter" */
+  const dfl_graph *g;
+  const dfl_plan *p;
+  int64_t budget;         /* bytes, 0 = none */
+  int n_recomputed;       /* forward ops duplicated into the backward to fit the budget */
+  double recompute_flops; /* FLOPs per step those duplicates add */
+} dfl_plan_dev;
+
+void dfl_plan_print(FILE *f, const dfl_plan_dev *d);
+int dfl_plan_write_yaml(FILE *f, const char *spec_file, const dfl_plan_dev *d, int n);
+int dfl_plan_write_html(FILE *f, const char *spec_file, const dfl_plan_dev *d, int n);
+/* Formats bytes as "12.3 MiB" into buf (returns buf). */
+const char *dfl_plan_bytes_str(char *buf, size_t n, int64_t bytes);
+
+/* A plan as read back from YAML: what --diff and the tests need. */
+typedef struct dfl_plan_doc_buf {
+  char name[DFL_NAME_MAX];
+  char kind[16], cat[24];
+  int64_t offset, size;
+  int first, last, alias;
+} dfl_plan_doc_buf;
+typedef struct dfl_plan_doc_dev {
+  char name[64];
+  int64_t arena_bytes, persistent_bytes, step_bytes, lower_bound;
+  int64_t cat_bytes[DFL_PCAT_COUNT];
+  dfl_plan_doc_buf *buf;
+  int nbuf;
+} dfl_plan_doc_dev;
+typedef struct dfl_plan_doc {
+  dfl_plan_doc_dev *dev;
+  int ndev;
+} dfl_plan_doc;
+
+/* Reads a plan YAML written by dfl_plan_write_yaml; errors name the file and what is wrong. */
+int dfl_plan_doc_read(dfl_plan_doc *doc, const char *path);
+/* The document of in-memory plans (to diff against one read from a file). */
+int dfl_plan_doc_from(dfl_plan_doc *doc, const dfl_plan_dev *d, int n);
+void dfl_plan_doc_free(dfl_plan_doc *doc);
+/* Prints, per device, category and per-buffer byte changes from `before` to `after`. */
+void dfl_plan_diff(FILE *f, const dfl_plan_doc *before, const dfl_plan_doc *after);
 
 #endif

@@ -1,0 +1,369 @@
+/*
+** plan.c: the static memory plan of one device (see plan.h).
+**
+**   1. liveness: for every ACT tensor, the first and last op of the schedule that touch it;
+**   2. in-place: an elementwise op's output takes the bytes of an input that dies at that op;
+**      the chain becomes one allocation group with the union of the members' lifetimes;
+**   3. persistent buffers (weights, state, grads, inputs, outputs, persistent workspaces) are
+**      packed end to end at the bottom of the arena;
+**   4. the per-step groups are placed greedy-by-size with best fit among the groups whose
+**      lifetimes overlap (TFLite ArenaPlanner, XLA GlobalDecreasingSizeBestFitHeap), once per
+**      ordering of a small portfolio; the smallest result is kept;
+**   5. the lower bound is the maximum over schedule points of the group bytes live there.
+**
+** The checker recomputes liveness from the graph itself, so a plan whose intervals are too short
+** is caught as well as one whose bytes overlap.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compiler/plan.h"
+#include "compiler/spec.h"
+
+static const size_t dtype_bytes[DFL_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8};
+
+size_t dfl_plan_dtype_elem(const dfl_tensor *t, void *ctx) {
+  (void)ctx;
+  return t->dtype < DFL_DTYPE_COUNT ? dtype_bytes[t->dtype] : 4;
+}
+
+const char *dfl_plan_cat_name(dfl_plan_cat c) {
+  static const char *names[DFL_PCAT_COUNT] = {"weights", "optimizer_state", "gradients", "inputs_outputs",
+                                              "queue_slots", "library_workspace", "activations",
+                                              "loss_workspace"};
+  return c < DFL_PCAT_COUNT ? names[c] : "?";
+}
+
+int dfl_plan_op_inplace_ok(dfl_opcode code) {
+  /* Left out on purpose: ROPE (rotate-half reads x[i + hd/2] to write y[i]: a kernel that writes
+  ** the first half before reading the second corrupts an aliased input; the CPU kernel happens to
+  ** be safe, a CUDA one need not be), COPY (the CPU kernel is a memcpy, undefined on overlap), and
+  ** SWIGLU_BWD (its second output is computed from g after the first is written). */
+  return code == DFL_OP_ADD || code == DFL_OP_SCALE || code == DFL_OP_SWIGLU;
+}
+
+/* Inputs an in-place op's output may alias (its elementwise operands). */
+static int inplace_inputs(const dfl_op *op) {
+  switch (op->code) {
+  case DFL_OP_ADD: case DFL_OP_SWIGLU: return 2;
+  case DFL_OP_SCALE: return 1;
+  default: return 0;
+  }
+}
+
+static int64_t numel(const dfl_tensor *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+static dfl_plan_cat tensor_cat(const dfl_tensor *t) {
+  switch (t->kind) {
+  case DFL_T_PARAM: case DFL_T_FROZEN: return DFL_PCAT_WEIGHTS;
+  case DFL_T_STATE: return DFL_PCAT_OPTSTATE;
+  case DFL_T_GRAD: return DFL_PCAT_GRADS;
+  case DFL_T_INPUT: case DFL_T_OUTPUT: return DFL_PCAT_IO;
+  default: return DFL_PCAT_ACT;
+  }
+}
+
+const char *dfl_plan_buf_name(const dfl_plan *p, const dfl_graph *g, int i) {
+  if (i < p->nt) return g->t[i].name;
+  return p->ws[i - p->nt].name;
+}
+
+/* First and last op touching each ACT tensor (-1, -1 when no op touches it). */
+static void liveness(const dfl_graph *g, int *first, int *last) {
+  for (int t = 0; t < g->nt; t++) first[t] = last[t] = -1;
+  for (int i = 0; i < g->nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+      int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+      if (t < 0 || t >= g->nt || g->t[t].kind != DFL_T_ACT) continue;
+      if (first[t] < 0) first[t] = i;
+      last[t] = i;
+    }
+  }
+}
+
+/* --- placement ---------------------------------------------------------------------------- */
+
+typedef struct { int64_t size; int first, last; int64_t off; } group;
+typedef struct { int64_t off, end; } span;
+
+static int cmp_span(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static group *sort_groups; /* qsort has no context argument */
+static int sort_mode;
+static int cmp_order(const void *a, const void *b) {
+  const group *x = &sort_groups[*(const int *)a], *y = &sort_groups[*(const int *)b];
+  int64_t kx, ky;
+  if (sort_mode == 0) { kx = x->size; ky = y->size; }                       /* size */
+  else if (sort_mode == 1) { kx = x->last - x->first; ky = y->last - y->first; } /* lifetime */
+  else { kx = x->size * (x->last - x->first + 1); ky = y->size * (y->last - y->first + 1); } /* area */
+  if (kx != ky) return kx > ky ? -1 : 1;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
+  return *(const int *)a - *(const int *)b;
+}
+
+/* Places the groups in the given order, each at the smallest gap that fits among the already
+** placed groups it overlaps in time (or on top of them). Returns the region's size. */
+static int64_t place(group *gr, int n, const int *order, span *tmp) {
+  int64_t top = 0;
+  for (int k = 0; k < n; k++) {
+    group *x = &gr[order[k]];
+    int ns = 0;
+    for (int j = 0; j < k; j++) {
+      const group *y = &gr[order[j]];
+      if (y->first <= x->last && x->first <= y->last) tmp[ns++] = (span){y->off, y->off + y->size};
+    }
+    qsort(tmp, ns, sizeof *tmp, cmp_span);
+    int64_t best = -1, best_gap = INT64_MAX, cur = 0;
+    for (int j = 0; j < ns; j++) {
+      if (tmp[j].off > cur) {
+        int64_t gap = tmp[j].off - cur;
+        if (gap >= x->size && gap < best_gap) { best = cur; best_gap = gap; }
+      }
+      if (tmp[j].end > cur) cur = tmp[j].end;
+    }
+    x->off = best >= 0 ? best : cur;
+    if (x->off + x->size > top) top = x->off + x->size;
+  }
+  return top;
+}
+
+/* --- build --------------------------------------------------------------------------------- */
+
+void dfl_plan_free(dfl_plan *p) {
+  free(p->offset); free(p->size); free(p->first); free(p->last);
+  free(p->alias); free(p->cat); free(p->ws);
+  memset(p, 0, sizeof *p);
+}
+
+int dfl_plan_build(dfl_plan *p, const dfl_graph *g, dfl_plan_elem_fn elem, void *ctx) {
+  return dfl_plan_build_ex(p, g, elem, ctx, NULL);
+}
+
+int dfl_plan_build_ex(dfl_plan *p, const dfl_graph *g, dfl_plan_elem_fn elem, void *ctx,
+                      const dfl_plan_opts *o) {
+  static const dfl_plan_opts defaults;
+  if (!o) o = &defaults;
+  if (!elem) elem = dfl_plan_dtype_elem;
+  memset(p, 0, sizeof *p);
+  int nt = g->nt, nb = nt + o->n_ws;
+  p->nt = nt; p->nbuf = nb; p->n_ws = o->n_ws;
+  p->alignment = o->alignment > 0 ? o->alignment : 256;
+  p->offset = malloc(sizeof(int64_t) * (nb + 1));
+  p->size = malloc(sizeof(int64_t) * (nb + 1));
+  p->first = malloc(sizeof(int) * (nb + 1));
+  p->last = malloc(sizeof(int) * (nb + 1));
+  p->alias = malloc(sizeof(int) * (nb + 1));
+  p->cat = malloc(nb + 1);
+  p->ws = malloc(sizeof(dfl_plan_ws) * (o->n_ws + 1));
+  int *taken = malloc(sizeof(int) * (nb + 1));
+  int *gid = malloc(sizeof(int) * (nb + 1));
+  group *gr = malloc(sizeof(group) * (nb + 1));
+  int *order = malloc(sizeof(int) * (nb + 1)), *best_order = malloc(sizeof(int) * (nb + 1));
+  span *tmp = malloc(sizeof(span) * (nb + 1));
+  int64_t *live = calloc((size_t)g->nops + 1, sizeof(int64_t));
+  if (!p->offset || !p->size || !p->first || !p->last || !p->alias || !p->cat || !p->ws ||
+      !taken || !gid || !gr || !order || !best_order || !tmp || !live) {
+    free(taken); free(gid); free(gr); free(order); free(best_order); free(tmp); free(live);
+    dfl_plan_free(p);
+    fprintf(stderr, "dflc plan: out of memory planning %d buffers\n", nb);
+    return DFL_ENOMEM;
+  }
+  if (o->n_ws) memcpy(p->ws, o->ws, sizeof(dfl_plan_ws) * o->n_ws);
+
+  /* sizes, categories, liveness */
+  liveness(g, p->first, p->last);
+  for (int t = 0; t < nt; t++) {
+    const dfl_tensor *x = &g->t[t];
+    p->size[t] = align_up(numel(x) * (int64_t)elem(x, ctx), p->alignment);
+    p->cat[t] = (unsigned char)tensor_cat(x);
+    if (x->kind != DFL_T_ACT) p->first[t] = p->last[t] = -1;
+  }
+  for (int i = 0; i < o->n_ws; i++) {
+    int b = nt + i;
+    p->size[b] = align_up(o->ws[i].bytes, p->alignment);
+    p->cat[b] = (unsigned char)o->ws[i].cat;
+    p->first[b] = p->last[b] = o->ws[i].op >= 0 && o->ws[i].op < g->nops ? o->ws[i].op : -1;
+  }
+  for (int k = 0; k < o->n_live_out; k++) {
+    int t = o->live_out[k];
+    if (t >= 0 && t < nt && p->first[t] >= 0) p->last[t] = g->nops - 1;
+  }
+  for (int b = 0; b < nb; b++) { p->alias[b] = -1; taken[b] = 0; p->offset[b] = -1; }
+
+  /* in-place: ops run in order, so a chain x -> y -> z links up as we go */
+  if (!o->no_inplace)
+    for (int i = 0; i < g->nops; i++) {
+      const dfl_op *op = &g->ops[i];
+      int nin = dfl_plan_op_inplace_ok(op->code) ? inplace_inputs(op) : 0;
+      if (!nin || op->n_out < 1) continue;
+      int y = op->out[0];
+      if (y < 0 || y >= nt || g->t[y].kind != DFL_T_ACT || p->first[y] != i) continue;
+      for (int k = 0; k < nin && k < op->n_in; k++) {
+        int x = op->in[k];
+        if (x < 0 || x >= nt || x == y || g->t[x].kind != DFL_T_ACT || p->last[x] != i || taken[x]) continue;
+        if (p->size[x] != p->size[y]) continue;
+        if (elem(&g->t[x], ctx) != elem(&g->t[y], ctx)) continue; /* a converting COPY changes width */
+        p->alias[y] = x; taken[x] = 1; p->n_inplace++;
+        break;
+      }
+    }
+
+  /* groups: one per alias chain of per-step buffers */
+  int ng = 0;
+  for (int b = 0; b < nb; b++) {
+    gid[b] = -1;
+    if (p->first[b] >= 0 && p->alias[b] < 0) {
+      gr[ng] = (group){p->size[b], p->first[b], p->last[b], 0};
+      gid[b] = ng++;
+    }
+  }
+  for (int b = 0; b < nb; b++) {
+    if (p->first[b] < 0 || p->alias[b] < 0) continue;
+    int r = b;
+    while (p->alias[r] >= 0) r = p->alias[r]; /* chains follow op order, so they end */
+    group *x = &gr[gid[r]];
+    gid[b] = gid[r];
+    if (p->last[b] > x->last) x->last = p->last[b];
+    if (p->size[b] > x->size) x->size = p->size[b];
+  }
+
+  /* persistent region: packed by category so that the YAML and the picture read in blocks */
+  int64_t off = 0;
+  for (int c = 0; c < DFL_PCAT_COUNT; c++)
+    for (int b = 0; b < nb; b++) {
+      if (p->cat[b] != c || p->first[b] >= 0) continue;
+      if (b < nt && g->t[b].kind == DFL_T_ACT) continue; /* an ACT no op touches: below */
+      p->offset[b] = off;
+      off += p->size[b];
+      p->cat_bytes[c] += p->size[b];
+    }
+  p->persistent_bytes = off;
+
+  /* lower bound and its peak */
+  for (int k = 0; k < ng; k++) {
+    live[gr[k].first] += gr[k].size;
+    live[gr[k].last + 1] -= gr[k].size;
+  }
+  int64_t run = 0;
+  p->peak_op = g->nops > 0 ? 0 : -1;
+  for (int i = 0; i < g->nops; i++) {
+    run += live[i];
+    if (run > p->step_lower_bound) { p->step_lower_bound = run; p->peak_op = i; }
+  }
+  for (int b = 0; b < nb; b++) /* what is live at the peak, by category (one member per group) */
+    if (gid[b] >= 0 && p->first[b] <= p->peak_op && p->last[b] >= p->peak_op &&
+        !(p->alias[b] >= 0 && p->last[p->alias[b]] >= p->peak_op))
+      p->cat_bytes[p->cat[b]] += gr[gid[b]].size;
+
+  if (o->bound_only) {
+    p->step_bytes = p->step_lower_bound;
+    p->arena_bytes = p->persistent_bytes + p->step_bytes;
+    free(taken); free(gid); free(gr); free(order); free(best_order); free(tmp); free(live);
+    return DFL_OK;
+  }
+
+  /* placement portfolio: keep the smallest */
+  int64_t best = INT64_MAX;
+  for (int mode = 0; mode < 3 && ng > 0; mode++) {
+    for (int k = 0; k < ng; k++) order[k] = k;
+    sort_groups = gr; sort_mode = mode;
+    qsort(order, ng, sizeof *order, cmp_order);
+    int64_t top = place(gr, ng, order, tmp);
+    if (top < best) { best = top; memcpy(best_order, order, sizeof(int) * ng); }
+    if (best == p->step_lower_bound) break; /* cannot do better */
+  }
+  p->step_bytes = ng > 0 ? place(gr, ng, best_order, tmp) : 0;
+  for (int b = 0; b < nb; b++)
+    if (gid[b] >= 0) p->offset[b] = p->persistent_bytes + gr[gid[b]].off;
+  p->arena_bytes = p->persistent_bytes + p->step_bytes;
+  /* An ACT tensor no op touches is never read or written: it gets an address (backends want one
+  ** for every tensor) that may overlap anything, and the checker ignores it. */
+  for (int t = 0; t < nt; t++)
+    if (g->t[t].kind == DFL_T_ACT && p->first[t] < 0)
+      p->offset[t] = p->persistent_bytes + p->size[t] <= p->arena_bytes ? p->persistent_bytes : 0;
+
+  free(taken); free(gid); free(gr); free(order); free(best_order); free(tmp); free(live);
+  return DFL_OK;
+}
+
+/* --- checker ------------------------------------------------------------------------------- */
+
+static int legal_alias(const dfl_plan *p, const dfl_graph *g, int x, int y) {
+  if (y >= p->nt || p->alias[y] != x || p->offset[x] != p->offset[y]) return 0;
+  int i = p->first[y];
+  if (i < 0 || p->last[x] != i || i >= g->nops) return 0;
+  const dfl_op *op = &g->ops[i];
+  if (!dfl_plan_op_inplace_ok(op->code) || op->n_out < 1 || op->out[0] != y) return 0;
+  for (int k = 0; k < inplace_inputs(op) && k < op->n_in; k++)
+    if (op->in[k] == x) return 1;
+  return 0;
+}
+
+int dfl_plan_check(const dfl_plan *p, const dfl_graph *g) {
+  if (p->nt != g->nt) {
+    fprintf(stderr, "plan check: plan has %d tensors, graph %d\n", p->nt, g->nt);
+    return DFL_ERR;
+  }
+  int *first = malloc(sizeof(int) * (g->nt + 1)), *last = malloc(sizeof(int) * (g->nt + 1));
+  if (!first || !last) { free(first); free(last); return DFL_ENOMEM; }
+  liveness(g, first, last);
+  int rc = DFL_OK;
+  for (int b = 0; b < p->nbuf && rc == DFL_OK; b++) {
+    const char *nm = dfl_plan_buf_name(p, g, b);
+    int used = b >= p->nt || first[b] >= 0 || g->t[b].kind != DFL_T_ACT;
+    if (p->offset[b] < 0) {
+      if (used) { fprintf(stderr, "plan check: buffer '%s' is used but not placed\n", nm); rc = DFL_ERR; }
+      continue;
+    }
+    if (!used) continue;
+    if (p->offset[b] % p->alignment || p->offset[b] + p->size[b] > p->arena_bytes) {
+      fprintf(stderr, "plan check: buffer '%s' at [%lld, %lld) is misaligned or outside the %lld-byte arena\n",
+              nm, (long long)p->offset[b], (long long)(p->offset[b] + p->size[b]), (long long)p->arena_bytes);
+      rc = DFL_ERR;
+    }
+    if (b < p->nt && g->t[b].kind == DFL_T_ACT &&
+        (p->first[b] > first[b] || p->last[b] < last[b] || p->first[b] < 0)) {
+      fprintf(stderr, "plan check: '%s' is used over ops %d..%d but planned live over %d..%d only\n", nm,
+              first[b], last[b], p->first[b], p->last[b]);
+      rc = DFL_ERR;
+    }
+    if (b < p->nt && g->t[b].kind != DFL_T_ACT && p->first[b] >= 0) {
+      fprintf(stderr, "plan check: persistent tensor '%s' is in the per-step region\n", nm);
+      rc = DFL_ERR;
+    }
+    if (b < p->nt && p->size[b] < numel(&g->t[b])) {
+      fprintf(stderr, "plan check: buffer '%s' has %lld bytes, fewer than its elements\n", nm, (long long)p->size[b]);
+      rc = DFL_ERR;
+    }
+  }
+  /* every pair: persistent buffers share nothing; per-step ones only when not live together */
+  for (int a = 0; a < p->nbuf && rc == DFL_OK; a++) {
+    if (p->offset[a] < 0 || (a < p->nt && g->t[a].kind == DFL_T_ACT && first[a] < 0)) continue;
+    for (int b = a + 1; b < p->nbuf; b++) {
+      if (p->offset[b] < 0 || (b < p->nt && g->t[b].kind == DFL_T_ACT && first[b] < 0)) continue;
+      if (p->offset[a] >= p->offset[b] + p->size[b] || p->offset[b] >= p->offset[a] + p->size[a]) continue;
+      int pa = p->first[a] < 0, pb = p->first[b] < 0;
+      if (!pa && !pb && (p->last[a] < p->first[b] || p->last[b] < p->first[a])) continue;
+      if (!pa && !pb && (legal_alias(p, g, a, b) || legal_alias(p, g, b, a))) continue;
+      fprintf(stderr,
+              "plan check: '%s' [%lld, +%lld) live %d..%d overlaps '%s' [%lld, +%lld) live %d..%d\n",
+              dfl_plan_buf_name(p, g, a), (long long)p->offset[a], (long long)p->size[a], p->first[a], p->last[a],
+              dfl_plan_buf_name(p, g, b), (long long)p->offset[b], (long long)p->size[b], p->first[b], p->last[b]);
+      rc = DFL_ERR;
+      break;
+    }
+  }
+  free(first); free(last);
+  return rc;
+}
