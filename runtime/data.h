@@ -8,7 +8,9 @@
 ** consecutive supervised tokens, not JSON) are reported as FILE:LINE: what, and skipped or refused
 ** according to the spec. Rows longer than the compiled capacity are cut to it and counted in the
 ** load report (never silently). An empty file, or one with no usable row, is an error; so is a
-** truncated gzip stream.
+** truncated gzip stream. Blank lines are ignored; lines over 64 MiB refuse the file. The first
+** 100 bad rows are printed, the rest counted; under `refuse` the whole file is scanned first so
+** one run lists every problem.
 */
 #ifndef DFL_DATA_H
 #define DFL_DATA_H
@@ -22,6 +24,7 @@ void dfl_rng_seed(dfl_rng *r, uint64_t seed);
 uint64_t dfl_rng_next(dfl_rng *r);
 double dfl_rng_uniform(dfl_rng *r);                    /* [0, 1) with 53 bits */
 float dfl_rng_normal(dfl_rng *r);                      /* N(0,1) */
+uint64_t dfl_rng_below(dfl_rng *r, uint64_t n);        /* uniform in [0, n), unbiased */
 
 typedef struct dfl_dataset {
   int32_t *ids;         /* all rows back to back */
@@ -34,11 +37,16 @@ typedef struct dfl_dataset {
   int64_t n_tokens, n_supervised;
 } dfl_dataset;
 
-/* Load PATH. vocab bounds the ids; cap is the compiled sequence capacity S. Errors and skipped
+/* Load PATH. vocab bounds the ids; cap is the compiled sequence capacity S (<= 0: no cut); the
+** consecutive-supervised rule is checked after the cut. Errors and skipped
 ** rows are printed to `log` (stderr if NULL) as PATH:LINE: message. Returns DFL_OK, or DFL_EFORMAT
 ** / DFL_EIO when the file is refused. */
 int dfl_data_load(const char *path, int vocab, int cap, dfl_badrow_policy policy, FILE *log,
                   dfl_dataset *out);
+/* The same over an in-memory, uncompressed JSONL buffer; NAME stands for the file in messages
+** (fuzz harness, tests). */
+int dfl_data_load_mem(const char *name, const void *buf, size_t len, int vocab, int cap,
+                      dfl_badrow_policy policy, FILE *log, dfl_dataset *out);
 void dfl_data_free(dfl_dataset *d);
 
 /* Deterministic epoch order: a permutation of 0..n-1 from (seed, epoch). */
@@ -50,7 +58,8 @@ void dfl_data_pack(const dfl_dataset *d, const int *rows, int b, int S, int32_t 
 /* Anchor sampling (reference §2.2) with a fixed capacity N per sequence: the candidate positions
 ** p in [0, S-2] with mask[p] and mask[p+1] set; draw min(count, N) of them uniformly without
 ** replacement; anchors sorted ascending in slots 0..k-1 with keep = 1; the remaining slots have
-** anchor 0 and keep 0. Returns the number of valid anchors summed over the batch. */
+** anchor 0 and keep 0. Returns the number of valid anchors summed over the batch (-1: out of
+** memory). Mask entries count as set when nonzero. */
 int64_t dfl_anchors_sample(const int32_t *mask, int b, int S, int N, dfl_rng *rng,
                            int32_t *anchors, int32_t *keep);
 

@@ -35,10 +35,11 @@ typedef struct dfl_st_file {
   const uint8_t *map;       /* whole file, read-only mapping */
   size_t size;
   uint64_t data_start;      /* 8 + header length */
+  int mapped;               /* 1: map is an mmap we own; 0: a caller's buffer (dfl_st_open_buffer) */
 } dfl_st_file;
 
 typedef struct dfl_st {
-  dfl_st_entry *e;
+  dfl_st_entry *e;          /* sorted by name (dfl_st_find bisects) */
   int n;
   dfl_st_file *files;
   int nfiles;
@@ -48,6 +49,12 @@ typedef struct dfl_st {
 ** model.safetensors.index.json (+ its shards). On error returns a DFL_E* code and writes a
 ** one-line message ("FILE: tensor NAME: what is wrong") into err. */
 int dfl_st_open(dfl_st *st, const char *path, char *err, size_t errlen);
+/* Same validation over an in-memory safetensors file (the buffer must outlive st; it is not
+** copied). NAME stands for the file in messages. Used by the fuzz harness and by tests. */
+int dfl_st_open_buffer(dfl_st *st, const void *buf, size_t size, const char *name, char *err,
+                       size_t errlen);
+/* Largest header accepted: real headers are a few MB even for thousands of tensors. */
+#define DFL_ST_MAX_HEADER (100u * 1000u * 1000u)
 void dfl_st_close(dfl_st *st);
 const dfl_st_entry *dfl_st_find(const dfl_st *st, const char *name);
 int64_t dfl_st_numel(const dfl_st_entry *e);
@@ -76,8 +83,11 @@ typedef struct dfl_st_out {
   const void *raw;          /* or: raw bytes already in `dtype` (wins if set) */
 } dfl_st_out;
 
-/* Write n tensors to PATH atomically (temporary file + rename). Metadata: optional key/value
-** string pairs (meta[2i], meta[2i+1]), n_meta pairs. */
+/* Write n tensors to PATH atomically (PATH.tmp, fsync, rename). Metadata: optional key/value
+** string pairs (meta[2i], meta[2i+1]), n_meta pairs. The header is space-padded so the data area
+** starts 8-byte aligned; tensors are stored contiguously (as Hugging Face's loader requires),
+** larger element sizes first, so every tensor is aligned to its element size. Integer sources
+** that do not fit the stored dtype are refused. */
 int dfl_st_write(const char *path, const dfl_st_out *t, int n, const char *const *meta, int n_meta,
                  char *err, size_t errlen);
 
