@@ -1,6 +1,6 @@
 # The dflc driver: links every area's library that exists.
 set(DFL_CLI_LIBS)
-foreach(l dfl_models dfl_plan dfl_ir dfl_io dfl_front)
+foreach(l dfl_cuda dfl_models dfl_plan dfl_ir dfl_io dfl_front)
   if(TARGET ${l})
     list(APPEND DFL_CLI_LIBS ${l})
   endif()

@@ -1,0 +1,52 @@
+# CUDA backend: kernels/ (CUDA C compiled at run time by NVRTC), compiler/emit.c (source emission,
+# NVRTC, cubin cache), runtime/cuda.c (arena, cuBLASLt, CUDA graph capture/replay).
+# Nothing links libcuda.so: the static cudart loads the driver at run time, so every binary here
+# also runs (and the GPU tests SKIP) on machines without a driver.
+find_package(CUDAToolkit QUIET)
+if(NOT CUDAToolkit_FOUND)
+  message(STATUS "CUDA toolkit not found: the CUDA backend is not built")
+  return()
+endif()
+
+set(DFL_KERNEL_FAMILIES common elementwise rmsnorm rope gather dflash attention lce optim)
+set(DFL_KERNEL_SOURCES)
+foreach(f ${DFL_KERNEL_FAMILIES})
+  list(APPEND DFL_KERNEL_SOURCES ${CMAKE_SOURCE_DIR}/kernels/${f}.cuh)
+endforeach()
+string(REPLACE ";" "\\;" DFL_KERNEL_FAMILIES_ARG "${DFL_KERNEL_FAMILIES}")
+add_custom_command(
+  OUTPUT ${CMAKE_BINARY_DIR}/kernels_embed.c
+  COMMAND ${CMAKE_COMMAND} -DOUT=${CMAKE_BINARY_DIR}/kernels_embed.c -DSRC=${CMAKE_SOURCE_DIR}/kernels
+          "-DFAMILIES=${DFL_KERNEL_FAMILIES_ARG}" -P ${CMAKE_SOURCE_DIR}/cmake/embed_kernels.cmake
+  DEPENDS ${DFL_KERNEL_SOURCES} ${CMAKE_SOURCE_DIR}/cmake/embed_kernels.cmake
+  COMMENT "Embedding kernels/*.cuh")
+
+add_library(dfl_emit STATIC compiler/emit.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
+target_include_directories(dfl_emit PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
+# Plain library files, not the CUDA:: imported targets: those add the libcuda stub to the link.
+find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+target_link_libraries(dfl_emit PUBLIC dfl_ir ${DFL_NVRTC_LIB})
+
+add_library(dfl_cuda STATIC runtime/cuda.c)
+find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+target_link_libraries(dfl_cuda PUBLIC dfl_emit ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads)
+
+# CI (no GPU): every kernel family compiles with NVRTC for sm_90, every kernel is in the cubin,
+# and the cache returns the same cubin.
+dfl_add_test(cuda_nvrtc SOURCES tests/cuda/test_nvrtc.c LIBS dfl_emit LABELS cuda)
+
+# GPU: every op (forward and backward) against the CPU oracle, f32 and bf16; SKIP (77) without a GPU.
+# The GPU machine has no OpenBLAS: these binaries carry a plain-loop GEMM (tests/cuda/naive_cblas.c)
+# and --as-needed drops libopenblas.so from them.
+dfl_add_test(cuda_ops SOURCES tests/cuda/test_ops.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_ir LABELS cuda_gpu)
+target_link_options(cuda_ops PRIVATE -Wl,--as-needed)
+set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77)
+
+# GPU: a whole nano training step (colocated target, drafter, CE, autodiff, AdamW) from the memory
+# plan, captured into CUDA graphs and replayed, against the CPU oracle; SKIP (77) without a GPU.
+if(TARGET dfl_models AND TARGET dfl_plan)
+  dfl_add_test(cuda_step SOURCES tests/cuda/test_step.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
+  target_link_options(cuda_step PRIVATE -Wl,--as-needed)
+  set_tests_properties(cuda_step PROPERTIES SKIP_RETURN_CODE 77)
+endif()

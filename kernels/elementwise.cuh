@@ -1,0 +1,61 @@
+/*
+** elementwise.cuh: IOTA_MOD, ADD, SCALE, COPY, SWIGLU(+BWD), ACCUM, and the deterministic
+** two-level reductions behind SUM and SUMSQ_ACC (partials per block, then one block adds them in a
+** fixed order, so a replayed step gives bit-identical sums).
+*/
+extern "C" __global__ void dfl_iota_mod(int *out, ll n, int m) {
+  GRID_STRIDE(i, n) out[i] = (int)(i % m);
+}
+extern "C" __global__ void dfl_add(void *out, int dto, const void *x, int dtx, const void *y, int dty, ll n) {
+  GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i) + ldf(y, dty, i));
+}
+/* out = x * (s ? s[0] : 1) * alpha */
+extern "C" __global__ void dfl_scale(void *out, int dto, const void *x, int dtx, const void *s, int dts,
+                                     float alpha, ll n) {
+  float f = alpha * (s ? ldf(s, dts, 0) : 1.f);
+  GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i) * f);
+}
+extern "C" __global__ void dfl_copy(void *out, int dto, const void *x, int dtx, ll n) {
+  GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i));
+}
+__device__ __forceinline__ float dfl_sigmoid(float g) { return 1.f / (1.f + __expf(-g)); }
+extern "C" __global__ void dfl_swiglu(void *out, int dto, const void *g, int dtg, const void *u, int dtu, ll n) {
+  GRID_STRIDE(i, n) {
+    float a = ldf(g, dtg, i);
+    stf(out, dto, i, a * dfl_sigmoid(a) * ldf(u, dtu, i));
+  }
+}
+/* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))) */
+extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
+                                         const void *u, int dtu, const void *dy, int dtdy, ll n) {
+  GRID_STRIDE(i, n) {
+    float a = ldf(g, dtg, i), b = ldf(u, dtu, i), d = ldf(dy, dtdy, i);
+    float sg = dfl_sigmoid(a);
+    stf(dg, dtdg, i, d * b * sg * (1.f + a * (1.f - sg)));
+    stf(du, dtdu, i, d * a * sg);
+  }
+}
+extern "C" __global__ void dfl_accum(void *acc, int dta, const void *x, int dtx, ll n) {
+  GRID_STRIDE(i, n) stf(acc, dta, i, ldf(acc, dta, i) + ldf(x, dtx, i));
+}
+/* Stage 1 of a reduction: part[blockIdx.x] = sum (squared when sq) over a grid-stride slice. */
+extern "C" __global__ void dfl_reduce_part(float *part, const void *x, int dtx, ll n, int sq) {
+  float s = 0.f;
+  GRID_STRIDE(i, n) { float v = ldf(x, dtx, i); s += sq ? v * v : v; }
+  s = block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+/* Stage 2, one block: out[0] = (acc ? out[0] : 0) + sum of the np partials. */
+extern "C" __global__ void dfl_reduce_final(void *out, int dto, const float *part, int np, int acc) {
+  float s = 0.f;
+  for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
+  s = block_sum(s);
+  if (threadIdx.x == 0) stf(out, dto, 0, (acc ? ldf(out, dto, 0) : 0.f) + s);
+}
+extern "C" __global__ void dfl_fill(void *out, int dto, ll n, float v) {
+  GRID_STRIDE(i, n) stf(out, dto, i, v);
+}
+/* CONCAT_COLS, one input at a time: out[r, off + c] = x[r, c] for c < C. */
+extern "C" __global__ void dfl_copy_cols(void *out, int dto, ll ldo, ll off, const void *x, int dtx, ll R, ll C) {
+  GRID_STRIDE(t, R * C) stf(out, dto, (t / C) * ldo + off + t % C, ldf(x, dtx, t));
+}

@@ -1,0 +1,711 @@
+/*
+** cuda.c: the CUDA backend (see cuda.h). One stream; every op is one or a few kernel launches or
+** cuBLASLt calls whose descriptors, algorithms and workspace were fixed at init.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+#include "runtime/cuda.h"
+#include "compiler/emit.h"
+#include "compiler/plan.h"
+#include "compiler/spec.h"
+
+/* Every CUDA / cuBLASLt call goes through these: they name the call and file:line (llm.c style). */
+#define CU(call)                                                                                     \
+  do {                                                                                               \
+    cudaError_t e_ = (call);                                                                         \
+    if (e_ != cudaSuccess) {                                                                         \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
+      return DFL_ERR;                                                                                \
+    }                                                                                                \
+  } while (0)
+#define LT(call)                                                                                     \
+  do {                                                                                               \
+    cublasStatus_t s_ = (call);                                                                      \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                               \
+      fprintf(stderr, "%s:%d: %s failed: status %d\n", __FILE__, __LINE__, #call, (int)s_);         \
+      return DFL_ERR;                                                                                \
+    }                                                                                                \
+  } while (0)
+#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+#define BLAS_WS (32u << 20)   /* cuBLASLt workspace: fixed so the captured graph never allocates */
+#define ALIGN 256
+#define LCE_KEEP_MAX (1ll << 30) /* keep all logits of a LINEAR_CE (one GEMM pass) up to 1 GiB */
+#define MAX_EXECS 8
+
+enum {
+  K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
+  K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
+  K_LCE_INIT, K_LCE_STATS, K_LCE_GRAD, K_LCE_FINISH, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_COUNT
+};
+static const char *kname[K_COUNT] = {
+  "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
+  "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
+  "dfl_rope", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
+  "dfl_attn_bwd", "dfl_lce_init", "dfl_lce_stats", "dfl_lce_grad", "dfl_lce_finish", "dfl_lce_num",
+  "dfl_opt_prep", "dfl_adamw"};
+
+typedef struct {
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+  float alpha, beta;
+  int ok;
+} mm_t;
+
+typedef struct {
+  mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits full chunk, logits tail, dy full, dy tail */
+  int keep_all;     /* LINEAR_CE: all chunks' logits fit the scratch (one logits GEMM per chunk) */
+  int chunk;
+} opstate;
+
+struct dfl_cuda_impl {
+  cudaStream_t stream;
+  cudaLibrary_t lib;
+  cudaKernel_t k[K_COUNT];
+  cublasLtHandle_t lt;
+  opstate *ops;
+  char *blas_ws, *scratch;
+  size_t scratch_bytes;
+  int nsm;
+  struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
+  int nexec;
+};
+
+static const dfl_tensor *T(dfl_cuda *c, int t) { return &c->g->t[t]; }
+static int64_t numel(dfl_cuda *c, int t) { return dfl_tensor_numel(T(c, t)); }
+static int dt(dfl_cuda *c, int t) { return (int)T(c, t)->dtype; }
+static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+size_t dfl_cuda_elem_size(const dfl_tensor *t, void *ctx) { (void)ctx; return dfl_dtype_size(t->dtype); }
+
+int dfl_cuda_available(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) { cudaGetLastError(); return 0; }
+  return n > 0;
+}
+
+float dfl_bf16_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+static cudaDataType_t cuda_type(dfl_dtype d) {
+  return d == DFL_BF16 ? CUDA_R_16BF : d == DFL_F16 ? CUDA_R_16F : d == DFL_F64 ? CUDA_R_64F : CUDA_R_32F;
+}
+
+/* Row-major C[M,N] = alpha op(A) op(B) + beta C, as the column-major C^T = op(B)^T op(A)^T. */
+static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, dfl_dtype da, dfl_dtype db,
+                    dfl_dtype dc, int lda, int ldb, int ldc, float alpha, float beta) {
+  struct dfl_cuda_impl *im = c->impl;
+  if (da != db || (da != DFL_F32 && da != DFL_BF16 && da != DFL_F16) || (dc != da && dc != DFL_F32)) {
+    fprintf(stderr, "dflc: cuda backend: matmul of %s x %s -> %s is not supported (inputs must share a float dtype; "
+                    "output the same or f32)\n", dfl_dtype_name(da), dfl_dtype_name(db), dfl_dtype_name(dc));
+    return DFL_ESHAPE;
+  }
+  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+  if (da == DFL_F32 && getenv("DFL_TF32")) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+  LT(cublasLtMatmulDescCreate(&m->d, ct, CUDA_R_32F));
+  cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+  LT(cublasLtMatrixLayoutCreate(&m->a, cuda_type(db), tb ? K : N, tb ? N : K, ldb));
+  LT(cublasLtMatrixLayoutCreate(&m->b, cuda_type(da), ta ? M : K, ta ? K : M, lda));
+  LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dc), N, M, ldc));
+  cublasLtMatmulPreference_t pref;
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = BLAS_WS;
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t h;
+  int nres = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(im->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no algorithm for [%d,%d]x[%d] (%s): status %d\n",
+            __FILE__, __LINE__, M, N, K, dfl_dtype_name(da), (int)st);
+    return DFL_ERR;
+  }
+  m->algo = h.algo;
+  m->alpha = alpha;
+  m->beta = beta;
+  m->ok = 1;
+  return DFL_OK;
+}
+static void mm_free(mm_t *m) {
+  if (!m->ok) return;
+  cublasLtMatrixLayoutDestroy(m->a); cublasLtMatrixLayoutDestroy(m->b); cublasLtMatrixLayoutDestroy(m->c);
+  cublasLtMatmulDescDestroy(m->d);
+  m->ok = 0;
+}
+/* C = alpha op(A) op(B) + beta C; note the swap: cuBLASLt's A is our B. */
+static int mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C) {
+  struct dfl_cuda_impl *im = c->impl;
+  LT(cublasLtMatmul(im->lt, m->d, &m->alpha, B, m->a, A, m->b, &m->beta, C, m->c, C, m->c, &m->algo, im->blas_ws,
+                    BLAS_WS, im->stream));
+  return DFL_OK;
+}
+
+static dim3 d3(unsigned x, unsigned y) { dim3 d; d.x = x; d.y = y; d.z = 1; return d; }
+static int launch2(dfl_cuda *c, int k, int64_t gx, int gy, int block, size_t smem, void **args) {
+  struct dfl_cuda_impl *im = c->impl;
+  if (gx < 1) gx = 1;
+  CU(cudaLaunchKernel((const void *)im->k[k], d3((unsigned)gx, (unsigned)gy), d3((unsigned)block, 1), args, smem,
+                      im->stream));
+  return DFL_OK;
+}
+/* Grid-stride kernels: enough blocks to fill the machine, never more than the work. */
+static int launch(dfl_cuda *c, int k, int64_t n, void **args) {
+  int64_t g = (n + 255) / 256, cap = (int64_t)c->impl->nsm * 8;
+  return launch2(c, k, g < cap ? g : cap, 1, 256, 0, args);
+}
+/* Warp-per-row kernels. */
+static int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, void **args) {
+  int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * 8;
+  return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
+}
+static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
+  if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }
+  void *a[] = {&out, &dto, &x, &dtx, &n};
+  return launch(c, K_COPY, n, a);
+}
+/* SUM / SUMSQ: partials into scratch, one block adds them in a fixed order (deterministic). */
+static int reduce(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n, int sq, int acc) {
+  float *part = (float *)c->impl->scratch;
+  int np = c->impl->nsm * 4;
+  if ((n + 255) / 256 < np) np = (int)((n + 255) / 256);
+  if (np < 1) np = 1;
+  void *a1[] = {&part, &x, &dtx, &n, &sq};
+  TRY(launch2(c, K_RED_PART, np, 1, 256, 0, a1));
+  void *a2[] = {&out, &dto, &part, &np, &acc};
+  return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
+}
+
+/* --- attention geometry (kernels/attention.cuh: units of rows sharing one key range) --- */
+static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, size_t *smem_b) {
+  int G = a->heads / a->kv_heads, hd = a->head_dim;
+  if (a->mask == DFL_MASK_DFLASH) {
+    int chunks = (a->B * G + 31) / 32;
+    *gx = (int64_t)a->batch * a->N * chunks;
+  } else {
+    int Tr = 32 / G < 1 ? 1 : 32 / G, chunks = (Tr * G + 31) / 32, ups = (a->S + Tr - 1) / Tr;
+    *gx = (int64_t)a->batch * ups * chunks;
+  }
+  *gy = a->kv_heads;
+  *smem_f = (size_t)(32 * hd + 32 * (hd + 1) + 32 * hd) * 4;
+  *smem_b = (size_t)(2 * 32 * hd + 2 * 32 * (hd + 1) + 2 * 32 * 33 + 64) * 4;
+}
+
+/* Scratch bytes an op needs besides its tensors (the max over ops is reserved once). */
+static size_t op_scratch(dfl_cuda *c, const dfl_op *op, int nsm, int *keep_all) {
+  const dfl_graph *g = c->g;
+  size_t red = align_up((size_t)nsm * 4 * 4);
+  switch (op->code) {
+  case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return red;
+  case DFL_OP_RMSNORM_BWD: return align_up((size_t)op->a.group * 4);
+  case DFL_OP_SCATTER_ADD: return align_up((size_t)dfl_tensor_numel(&g->t[op->out[0]]) * 4);
+  case DFL_OP_ATTENTION_BWD: {
+    size_t s = 0;
+    for (int i = 1; i < op->n_out; i++) s += align_up((size_t)dfl_tensor_numel(&g->t[op->out[i]]) * 4);
+    return s;
+  }
+  case DFL_OP_LINEAR_CE: {
+    const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
+    int64_t R = Y->shape[0], H = Y->shape[1], V = W->shape[0];
+    int64_t ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
+    if (ch > V) ch = V;
+    const char *km = getenv("DFL_LCE_KEEP_MAX"); /* tests force the two-pass path with 0 */
+    *keep_all = R * V * 4 <= (km ? atoll(km) : LCE_KEEP_MAX);
+    int64_t lg = *keep_all ? R * V : R * ch;
+    return align_up((size_t)R * 6 * 4) + align_up((size_t)lg * 4) + align_up((size_t)(R * ch) * dfl_dtype_size(W->dtype)) +
+           align_up((size_t)(R * H) * 4);
+  }
+  default: return 0;
+  }
+}
+
+static int load_kernels(dfl_cuda *c, const char *arch) {
+  struct dfl_cuda_impl *im = c->impl;
+  char *src = NULL;
+  void *cubin = NULL;
+  size_t n = 0;
+  int cached = 0;
+  TRY(dfl_emit_source(NULL, DFL_KF_ALL, &src, NULL));
+  int rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, &cached);
+  free(src);
+  if (rc) return rc;
+  cudaError_t e = cudaLibraryLoadData(&im->lib, cubin, NULL, NULL, 0, NULL, NULL, 0);
+  free(cubin);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s:%d: cudaLibraryLoadData(%s cubin) failed: %s\n", __FILE__, __LINE__, arch, cudaGetErrorString(e));
+    return DFL_ERR;
+  }
+  for (int k = 0; k < K_COUNT; k++) CU(cudaLibraryGetKernel(&im->k[k], im->lib, kname[k]));
+  /* attention needs more than the default 48 KB of dynamic shared memory for hd = 128 */
+  int smax = 0;
+  CU(cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  int sneed = (2 * 32 * 256 + 2 * 32 * 257 + 2 * 32 * 33 + 64) * 4;
+  if (sneed > smax) sneed = smax;
+  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_FWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
+  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
+  return DFL_OK;
+}
+
+static int setup_op(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  opstate *os = &c->impl->ops[i];
+  const dfl_tensor *t = c->g->t;
+  if (op->code == DFL_OP_MATMUL) {
+    const dfl_tensor *A = &t[op->in[0]], *B = &t[op->in[1]], *C = &t[op->out[0]];
+    int M = (int)C->shape[0], N = (int)C->shape[1], K = (int)(op->a.trans_a ? A->shape[0] : A->shape[1]);
+    float alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
+    return mm_setup(c, &os->mm[0], op->a.trans_a, op->a.trans_b, M, N, K, A->dtype, B->dtype, C->dtype,
+                    (int)A->shape[1], (int)B->shape[1], N, alpha, 0.f);
+  }
+  if (op->code == DFL_OP_LINEAR_CE) {
+    const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]];
+    int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0];
+    int ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
+    if (ch > V) ch = V;
+    os->chunk = ch;
+    int tail = V % ch;
+    int ld = os->keep_all ? V : ch; /* logits row stride */
+    /* logits[R, vc] = y W_c^T (f32 out); dy[R,H] += dlog[R, vc] W_c (f32 accumulator) */
+    TRY(mm_setup(c, &os->mm[0], 0, 1, R, ch, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
+    if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, R, tail, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
+    TRY(mm_setup(c, &os->mm[2], 0, 0, R, H, ch, W->dtype, W->dtype, DFL_F32, ch, H, H, 1.f, 1.f));
+    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, R, H, tail, W->dtype, W->dtype, DFL_F32, ch, H, H, 1.f, 1.f));
+    if (Y->dtype != W->dtype) {
+      fprintf(stderr, "dflc: cuda backend: linear_ce (%s): y is %s but lm_head is %s\n", op->label,
+              dfl_dtype_name(Y->dtype), dfl_dtype_name(W->dtype));
+      return DFL_ESHAPE;
+    }
+  }
+  if (op->code == DFL_OP_ATTENTION || op->code == DFL_OP_ATTENTION_BWD) {
+    int hd = op->a.head_dim;
+    if (hd % 32 || hd > 256 || op->a.kv_heads <= 0 || op->a.heads % op->a.kv_heads) {
+      fprintf(stderr, "dflc: cuda backend: attention (%s): head_dim %d must be a multiple of 32 and <= 256, and heads "
+                      "a multiple of kv_heads\n", op->label, hd);
+      return DFL_ESHAPE;
+    }
+    for (int k = 0; k < op->n_in; k++)
+      if (t[op->in[k]].dtype != t[op->in[0]].dtype && t[op->in[k]].dtype != DFL_I32 && t[op->in[k]].dtype != DFL_F32) {
+        fprintf(stderr, "dflc: cuda backend: attention (%s): inputs must share q's dtype\n", op->label);
+        return DFL_ESHAPE;
+      }
+  }
+  return DFL_OK;
+}
+
+int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const char *arch) {
+  memset(c, 0, sizeof *c);
+  c->g = g;
+  struct dfl_cuda_impl *im = calloc(1, sizeof *im);
+  c->impl = im;
+  c->ptr = calloc((size_t)(g->nt ? g->nt : 1), sizeof *c->ptr);
+  im->ops = calloc((size_t)(g->nops ? g->nops : 1), sizeof *im->ops);
+  if (!im || !c->ptr || !im->ops) return DFL_ENOMEM;
+  if (!dfl_cuda_available()) {
+    fprintf(stderr, "dflc: no CUDA device is available (cudaGetDeviceCount found none): run on a GPU machine or use "
+                    "the CPU backend\n");
+    return DFL_ERR;
+  }
+  CU(cudaSetDevice(0));
+  CU(cudaDeviceGetAttribute(&im->nsm, cudaDevAttrMultiProcessorCount, 0));
+  char archbuf[32];
+  if (!arch) {
+    int maj = 0, min = 0;
+    CU(cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, 0));
+    CU(cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, 0));
+    snprintf(archbuf, sizeof archbuf, "sm_%d%d", maj, min);
+    arch = archbuf;
+  }
+  /* tensor offsets: the plan's, or packed end to end */
+  int64_t *off = malloc((size_t)(g->nt ? g->nt : 1) * sizeof *off);
+  if (!off) return DFL_ENOMEM;
+  size_t tb = 0;
+  if (plan) {
+    if (plan->nt != g->nt) {
+      fprintf(stderr, "dflc: cuda backend: the plan has %d tensors, the graph %d (plan built for another graph?)\n",
+              plan->nt, g->nt);
+      free(off);
+      return DFL_ERR;
+    }
+    tb = (size_t)plan->arena_bytes;
+    for (int i = 0; i < g->nt; i++) {
+      off[i] = plan->offset[i];
+      if (off[i] < 0 || (size_t)off[i] + (size_t)dfl_tensor_bytes(&g->t[i]) > tb) {
+        fprintf(stderr, "dflc: cuda backend: tensor %s is not placed inside the plan's arena\n", g->t[i].name);
+        free(off);
+        return DFL_ERR;
+      }
+    }
+  } else {
+    for (int i = 0; i < g->nt; i++) { off[i] = (int64_t)tb; tb += align_up((size_t)dfl_tensor_bytes(&g->t[i])); }
+  }
+  tb = align_up(tb);
+  size_t scratch = 0;
+  for (int i = 0; i < g->nops; i++) {
+    size_t s = op_scratch(c, &g->ops[i], im->nsm, &im->ops[i].keep_all);
+    if (s > scratch) scratch = s;
+  }
+  c->tensor_bytes = tb;
+  im->scratch_bytes = scratch;
+  c->arena_bytes = tb + BLAS_WS + scratch;
+  CU(cudaMalloc((void **)&c->arena, c->arena_bytes)); /* the one allocation */
+  CU(cudaMemset(c->arena, 0, tb));
+  for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];
+  free(off);
+  im->blas_ws = c->arena + tb;
+  im->scratch = im->blas_ws + BLAS_WS;
+  CU(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+  LT(cublasLtCreate(&im->lt));
+  TRY(load_kernels(c, arch));
+  for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
+  return DFL_OK;
+}
+
+void dfl_cuda_free(dfl_cuda *c) {
+  struct dfl_cuda_impl *im = c->impl;
+  if (im) {
+    for (int i = 0; i < im->nexec; i++) cudaGraphExecDestroy(im->execs[i].exec);
+    for (int i = 0; im->ops && i < c->g->nops; i++)
+      for (int k = 0; k < 4; k++) mm_free(&im->ops[i].mm[k]);
+    if (im->lt) cublasLtDestroy(im->lt);
+    if (im->lib) cudaLibraryUnload(im->lib);
+    if (im->stream) cudaStreamDestroy(im->stream);
+    free(im->ops);
+    free(im);
+  }
+  if (c->arena) cudaFree(c->arena);
+  free(c->ptr);
+  memset(c, 0, sizeof *c);
+}
+
+#define P(t) (c->ptr[(t)])
+
+static int op_linear_ce(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  opstate *os = &c->impl->ops[i];
+  const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
+  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], ch = os->chunk;
+  char *s = c->impl->scratch;
+  float *st = (float *)s;
+  s += align_up((size_t)R * 6 * 4);
+  float *logits = (float *)s;
+  s += align_up((size_t)(os->keep_all ? (int64_t)R * V : (int64_t)R * ch) * 4);
+  void *dlog = s;
+  s += align_up((size_t)R * ch * dfl_dtype_size(W->dtype));
+  float *dyacc = (float *)s;
+  void *y = P(op->in[0]), *labels = P(op->in[2]), *w = P(op->in[3]);
+  int ld = os->keep_all ? V : ch, dtl = (int)W->dtype;
+  void *ai[] = {&st, &R};
+  TRY(launch(c, K_LCE_INIT, R, ai));
+  for (int v0 = 0; v0 < V; v0 += ch) { /* pass 1: running max / sum, argmax, label logit */
+    int vc = V - v0 < ch ? V - v0 : ch;
+    float *lg = os->keep_all ? logits + v0 : logits;
+    TRY(mm_run(c, &os->mm[vc == ch ? 0 : 1], y, (char *)P(op->in[1]) + (size_t)v0 * H * dfl_dtype_size(W->dtype), lg));
+    void *a[] = {&lg, &ld, &vc, &v0, &labels, &w, &st, &R};
+    TRY(launch_warps(c, K_LCE_STATS, R, 0, a));
+  }
+  for (int v0 = 0; v0 < V; v0 += ch) { /* pass 2: top-K count, dlogits, dy += dlogits W_c */
+    int vc = V - v0 < ch ? V - v0 : ch;
+    float *lg = os->keep_all ? logits + v0 : logits;
+    const char *wc = (char *)P(op->in[1]) + (size_t)v0 * H * dfl_dtype_size(W->dtype);
+    if (!os->keep_all) TRY(mm_run(c, &os->mm[vc == ch ? 0 : 1], y, wc, lg));
+    int ldg = os->keep_all ? V : ch;
+    void *a[] = {&lg, &ldg, &vc, &v0, &labels, &w, &st, &dlog, &ch, &dtl, &R}; /* dlog: row stride ch */
+    TRY(launch_warps(c, K_LCE_GRAD, R, 0, a));
+    if (v0 == 0) CU(cudaMemsetAsync(dyacc, 0, (size_t)R * H * 4, c->impl->stream));
+    TRY(mm_run(c, &os->mm[vc == ch ? 2 : 3], dlog, wc, dyacc));
+  }
+  float *ce = P(op->out[1]), *cor = P(op->out[2]), *hit = P(op->out[3]), *num = P(op->out[0]);
+  int topk = op->a.topk;
+  void *af[] = {&ce, &cor, &hit, &st, &labels, &w, &R, &topk};
+  TRY(launch(c, K_LCE_FINISH, R, af));
+  void *an[] = {&num, &ce, &w, &R};
+  TRY(launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an));
+  return copy_conv(c, P(op->out[4]), dt(c, op->out[4]), dyacc, DFL_F32, (long long)R * H);
+}
+
+static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd) {
+  const dfl_attrs *a = &op->a;
+  int64_t gx;
+  int gy;
+  size_t sf, sb;
+  att_grid(a, &gx, &gy, &sf, &sb);
+  int dfl = a->mask == DFL_MASK_DFLASH;
+  void *q = P(op->in[0]), *k1 = P(op->in[1]), *v1 = P(op->in[2]);
+  void *k2 = dfl ? P(op->in[3]) : NULL, *v2 = dfl ? P(op->in[4]) : NULL;
+  void *anc = dfl ? P(op->in[5]) : NULL, *keep = dfl ? P(op->in[6]) : NULL;
+  int dtq = dt(c, op->in[0]), mask = (int)a->mask, batch = a->batch, S = a->S, N = a->N, B = a->B, nh = a->heads,
+      nkv = a->kv_heads, hd = a->head_dim, win = a->window;
+  float scale = (float)a->scale;
+  if (!bwd) {
+    void *o = P(op->out[0]), *lse = P(op->out[1]);
+    void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
+                    &win, &scale};
+    return launch2(c, K_ATT_FWD, gx, gy, 256, sf, args);
+  }
+  int base = dfl ? 7 : 3;
+  void *o = P(op->in[base]), *lse = P(op->in[base + 1]), *dout = P(op->in[base + 2]), *dq = P(op->out[0]);
+  float *acc[4] = {NULL, NULL, NULL, NULL};
+  char *s = c->impl->scratch;
+  for (int i = 1; i < op->n_out; i++) {
+    size_t n = (size_t)numel(c, op->out[i]) * 4;
+    acc[i - 1] = (float *)s;
+    CU(cudaMemsetAsync(s, 0, n, c->impl->stream));
+    s += align_up(n);
+  }
+  void *args[] = {&dq, &acc[0], &acc[1], &acc[2], &acc[3], &q, &k1, &v1, &k2, &v2, &anc, &keep, &o, &lse, &dout,
+                  &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd, &win, &scale};
+  TRY(launch2(c, K_ATT_BWD, gx, gy, 256, sb, args));
+  for (int i = 1; i < op->n_out; i++)
+    TRY(copy_conv(c, P(op->out[i]), dt(c, op->out[i]), acc[i - 1], DFL_F32, (long long)numel(c, op->out[i])));
+  return DFL_OK;
+}
+
+static int exec_op(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const dfl_attrs *at = &op->a;
+  struct dfl_cuda_impl *im = c->impl;
+  long long n = op->n_out > 0 ? (long long)numel(c, op->out[0]) : 0;
+  int d0 = op->n_out > 0 ? dt(c, op->out[0]) : 0, d1 = op->n_in > 0 && op->in[0] >= 0 ? dt(c, op->in[0]) : 0;
+  void *o0 = op->n_out > 0 ? P(op->out[0]) : NULL, *i0 = op->n_in > 0 && op->in[0] >= 0 ? P(op->in[0]) : NULL;
+  switch (op->code) {
+  case DFL_OP_IOTA_MOD: { int m = at->n; void *a[] = {&o0, &n, &m}; return launch(c, K_IOTA, n, a); }
+  case DFL_OP_ADD: {
+    void *y = P(op->in[1]); int d2 = dt(c, op->in[1]);
+    void *a[] = {&o0, &d0, &i0, &d1, &y, &d2, &n}; return launch(c, K_ADD, n, a);
+  }
+  case DFL_OP_SCALE: {
+    void *s = op->n_in >= 2 && op->in[1] >= 0 ? P(op->in[1]) : NULL;
+    int ds = s ? dt(c, op->in[1]) : 0;
+    float al = at->alpha == 0 ? 1.f : (float)at->alpha;
+    void *a[] = {&o0, &d0, &i0, &d1, &s, &ds, &al, &n}; return launch(c, K_SCALE, n, a);
+  }
+  case DFL_OP_COPY: return copy_conv(c, o0, d0, i0, d1, n); /* same dtype: a plain device copy */
+  case DFL_OP_FILL: { float v = (float)at->alpha; void *a[] = {&o0, &d0, &n, &v}; return launch(c, K_FILL, n, a); }
+  case DFL_OP_CONCAT_COLS: {
+    long long R = T(c, op->out[0])->shape[0], C = T(c, op->out[0])->shape[1], off = 0;
+    for (int k = 0; k < op->n_in; k++) {
+      const dfl_tensor *X = T(c, op->in[k]);
+      long long ck = X->shape[X->ndim - 1];
+      void *x = P(op->in[k]); int dx = (int)X->dtype;
+      void *a[] = {&o0, &d0, &C, &off, &x, &dx, &R, &ck};
+      TRY(launch(c, K_COPY_COLS, R * ck, a));
+      off += ck;
+    }
+    return DFL_OK;
+  }
+  case DFL_OP_SWIGLU: {
+    void *u = P(op->in[1]); int du = dt(c, op->in[1]);
+    void *a[] = {&o0, &d0, &i0, &d1, &u, &du, &n}; return launch(c, K_SWIGLU, n, a);
+  }
+  case DFL_OP_SWIGLU_BWD: {
+    void *o1 = P(op->out[1]), *u = P(op->in[1]), *dy = P(op->in[2]);
+    int do1 = dt(c, op->out[1]), du = dt(c, op->in[1]), ddy = dt(c, op->in[2]);
+    void *a[] = {&o0, &d0, &o1, &do1, &i0, &d1, &u, &du, &dy, &ddy, &n}; return launch(c, K_SWIGLU_BWD, n, a);
+  }
+  case DFL_OP_ACCUM: {
+    void *x = P(op->in[1]); int dx = dt(c, op->in[1]);
+    void *a[] = {&o0, &d0, &x, &dx, &n}; return launch(c, K_ACCUM, n, a);
+  }
+  case DFL_OP_SUM: return reduce(c, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
+  case DFL_OP_SUMSQ_ACC:
+    return reduce(c, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
+  case DFL_OP_MATMUL: return mm_run(c, &im->ops[i].mm[0], i0, P(op->in[1]), o0);
+  case DFL_OP_RMSNORM: {
+    long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
+    int Gi = (int)G, dw = dt(c, op->in[1]); void *w = P(op->in[1]), *rs = P(op->out[1]);
+    float eps = (float)at->eps;
+    void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps}; return launch_warps(c, K_RMSNORM, ng, 0, a);
+  }
+  case DFL_OP_RMSNORM_BWD: {
+    int Gi = at->group; long long ng = (long long)numel(c, op->in[0]) / Gi;
+    void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->scratch;
+    int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]);
+    CU(cudaMemsetAsync(dw, 0, (size_t)Gi * 4, im->stream));
+    void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ng, &Gi};
+    TRY(launch_warps(c, K_RMSNORM_BWD, ng, (size_t)Gi * 4, a));
+    return copy_conv(c, P(op->out[1]), dt(c, op->out[1]), dw, DFL_F32, Gi);
+  }
+  case DFL_OP_ROPE: {
+    int nh = at->heads, hd = at->head_dim, inv = at->inverse;
+    long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
+    double th = at->theta; void *pos = P(op->in[1]);
+    void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
+    return launch(c, K_ROPE, rows * nh * (hd / 2), a);
+  }
+  case DFL_OP_GATHER: {
+    const dfl_tensor *tb = T(c, op->in[0]);
+    long long R = (long long)numel(c, op->in[1]); int H = (int)tb->shape[1], V = (int)tb->shape[0];
+    void *ids = P(op->in[1]);
+    void *a[] = {&o0, &d0, &i0, &d1, &ids, &R, &H, &V}; return launch(c, K_GATHER, R * H, a);
+  }
+  case DFL_OP_SCATTER_ADD: {
+    const dfl_tensor *to = T(c, op->out[0]);
+    long long R = (long long)numel(c, op->in[1]); int H = (int)to->shape[1], V = (int)to->shape[0];
+    float *acc = d0 == DFL_F32 ? (float *)o0 : (float *)im->scratch;
+    void *ids = P(op->in[1]);
+    CU(cudaMemsetAsync(acc, 0, (size_t)V * H * 4, im->stream));
+    void *a[] = {&acc, &i0, &d1, &ids, &R, &H, &V};
+    TRY(launch(c, K_SCATTER, R * H, a));
+    return d0 == DFL_F32 ? DFL_OK : copy_conv(c, o0, d0, acc, DFL_F32, (long long)V * H);
+  }
+  case DFL_OP_DFLASH_BLOCKS: {
+    void *pos = P(op->out[1]), *lab = P(op->out[2]), *w = P(op->out[3]), *lm = P(op->in[1]), *anc = P(op->in[2]),
+         *kp = P(op->in[3]);
+    int batch = at->batch, S = at->S, N = at->N, B = at->B, mid = at->mask_id;
+    float gm = (float)at->gamma;
+    void *a[] = {&o0, &pos, &lab, &w, &i0, &lm, &anc, &kp, &batch, &S, &N, &B, &mid, &gm};
+    return launch(c, K_BLOCKS, (int64_t)batch * N * B, a);
+  }
+  case DFL_OP_DFLASH_METRICS: {
+    void *w = P(op->in[1]), *hit = P(op->in[2]), *kp = P(op->in[3]);
+    int batch = at->batch, N = at->N, B = at->B;
+    void *a[] = {&o0, &i0, &w, &hit, &kp, &batch, &N, &B};
+    return launch2(c, K_METRICS, 1, 1, 256, (size_t)(5 + 2 * B) * 4, a);
+  }
+  case DFL_OP_ATTENTION: return op_attention(c, op, 0);
+  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1);
+  case DFL_OP_LINEAR_CE: return op_linear_ce(c, i);
+  case DFL_OP_OPT_PREP: {
+    void *sq = P(op->in[0]), *den = P(op->in[1]); int dd = dt(c, op->in[1]);
+    float lr = (float)at->lr, clip = (float)at->clip, b1 = (float)at->beta1, b2 = (float)at->beta2;
+    long long wu = at->warmup, tot = at->total; int sch = at->schedule;
+    void *a[] = {&o0, &sq, &den, &dd, &lr, &wu, &tot, &sch, &clip, &b1, &b2};
+    return launch2(c, K_OPT_PREP, 1, 1, 32, 0, a);
+  }
+  case DFL_OP_ADAMW: {
+    void *ms = P(op->in[1]), *m = P(op->in[2]), *v = P(op->in[3]), *gr = P(op->in[4]), *st = P(op->in[5]);
+    int dg = dt(c, op->in[4]);
+    float b1 = (float)at->beta1, b2 = (float)at->beta2, eps = (float)at->eps, wd = (float)at->wd;
+    long long np = (long long)numel(c, op->in[0]);
+    void *a[] = {&i0, &d1, &ms, &m, &v, &gr, &dg, &st, &b1, &b2, &eps, &wd, &np};
+    return launch(c, K_ADAMW, np, a);
+  }
+  default:
+    fprintf(stderr, "dflc: cuda backend: op %s (%s) is not implemented\n", dfl_opcode_name(op->code), op->label);
+    return DFL_ERR;
+  }
+}
+
+int dfl_cuda_run_op(dfl_cuda *c, int i) { return exec_op(c, i); }
+
+int dfl_cuda_run_eager(dfl_cuda *c, unsigned mask) {
+  for (int i = 0; i < c->g->nops; i++)
+    if (mask & (1u << c->g->ops[i].phase)) {
+      int rc = exec_op(c, i);
+      if (rc) {
+        fprintf(stderr, "dflc: cuda backend: op %d %s (%s) failed\n", i, dfl_opcode_name(c->g->ops[i].code), c->g->ops[i].label);
+        return rc;
+      }
+    }
+  return DFL_OK;
+}
+
+int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
+  struct dfl_cuda_impl *im = c->impl;
+  for (int i = 0; i < im->nexec; i++)
+    if (im->execs[i].mask == mask) { CU(cudaGraphLaunch(im->execs[i].exec, im->stream)); return DFL_OK; }
+  if (im->nexec == MAX_EXECS) {
+    fprintf(stderr, "dflc: cuda backend: more than %d distinct phase masks captured\n", MAX_EXECS);
+    return DFL_ERR;
+  }
+  cudaGraph_t graph;
+  CU(cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal));
+  int rc = dfl_cuda_run_eager(c, mask);
+  cudaError_t e = cudaStreamEndCapture(im->stream, &graph);
+  if (rc) { if (e == cudaSuccess) cudaGraphDestroy(graph); return rc; }
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s:%d: cudaStreamEndCapture failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
+    return DFL_ERR;
+  }
+  cudaGraphExec_t ex;
+  e = cudaGraphInstantiate(&ex, graph, 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s:%d: cudaGraphInstantiate failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
+    return DFL_ERR;
+  }
+  im->execs[im->nexec].mask = mask;
+  im->execs[im->nexec++].exec = ex;
+  CU(cudaGraphLaunch(ex, im->stream));
+  return DFL_OK;
+}
+
+int dfl_cuda_sync(dfl_cuda *c) {
+  CU(cudaStreamSynchronize(c->impl->stream));
+  CU(cudaGetLastError());
+  return DFL_OK;
+}
+
+static int check_n(dfl_cuda *c, int t, int64_t n) {
+  if (t < 0 || t >= c->g->nt || n != numel(c, t)) {
+    fprintf(stderr, "dflc: cuda backend: copy of %lld elements does not match tensor %d\n", (long long)n, t);
+    return DFL_ESHAPE;
+  }
+  return DFL_OK;
+}
+
+int dfl_cuda_set_f(dfl_cuda *c, int t, const float *src, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  dfl_dtype d = T(c, t)->dtype;
+  size_t es = dfl_dtype_size(d);
+  char *h = malloc((size_t)n * es);
+  if (!h) return DFL_ENOMEM;
+  for (int64_t i = 0; i < n; i++) {
+    if (d == DFL_BF16) { float r = dfl_bf16_round(src[i]); uint32_t u; memcpy(&u, &r, 4); uint16_t v = (uint16_t)(u >> 16); memcpy(h + 2 * i, &v, 2); }
+    else if (d == DFL_I32) { int32_t v = (int32_t)src[i]; memcpy(h + 4 * i, &v, 4); }
+    else if (d == DFL_F64) { double v = src[i]; memcpy(h + 8 * i, &v, 8); }
+    else memcpy(h + 4 * i, &src[i], 4);
+  }
+  cudaError_t e = cudaMemcpy(c->ptr[t], h, (size_t)n * es, cudaMemcpyHostToDevice);
+  free(h);
+  CU(e);
+  return DFL_OK;
+}
+
+int dfl_cuda_get_f(dfl_cuda *c, int t, float *dst, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  dfl_dtype d = T(c, t)->dtype;
+  size_t es = dfl_dtype_size(d);
+  char *h = malloc((size_t)n * es);
+  if (!h) return DFL_ENOMEM;
+  cudaError_t e = cudaMemcpy(h, c->ptr[t], (size_t)n * es, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) { free(h); CU(e); }
+  for (int64_t i = 0; i < n; i++) {
+    if (d == DFL_BF16) { uint16_t v; memcpy(&v, h + 2 * i, 2); uint32_t u = (uint32_t)v << 16; memcpy(&dst[i], &u, 4); }
+    else if (d == DFL_I32) { int32_t v; memcpy(&v, h + 4 * i, 4); dst[i] = (float)v; }
+    else if (d == DFL_F64) { double v; memcpy(&v, h + 8 * i, 8); dst[i] = (float)v; }
+    else memcpy(&dst[i], h + 4 * i, 4);
+  }
+  free(h);
+  return DFL_OK;
+}
+
+int dfl_cuda_set_i32(dfl_cuda *c, int t, const int32_t *src, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  if (T(c, t)->dtype != DFL_I32) { fprintf(stderr, "dflc: cuda backend: %s is not i32\n", T(c, t)->name); return DFL_ESHAPE; }
+  CU(cudaMemcpy(c->ptr[t], src, (size_t)n * 4, cudaMemcpyHostToDevice));
+  return DFL_OK;
+}
+
+int dfl_cuda_get_i32(dfl_cuda *c, int t, int32_t *dst, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  if (T(c, t)->dtype != DFL_I32) { fprintf(stderr, "dflc: cuda backend: %s is not i32\n", T(c, t)->name); return DFL_ESHAPE; }
+  CU(cudaMemcpy(dst, c->ptr[t], (size_t)n * 4, cudaMemcpyDeviceToHost));
+  return DFL_OK;
+}

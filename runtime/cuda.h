@@ -1,0 +1,56 @@
+/*
+** cuda.h: the CUDA backend, mirroring runtime/cpu.h.
+**
+** dfl_cuda_init places every tensor of a graph at its plan offset inside ONE device arena (one
+** cudaMalloc, which also holds the cuBLASLt workspace and the op scratch), compiles the graph's
+** kernels with NVRTC (cached cubin) and loads them through the runtime API
+** (cudaLibraryLoadData: no driver API symbol is linked, so binaries run on machines without a
+** driver until a GPU is actually asked for). dfl_cuda_run captures the ops of a phase mask into
+** one CUDA graph the first time and replays it afterwards: no allocation, free or sync inside the
+** training loop. Float tensors are stored in their declared dtype (bf16 or f32).
+*/
+#ifndef DFL_CUDA_H
+#define DFL_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "compiler/graph.h"
+
+struct dfl_plan;
+
+typedef struct dfl_cuda {
+  const dfl_graph *g;
+  char *arena;            /* device: the one allocation */
+  size_t arena_bytes;
+  size_t tensor_bytes;    /* tensors occupy [0, tensor_bytes); workspace follows */
+  void **ptr;             /* device pointer of each tensor */
+  struct dfl_cuda_impl *impl;
+} dfl_cuda;
+
+/* 1 if a CUDA device can be used, else 0 (prints nothing: tests use it to SKIP). */
+int dfl_cuda_available(void);
+/* Bytes per element the CUDA backend stores (its dtype): the plan's element function. */
+size_t dfl_cuda_elem_size(const dfl_tensor *t, void *ctx);
+/* plan NULL: tensors are packed end to end without overlap. arch NULL: from the device. Persistent
+** tensors start zeroed. */
+int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const struct dfl_plan *plan, const char *arch);
+void dfl_cuda_free(dfl_cuda *c);
+
+/* Enqueue the ops whose phase bit is in phase_mask (runtime/cpu.h DFL_PH_*): the first call for a
+** mask captures them into a CUDA graph, later calls replay it. Asynchronous. */
+int dfl_cuda_run(dfl_cuda *c, unsigned phase_mask);
+/* The same ops launched one by one (no graph): debugging, and the check that capture changes nothing. */
+int dfl_cuda_run_eager(dfl_cuda *c, unsigned phase_mask);
+int dfl_cuda_run_op(dfl_cuda *c, int op_index);
+int dfl_cuda_sync(dfl_cuda *c);
+
+/* Host <-> device copies of one tensor, converting float <-> its dtype (synchronous). */
+int dfl_cuda_set_f(dfl_cuda *c, int t, const float *src, int64_t n);
+int dfl_cuda_get_f(dfl_cuda *c, int t, float *dst, int64_t n);
+int dfl_cuda_set_i32(dfl_cuda *c, int t, const int32_t *src, int64_t n);
+int dfl_cuda_get_i32(dfl_cuda *c, int t, int32_t *dst, int64_t n);
+
+/* Round to bf16 (nearest even) as the device does: tests feed the CPU oracle the same values. */
+float dfl_bf16_round(float x);
+
+#endif

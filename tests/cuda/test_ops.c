@@ -1,0 +1,360 @@
+/*
+** test_ops (GPU): every op, forward and backward, against the CPU oracle (runtime/cpu.h, f32
+** mode) on fresh random inputs, in f32 graphs and bf16 graphs. Each case is a small graph run
+** through the captured-CUDA-graph path (dfl_cuda_run). Inputs are drawn from a seed printed at
+** the start (DFL_SEED=... reproduces a run) and rounded to bf16 for bf16 graphs, so both backends
+** see the same numbers.
+** Tolerances (max |gpu - cpu| / max |cpu| over a tensor): f32 graphs 2e-4 (summation order,
+** __expf); bf16 graphs 3e-2 (every stored activation is rounded to 8 bits of mantissa). 0/1
+** outputs (argmax hits) may differ on near ties: at most 2% of entries. Integer outputs: exact.
+** Exit 77 (ctest SKIP) when no CUDA device is present.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "compiler/graph.h"
+#include "compiler/spec.h"
+#include "runtime/cpu.h"
+#include "runtime/cuda.h"
+
+static unsigned long long rng_s;
+static double urand(void) { /* splitmix64 */
+  unsigned long long z = (rng_s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (double)(z >> 11) / 9007199254740992.0;
+}
+static int irand(int n) { return (int)(urand() * n) % n; }
+
+static int fails, cases;
+static dfl_dtype ACT;
+
+typedef struct { int t; int32_t *vals; } ifill; /* integer inputs the case sets */
+
+/* Values of a float input: uniform in [-scale, scale], never all zero. */
+static float *rand_f(int64_t n, double scale, dfl_dtype d) {
+  float *v = malloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++) {
+    float x = (float)((urand() * 2 - 1) * scale);
+    v[i] = d == DFL_BF16 ? dfl_bf16_round(x) : x;
+  }
+  return v;
+}
+
+/* Run graph g on both backends (inputs: every tensor no op writes first, plus persistent ones),
+** compare every tensor an op writes. scales[t] (optional) sets an input's range. */
+static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nints, const double *scales,
+                     const int *binary) {
+  cases++;
+  dfl_cpu cpu;
+  dfl_cuda gpu;
+  if (dfl_cpu_init(&cpu, g, NULL, 0) != DFL_OK) { fprintf(stderr, "FAIL %s: cpu init\n", name); fails++; return; }
+  if (dfl_cuda_init(&gpu, g, NULL, NULL) != DFL_OK) { fprintf(stderr, "FAIL %s: cuda init\n", name); fails++; dfl_cpu_free(&cpu); return; }
+  for (int t = 0; t < g->nt; t++) {
+    const dfl_tensor *T = &g->t[t];
+    int64_t n = dfl_tensor_numel(T);
+    int is_in = T->producer < 0 || dfl_tensor_is_persistent(T);
+    if (!is_in) continue;
+    int set = 0;
+    for (int k = 0; k < nints; k++)
+      if (ints[k].t == t) {
+        float *f = malloc((size_t)n * sizeof *f);
+        for (int64_t i = 0; i < n; i++) f[i] = (float)ints[k].vals[i];
+        if (T->dtype == DFL_I32) dfl_cuda_set_i32(&gpu, t, ints[k].vals, n), memcpy(dfl_cpu_i32(&cpu, t), ints[k].vals, (size_t)n * 4);
+        else dfl_cuda_set_f(&gpu, t, f, n), dfl_cpu_set_f(&cpu, t, f, n);
+        free(f);
+        set = 1;
+      }
+    if (set || T->dtype == DFL_I32) continue;
+    float *v = rand_f(n, scales && scales[t] > 0 ? scales[t] : 1.0, T->dtype);
+    dfl_cpu_set_f(&cpu, t, v, n);
+    dfl_cuda_set_f(&gpu, t, v, n);
+    free(v);
+  }
+  int rc1 = dfl_cpu_run(&cpu, DFL_PH_ALL), rc2 = dfl_cuda_run(&gpu, DFL_PH_ALL);
+  if (!rc2) rc2 = dfl_cuda_sync(&gpu);
+  if (rc1 || rc2) { fprintf(stderr, "FAIL %s: run cpu %d gpu %d\n", name, rc1, rc2); fails++; goto out; }
+  for (int t = 0; t < g->nt; t++) {
+    const dfl_tensor *T = &g->t[t];
+    int written = 0;
+    for (int i = 0; i < g->nops; i++)
+      for (int k = 0; k < g->ops[i].n_out; k++) written |= g->ops[i].out[k] == t;
+    if (!written) continue;
+    int64_t n = dfl_tensor_numel(T);
+    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    dfl_cuda_get_f(&gpu, t, a, n);
+    if (T->dtype == DFL_I32) for (int64_t i = 0; i < n; i++) b[i] = (float)dfl_cpu_i32(&cpu, t)[i];
+    else dfl_cpu_get_f(&cpu, t, b, n);
+    double mx = 0, err = 0;
+    int64_t diff = 0, nan = 0;
+    for (int64_t i = 0; i < n; i++) {
+      if (isnan(a[i]) != isnan(b[i])) nan++;
+      if (isinf(b[i]) || isinf(a[i])) { if (a[i] != b[i]) nan++; continue; }
+      if (fabs(b[i]) > mx) mx = fabs(b[i]);
+      if (fabs(a[i] - b[i]) > err) err = fabs(a[i] - b[i]);
+      diff += a[i] != b[i];
+    }
+    int bin = binary && binary[t];
+    double rel = err / (mx > 1e-20 ? mx : 1e-20);
+    double tol = T->dtype == DFL_I32 ? 0 : (T->dtype == DFL_BF16 || ACT == DFL_BF16) ? 3e-2 : 2e-4;
+    int ok = nan == 0 && (bin ? diff * 50 <= n : T->dtype == DFL_I32 ? diff == 0 : rel <= tol);
+    if (!ok || getenv("DFL_VERBOSE"))
+      fprintf(ok ? stdout : stderr, "%s %s [%s] %s: max|ref| %.3g max err %.3g rel %.3g (tol %.1g) diff %lld nan/inf %lld\n",
+              ok ? "ok  " : "FAIL", name, dfl_dtype_name(ACT), T->name, mx, err, rel, tol, (long long)diff, (long long)nan);
+    if (!ok) fails++;
+    free(a), free(b);
+  }
+out:
+  dfl_cpu_free(&cpu);
+  dfl_cuda_free(&gpu);
+}
+
+static int t2(dfl_graph *g, const char *n, dfl_dtype d, dfl_tkind k, int64_t r, int64_t c) { return dfl_tensor_2d(g, n, d, k, r, c); }
+static int t1(dfl_graph *g, const char *n, dfl_dtype d, dfl_tkind k, int64_t r) { return dfl_tensor_1d(g, n, d, k, r); }
+static int op(dfl_graph *g, dfl_opcode c, int ni, const int *in, int no, const int *out, const dfl_attrs *a) {
+  return dfl_op_add(g, c, in, ni, out, no, a);
+}
+
+static void case_matmul(void) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      dfl_graph g; dfl_graph_init(&g);
+      int M = 37, N = 53, K = 64;
+      int A = ta ? t2(&g, "A", ACT, DFL_T_INPUT, K, M) : t2(&g, "A", ACT, DFL_T_INPUT, M, K);
+      int B = tb ? t2(&g, "B", ACT, DFL_T_INPUT, N, K) : t2(&g, "B", ACT, DFL_T_INPUT, K, N);
+      int C = t2(&g, "C", ACT, DFL_T_ACT, M, N);
+      dfl_attrs a = {0}; a.trans_a = ta; a.trans_b = tb; a.alpha = ta ? 0.5 : 0;
+      op(&g, DFL_OP_MATMUL, 2, (int[]){A, B}, 1, &C, &a);
+      char nm[32]; snprintf(nm, sizeof nm, "matmul ta%d tb%d", ta, tb);
+      run_case(nm, &g, NULL, 0, NULL, NULL);
+      dfl_graph_free(&g);
+    }
+}
+
+static void case_elementwise(void) {
+  dfl_graph g; dfl_graph_init(&g);
+  int R = 19, C = 77;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), y = t2(&g, "y", ACT, DFL_T_INPUT, R, C), dy = t2(&g, "dy", ACT, DFL_T_INPUT, R, C);
+  int s = t1(&g, "s", DFL_F32, DFL_T_INPUT, 1);
+  int add = t2(&g, "add", ACT, DFL_T_ACT, R, C), sw = t2(&g, "swiglu", ACT, DFL_T_ACT, R, C);
+  int dg = t2(&g, "dg", ACT, DFL_T_ACT, R, C), du = t2(&g, "du", ACT, DFL_T_ACT, R, C);
+  int sc = t2(&g, "scale_s", ACT, DFL_T_ACT, R, C), sc2 = t2(&g, "scale", ACT, DFL_T_ACT, R, C);
+  int cp = t2(&g, "copy_f32", DFL_F32, DFL_T_ACT, R, C), fl = t2(&g, "fill", ACT, DFL_T_ACT, R, C);
+  int cat = t2(&g, "concat", ACT, DFL_T_ACT, R, 2 * C + 5), z = t2(&g, "z", ACT, DFL_T_INPUT, R, 5);
+  int acc = t2(&g, "acc", DFL_F32, DFL_T_GRAD, R, C), sum = t1(&g, "sum", DFL_F32, DFL_T_ACT, 1);
+  int ssq = t1(&g, "sumsq", DFL_F32, DFL_T_STATE, 1);
+  dfl_attrs a = {0};
+  op(&g, DFL_OP_ADD, 2, (int[]){x, y}, 1, &add, &a);
+  op(&g, DFL_OP_SWIGLU, 2, (int[]){x, y}, 1, &sw, &a);
+  op(&g, DFL_OP_SWIGLU_BWD, 3, (int[]){x, y, dy}, 2, (int[]){dg, du}, &a);
+  a.alpha = -0.75;
+  op(&g, DFL_OP_SCALE, 2, (int[]){x, s}, 1, &sc, &a);
+  op(&g, DFL_OP_SCALE, 1, (int[]){y}, 1, &sc2, &a);
+  op(&g, DFL_OP_FILL, 0, NULL, 1, &fl, &a);
+  op(&g, DFL_OP_COPY, 1, &x, 1, &cp, &a);
+  op(&g, DFL_OP_CONCAT_COLS, 3, (int[]){x, z, y}, 1, &cat, &a);
+  op(&g, DFL_OP_ACCUM, 2, (int[]){acc, add}, 1, &acc, &a);
+  op(&g, DFL_OP_SUM, 1, &sw, 1, &sum, &a);
+  op(&g, DFL_OP_SUMSQ_ACC, 2, (int[]){ssq, dg}, 1, &ssq, &a);
+  int32_t *ids = malloc(37 * 4);
+  for (int i = 0; i < 37; i++) ids[i] = i % 7;
+  int io = t1(&g, "iota", DFL_I32, DFL_T_ACT, 37);
+  dfl_attrs ai = {0}; ai.n = 7;
+  op(&g, DFL_OP_IOTA_MOD, 0, NULL, 1, &io, &ai);
+  double sc_[64] = {0};
+  sc_[x] = 3; /* swiglu over a useful range of the sigmoid */
+  run_case("elementwise", &g, NULL, 0, sc_, NULL);
+  free(ids);
+  dfl_graph_free(&g);
+}
+
+static void case_rmsnorm(int G) {
+  dfl_graph g; dfl_graph_init(&g);
+  int R = 23, D = 256;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, D), w = t1(&g, "w", ACT, DFL_T_PARAM, G), dy = t2(&g, "dy", ACT, DFL_T_INPUT, R, D);
+  int y = t2(&g, "y", ACT, DFL_T_ACT, R, D), rs = t1(&g, "rstd", DFL_F32, DFL_T_ACT, R * D / G);
+  int dx = t2(&g, "dx", ACT, DFL_T_ACT, R, D), dw = t1(&g, "dw", DFL_F32, DFL_T_ACT, G);
+  dfl_attrs a = {0}; a.group = G; a.eps = 1e-6;
+  op(&g, DFL_OP_RMSNORM, 2, (int[]){x, w}, 2, (int[]){y, rs}, &a);
+  op(&g, DFL_OP_RMSNORM_BWD, 4, (int[]){x, w, rs, dy}, 2, (int[]){dx, dw}, &a);
+  run_case(G == D ? "rmsnorm row" : "rmsnorm per-head", &g, NULL, 0, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
+static void case_rope(void) {
+  dfl_graph g; dfl_graph_init(&g);
+  int R = 29, nh = 3, hd = 64;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, nh * hd), pos = t1(&g, "pos", DFL_I32, DFL_T_INPUT, R);
+  int y = t2(&g, "y", ACT, DFL_T_ACT, R, nh * hd), z = t2(&g, "z", ACT, DFL_T_ACT, R, nh * hd);
+  dfl_attrs a = {0}; a.heads = nh; a.head_dim = hd; a.theta = 1e6;
+  op(&g, DFL_OP_ROPE, 2, (int[]){x, pos}, 1, &y, &a);
+  a.inverse = 1;
+  op(&g, DFL_OP_ROPE, 2, (int[]){y, pos}, 1, &z, &a);
+  int32_t p[29];
+  for (int i = 0; i < R; i++) p[i] = irand(40000);
+  ifill f = {pos, p};
+  run_case("rope", &g, &f, 1, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
+static void case_gather(void) {
+  dfl_graph g; dfl_graph_init(&g);
+  int V = 50, H = 48, R = 70;
+  int tab = t2(&g, "table", ACT, DFL_T_FROZEN, V, H), ids = t1(&g, "ids", DFL_I32, DFL_T_INPUT, R);
+  int out = t2(&g, "out", ACT, DFL_T_ACT, R, H), d = t2(&g, "dout", ACT, DFL_T_INPUT, R, H);
+  int dt = t2(&g, "dtable", DFL_F32, DFL_T_ACT, V, H), dt2 = t2(&g, "dtable_act", ACT, DFL_T_ACT, V, H);
+  op(&g, DFL_OP_GATHER, 2, (int[]){tab, ids}, 1, &out, NULL);
+  op(&g, DFL_OP_SCATTER_ADD, 2, (int[]){d, ids}, 1, &dt, NULL);
+  op(&g, DFL_OP_SCATTER_ADD, 2, (int[]){d, ids}, 1, &dt2, NULL);
+  int32_t v[70];
+  for (int i = 0; i < R; i++) v[i] = irand(V);
+  ifill f = {ids, v};
+  run_case("gather/scatter_add", &g, &f, 1, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
+/* Random anchors/keep for `batch` samples of length S, N blocks. */
+static void rand_anchors(int batch, int S, int N, int B, int32_t *anc, int32_t *keep, int allkeep) {
+  for (int i = 0; i < batch * N; i++) {
+    anc[i] = irand(S);
+    keep[i] = allkeep || irand(5) != 0;
+    if (!keep[i]) anc[i] = 0;
+  }
+  (void)B;
+}
+
+static void case_dflash_data(void) {
+  dfl_graph g; dfl_graph_init(&g);
+  int batch = 3, S = 40, N = 7, B = 5, Q = N * B;
+  int ids = t1(&g, "ids", DFL_I32, DFL_T_INPUT, batch * S), lm = t1(&g, "loss_mask", DFL_I32, DFL_T_INPUT, batch * S);
+  int anc = t1(&g, "anchors", DFL_I32, DFL_T_INPUT, batch * N), kp = t1(&g, "keep", DFL_I32, DFL_T_INPUT, batch * N);
+  int noise = t1(&g, "noise", DFL_I32, DFL_T_ACT, batch * Q), pq = t1(&g, "pos_q", DFL_I32, DFL_T_ACT, batch * Q);
+  int lab = t1(&g, "labels", DFL_I32, DFL_T_ACT, batch * Q), w = t1(&g, "weights", DFL_F32, DFL_T_ACT, batch * Q);
+  dfl_attrs a = {0}; a.batch = batch; a.S = S; a.N = N; a.B = B; a.mask_id = 999; a.gamma = 7;
+  op(&g, DFL_OP_DFLASH_BLOCKS, 4, (int[]){ids, lm, anc, kp}, 4, (int[]){noise, pq, lab, w}, &a);
+  int cor = t1(&g, "correct", DFL_F32, DFL_T_INPUT, batch * Q), hit = t1(&g, "topk_hit", DFL_F32, DFL_T_INPUT, batch * Q);
+  int met = t1(&g, "metrics", DFL_F32, DFL_T_ACT, DFL_METRIC_COUNT + 2 * B);
+  op(&g, DFL_OP_DFLASH_METRICS, 4, (int[]){cor, w, hit, kp}, 1, &met, &a);
+  int32_t vi[120], vm[120], va[21], vk[21], vc[105], vh[105];
+  for (int i = 0; i < batch * S; i++) vi[i] = irand(900), vm[i] = irand(4) != 0;
+  rand_anchors(batch, S, N, B, va, vk, 0);
+  for (int i = 0; i < batch * Q; i++) vc[i] = irand(3) != 0, vh[i] = vc[i] || irand(2);
+  ifill f[] = {{ids, vi}, {lm, vm}, {anc, va}, {kp, vk}, {cor, vc}, {hit, vh}};
+  run_case("dflash blocks+metrics", &g, f, 6, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
+static void case_attention(int dflash, int window, int hd, int nh, int nkv) {
+  dfl_graph g; dfl_graph_init(&g);
+  int batch = 2, S = dflash ? 45 : 70, N = 6, B = 4;
+  int qr = dflash ? batch * N * B : batch * S, kr = batch * S;
+  dfl_attrs a = {0};
+  a.mask = dflash ? DFL_MASK_DFLASH : DFL_MASK_CAUSAL; a.batch = batch; a.S = S; a.N = N; a.B = B;
+  a.heads = nh; a.kv_heads = nkv; a.head_dim = hd; a.window = window; a.scale = 1.0 / sqrt(hd);
+  int q = t2(&g, "q", ACT, DFL_T_INPUT, qr, nh * hd), kc = t2(&g, "k", ACT, DFL_T_INPUT, kr, nkv * hd);
+  int vc = t2(&g, "v", ACT, DFL_T_INPUT, kr, nkv * hd);
+  int kn = -1, vn = -1, anc = -1, kp = -1;
+  int o = t2(&g, "o", ACT, DFL_T_ACT, qr, nh * hd), lse = t1(&g, "lse", DFL_F32, DFL_T_ACT, (int64_t)qr * nh);
+  int dout = t2(&g, "do", ACT, DFL_T_INPUT, qr, nh * hd);
+  int dq = t2(&g, "dq", ACT, DFL_T_ACT, qr, nh * hd), dk = t2(&g, "dk", ACT, DFL_T_ACT, kr, nkv * hd);
+  int dv = t2(&g, "dv", ACT, DFL_T_ACT, kr, nkv * hd), dkn = -1, dvn = -1;
+  int32_t va[12], vk[12];
+  ifill f[2];
+  int nf = 0;
+  if (dflash) {
+    kn = t2(&g, "kn", ACT, DFL_T_INPUT, qr, nkv * hd), vn = t2(&g, "vn", ACT, DFL_T_INPUT, qr, nkv * hd);
+    anc = t1(&g, "anchors", DFL_I32, DFL_T_INPUT, batch * N), kp = t1(&g, "keep", DFL_I32, DFL_T_INPUT, batch * N);
+    dkn = t2(&g, "dkn", ACT, DFL_T_ACT, qr, nkv * hd), dvn = t2(&g, "dvn", ACT, DFL_T_ACT, qr, nkv * hd);
+    op(&g, DFL_OP_ATTENTION, 7, (int[]){q, kc, vc, kn, vn, anc, kp}, 2, (int[]){o, lse}, &a);
+    op(&g, DFL_OP_ATTENTION_BWD, 10, (int[]){q, kc, vc, kn, vn, anc, kp, o, lse, dout}, 5, (int[]){dq, dk, dv, dkn, dvn}, &a);
+    rand_anchors(batch, S, N, B, va, vk, 0);
+    va[0] = 0, vk[0] = 1; /* a valid block with no context at all */
+    f[0] = (ifill){anc, va}, f[1] = (ifill){kp, vk};
+    nf = 2;
+  } else {
+    op(&g, DFL_OP_ATTENTION, 3, (int[]){q, kc, vc}, 2, (int[]){o, lse}, &a);
+    op(&g, DFL_OP_ATTENTION_BWD, 6, (int[]){q, kc, vc, o, lse, dout}, 3, (int[]){dq, dk, dv}, &a);
+  }
+  double sc[64] = {0};
+  sc[q] = 2.5; /* peaky enough softmaxes to exercise the online max */
+  char nm[96];
+  snprintf(nm, sizeof nm, "attention %s window %d hd %d nh %d nkv %d", dflash ? "dflash" : "causal", window, hd, nh, nkv);
+  run_case(nm, &g, f, nf, sc, NULL);
+  dfl_graph_free(&g);
+}
+
+static void case_linear_ce(int two_pass) {
+  if (two_pass) setenv("DFL_LCE_KEEP_MAX", "0", 1); else unsetenv("DFL_LCE_KEEP_MAX");
+  dfl_graph g; dfl_graph_init(&g);
+  int R = 70, H = 64, V = 1000;
+  int y = t2(&g, "y", ACT, DFL_T_INPUT, R, H), W = t2(&g, "w_lm", ACT, DFL_T_FROZEN, V, H);
+  int lab = t1(&g, "labels", DFL_I32, DFL_T_INPUT, R), w = t1(&g, "weights", DFL_F32, DFL_T_INPUT, R);
+  int num = t1(&g, "num", DFL_F32, DFL_T_ACT, 1), ce = t1(&g, "ce", DFL_F32, DFL_T_ACT, R);
+  int cor = t1(&g, "correct", DFL_F32, DFL_T_ACT, R), hit = t1(&g, "topk_hit", DFL_F32, DFL_T_ACT, R);
+  int dy = t2(&g, "dy", ACT, DFL_T_ACT, R, H);
+  dfl_attrs a = {0}; a.vocab_chunk = 256; a.topk = 8;
+  op(&g, DFL_OP_LINEAR_CE, 4, (int[]){y, W, lab, w}, 5, (int[]){num, ce, cor, hit, dy}, &a);
+  int32_t vl[70], vw[70];
+  for (int i = 0; i < R; i++) vl[i] = irand(V), vw[i] = irand(4) ? 1 + irand(3) : 0;
+  ifill f[] = {{lab, vl}, {w, vw}};
+  int bin[64] = {0};
+  bin[cor] = bin[hit] = 1;
+  double sc[64] = {0};
+  sc[y] = 2;
+  run_case(two_pass ? "linear_ce two-pass" : "linear_ce one-pass", &g, f, 2, sc, bin);
+  dfl_graph_free(&g);
+  unsetenv("DFL_LCE_KEEP_MAX");
+}
+
+static void case_optimizer(void) {
+  dfl_graph g; dfl_graph_init(&g);
+  int n = 300;
+  int p = t1(&g, "param", ACT, DFL_T_PARAM, n), ms = t1(&g, "master", DFL_F32, DFL_T_STATE, n);
+  int m = t1(&g, "m", DFL_F32, DFL_T_STATE, n), v = t1(&g, "v", DFL_F32, DFL_T_STATE, n);
+  int gr = t1(&g, "grad", DFL_F32, DFL_T_GRAD, n), st = t1(&g, "state", DFL_F32, DFL_T_STATE, DFL_OPT_COUNT);
+  int ssq = t1(&g, "sumsq", DFL_F32, DFL_T_STATE, 1), den = t1(&g, "den", DFL_F32, DFL_T_STATE, 1);
+  dfl_attrs a = {0};
+  a.lr = 6e-4; a.warmup = 3; a.total = 20; a.schedule = DFL_SCHED_COSINE; a.clip = 1.0; a.beta1 = 0.9; a.beta2 = 0.999;
+  a.eps = 1e-8; a.wd = 0.01;
+  a.alpha = 1;
+  op(&g, DFL_OP_SUMSQ_ACC, 2, (int[]){ssq, gr}, 1, &ssq, &a);
+  op(&g, DFL_OP_OPT_PREP, 3, (int[]){ssq, den, st}, 1, &st, &a);
+  op(&g, DFL_OP_ADAMW, 6, (int[]){p, ms, m, v, gr, st}, 5, (int[]){p, ms, m, v, gr}, &a);
+  int32_t sv[DFL_OPT_COUNT] = {5, 0, 0, 0, 0, 0}, dv[1] = {37}, sq[1] = {0};
+  ifill f[] = {{st, sv}, {den, dv}, {ssq, sq}};
+  double sc[64] = {0};
+  sc[gr] = 30; sc[v] = 1e-3;
+  run_case("sumsq+opt_prep+adamw", &g, f, 3, sc, NULL);
+  dfl_graph_free(&g);
+}
+
+int main(void) {
+  if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
+  const char *e = getenv("DFL_SEED");
+  rng_s = e ? strtoull(e, NULL, 10) : (unsigned long long)time(NULL);
+  printf("seed %llu (DFL_SEED=%llu reproduces)\n", rng_s, rng_s);
+  dfl_dtype modes[2] = {DFL_F32, DFL_BF16};
+  for (int mi = 0; mi < 2; mi++) {
+    ACT = modes[mi];
+    case_matmul();
+    case_elementwise();
+    case_rmsnorm(256);
+    case_rmsnorm(64);
+    case_rope();
+    case_gather();
+    case_dflash_data();
+    case_attention(0, 0, 64, 4, 2);
+    case_attention(0, 9, 32, 2, 2);
+    case_attention(1, 0, 64, 4, 1);
+    case_attention(1, 0, 128, 8, 2);
+    case_attention(1, 6, 64, 4, 2);
+    case_linear_ce(0);
+    case_linear_ce(1);
+    case_optimizer();
+  }
+  printf("%d cases, %d failures\n", cases, fails);
+  return fails ? 1 : 0;
+}

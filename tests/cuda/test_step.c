@@ -1,0 +1,184 @@
+/*
+** test_step (GPU): a whole nano training step on the CUDA backend against the CPU oracle.
+** Colocated nano target (real weights) -> 2 taps -> fresh 1-layer DFlash drafter -> fused CE,
+** metrics, autodiff, AdamW; f32 and bf16 graphs. The GPU arena comes from the memory plan
+** (dfl_plan_build with the CUDA element sizes); the step and the optimizer are each captured once
+** into a CUDA graph and replayed for 3 steps. Compared after every step: the loss sums, the metric
+** sums, every gradient accumulator (cosine similarity and max error relative to the largest
+** entry), and after every optimizer step every trained parameter.
+** Tolerances: f32 graphs: loss 1e-4 relative, gradients cos >= 0.9999 and rel <= 5e-3;
+** bf16 graphs (GPU activations rounded to bf16, the CPU's are not): loss 2e-2, gradients
+** cos >= 0.98. Metric sums: f32 exact up to 1 flip per 50 supervised positions (argmax near ties).
+** Seed from the time (printed). Exit 77 without a GPU.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "compiler/plan.h"
+#include "models/models.h"
+#include "models/weights.h"
+#include "runtime/cpu.h"
+#include "runtime/cuda.h"
+#include "runtime/data.h"
+
+static int fails;
+#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
+#define BATCH 2
+#define S 32
+#define N 4
+#define B 4
+
+static double cpu_val(dfl_cpu *c, int t) { float v; dfl_cpu_get_f(c, t, &v, 1); return v; }
+static double gpu_val(dfl_cuda *g, int t) { float v; dfl_cuda_get_f(g, t, &v, 1); return v; }
+
+/* cos similarity and max |a-b| / max |b| of tensor t on both backends */
+static void cmp(dfl_cpu *c, dfl_cuda *g, int t, double *cosv, double *rel) {
+  int64_t n = dfl_tensor_numel(&c->g->t[t]);
+  float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+  dfl_cuda_get_f(g, t, a, n);
+  dfl_cpu_get_f(c, t, b, n);
+  double ab = 0, aa = 0, bb = 0, mx = 0, err = 0;
+  for (int64_t i = 0; i < n; i++) {
+    ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    if (fabs(b[i]) > mx) mx = fabs(b[i]);
+    if (fabs(a[i] - b[i]) > err || isnan(a[i])) err = isnan(a[i]) ? INFINITY : fabs(a[i] - b[i]);
+  }
+  *cosv = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1 : 0);
+  *rel = err / (mx > 0 ? mx : 1e-30);
+  free(a), free(b);
+}
+
+static void run_mode(dfl_precision prec, uint64_t seed) {
+  int bf = prec == DFL_PREC_BF16;
+  const char *mode = bf ? "bf16" : "f32";
+  char err[512];
+  dfl_spec s;
+  memset(&s, 0, sizeof s);
+  if (dfl_hf_arch_load("examples/models/nano/config.json", &s.target, err, sizeof err) != DFL_OK) {
+    printf("FAIL %s\n", err); fails++; return;
+  }
+  s.drafter = s.target;
+  s.drafter.layers = 1;
+  s.drafter.intermediate = 256;
+  s.n_taps = 2; s.taps[0] = 1; s.taps[1] = 2;
+  s.block_size = B; s.mask_token = 8190; s.seq_len = S; s.anchors = N; s.batch = BATCH; s.gamma = 7;
+  s.precision = prec;
+  s.lr = 3e-3; s.beta1 = 0.9; s.beta2 = 0.999; s.eps = 1e-8; s.clip = 1.0;
+  s.schedule = DFL_SCHED_COSINE; s.warmup_steps = 1; s.steps = 10; s.accum = 1;
+  s.vocab_chunk = 3000; /* ragged last chunk */
+  s.topk = 4; s.metric_accuracy = s.metric_tau = 1;
+
+  dfl_rng rng;
+  dfl_rng_seed(&rng, seed);
+  int32_t ids[BATCH * S], mask[BATCH * S], anc[BATCH * N], keep[BATCH * N];
+  for (int i = 0; i < BATCH * S; i++) ids[i] = (int32_t)(dfl_rng_next(&rng) % 8000), mask[i] = i % S >= 3;
+  for (int i = 0; i < BATCH * N; i++) anc[i] = 3 + (int32_t)(dfl_rng_next(&rng) % (S - 4)), keep[i] = 1;
+  keep[BATCH * N - 1] = 0, anc[BATCH * N - 1] = 0;
+
+  dfl_train_graph tg;
+  if (dfl_model_train_graph(&tg, &s, 1) != DFL_OK) { printf("FAIL %s: train graph\n", mode); fails++; return; }
+  dfl_plan plan;
+  CHECK(dfl_plan_build(&plan, &tg.g, dfl_cuda_elem_size, NULL) == DFL_OK, "plan");
+  dfl_cpu c;
+  dfl_cuda g;
+  dfl_cpu_init(&c, &tg.g, NULL, 0);
+  CHECK(dfl_weights_load_path(&c, "examples/models/nano", DFL_KIND_BIT(DFL_T_FROZEN), "", err, sizeof err) == DFL_OK, "%s", err);
+  dfl_weights_init(&c, DFL_KIND_BIT(DFL_T_PARAM), seed, 0.02);
+  if (bf) /* the working bf16 params hold bf16 values: give the CPU the same ones */
+    for (int t = 0; t < tg.g.nt; t++) {
+      const dfl_tensor *T = &tg.g.t[t];
+      if (T->dtype != DFL_BF16 || T->kind == DFL_T_ACT) continue;
+      float *f = dfl_cpu_f32(&c, t);
+      for (int64_t i = 0; i < dfl_tensor_numel(T); i++) f[i] = dfl_bf16_round(f[i]);
+    }
+  dfl_cpu_init_masters(&c);
+  memcpy(dfl_cpu_i32(&c, tg.ids), ids, sizeof ids);
+  memcpy(dfl_cpu_i32(&c, tg.loss_mask), mask, sizeof mask);
+  memcpy(dfl_cpu_i32(&c, tg.anchors), anc, sizeof anc);
+  memcpy(dfl_cpu_i32(&c, tg.keep), keep, sizeof keep);
+  if (dfl_cuda_init(&g, &tg.g, &plan, NULL) != DFL_OK) { printf("FAIL %s: cuda init\n", mode); fails++; goto out; }
+  printf("%s: %d ops, %d tensors, arena %.2f MiB (plan %.2f MiB + workspace)\n", mode, tg.g.nops, tg.g.nt,
+         g.arena_bytes / 1048576.0, plan.arena_bytes / 1048576.0);
+  for (int t = 0; t < tg.g.nt; t++) { /* every persistent tensor and input, CPU -> GPU */
+    const dfl_tensor *T = &tg.g.t[t];
+    if (!dfl_tensor_is_persistent(T) && T->kind != DFL_T_INPUT) continue;
+    int64_t n = dfl_tensor_numel(T);
+    if (T->dtype == DFL_I32) { dfl_cuda_set_i32(&g, t, dfl_cpu_i32(&c, t), n); continue; }
+    float *f = malloc((size_t)n * 4);
+    dfl_cpu_get_f(&c, t, f, n);
+    dfl_cuda_set_f(&g, t, f, n);
+    free(f);
+  }
+  double ltol = bf ? 2e-2 : 1e-4, ctol = bf ? 0.98 : 0.9999, rtol = bf ? 1e9 : 5e-3;
+  for (int step = 0; step < 3; step++) {
+    CHECK(dfl_cpu_run(&c, DFL_PH_STEP) == DFL_OK, "cpu step");
+    CHECK(dfl_cuda_run(&g, DFL_PH_STEP) == DFL_OK, "gpu step");
+    double cn = cpu_val(&c, tg.loss_num_acc), cd = cpu_val(&c, tg.loss_den_acc);
+    double gn = gpu_val(&g, tg.loss_num_acc), gd = gpu_val(&g, tg.loss_den_acc);
+    printf("  %s step %d: loss cpu %.6f gpu %.6f (den %.4f / %.4f)\n", mode, step, cn / cd, gn / gd, cd, gd);
+    CHECK(fabs(gn / gd - cn / cd) <= ltol * cn / cd && fabs(gd - cd) <= 1e-5 * cd, "%s step %d loss", mode, step);
+    float mc[DFL_METRIC_COUNT + 2 * B], mg[DFL_METRIC_COUNT + 2 * B];
+    dfl_cpu_get_f(&c, tg.metrics_acc, mc, DFL_METRIC_COUNT + 2 * B);
+    dfl_cuda_get_f(&g, tg.metrics_acc, mg, DFL_METRIC_COUNT + 2 * B);
+    double md = 0;
+    for (int i = 0; i < DFL_METRIC_COUNT + 2 * B; i++) md += fabs(mc[i] - mg[i]);
+    printf("  %s metrics: acc %g/%g (gpu %g/%g) tau %g/%g (gpu %g/%g), sum |diff| %g\n", mode, mc[0], mc[1], mg[0],
+           mg[1], mc[2], mc[3], mg[2], mg[3], md);
+    CHECK(mc[1] == mg[1] && mc[3] == mg[3] && (bf || md * 50 <= mc[1] + 1), "%s step %d metrics", mode, step);
+    double wc = 1, wr = 0;
+    for (int t = 0; t < tg.g.nt; t++) {
+      if (tg.g.t[t].kind != DFL_T_GRAD) continue;
+      double cs, rel;
+      cmp(&c, &g, t, &cs, &rel);
+      if (cs < wc) wc = cs;
+      if (rel > wr) wr = rel;
+      if (cs < ctol || rel > rtol) printf("  %s grad %s: cos %.6f rel %.3g\n", mode, tg.g.t[t].name, cs, rel);
+      CHECK(cs >= ctol && rel <= rtol, "%s step %d gradient %s", mode, step, tg.g.t[t].name);
+    }
+    printf("  %s gradients: worst cos %.6f worst rel err %.3g\n", mode, wc, wr);
+    CHECK(dfl_cpu_run(&c, 1u << DFL_PH_OPTIMIZER) == DFL_OK, "cpu opt");
+    CHECK(dfl_cuda_run(&g, 1u << DFL_PH_OPTIMIZER) == DFL_OK, "gpu opt");
+    double pc = 1, pr = 0;
+    for (int t = 0; t < tg.g.nt; t++) {
+      if (tg.g.t[t].kind != DFL_T_PARAM) continue;
+      double cs, rel;
+      cmp(&c, &g, t, &cs, &rel);
+      if (cs < pc) pc = cs;
+      if (rel > pr) pr = rel;
+    }
+    printf("  %s params after the optimizer: worst cos %.7f worst rel err %.3g\n", mode, pc, pr);
+    CHECK(pc >= (bf ? 0.999 : 0.999999), "%s step %d params", mode, step);
+    float zero = 0, zm[DFL_METRIC_COUNT + 2 * B] = {0};
+    dfl_cpu_set_f(&c, tg.loss_num_acc, &zero, 1), dfl_cuda_set_f(&g, tg.loss_num_acc, &zero, 1);
+    dfl_cpu_set_f(&c, tg.loss_den_acc, &zero, 1), dfl_cuda_set_f(&g, tg.loss_den_acc, &zero, 1);
+    dfl_cpu_set_f(&c, tg.metrics_acc, zm, DFL_METRIC_COUNT + 2 * B), dfl_cuda_set_f(&g, tg.metrics_acc, zm, DFL_METRIC_COUNT + 2 * B);
+  }
+  /* replay speed of the captured step (no host work in between) */
+  {
+    struct timespec t0, t1;
+    dfl_cuda_sync(&g);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 50; i++) dfl_cuda_run(&g, DFL_PH_STEP);
+    dfl_cuda_sync(&g);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("  %s: captured nano step replay %.1f us/step\n", mode, ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3) / 50);
+  }
+  dfl_cuda_free(&g);
+out:
+  dfl_cpu_free(&c);
+  dfl_plan_free(&plan);
+  dfl_graph_free(&tg.g);
+}
+
+int main(void) {
+  if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
+  const char *e = getenv("DFL_SEED");
+  uint64_t seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
+  printf("test_step: seed %llu (DFL_SEED reproduces)\n", (unsigned long long)seed);
+  run_mode(DFL_PREC_FP32, seed);
+  run_mode(DFL_PREC_BF16, seed);
+  printf("%s\n", fails ? "FAILED" : "passed");
+  return fails ? 1 : 0;
+}
