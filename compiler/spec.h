@@ -9,6 +9,7 @@
 #ifndef DFL_SPEC_H
 #define DFL_SPEC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define DFL_MAX_LAYERS  256
@@ -31,7 +32,9 @@ enum {
 typedef enum { DFL_FAMILY_QWEN3 = 0, DFL_FAMILY_LLAMA = 1 } dfl_family;
 typedef enum { DFL_PREC_BF16 = 0, DFL_PREC_FP32 = 1 } dfl_precision;
 typedef enum { DFL_SCHED_COSINE = 0, DFL_SCHED_CONSTANT = 1, DFL_SCHED_LINEAR = 2 } dfl_schedule;
-typedef enum { DFL_DATA_JSONL = 0, DFL_DATA_PACKED = 1 } dfl_data_format;
+typedef enum { DFL_DATA_JSONL = 0, DFL_DATA_PACKED = 1,
+               DFL_DATA_RANDOM = 2  /* synthetic uniform token ids, for benchmarks: no files */
+} dfl_data_format;
 typedef enum { DFL_BADROW_SKIP = 0, DFL_BADROW_REFUSE = 1 } dfl_badrow_policy;
 typedef enum { DFL_DEV_CPU = 0, DFL_DEV_GPU = 1 } dfl_device_kind;
 
@@ -71,6 +74,7 @@ typedef struct dfl_spec {
   dfl_arch target;
   int taps[DFL_MAX_TAPS];           /* target_layer_ids: hidden state taps[i]+1 is tapped */
   int n_taps;
+  dfl_precision target_dtype;       /* weights/activations of the frozen target (default bf16) */
 
   /* drafter: hidden and vocab always equal the target's */
   dfl_arch drafter;
@@ -122,6 +126,8 @@ typedef struct dfl_spec {
 ** printed). On failure every error has been reported through the diagnostics reporter and
 ** DFL_ERR is returned. */
 int dfl_spec_load(const char *file, dfl_spec *out);
+/* Same from memory: `name` is the file name shown in messages and the base of relative paths. */
+int dfl_spec_load_buffer(const char *name, const char *bytes, size_t len, dfl_spec *out);
 
 /* Number of devices with each role. */
 int dfl_spec_count_role(const dfl_spec *s, int target, int drafter);

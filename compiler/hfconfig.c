@@ -1,0 +1,244 @@
+/*
+** hfconfig.c: reading a target's config.json and tokenizer.json (jansson, duplicates rejected).
+*/
+#include "compiler/hfconfig.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define CONFIG_MAX_BYTES (16u << 20)
+#define TOKENIZER_MAX_BYTES (256u << 20)
+
+int dfl_read_file(const char *path, size_t max, char **text, size_t *len) {
+  *text = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return DFL_EIO;
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { fclose(f); errno = EISDIR; return DFL_EFORMAT; }
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
+    fclose(f);
+    errno = EFBIG;
+    return DFL_EFORMAT;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap + 1);
+  if (!buf) { fclose(f); return DFL_ENOMEM; }
+  for (;;) {
+    if (n == cap) {
+      if (cap > max) { free(buf); fclose(f); errno = EFBIG; return DFL_EFORMAT; }
+      cap *= 2;
+      char *nb = realloc(buf, cap + 1);
+      if (!nb) { free(buf); fclose(f); return DFL_ENOMEM; }
+      buf = nb;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) { free(buf); errno = EIO; return DFL_EIO; }
+  if (n > max) { free(buf); errno = EFBIG; return DFL_EFORMAT; }
+  buf[n] = 0;
+  *text = buf;
+  *len = n;
+  return DFL_OK;
+}
+
+/* The line/column of the first `"key"` in the text, so value errors get a caret too. */
+static dfl_loc key_loc(const dfl_source *src, const char *key) {
+  char pat[128];
+  snprintf(pat, sizeof pat, "\"%s\"", key);
+  const char *p = strstr(src->text, pat);
+  if (!p) return dfl_loc_file(src);
+  dfl_loc l = {src, 1, 1, (int)strlen(pat)};
+  for (const char *q = src->text; q < p; q++) {
+    if (*q == '\n') { l.line++; l.col = 1; }
+    else l.col++;
+  }
+  return l;
+}
+
+typedef struct { const dfl_source *src; int errors; } cfgctx;
+
+/* A positive integer field; -1 when absent (dflt < 0 means required). */
+static int64_t int_field(cfgctx *c, json_t *obj, const char *key, int64_t dflt, int64_t max) {
+  json_t *v = json_object_get(obj, key);
+  if (!v || json_is_null(v)) {
+    if (dflt >= 0) return dflt;
+    dfl_diag_error(dfl_loc_file(c->src), "missing `%s`", key);
+    dfl_diag_help("a %s config.json needs `%s` (a positive integer)", "Qwen3/Llama", key);
+    c->errors++;
+    return -1;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+    dfl_diag_error(key_loc(c->src, key), "`%s` must be an integer between 1 and %lld", key, (long long)max);
+    c->errors++;
+    return -1;
+  }
+  return json_integer_value(v);
+}
+
+static double num_field(cfgctx *c, json_t *obj, const char *key, double dflt) {
+  json_t *v = json_object_get(obj, key);
+  if (!v || json_is_null(v)) return dflt;
+  if (!json_is_number(v) || !(json_number_value(v) > 0)) {
+    dfl_diag_error(key_loc(c->src, key), "`%s` must be a positive number", key);
+    c->errors++;
+    return dflt;
+  }
+  return json_number_value(v);
+}
+
+static int family_of(const char *s, dfl_family *f) {
+  if (!s) return 0;
+  if (!strcmp(s, "qwen3") || !strcmp(s, "Qwen3ForCausalLM")) { *f = DFL_FAMILY_QWEN3; return 1; }
+  if (!strcmp(s, "llama") || !strcmp(s, "LlamaForCausalLM")) { *f = DFL_FAMILY_LLAMA; return 1; }
+  return 0;
+}
+
+int dfl_hfconfig_parse(const char *name, const char *text, size_t len, dfl_arch *out) {
+  dfl_source src = {name, text, len};
+  cfgctx c = {&src, 0};
+  memset(out, 0, sizeof *out);
+  json_error_t je;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    dfl_loc l = {&src, je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 1, 1};
+    dfl_diag_error(l, "malformed JSON: %s", je.text);
+    return DFL_EFORMAT;
+  }
+  if (!json_is_object(root)) {
+    dfl_diag_error(dfl_loc_file(&src), "expected a JSON object at the top level");
+    json_decref(root);
+    return DFL_EFORMAT;
+  }
+  json_t *obj = root;
+  json_t *tc = json_object_get(root, "text_config");
+  if (json_is_object(tc)) obj = tc;   /* multimodal wrappers keep the LM in text_config */
+
+  /* Family: model_type first, then architectures[0]; the wrapper's fields count too. */
+  dfl_family fam = DFL_FAMILY_QWEN3;
+  const char *mt = json_string_value(json_object_get(obj, "model_type"));
+  const char *mt_root = json_string_value(json_object_get(root, "model_type"));
+  json_t *archs = json_object_get(root, "architectures");
+  const char *arch0 = json_is_array(archs) ? json_string_value(json_array_get(archs, 0)) : NULL;
+  if (!family_of(mt, &fam) && !family_of(mt_root, &fam) && !family_of(arch0, &fam)) {
+    const char *what = mt ? mt : mt_root ? mt_root : arch0;
+    dfl_diag_error(key_loc(&src, mt || mt_root ? "model_type" : "architectures"),
+                   what ? "unsupported model `%s`" : "%s", what ? what : "no `model_type` or `architectures`");
+    dfl_diag_help("dflc supports dense Qwen3 (`qwen3`, Qwen3ForCausalLM) and Llama (`llama`, LlamaForCausalLM) targets");
+    c.errors++;
+  }
+  out->family = fam;
+  out->qk_norm = fam == DFL_FAMILY_QWEN3;
+  out->hidden = (int)int_field(&c, obj, "hidden_size", -1, INT_MAX);
+  out->layers = (int)int_field(&c, obj, "num_hidden_layers", -1, DFL_MAX_LAYERS);
+  out->heads = (int)int_field(&c, obj, "num_attention_heads", -1, 65536);
+  out->kv_heads = (int)int_field(&c, obj, "num_key_value_heads", out->heads > 0 ? out->heads : 1, 65536);
+  int64_t hd_default = out->hidden > 0 && out->heads > 0 ? out->hidden / out->heads : 1;
+  out->head_dim = (int)int_field(&c, obj, "head_dim", hd_default, 65536);
+  out->intermediate = (int)int_field(&c, obj, "intermediate_size", -1, INT_MAX);
+  out->vocab = (int)int_field(&c, obj, "vocab_size", -1, INT_MAX);
+  out->max_positions = int_field(&c, obj, "max_position_embeddings", fam == DFL_FAMILY_LLAMA ? 2048 : 32768,
+                                 INT64_MAX);
+  /* rope_theta moved into rope_parameters in newer transformers; accept both. */
+  json_t *rp = json_object_get(obj, "rope_parameters");
+  if (json_object_get(obj, "rope_theta")) out->rope_theta = num_field(&c, obj, "rope_theta", 10000.0);
+  else if (json_is_object(rp)) out->rope_theta = num_field(&c, rp, "rope_theta", 10000.0);
+  else out->rope_theta = 10000.0;
+  out->rms_eps = num_field(&c, obj, "rms_norm_eps", 1e-6);
+  json_t *tie = json_object_get(obj, "tie_word_embeddings");
+  if (!tie) tie = json_object_get(root, "tie_word_embeddings");
+  if (tie && !json_is_boolean(tie) && !json_is_null(tie)) {
+    dfl_diag_error(key_loc(&src, "tie_word_embeddings"), "`tie_word_embeddings` must be true or false");
+    c.errors++;
+  }
+  out->tie_embeddings = json_is_true(tie);
+  if (!c.errors && out->heads % out->kv_heads) {
+    dfl_diag_error(key_loc(&src, "num_key_value_heads"), "num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                   out->heads, out->kv_heads);
+    c.errors++;
+  }
+  if (!c.errors && out->head_dim % 2) {
+    dfl_diag_error(key_loc(&src, "head_dim"), "head_dim %d is odd; RoPE needs an even head dimension", out->head_dim);
+    c.errors++;
+  }
+  json_decref(root);
+  return c.errors ? DFL_EFORMAT : DFL_OK;
+}
+
+static void join(char *out, size_t n, const char *dir, const char *file) {
+  size_t l = strlen(dir);
+  snprintf(out, n, "%s%s%s", dir, l && dir[l - 1] != '/' ? "/" : "", file);
+}
+
+int dfl_hfconfig_load(const char *dir, dfl_arch *out, dfl_loc from) {
+  char path[DFL_PATH_MAX + 32];
+  join(path, sizeof path, dir, "config.json");
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    dfl_diag_error(from, "target model directory `%s` %s", dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+    dfl_diag_help("`model` names a Hugging Face model directory (config.json + *.safetensors), relative to this file");
+    return DFL_EIO;
+  }
+  char *text;
+  size_t len;
+  int rc = dfl_read_file(path, CONFIG_MAX_BYTES, &text, &len);
+  if (rc != DFL_OK) {
+    dfl_source s = {path, "", 0};
+    dfl_diag_error(dfl_loc_file(&s), "cannot read the target's config: %s", strerror(errno));
+    dfl_diag_note(from, "the target model is named here");
+    return rc;
+  }
+  rc = dfl_hfconfig_parse(path, text, len, out);
+  if (rc != DFL_OK) dfl_diag_note(from, "the target model is named here");
+  free(text);
+  return rc;
+}
+
+dfl_token_class dfl_tokenizer_classify(const char *dir, int id, char *buf, size_t n) {
+  char path[DFL_PATH_MAX + 32];
+  join(path, sizeof path, dir, "tokenizer.json");
+  if (n) buf[0] = 0;
+  char *text;
+  size_t len;
+  if (dfl_read_file(path, TOKENIZER_MAX_BYTES, &text, &len) != DFL_OK) return DFL_TOKEN_UNKNOWN;
+  json_t *root = json_loadb(text, len, 0, NULL);
+  free(text);
+  if (!root) return DFL_TOKEN_UNKNOWN;
+  dfl_token_class cls = DFL_TOKEN_UNKNOWN;
+  json_t *added = json_object_get(root, "added_tokens");
+  size_t i;
+  json_t *t;
+  json_array_foreach(added, i, t) {
+    if (json_integer_value(json_object_get(t, "id")) == id && json_is_integer(json_object_get(t, "id"))) {
+      cls = DFL_TOKEN_SPECIAL;
+      goto done;
+    }
+  }
+  json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
+  if (json_is_object(vocab)) {
+    const char *key;
+    json_t *v;
+    json_int_t maxid = -1;
+    cls = DFL_TOKEN_UNUSED;
+    json_object_foreach(vocab, key, v) {
+      json_int_t x = json_integer_value(v);
+      if (x > maxid) maxid = x;
+      if (x == id && cls != DFL_TOKEN_ORDINARY) {
+        cls = DFL_TOKEN_ORDINARY;
+        if (n) snprintf(buf, n, "%s", key);
+      }
+    }
+    if (cls != DFL_TOKEN_ORDINARY && id > maxid) cls = DFL_TOKEN_PAST_VOCAB;
+  }
+done:
+  json_decref(root);
+  return cls;
+}
