@@ -2,4 +2,9 @@
 #ifndef DFL_CLI_H
 #define DFL_CLI_H
 int dfl_cmd_check(int argc, char **argv);
+int dfl_cmd_verify(int argc, char **argv);   /* models/verify.c */
+int dfl_cmd_train(int argc, char **argv);    /* runtime/cmd_train.c */
+int dfl_cmd_eval(int argc, char **argv);     /* runtime/cmd_train.c */
+int dfl_cmd_export(int argc, char **argv);   /* runtime/cmd_train.c */
+int dfl_cmd_plan(int argc, char **argv);     /* compiler/cmd_plan.c */
 #endif

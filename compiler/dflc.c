@@ -10,6 +10,11 @@ typedef struct { const char *name; int (*fn)(int, char **); const char *help; } 
 
 static const dfl_command commands[] = {
   {"check", dfl_cmd_check, "check FILE.dfl        parse and validate a pipeline spec"},
+  {"plan", dfl_cmd_plan, "plan FILE.dfl         per-device memory plan: table, --yaml, --html, --diff"},
+  {"verify", dfl_cmd_verify, "verify FIXTURE        one training step on the CPU against a reference fixture"},
+  {"train", dfl_cmd_train, "train FILE.dfl        train the drafter on the CPU (checkpoints, eval, export)"},
+  {"eval", dfl_cmd_eval, "eval FILE.dfl --drafter DIR   tau and per-position accuracy of a drafter"},
+  {"export", dfl_cmd_export, "export CKPT -o DIR    checkpoint -> Hugging Face DFlash drafter"},
 };
 
 static void usage(FILE *f) {

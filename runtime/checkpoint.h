@@ -1,0 +1,67 @@
+/*
+** checkpoint.h: training checkpoints.
+**
+** A checkpoint is a directory ROOT/step-NNNNNNNN holding
+**   state.safetensors  every persistent tensor a step changes, exact f32, named KIND.NAME
+**                      (param.fc.weight, state.fc.weight.master, grad..., output...)
+**   trainer.json       step, data position (epoch, row cursor), anchor RNG state, the spec path,
+**                      the schedule length, the PARAM names in export order
+** It is written into ROOT/.tmp-step-NNNNNNNN and renamed into place, so a crash mid-write leaves
+** the previous checkpoints intact and never a half-written step-* (a leftover .tmp-* is ignored
+** and cleaned by the next save).
+*/
+#ifndef DFL_CHECKPOINT_H
+#define DFL_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "compiler/graph.h"
+#include "compiler/spec.h"
+#include "runtime/cpu.h"
+
+#define DFL_CKPT_FORMAT "dflc-checkpoint-1"
+
+typedef struct dfl_ckpt_meta {
+  int64_t step;             /* optimizer steps taken */
+  int64_t steps_total;      /* schedule length the run was started with */
+  int64_t epoch, cursor;    /* data position */
+  uint64_t rng[4];          /* anchor RNG state */
+  uint64_t seed;
+  double tokens_seen;
+  char spec[DFL_PATH_MAX];  /* absolute path of the .dfl file */
+} dfl_ckpt_meta;
+
+/* Save the persistent state of g (PARAM, STATE, GRAD, OUTPUT tensors) and meta as
+** root/step-NNNNNNNN, atomically; keep only the newest `keep` checkpoints (keep <= 0: all).
+** The directory written is returned in path. */
+int dfl_ckpt_save(const char *root, const dfl_graph *g, dfl_cpu *c, const int *params, int n_params,
+                  const dfl_ckpt_meta *m, int keep, char *path, size_t pathlen);
+
+/* Resolve PATH: a checkpoint directory itself, or a root holding step-* (its newest complete one). */
+int dfl_ckpt_resolve(const char *path, char *out, size_t outlen);
+
+/* Read trainer.json of the checkpoint at path. */
+int dfl_ckpt_read_meta(const char *path, dfl_ckpt_meta *m);
+
+/* Restore every persistent tensor of g from the checkpoint (all must be present with the same
+** element count) and its meta. */
+int dfl_ckpt_load(const char *path, const dfl_graph *g, dfl_cpu *c, dfl_ckpt_meta *m);
+
+/* Read the checkpoint's PARAMs in export order: names[i] (malloc'd strings), data[i] (malloc'd
+** f32), shapes. Free with dfl_ckpt_params_free. */
+typedef struct dfl_ckpt_params {
+  int n;
+  char **names;
+  float **data;
+  int *ndim;
+  int64_t *shape;           /* 4 per tensor */
+} dfl_ckpt_params;
+int dfl_ckpt_read_params(const char *path, dfl_ckpt_params *p);
+void dfl_ckpt_params_free(dfl_ckpt_params *p);
+
+/* Remove a directory and the plain files in it (checkpoints have no subdirectories). */
+int dfl_rm_dir(const char *dir);
+/* mkdir -p */
+int dfl_mkdirs(const char *dir);
+
+#endif

@@ -1,0 +1,221 @@
+/*
+** cmd_train.c: `dflc train`, `dflc eval` and `dflc export` on the CPU backend.
+*/
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/cli.h"
+#include "compiler/spec.h"
+#include "runtime/checkpoint.h"
+#include "runtime/data.h"
+#include "runtime/train.h"
+#include "runtime/train_export.h"
+
+static int parse_i64(const char *cmd, const char *opt, const char *v, int64_t min, int64_t *out) {
+  char *end;
+  long long x = v ? strtoll(v, &end, 10) : 0;
+  if (!v || *end || end == v || x < min) {
+    fprintf(stderr, "dflc %s: %s needs an integer >= %" PRId64 "%s%s%s\n", cmd, opt, min, v ? " (got '" : "",
+            v ? v : "", v ? "')" : "");
+    return 0;
+  }
+  *out = x;
+  return 1;
+}
+
+static void train_usage(FILE *f) {
+  fprintf(f,
+          "usage: dflc train SPEC.dfl [--steps N] [--stop-at K] [--out DIR] [--resume CKPT] [--cpu-threads N]\n"
+          "                  [--no-eval] [--no-export] [--quiet]\n"
+          "  Train the spec's drafter on the CPU backend. Progress every log_every steps, every step's\n"
+          "  metrics in DIR/metrics.jsonl, checkpoints in DIR/ckpt/step-N, the drafter in DIR/drafter.\n"
+          "  --steps N       schedule length (default: the spec's train.steps; warmup keeps its share)\n"
+          "  --stop-at K     stop after step K with a checkpoint (the schedule stays N steps long)\n"
+          "  --out DIR       run directory (default runs/<spec name>)\n"
+          "  --resume CKPT   continue bit-exactly from a checkpoint (or the newest one under a ckpt/ dir)\n"
+          "  --cpu-threads N BLAS threads\n");
+}
+
+int dfl_cmd_train(int argc, char **argv) {
+  dfl_train_opts o;
+  memset(&o, 0, sizeof o);
+  const char *spec_file = NULL;
+  int64_t v;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      train_usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--steps")) {
+      if (!parse_i64("train", a, next, 1, &o.steps)) return 2;
+      i++;
+    } else if (!strcmp(a, "--stop-at")) {
+      if (!parse_i64("train", a, next, 1, &o.stop_at)) return 2;
+      i++;
+    } else if (!strcmp(a, "--cpu-threads")) {
+      if (!parse_i64("train", a, next, 1, &v)) return 2;
+      o.cpu_threads = (int)v;
+      i++;
+    } else if (!strcmp(a, "--out") || !strcmp(a, "-o") || !strcmp(a, "--resume")) {
+      if (!next) {
+        fprintf(stderr, "dflc train: %s needs a directory\n", a);
+        return 2;
+      }
+      if (!strcmp(a, "--resume")) o.resume = next;
+      else o.out_dir = next;
+      i++;
+    } else if (!strcmp(a, "--no-eval")) {
+      o.no_eval = 1;
+    } else if (!strcmp(a, "--no-export")) {
+      o.no_export = 1;
+    } else if (!strcmp(a, "--quiet")) {
+      o.quiet = 1;
+    } else if (!strcmp(a, "--unplanned")) {
+      o.unplanned = 1;
+    } else if (a[0] == '-' || spec_file) {
+      fprintf(stderr, "dflc train: unexpected argument '%s'\n", a);
+      train_usage(stderr);
+      return 2;
+    } else {
+      spec_file = a;
+    }
+  }
+  if (!spec_file) {
+    train_usage(stderr);
+    return 2;
+  }
+  dfl_spec *s = malloc(sizeof *s);
+  dfl_trainer *tr = malloc(sizeof *tr);
+  if (!s || !tr) return 1;
+  int rc = dfl_spec_load(spec_file, s);
+  if (rc == DFL_OK) rc = dfl_train_open(tr, s, &o);
+  else memset(tr, 0, sizeof *tr);
+  if (rc == DFL_OK) {
+    rc = dfl_train_run(tr, NULL, NULL);
+    dfl_train_close(tr);
+  }
+  free(tr);
+  free(s);
+  return rc == DFL_OK ? 0 : 1;
+}
+
+int dfl_cmd_eval(int argc, char **argv) {
+  const char *spec_file = NULL, *drafter = NULL, *data = NULL;
+  int64_t threads = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf("usage: dflc eval SPEC.dfl --drafter DIR [--data FILE.jsonl[.gz]] [--cpu-threads N]\n"
+             "  tau (1 + mean accepted prefix), loss, accuracy and per-position accuracy of a drafter\n"
+             "  (an export or a released DFlash drafter) on the spec's eval file (or --data).\n");
+      return 0;
+    } else if (!strcmp(a, "--drafter") || !strcmp(a, "--data")) {
+      if (!next) {
+        fprintf(stderr, "dflc eval: %s needs a path\n", a);
+        return 2;
+      }
+      if (!strcmp(a, "--drafter")) drafter = next;
+      else data = next;
+      i++;
+    } else if (!strcmp(a, "--cpu-threads")) {
+      if (!parse_i64("eval", a, next, 1, &threads)) return 2;
+      i++;
+    } else if (a[0] == '-' || spec_file) {
+      fprintf(stderr, "dflc eval: unexpected argument '%s'\n", a);
+      return 2;
+    } else {
+      spec_file = a;
+    }
+  }
+  if (!spec_file || !drafter) {
+    fprintf(stderr, "usage: dflc eval SPEC.dfl --drafter DIR [--data FILE]\n");
+    return 2;
+  }
+  dfl_spec *s = malloc(sizeof *s);
+  dfl_evaluator *ev = calloc(1, sizeof *ev);
+  dfl_dataset d;
+  memset(&d, 0, sizeof d);
+  int rc = !s || !ev ? DFL_ENOMEM : dfl_spec_load(spec_file, s);
+  if (rc == DFL_OK) {
+    if (data) snprintf(s->eval_path, sizeof s->eval_path, "%s", data);
+    if (!s->eval_path[0]) {
+      fprintf(stderr, "%s: the spec names no eval file; pass one with --data FILE\n", spec_file);
+      rc = DFL_EFORMAT;
+    }
+  }
+  if (rc == DFL_OK && threads > 0) dfl_train_set_threads((int)threads);
+  if (rc == DFL_OK && (rc = dfl_data_load(s->eval_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &d)))
+    fprintf(stderr, "dflc eval: data %s refused (see the messages above)\n", s->eval_path);
+  int have_data = rc == DFL_OK;
+  if (rc == DFL_OK) rc = dfl_eval_open(ev, s);
+  if (rc == DFL_OK) {
+    dfl_eval_stats es;
+    if ((rc = dfl_train_load_weights(s, &ev->cpu, drafter)) == DFL_OK &&
+        (rc = dfl_eval_run(ev, &d, &es)) == DFL_OK) {
+      dfl_eval_print(stdout, "eval", &es);
+      printf("{\"drafter\":\"%s\",\"data\":\"%s\",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,\"rows\":%" PRId64
+             ",\"blocks\":%" PRId64 "}\n", drafter, s->eval_path, es.loss, es.acc, es.tau, es.rows, es.blocks);
+    }
+    dfl_eval_close(ev);
+  }
+  if (have_data) dfl_data_free(&d);
+  free(ev);
+  free(s);
+  return rc == DFL_OK ? 0 : 1;
+}
+
+int dfl_cmd_export(int argc, char **argv) {
+  const char *ckpt = NULL, *out = NULL, *spec_file = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf("usage: dflc export CKPT -o DIR [--spec SPEC.dfl]\n"
+             "  Write a checkpoint's drafter in the Hugging Face DFlash format (config.json +\n"
+             "  model.safetensors) that SGLang/vLLM load. CKPT is a step-N directory or a ckpt/ root\n"
+             "  (its newest checkpoint). The spec recorded in the checkpoint is used unless --spec.\n");
+      return 0;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--spec")) {
+      if (!next) {
+        fprintf(stderr, "dflc export: %s needs a path\n", a);
+        return 2;
+      }
+      if (!strcmp(a, "--spec")) spec_file = next;
+      else out = next;
+      i++;
+    } else if (a[0] == '-' || ckpt) {
+      fprintf(stderr, "dflc export: unexpected argument '%s'\n", a);
+      return 2;
+    } else {
+      ckpt = a;
+    }
+  }
+  if (!ckpt || !out) {
+    fprintf(stderr, "usage: dflc export CKPT -o DIR [--spec SPEC.dfl]\n");
+    return 2;
+  }
+  char path[DFL_PATH_MAX];
+  dfl_ckpt_meta m;
+  int rc = dfl_ckpt_resolve(ckpt, path, sizeof path);
+  if (rc == DFL_OK) rc = dfl_ckpt_read_meta(path, &m);
+  if (rc != DFL_OK) return 1;
+  dfl_spec *s = malloc(sizeof *s);
+  if (!s) return 1;
+  if (!spec_file) spec_file = m.spec;
+  if ((rc = dfl_spec_load(spec_file, s)) != DFL_OK) {
+    fprintf(stderr, "dflc export: cannot load the spec %s the checkpoint was trained with; pass it with --spec\n",
+            spec_file);
+    free(s);
+    return 1;
+  }
+  dfl_ckpt_params p;
+  if ((rc = dfl_ckpt_read_params(path, &p)) == DFL_OK) {
+    rc = dfl_train_export_params(s, &p, out);
+    if (rc == DFL_OK) rc = dfl_train_verify_params(s, &p, out);
+    if (rc == DFL_OK) printf("exported %s (step %" PRId64 ") to %s (reloaded bit-exactly)\n", path, m.step, out);
+    dfl_ckpt_params_free(&p);
+  }
+  free(s);
+  return rc == DFL_OK ? 0 : 1;
+}

@@ -1,0 +1,603 @@
+/*
+** train.c: the CPU training loop (see train.h).
+*/
+#include "runtime/train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "models/weights.h"
+#include "runtime/checkpoint.h"
+#include "runtime/export.h"
+#include "runtime/train_export.h"
+
+/* Anchors of evaluations come from their own fixed stream, so that every evaluation of a run
+** (and of runs with the same spec seed) draws the same blocks and the numbers are comparable. */
+#define DFL_EVAL_SEED_XOR 0x6576616c5eedull
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
+  (void)ctx;
+  return dfl_cpu_elem_size(t, 0);
+}
+
+/* Ratios of the DFLASH_METRICS vector summed over some steps. Layout as the backends write it
+** (graph.h): the DFL_METRIC_* scalars, then correct[j] for j < B, then count[j] for j < B. */
+static void metrics_ratios(const double *m, int B, double *acc, double *tau, double *topk, double *pos) {
+  *acc = m[DFL_METRIC_ACC_DEN] > 0 ? m[DFL_METRIC_ACC_NUM] / m[DFL_METRIC_ACC_DEN] : 0;
+  *tau = m[DFL_METRIC_TAU_BLOCKS] > 0 ? m[DFL_METRIC_TAU_SUM] / m[DFL_METRIC_TAU_BLOCKS] : 0;
+  *topk = m[DFL_METRIC_ACC_DEN] > 0 ? m[DFL_METRIC_TOPK_NUM] / m[DFL_METRIC_ACC_DEN] : 0;
+  for (int j = 0; j < B && j < 64; j++) {
+    double c = m[DFL_METRIC_COUNT + j], n = m[DFL_METRIC_COUNT + B + j];
+    pos[j] = n > 0 ? c / n : -1;
+  }
+}
+
+/* Clear a persistent window sum once it has been read (the graph only adds to them). */
+static void zero_tensor(dfl_cpu *c, int t) {
+  if (t < 0) return;
+  const dfl_tensor *tt = &c->g->t[t];
+  memset(c->buf[t], 0, (size_t)dfl_tensor_numel(tt) * dfl_cpu_elem_size(tt, c->f64));
+}
+
+void dfl_train_set_threads(int n) {
+  if (n > 0) openblas_set_num_threads(n);
+}
+
+/* --- weights --- */
+
+int dfl_train_load_weights(const dfl_spec *s, dfl_cpu *c, const char *drafter_dir) {
+  char err[1024];
+  int rc;
+  if (s->target_random) {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_FROZEN), s->target_seed, 0.02);
+  } else if ((rc = dfl_weights_load_path(c, s->target_dir, DFL_KIND_BIT(DFL_T_FROZEN), NULL, err, sizeof err))) {
+    fprintf(stderr, "dflc: target weights: %s\n", err);
+    return rc;
+  }
+  if (drafter_dir && drafter_dir[0]) {
+    /* Through the drafter loader: its config.json must describe the spec's drafter. */
+    dfl_drafter_weights w;
+    if ((rc = dfl_drafter_load(drafter_dir, s, &w, err, sizeof err))) {
+      fprintf(stderr, "dflc: drafter %s: %s\n", drafter_dir, err);
+      return rc;
+    }
+    const dfl_graph *g = c->g;
+    for (int t = 0; t < g->nt && !rc; t++) {
+      if (g->t[t].kind != DFL_T_PARAM) continue;
+      const float *x = dfl_drafter_get(&w, g->t[t].name);
+      if (!x) {
+        fprintf(stderr, "dflc: drafter %s: tensor %s missing\n", drafter_dir, g->t[t].name);
+        rc = DFL_EFORMAT;
+      } else {
+        dfl_cpu_set_f(c, t, x, dfl_tensor_numel(&g->t[t]));
+      }
+    }
+    dfl_drafter_free(&w);
+    if (rc) return rc;
+  } else {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_PARAM), s->init_seed, 0.02);
+  }
+  dfl_cpu_init_masters(c);
+  return DFL_OK;
+}
+
+/* --- evaluation --- */
+
+int dfl_eval_open(dfl_evaluator *ev, const dfl_spec *s) {
+  memset(ev, 0, sizeof *ev);
+  ev->spec = *s;
+  if (s->block_size > 64) {
+    fprintf(stderr, "%s: block_size %d: the trainer reports at most 64 block positions\n", s->file, s->block_size);
+    return DFL_EFORMAT;
+  }
+  int rc = dfl_model_eval_graph(&ev->eg, s, 1);
+  if (rc) {
+    fprintf(stderr, "dflc: cannot build the evaluation graph\n");
+    return rc;
+  }
+  /* The host reads only the persistent sums (out.*), so the eval graph runs planned too. */
+  if (dfl_plan_build(&ev->plan, &ev->eg.g, cpu_elem, NULL) == DFL_OK) {
+    ev->planned = 1;
+    if (dfl_plan_check(&ev->plan, &ev->eg.g) != DFL_OK) {
+      dfl_plan_free(&ev->plan);
+      ev->planned = 0;
+    }
+  }
+  if ((rc = dfl_cpu_init(&ev->cpu, &ev->eg.g, ev->planned ? &ev->plan : NULL, 0))) {
+    if (ev->planned) dfl_plan_free(&ev->plan);
+    dfl_graph_free(&ev->eg.g);
+    return rc;
+  }
+  ev->rows = malloc(sizeof(int) * (size_t)ev->eg.batch);
+  if (!ev->rows) {
+    dfl_eval_close(ev);
+    return DFL_ENOMEM;
+  }
+  ev->ready = 1;
+  return DFL_OK;
+}
+
+void dfl_eval_close(dfl_evaluator *ev) {
+  if (ev->ready || ev->rows) {
+    dfl_cpu_free(&ev->cpu);
+    if (ev->planned) dfl_plan_free(&ev->plan);
+    dfl_graph_free(&ev->eg.g);
+    free(ev->rows);
+  }
+  memset(ev, 0, sizeof *ev);
+}
+
+int dfl_eval_sync(dfl_evaluator *ev, const dfl_graph *g, dfl_cpu *c, int frozen) {
+  const dfl_graph *eg = &ev->eg.g;
+  for (int i = 0; i < eg->nt; i++) {
+    const dfl_tensor *t = &eg->t[i];
+    if (!(t->kind == DFL_T_PARAM || (frozen && t->kind == DFL_T_FROZEN))) continue;
+    int j = dfl_tensor_find(g, t->name);
+    if (j < 0 || dfl_tensor_numel(&g->t[j]) != dfl_tensor_numel(t)) {
+      fprintf(stderr, "dflc: eval graph tensor %s has no counterpart in the training graph\n", t->name);
+      return DFL_ESHAPE;
+    }
+    memcpy(ev->cpu.buf[i], c->buf[j], (size_t)dfl_tensor_numel(t) * dfl_cpu_elem_size(t, 0));
+  }
+  return DFL_OK;
+}
+
+int dfl_eval_run(dfl_evaluator *ev, const dfl_dataset *d, dfl_eval_stats *es) {
+  const dfl_train_graph *e = &ev->eg;
+  int b = e->batch, S = e->S, N = e->N, B = ev->spec.block_size;
+  int nm = DFL_METRIC_COUNT + 2 * B;
+  double sums[DFL_METRIC_COUNT + 2 * 64 + 2] = {0};
+  float m[DFL_METRIC_COUNT + 2 * 64], num = 0, den = 0;
+  double t0 = now_s();
+  dfl_rng rng;
+  dfl_rng_seed(&rng, ev->spec.seed ^ DFL_EVAL_SEED_XOR);
+  memset(es, 0, sizeof *es);
+  if (B > 64) B = 64;
+  zero_tensor(&ev->cpu, e->metrics_acc);
+  zero_tensor(&ev->cpu, e->loss_num_acc);
+  zero_tensor(&ev->cpu, e->loss_den_acc);
+  int32_t *ids = dfl_cpu_i32(&ev->cpu, e->ids), *mask = dfl_cpu_i32(&ev->cpu, e->loss_mask);
+  int32_t *anc = dfl_cpu_i32(&ev->cpu, e->anchors), *keep = dfl_cpu_i32(&ev->cpu, e->keep);
+  for (int start = 0; start < d->n; start += b) {
+    int k = d->n - start < b ? d->n - start : b;
+    for (int r = 0; r < k; r++) ev->rows[r] = start + r;
+    dfl_data_pack(d, ev->rows, k, S, ids, mask);
+    /* A short last batch: empty rows (no supervised token, so no anchor and no weight). */
+    memset(ids + (size_t)k * S, 0, sizeof(int32_t) * (size_t)(b - k) * S);
+    memset(mask + (size_t)k * S, 0, sizeof(int32_t) * (size_t)(b - k) * S);
+    dfl_anchors_sample(mask, b, S, N, &rng, anc, keep);
+    int rc = dfl_cpu_run(&ev->cpu, DFL_PH_ALL);
+    if (rc) return rc;
+    es->rows += k;
+  }
+  if (nm > DFL_METRIC_COUNT + 2 * 64) nm = DFL_METRIC_COUNT + 2 * 64;
+  dfl_cpu_get_f(&ev->cpu, e->metrics_acc, m, nm);
+  dfl_cpu_get_f(&ev->cpu, e->loss_num_acc, &num, 1);
+  dfl_cpu_get_f(&ev->cpu, e->loss_den_acc, &den, 1);
+  for (int i = 0; i < nm; i++) sums[i] = m[i];
+  es->B = B;
+  es->loss = den > 0 ? num / den : 0;
+  es->blocks = (int64_t)sums[DFL_METRIC_TAU_BLOCKS];
+  metrics_ratios(sums, B, &es->acc, &es->tau, &es->topk, es->acc_pos);
+  es->seconds = now_s() - t0;
+  return DFL_OK;
+}
+
+static void print_pos(FILE *f, const double *pos, int B, int maxn) {
+  fprintf(f, "  acc@j");
+  for (int j = 1; j < B && j <= maxn; j++) fprintf(f, " %.2f", pos[j] < 0 ? 0.0 : pos[j]);
+  if (B - 1 > maxn) fprintf(f, " ...");
+}
+
+void dfl_eval_print(FILE *f, const char *what, const dfl_eval_stats *es) {
+  fprintf(f, "%s  loss %.3f  acc %.3f", what, es->loss, es->acc);
+  print_pos(f, es->acc_pos, es->B, 7);
+  fprintf(f, "  tau %.3f  (%" PRId64 " rows, %" PRId64 " blocks, %.1fs)\n", es->tau, es->rows, es->blocks,
+          es->seconds);
+  fflush(f);
+}
+
+static void json_pos(FILE *f, const double *pos, int B) {
+  fprintf(f, "[");
+  for (int j = 0; j < B; j++) {
+    if (pos[j] < 0) fprintf(f, "%snull", j ? "," : "");
+    else fprintf(f, "%s%.6g", j ? "," : "", pos[j]);
+  }
+  fprintf(f, "]");
+}
+
+/* --- trainer --- */
+
+static void spec_name(const char *file, char *out, size_t n) {
+  const char *b = strrchr(file, '/');
+  b = b ? b + 1 : file;
+  snprintf(out, n, "%s", b);
+  char *dot = strrchr(out, '.');
+  if (dot && dot != out) *dot = 0;
+}
+
+static int ckpt_root(const dfl_trainer *tr, char *out, size_t n) {
+  int k = !tr->opts.out_dir && tr->spec.ckpt_dir[0] ? snprintf(out, n, "%s", tr->spec.ckpt_dir)
+                                                   : snprintf(out, n, "%s/ckpt", tr->out_dir);
+  return k >= 0 && (size_t)k < n ? DFL_OK : DFL_ERR;
+}
+
+int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *opts) {
+  memset(tr, 0, sizeof *tr);
+  tr->spec = *spec;
+  if (opts) tr->opts = *opts;
+  dfl_spec *s = &tr->spec;
+  FILE *log = tr->opts.log ? tr->opts.log : stdout;
+  char resume[DFL_PATH_MAX] = "";
+  dfl_ckpt_meta meta;
+  int rc;
+
+  if (tr->opts.cpu_threads > 0) dfl_train_set_threads(tr->opts.cpu_threads);
+  if (tr->opts.out_dir) snprintf(tr->out_dir, sizeof tr->out_dir, "%s", tr->opts.out_dir);
+  else {
+    char nm[256];
+    spec_name(s->file, nm, sizeof nm);
+    snprintf(tr->out_dir, sizeof tr->out_dir, "runs/%s", nm);
+  }
+
+  /* The schedule length is part of the graph (OPT_PREP attributes), so it is settled first:
+  ** --steps, else the resumed run's, else the spec's. */
+  if (tr->opts.resume) {
+    if ((rc = dfl_ckpt_resolve(tr->opts.resume, resume, sizeof resume))) return rc;
+    if ((rc = dfl_ckpt_read_meta(resume, &meta))) return rc;
+    if (tr->opts.steps <= 0 && meta.steps_total != s->steps) {
+      fprintf(log, "note: resuming a run of %" PRId64 " steps (the spec says %" PRId64 ")\n",
+              meta.steps_total, s->steps);
+      tr->opts.steps = meta.steps_total;
+    }
+    if (meta.seed != s->seed)
+      fprintf(stderr, "dflc: warning: %s was trained with seed %" PRIu64 ", the spec says %" PRIu64
+              "; the data order will differ\n", resume, meta.seed, s->seed);
+  }
+  if (tr->opts.steps > 0 && tr->opts.steps != s->steps) {
+    /* A shortened (or longer) run keeps the warmup's share of the schedule. */
+    int64_t w = s->steps > 0 ? (int64_t)((double)s->warmup_steps * tr->opts.steps / s->steps) : 0;
+    if (w != s->warmup_steps)
+      fprintf(log, "note: %" PRId64 " steps instead of %" PRId64 ": warmup scaled to %" PRId64 " steps\n",
+              tr->opts.steps, s->steps, w);
+    s->warmup_steps = w;
+    s->steps = tr->opts.steps;
+  }
+  if (s->steps <= 0) {
+    fprintf(stderr, "%s: train.steps must be positive\n", s->file);
+    return DFL_EFORMAT;
+  }
+  if (s->block_size > 64) {   /* the host's per-position metric arrays */
+    fprintf(stderr, "%s: block_size %d: the trainer reports at most 64 block positions\n", s->file, s->block_size);
+    return DFL_EFORMAT;
+  }
+
+  /* Data first: a refused data file should fail before minutes of weight loading. */
+  if ((rc = dfl_data_load(s->train_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->train))) {
+    fprintf(stderr, "dflc: training data %s refused (see the messages above)\n", s->train_path);
+    return rc;
+  }
+  if (s->eval_path[0] && !tr->opts.no_eval) {
+    if ((rc = dfl_data_load(s->eval_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->eval))) {
+      fprintf(stderr, "dflc: eval data %s refused (see the messages above)\n", s->eval_path);
+      dfl_train_close(tr);
+      return rc;
+    }
+    tr->has_eval = 1;
+  }
+
+  if ((rc = dfl_model_train_graph(&tr->tg, s, 1))) {
+    fprintf(stderr, "dflc: cannot build the training graph of %s\n", s->file);
+    dfl_train_close(tr);
+    return rc;
+  }
+  dfl_graph *g = &tr->tg.g;
+  if (!tr->opts.unplanned) {
+    if (dfl_plan_build(&tr->plan, g, cpu_elem, NULL) == DFL_OK) {
+      tr->planned = 1;
+      if (dfl_plan_check(&tr->plan, g) != DFL_OK) {
+        dfl_plan_free(&tr->plan);
+        tr->planned = 0;
+      }
+    }
+    if (!tr->planned) {
+      fprintf(log, "notice: no valid memory plan; running unplanned (one allocation per tensor)\n");
+    }
+  }
+  if ((rc = dfl_cpu_init(&tr->cpu, g, tr->planned ? &tr->plan : NULL, 0))) {
+    fprintf(stderr, "dflc: cannot allocate the CPU backend state\n");
+    dfl_train_close(tr);
+    return rc;
+  }
+  if ((rc = dfl_train_load_weights(s, &tr->cpu, s->init_from))) {
+    dfl_train_close(tr);
+    return rc;
+  }
+
+  /* Host staging, once. */
+  int B = s->block_size;
+  tr->rows = malloc(sizeof(int) * (size_t)tr->tg.batch);
+  tr->metrics = calloc((size_t)(DFL_METRIC_COUNT + 2 * B), sizeof(float));
+  tr->order = malloc(sizeof(int) * (size_t)tr->train.n);
+  if (!tr->rows || !tr->metrics || !tr->order) {
+    dfl_train_close(tr);
+    return DFL_ENOMEM;
+  }
+  dfl_rng_seed(&tr->rng, s->seed);
+
+  if (resume[0]) {
+    if ((rc = dfl_ckpt_load(resume, g, &tr->cpu, &meta))) {
+      dfl_train_close(tr);
+      return rc;
+    }
+    if (meta.cursor < 0 || meta.cursor > tr->train.n || meta.step < 0 || meta.step > s->steps) {
+      fprintf(stderr, "%s/trainer.json: data position (epoch %" PRId64 ", row %" PRId64 ") or step %" PRId64
+              " does not fit %d rows / %" PRId64 " steps: was it trained on other data?\n", resume,
+              meta.epoch, meta.cursor, meta.step, tr->train.n, s->steps);
+      dfl_train_close(tr);
+      return DFL_EFORMAT;
+    }
+    tr->step = meta.step;
+    tr->epoch = meta.epoch;
+    tr->cursor = meta.cursor;
+    memcpy(tr->rng.s, meta.rng, sizeof tr->rng.s);
+    tr->tokens_seen = meta.tokens_seen;
+    fprintf(log, "resumed from %s at step %" PRId64 "\n", resume, tr->step);
+  }
+  dfl_data_order(&tr->train, s->seed, tr->epoch, s->shuffle, tr->order);
+
+  if (tr->has_eval) {
+    if ((rc = dfl_eval_open(&tr->ev, s)) || (rc = dfl_eval_sync(&tr->ev, g, &tr->cpu, 1))) {
+      dfl_train_close(tr);
+      return rc;
+    }
+  }
+
+  char path[DFL_PATH_MAX + 32];
+  if (dfl_mkdirs(tr->out_dir)) {
+    fprintf(stderr, "dflc: cannot create the run directory %s: %s\n", tr->out_dir, strerror(errno));
+    dfl_train_close(tr);
+    return DFL_EIO;
+  }
+  snprintf(path, sizeof path, "%s/metrics.jsonl", tr->out_dir);
+  /* A resumed run appends; a fresh one starts the file over. */
+  tr->mjsonl = fopen(path, resume[0] ? "a" : "w");
+  if (!tr->mjsonl) {
+    fprintf(stderr, "dflc: cannot write %s: %s\n", path, strerror(errno));
+    dfl_train_close(tr);
+    return DFL_EIO;
+  }
+  return DFL_OK;
+}
+
+void dfl_train_close(dfl_trainer *tr) {
+  if (tr->mjsonl) fclose(tr->mjsonl);
+  dfl_eval_close(&tr->ev);
+  if (tr->cpu.g) dfl_cpu_free(&tr->cpu);
+  if (tr->planned) dfl_plan_free(&tr->plan);
+  if (tr->tg.g.t) dfl_graph_free(&tr->tg.g);
+  dfl_data_free(&tr->train);
+  if (tr->has_eval) dfl_data_free(&tr->eval);
+  free(tr->rows);
+  free(tr->metrics);
+  free(tr->order);
+  memset(tr, 0, sizeof *tr);
+}
+
+int dfl_train_step(dfl_trainer *tr, dfl_step_stats *st) {
+  const dfl_spec *s = &tr->spec;
+  dfl_train_graph *tg = &tr->tg;
+  dfl_cpu *c = &tr->cpu;
+  int b = tg->batch, S = tg->S, N = tg->N, B = s->block_size;
+  int nm = DFL_METRIC_COUNT + 2 * B;
+  double t0 = now_s(), tokens = 0;
+  int32_t *ids = dfl_cpu_i32(c, tg->ids), *mask = dfl_cpu_i32(c, tg->loss_mask);
+  int32_t *anc = dfl_cpu_i32(c, tg->anchors), *keep = dfl_cpu_i32(c, tg->keep);
+  int rc;
+
+  for (int micro = 0; micro < s->accum; micro++) {
+    for (int r = 0; r < b; r++) {
+      if (tr->cursor >= tr->train.n) {   /* next epoch: a new deterministic order */
+        tr->epoch++;
+        tr->cursor = 0;
+        dfl_data_order(&tr->train, s->seed, tr->epoch, s->shuffle, tr->order);
+      }
+      int row = tr->order[tr->cursor++];
+      tr->rows[r] = row;
+      int64_t len = tr->train.off[row + 1] - tr->train.off[row];
+      tokens += (double)(len < S ? len : S);
+    }
+    dfl_data_pack(&tr->train, tr->rows, b, S, ids, mask);
+    dfl_anchors_sample(mask, b, S, N, &tr->rng, anc, keep);
+    if ((rc = dfl_cpu_run(c, DFL_PH_STEP))) return rc;
+  }
+
+  /* The window's sums, read before the optimizer phase (which may reset its denominator). */
+  memset(st, 0, sizeof *st);
+  dfl_cpu_get_f(c, tg->metrics_acc, tr->metrics, nm);
+  float num = 0, den = 0;
+  dfl_cpu_get_f(c, tg->loss_num_acc, &num, 1);
+  dfl_cpu_get_f(c, tg->loss_den_acc, &den, 1);
+
+  if ((rc = dfl_cpu_run(c, 1u << DFL_PH_OPTIMIZER))) return rc;
+  dfl_cpu_get_f(c, tg->opt_state, tr->opt, DFL_OPT_COUNT);
+  zero_tensor(c, tg->metrics_acc);
+  zero_tensor(c, tg->loss_num_acc);
+  zero_tensor(c, tg->loss_den_acc);
+
+  tr->step++;
+  tr->tokens_seen += tokens;
+  double m[DFL_METRIC_COUNT + 2 * 64];
+  for (int i = 0; i < nm && i < DFL_METRIC_COUNT + 2 * 64; i++) m[i] = tr->metrics[i];
+  st->step = tr->step;
+  st->B = B < 64 ? B : 64;
+  st->loss = den > 0 ? (double)num / den : 0;
+  metrics_ratios(m, st->B, &st->acc, &st->tau, &st->topk, st->acc_pos);
+  st->lr = tr->opt[DFL_OPT_LR];
+  st->gnorm = tr->opt[DFL_OPT_GNORM];
+  st->tokens = tokens;
+  st->seconds = now_s() - t0;
+  st->sums[0] = num;
+  st->sums[1] = den;
+  for (int i = 0; i < nm && i < DFL_METRIC_COUNT + 2 * 64; i++) st->sums[2 + i] = m[i];
+  return DFL_OK;
+}
+
+int dfl_train_evaluate(dfl_trainer *tr, dfl_eval_stats *es) {
+  if (!tr->has_eval) return DFL_ERR;
+  int rc = dfl_eval_sync(&tr->ev, &tr->tg.g, &tr->cpu, 0);
+  return rc ? rc : dfl_eval_run(&tr->ev, &tr->eval, es);
+}
+
+int dfl_train_checkpoint(dfl_trainer *tr) {
+  char root[DFL_PATH_MAX];
+  dfl_ckpt_meta m;
+  memset(&m, 0, sizeof m);
+  if (ckpt_root(tr, root, sizeof root)) {
+    fprintf(stderr, "dflc: checkpoint directory name too long under %s\n", tr->out_dir);
+    return DFL_ERR;
+  }
+  m.step = tr->step;
+  m.steps_total = tr->spec.steps;
+  m.epoch = tr->epoch;
+  m.cursor = tr->cursor;
+  memcpy(m.rng, tr->rng.s, sizeof m.rng);
+  m.seed = tr->spec.seed;
+  m.tokens_seen = tr->tokens_seen;
+  if (!realpath(tr->spec.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", tr->spec.file);
+  return dfl_ckpt_save(root, &tr->tg.g, &tr->cpu, tr->tg.drafter.params, tr->tg.drafter.n_params, &m,
+                       tr->spec.ckpt_keep, tr->last_ckpt, sizeof tr->last_ckpt);
+}
+
+/* 12345 -> "12,345" */
+static const char *thousands(double v, char *buf, size_t n) {
+  char raw[32];
+  snprintf(raw, sizeof raw, "%.0f", v < 0 ? 0 : v);
+  size_t len = strlen(raw), k = 0;
+  for (size_t i = 0; i < len && k + 2 < n; i++) {
+    if (i && (len - i) % 3 == 0) buf[k++] = ',';
+    buf[k++] = raw[i];
+  }
+  buf[k] = 0;
+  return buf;
+}
+
+static void eval_jsonl(dfl_trainer *tr, const dfl_eval_stats *es) {
+  fprintf(tr->mjsonl, "{\"eval\":true,\"step\":%" PRId64 ",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,"
+          "\"topk\":%.6g,\"rows\":%" PRId64 ",\"blocks\":%" PRId64 ",\"acc_pos\":", tr->step, es->loss,
+          es->acc, es->tau, es->topk, es->rows, es->blocks);
+  json_pos(tr->mjsonl, es->acc_pos, es->B);
+  fprintf(tr->mjsonl, "}\n");
+  fflush(tr->mjsonl);
+}
+
+static int do_eval(dfl_trainer *tr, dfl_eval_stats *es, FILE *log) {
+  int rc = dfl_train_evaluate(tr, es);
+  if (rc) {
+    fprintf(stderr, "dflc: evaluation failed at step %" PRId64 "\n", tr->step);
+    return rc;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "eval %" PRId64 "/%" PRId64, tr->step, tr->spec.steps);
+  dfl_eval_print(log, what, es);
+  eval_jsonl(tr, es);
+  return DFL_OK;
+}
+
+int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) {
+  const dfl_spec *s = &tr->spec;
+  FILE *log = tr->opts.log ? tr->opts.log : stdout;
+  int quiet = tr->opts.quiet;
+  int64_t end = s->steps;
+  if (tr->opts.stop_at > 0 && tr->opts.stop_at < end) end = tr->opts.stop_at;
+  int nm = DFL_METRIC_COUNT + 2 * s->block_size;
+  int64_t np = 0;
+  for (int i = 0; i < tr->tg.drafter.n_params; i++) np += dfl_tensor_numel(&tr->tg.g.t[tr->tg.drafter.params[i]]);
+  fprintf(log, "train: %s, drafter %d layers (%.2fM params), batch %d x %d tokens, %d anchors x %d, accum %d, "
+          "%" PRId64 " steps; memory %s %.1f MiB\n", s->file, s->drafter.layers, np / 1e6, tr->tg.batch,
+          tr->tg.S, tr->tg.N, s->block_size, s->accum, s->steps, tr->planned ? "planned arena" : "unplanned",
+          tr->planned ? tr->plan.arena_bytes / 1048576.0 : 0.0);
+  fprintf(log, "run directory: %s\n", tr->out_dir);
+  fflush(log);
+
+  dfl_eval_stats es;
+  int rc;
+  if (tr->has_eval && tr->step < end) {
+    if ((rc = do_eval(tr, &es, log))) return rc;
+    if (first) *first = es;
+  }
+
+  /* Progress lines report the window since the previous line. */
+  double win[2 + DFL_METRIC_COUNT + 2 * 64] = {0}, win_tok = 0, win_t = 0;
+  dfl_step_stats st;
+  while (tr->step < end) {
+    if ((rc = dfl_train_step(tr, &st))) {
+      fprintf(stderr, "dflc: step %" PRId64 " failed\n", tr->step + 1);
+      return rc;
+    }
+    if (!isfinite(st.loss)) {
+      fprintf(stderr, "dflc: step %" PRId64 ": loss is %g; stopping (try a lower lr or clipping)\n", st.step, st.loss);
+      return DFL_ERR;
+    }
+    fprintf(tr->mjsonl, "{\"step\":%" PRId64 ",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,\"topk\":%.6g,"
+            "\"lr\":%.6g,\"gnorm\":%.6g,\"tokens\":%.0f,\"seconds\":%.4f,\"acc_pos\":", st.step, st.loss, st.acc,
+            st.tau, st.topk, st.lr, st.gnorm, st.tokens, st.seconds);
+    json_pos(tr->mjsonl, st.acc_pos, st.B);
+    fprintf(tr->mjsonl, "}\n");
+    for (int i = 0; i < 2 + nm && i < 2 + DFL_METRIC_COUNT + 2 * 64; i++) win[i] += st.sums[i];
+    win_tok += st.tokens;
+    win_t += st.seconds;
+    int at_ckpt = s->ckpt_every > 0 && tr->step % s->ckpt_every == 0 && tr->step < end;
+    if (!quiet && (tr->step == 1 || (s->log_every > 0 && tr->step % s->log_every == 0) || tr->step == end ||
+                   at_ckpt)) {
+      double acc, tau, topk, pos[64];
+      char tb[48];
+      metrics_ratios(win + 2, st.B, &acc, &tau, &topk, pos);
+      fprintf(log, "step %" PRId64 "/%" PRId64 "  loss %.3f  acc %.3f", tr->step, s->steps,
+              win[1] > 0 ? win[0] / win[1] : 0.0, acc);
+      print_pos(log, pos, st.B, 7);
+      fprintf(log, "  tau %.2f  lr %.1e  gnorm %.2f  tok/s %s\n", tau, st.lr, st.gnorm,
+              thousands(win_t > 0 ? win_tok / win_t : 0, tb, sizeof tb));
+      fflush(log);
+      memset(win, 0, sizeof win);
+      win_tok = win_t = 0;
+      fflush(tr->mjsonl);
+    }
+    if (at_ckpt) {
+      if ((rc = dfl_train_checkpoint(tr))) return rc;
+      if (!quiet) fprintf(log, "checkpoint: %s\n", tr->last_ckpt);
+      if (tr->has_eval && (rc = do_eval(tr, &es, log))) return rc;
+    }
+  }
+  fflush(tr->mjsonl);
+  if ((rc = dfl_train_checkpoint(tr))) return rc;
+  fprintf(log, "checkpoint: %s\n", tr->last_ckpt);
+  if (tr->has_eval) {
+    if ((rc = do_eval(tr, &es, log))) return rc;
+    if (last) *last = es;
+  }
+  if (tr->step >= s->steps && !tr->opts.no_export) {
+    char dir[DFL_PATH_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/drafter", tr->out_dir);
+    dfl_ckpt_params view;
+    if ((rc = dfl_train_params_view(&tr->tg, &tr->cpu, &view))) return rc;
+    rc = dfl_train_export_params(&tr->spec, &view, dir);
+    if (rc == DFL_OK) rc = dfl_train_verify_params(&tr->spec, &view, dir);
+    dfl_train_params_view_free(&view);
+    if (rc) return rc;
+    fprintf(log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
+  }
+  return DFL_OK;
+}
