@@ -10,6 +10,7 @@
 #include "compiler/spec.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data.h"
+#include "runtime/pipeline.h"
 #include "runtime/train.h"
 #include "runtime/train_export.h"
 
@@ -90,6 +91,15 @@ int dfl_cmd_train(int argc, char **argv) {
   dfl_trainer *tr = malloc(sizeof *tr);
   if (!s || !tr) return 1;
   int rc = dfl_spec_load(spec_file, s);
+  if (rc == DFL_OK && dfl_pipe_wants(s)) {
+    /* several devices: target devices, a hidden-state queue, data-parallel drafters */
+    dfl_pipe_opts po = {.steps = o.steps, .out_dir = o.out_dir, .quiet = o.quiet,
+                        .no_export = o.no_export, .cpu_threads = o.cpu_threads};
+    rc = dfl_pipe_run(s, &po, NULL);
+    free(tr);
+    free(s);
+    return rc == DFL_OK ? 0 : 1;
+  }
   if (rc == DFL_OK) rc = dfl_train_open(tr, s, &o);
   else memset(tr, 0, sizeof *tr);
   if (rc == DFL_OK) {

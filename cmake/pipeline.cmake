@@ -1,0 +1,33 @@
+# The multi-device runner (runtime/pipeline.c), the hidden-state queue, the all-reduce (CPU threads;
+# NCCL through dlopen), launcher discovery and diagnostics. Included after models.cmake (it links
+# dfl_models) and before cuda.cmake / cli.cmake.
+add_library(dfl_pipeline STATIC
+  ${CMAKE_SOURCE_DIR}/runtime/pipeline.c
+  ${CMAKE_SOURCE_DIR}/runtime/queue.c
+  ${CMAKE_SOURCE_DIR}/runtime/collective.c
+  ${CMAKE_SOURCE_DIR}/runtime/launch.c
+  ${CMAKE_SOURCE_DIR}/runtime/diag.c)
+target_link_libraries(dfl_pipeline PUBLIC dfl_models Threads::Threads ${CMAKE_DL_LIBS} m)
+# nccl.h only to check the few NCCL types collective.c declares itself; never linked.
+find_path(DFL_NCCL_INCLUDE nccl.h PATHS /usr/local/cuda/include /usr/include NO_DEFAULT_PATH)
+if(DFL_NCCL_INCLUDE)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/runtime/collective.c PROPERTIES
+                              INCLUDE_DIRECTORIES ${DFL_NCCL_INCLUDE})
+endif()
+
+foreach(t queue collective launch diag pipeline_equiv pipeline_faults)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/tests/pipeline/test_${t}.c)
+    dfl_add_test(test_pipeline_${t} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
+  endif()
+endforeach()
+# `dflc check` and `dflc plan` accept the 2 target + 2 drafter example
+foreach(cmd check plan)
+  add_test(NAME pipeline_example_${cmd} COMMAND $<TARGET_FILE:dflc> ${cmd} examples/nano-pipeline.dfl
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(pipeline_example_${cmd} PROPERTIES LABELS pipeline ENVIRONMENT "${DFL_TEST_ENV}")
+endforeach()
+
+# `dflc train` (runtime/cmd_train.c, in dfl_models) hands multi-device specs to dfl_pipe_run, so
+# dfl_models needs dfl_pipeline too: a cycle between two static libraries, which CMake links by
+# repeating them on the command line.
+target_link_libraries(dfl_models PUBLIC dfl_pipeline)

@@ -1,0 +1,49 @@
+/* common.h: helpers shared by the pipeline tests (header-only: each test is one program). */
+#ifndef DFL_TEST_PIPELINE_COMMON_H
+#define DFL_TEST_PIPELINE_COMMON_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compiler/spec.h"
+
+#define CHECK(cond, ...)                                               \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+      fprintf(stderr, __VA_ARGS__);                                    \
+      fprintf(stderr, "\n");                                           \
+      exit(1);                                                         \
+    }                                                                  \
+  } while (0)
+
+static inline uint64_t test_seed(void) {
+  const char *e = getenv("DFL_TEST_SEED");
+  uint64_t s = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+  printf("seed %" PRIu64 " (DFL_TEST_SEED=%" PRIu64 " reproduces)\n", s, s);
+  return s;
+}
+
+/* Rewrite the topology: n_t target-only + n_d drafter-only CPU devices, or (n_t = 0) n_d devices
+** that each run target + drafter. */
+static inline void set_topology(dfl_spec *s, int n_t, int n_d) {
+  memset(s->devices, 0, sizeof s->devices);
+  s->n_nodes = 1;
+  s->n_devices = n_t + n_d;
+  for (int i = 0; i < s->n_devices; i++) {
+    s->devices[i].kind = DFL_DEV_CPU;
+    s->devices[i].index = i;
+    s->devices[i].runs_target = n_t == 0 || i < n_t;
+    s->devices[i].runs_drafter = n_t == 0 || i >= n_t;
+  }
+}
+
+static inline void tmp_dir(char *out, size_t n, const char *what) {
+  snprintf(out, n, "/tmp/dfl-test-%s-%d", what, (int)getpid());
+}
+
+#endif
