@@ -50,3 +50,9 @@ if(TARGET dfl_models AND TARGET dfl_plan)
   target_link_options(cuda_step PRIVATE -Wl,--as-needed)
   set_tests_properties(cuda_step PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+# GPU benchmark of the attention kernels at the Qwen3-8B drafter shapes (tensor cores vs the
+# CUDA-core reference kernels); not a ctest test: run build/bench_attention on a GPU machine.
+add_executable(bench_attention tests/cuda/bench_attention.c tests/cuda/naive_cblas.c)
+target_link_libraries(bench_attention PRIVATE dfl_cuda dfl_ir m)
+target_link_options(bench_attention PRIVATE -Wl,--as-needed)

@@ -39,13 +39,15 @@
 enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
+  K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_LCE_INIT, K_LCE_STATS, K_LCE_GRAD, K_LCE_FINISH, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_COUNT
 };
 static const char *kname[K_COUNT] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
   "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
   "dfl_rope", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
-  "dfl_attn_bwd", "dfl_lce_init", "dfl_lce_stats", "dfl_lce_grad", "dfl_lce_finish", "dfl_lce_num",
+  "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
+  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_init", "dfl_lce_stats", "dfl_lce_grad", "dfl_lce_finish", "dfl_lce_num",
   "dfl_opt_prep", "dfl_adamw"};
 
 typedef struct {
@@ -71,6 +73,8 @@ struct dfl_cuda_impl {
   char *blas_ws, *scratch;
   size_t scratch_bytes;
   int nsm;
+  int smax;         /* opt-in dynamic shared memory per block */
+  int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
 };
@@ -203,6 +207,42 @@ static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, s
   *smem_b = (size_t)(2 * 32 * hd + 2 * 32 * (hd + 1) + 2 * 32 * 33 + 64) * 4;
 }
 
+/* Tensor-core attention (kernels/attention.cuh, second half): bf16 tensors, head_dim 64 or 128.
+** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
+** frozen target needs no backward). Everything else, and any case with DFL_ATTN_REF set, runs the
+** CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
+typedef struct { int kfwd, kbq, kbkv, nw; size_t sf, sq, skv; } att_tc_t;
+static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
+  const dfl_attrs *a = &op->a;
+  struct dfl_cuda_impl *im = c->impl;
+  int hd = a->head_dim, G = a->kv_heads > 0 ? a->heads / a->kv_heads : 0, dfl = a->mask == DFL_MASK_DFLASH;
+  if (im->att_ref || (hd != 64 && hd != 128) || G < 1 || G > 128) return 0;
+  int bwd = op->code == DFL_OP_ATTENTION_BWD;
+  if (bwd && !dfl) return 0;
+  for (int k = 0; k < op->n_in; k++) {
+    dfl_dtype d = T(c, op->in[k])->dtype;
+    if (d != DFL_BF16 && d != DFL_I32 && !(d == DFL_F32 && bwd && k == 8)) return 0; /* in 8: lse */
+    if (((uintptr_t)c->ptr[op->in[k]] & 15) != 0) return 0;
+  }
+  for (int k = 0; k < op->n_out; k++) {
+    dfl_dtype d = T(c, op->out[k])->dtype;
+    if (d != DFL_BF16 && !(!bwd && k == 1 && d == DFL_F32)) return 0;
+    if (((uintptr_t)c->ptr[op->out[k]] & 15) != 0) return 0;
+  }
+  size_t SR2 = (size_t)(hd + 8) * 2; /* bytes per padded smem row */
+  int P = dfl ? a->B * G : 0, R = dfl ? (P + 15) / 16 * 16 : 128;
+  if (dfl && (P > 128 || a->B < 1)) return 0;
+  t->nw = R / 16;
+  t->kfwd = hd == 64 ? K_ATT_FWD_TC64 : K_ATT_FWD_TC128;
+  t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
+  t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
+  t->sf = 4 * 64 * SR2;
+  t->sq = (2 * (size_t)R + 4 * 64) * SR2 + (2 * (size_t)R + 2 * (size_t)R * (a->B + 1)) * 4;
+  t->skv = (2 * 64 + 4 * (size_t)R) * SR2 + 4 * (size_t)R * 4 + (2 * (size_t)R + a->N + 3) * 4;
+  if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
+  return 1;
+}
+
 /* Scratch bytes an op needs besides its tensors (the max over ops is reserved once). */
 static size_t op_scratch(dfl_cuda *c, const dfl_op *op, int nsm, int *keep_all) {
   const dfl_graph *g = c->g;
@@ -211,10 +251,11 @@ static size_t op_scratch(dfl_cuda *c, const dfl_op *op, int nsm, int *keep_all) 
   case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return red;
   case DFL_OP_RMSNORM_BWD: return align_up((size_t)op->a.group * 4);
   case DFL_OP_SCATTER_ADD: return align_up((size_t)dfl_tensor_numel(&g->t[op->out[0]]) * 4);
-  case DFL_OP_ATTENTION_BWD: {
+  case DFL_OP_ATTENTION_BWD: { /* f32 dK/dV accumulators (CUDA-core path) or D = rowsum(dO o) (tensor cores) */
     size_t s = 0;
     for (int i = 1; i < op->n_out; i++) s += align_up((size_t)dfl_tensor_numel(&g->t[op->out[i]]) * 4);
-    return s;
+    size_t d = align_up((size_t)(dfl_tensor_numel(&g->t[op->in[0]]) / op->a.head_dim) * 4);
+    return s > d ? s : d;
   }
   case DFL_OP_LINEAR_CE: {
     const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
@@ -255,6 +296,10 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   if (sneed > smax) sneed = smax;
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_FWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
+  im->smax = smax;
+  for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
+    CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
+  im->att_ref = getenv("DFL_ATTN_REF") != NULL;
   return DFL_OK;
 }
 
@@ -448,6 +493,28 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd) {
   int dtq = dt(c, op->in[0]), mask = (int)a->mask, batch = a->batch, S = a->S, N = a->N, B = a->B, nh = a->heads,
       nkv = a->kv_heads, hd = a->head_dim, win = a->window;
   float scale = (float)a->scale;
+  att_tc_t tc;
+  if (att_tc(c, op, &tc)) {
+    int G = nh / nkv;
+    if (!bwd) {
+      void *o = P(op->out[0]), *lse = P(op->out[1]);
+      void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
+                      &win, &scale};
+      int64_t units = dfl ? (int64_t)batch * N : (int64_t)batch * ((S + 128 / G - 1) / (128 / G));
+      return launch2(c, tc.kfwd, units, nkv, 32 * tc.nw, tc.sf, args);
+    }
+    void *o = P(op->in[7]), *lse = P(op->in[8]), *dout = P(op->in[9]);
+    void *dq = P(op->out[0]), *dkc = P(op->out[1]), *dvc = P(op->out[2]), *dkn = P(op->out[3]), *dvn = P(op->out[4]);
+    float *D = (float *)c->impl->scratch;
+    long long pairs = (long long)numel(c, op->in[0]) / hd;
+    void *ad[] = {&D, &o, &dout, &dtq, &pairs, &hd};
+    TRY(launch_warps(c, K_ATT_BWD_DOT, pairs, 0, ad));
+    void *aq[] = {&dq, &dkn, &dvn, &q, &k1, &v1, &k2, &v2, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh,
+                  &nkv, &win, &scale};
+    TRY(launch2(c, tc.kbq, (int64_t)batch * N, nkv, 32 * tc.nw, tc.sq, aq));
+    void *ak[] = {&dkc, &dvc, &q, &k1, &v1, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
+    return launch2(c, tc.kbkv, (int64_t)((S + 63) / 64) * batch * nkv, 1, 128, tc.skv, ak);
+  }
   if (!bwd) {
     void *o = P(op->out[0]), *lse = P(op->out[1]);
     void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,

@@ -286,6 +286,50 @@ static void case_attention(int dflash, int window, int hd, int nh, int nkv) {
   dfl_graph_free(&g);
 }
 
+/* Realistic shapes for the tensor-core kernels (bf16, head_dim 64/128, GQA, B = 16 blocks):
+** amode 0 anchors uniform over [0, S) with ~20% invalid blocks, 1 near 0 (0..3), 2 near S. */
+static void case_attention_tc(int dflash, int S, int N, int B, int window, int hd, int nh, int nkv, int amode) {
+  dfl_graph g; dfl_graph_init(&g);
+  int batch = 2, qr = dflash ? batch * N * B : batch * S, kr = batch * S;
+  dfl_attrs a = {0};
+  a.mask = dflash ? DFL_MASK_DFLASH : DFL_MASK_CAUSAL; a.batch = batch; a.S = S; a.N = N; a.B = B;
+  a.heads = nh; a.kv_heads = nkv; a.head_dim = hd; a.window = window; a.scale = 1.0 / sqrt(hd);
+  int q = t2(&g, "q", ACT, DFL_T_INPUT, qr, nh * hd), kc = t2(&g, "k", ACT, DFL_T_INPUT, kr, nkv * hd);
+  int vc = t2(&g, "v", ACT, DFL_T_INPUT, kr, nkv * hd);
+  int o = t2(&g, "o", ACT, DFL_T_ACT, qr, nh * hd), lse = t1(&g, "lse", DFL_F32, DFL_T_ACT, (int64_t)qr * nh);
+  int dout = t2(&g, "do", ACT, DFL_T_INPUT, qr, nh * hd);
+  int dq = t2(&g, "dq", ACT, DFL_T_ACT, qr, nh * hd), dk = t2(&g, "dk", ACT, DFL_T_ACT, kr, nkv * hd);
+  int dv = t2(&g, "dv", ACT, DFL_T_ACT, kr, nkv * hd);
+  int32_t *va = malloc((size_t)batch * N * 4), *vk = malloc((size_t)batch * N * 4);
+  ifill f[2];
+  int nf = 0;
+  if (dflash) {
+    int kn = t2(&g, "kn", ACT, DFL_T_INPUT, qr, nkv * hd), vn = t2(&g, "vn", ACT, DFL_T_INPUT, qr, nkv * hd);
+    int anc = t1(&g, "anchors", DFL_I32, DFL_T_INPUT, batch * N), kp = t1(&g, "keep", DFL_I32, DFL_T_INPUT, batch * N);
+    int dkn = t2(&g, "dkn", ACT, DFL_T_ACT, qr, nkv * hd), dvn = t2(&g, "dvn", ACT, DFL_T_ACT, qr, nkv * hd);
+    op(&g, DFL_OP_ATTENTION, 7, (int[]){q, kc, vc, kn, vn, anc, kp}, 2, (int[]){o, lse}, &a);
+    op(&g, DFL_OP_ATTENTION_BWD, 10, (int[]){q, kc, vc, kn, vn, anc, kp, o, lse, dout}, 5, (int[]){dq, dk, dv, dkn, dvn}, &a);
+    for (int i = 0; i < batch * N; i++) {
+      va[i] = amode == 1 ? irand(4) : amode == 2 ? S - 1 - irand(4) : irand(S);
+      vk[i] = amode != 0 || irand(5) != 0;
+      if (!vk[i]) va[i] = 0;
+    }
+    f[0] = (ifill){anc, va}, f[1] = (ifill){kp, vk};
+    nf = 2;
+  } else {
+    op(&g, DFL_OP_ATTENTION, 3, (int[]){q, kc, vc}, 2, (int[]){o, lse}, &a);
+    op(&g, DFL_OP_ATTENTION_BWD, 6, (int[]){q, kc, vc, o, lse, dout}, 3, (int[]){dq, dk, dv}, &a);
+  }
+  double sc[64] = {0};
+  sc[q] = 2.5;
+  char nm[128];
+  snprintf(nm, sizeof nm, "attention-tc %s S %d N %d B %d window %d hd %d nh %d nkv %d anchors %s", dflash ? "dflash" : "causal",
+           S, N, B, window, hd, nh, nkv, amode == 1 ? "near-0" : amode == 2 ? "near-S" : "uniform+invalid");
+  run_case(nm, &g, f, nf, sc, NULL);
+  free(va), free(vk);
+  dfl_graph_free(&g);
+}
+
 static void case_linear_ce(int two_pass) {
   if (two_pass) setenv("DFL_LCE_KEEP_MAX", "0", 1); else unsetenv("DFL_LCE_KEEP_MAX");
   dfl_graph g; dfl_graph_init(&g);
@@ -351,6 +395,18 @@ int main(void) {
     case_attention(1, 0, 64, 4, 1);
     case_attention(1, 0, 128, 8, 2);
     case_attention(1, 6, 64, 4, 2);
+    if (ACT == DFL_BF16) { /* the tensor-core kernels (bf16 only) at realistic shapes */
+      case_attention_tc(1, 300, 20, 16, 0, 128, 16, 4, 0);
+      case_attention_tc(1, 300, 12, 16, 0, 128, 16, 4, 2);
+      case_attention_tc(1, 260, 12, 16, 0, 64, 8, 2, 1);
+      case_attention_tc(1, 300, 16, 16, 40, 128, 16, 4, 0);  /* window < context */
+      case_attention_tc(1, 200, 16, 8, 1000, 64, 8, 4, 0);   /* window > S */
+      case_attention_tc(1, 150, 10, 16, 0, 64, 16, 2, 0);    /* 128 rows per unit */
+      case_attention_tc(1, 90, 10, 5, 7, 64, 6, 2, 0);       /* odd B*G */
+      case_attention_tc(0, 200, 0, 1, 0, 128, 8, 2, 0);
+      case_attention_tc(0, 150, 0, 1, 50, 64, 16, 4, 0);
+      case_attention_tc(0, 77, 0, 1, 0, 64, 3, 3, 0);        /* G = 1 */
+    }
     case_linear_ce(0);
     case_linear_ce(1);
     case_optimizer();
