@@ -12,7 +12,9 @@ static const dfl_command commands[] = {
   {"check", dfl_cmd_check, "check FILE.dfl        parse and validate a pipeline spec"},
   {"plan", dfl_cmd_plan, "plan FILE.dfl         per-device memory plan: table, --yaml, --html, --diff"},
   {"verify", dfl_cmd_verify, "verify FIXTURE        one training step on the CPU against a reference fixture"},
-  {"train", dfl_cmd_train, "train FILE.dfl        train the drafter on the CPU (checkpoints, eval, export)"},
+  {"train", dfl_cmd_train, "train FILE.dfl|DIR    train the drafter on its GPU or the CPU (checkpoints, eval, export)"},
+  {"build", dfl_cmd_build, "build FILE.dfl -o DIR trainer directory: plan, schedule, kernels.cu, cubins"},
+  {"bench", dfl_cmd_bench, "bench FILE.dfl        training throughput, phase split, MFU, memory"},
   {"eval", dfl_cmd_eval, "eval FILE.dfl --drafter DIR   tau and per-position accuracy of a drafter"},
   {"export", dfl_cmd_export, "export CKPT -o DIR    checkpoint -> Hugging Face DFlash drafter"},
 };

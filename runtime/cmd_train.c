@@ -1,5 +1,6 @@
 /*
-** cmd_train.c: `dflc train`, `dflc eval` and `dflc export` on the CPU backend.
+** cmd_train.c: `dflc train` (CPU or CUDA backend, from a .dfl or a `dflc build` directory),
+** `dflc eval` and `dflc export`.
 */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,10 +29,15 @@ static int parse_i64(const char *cmd, const char *opt, const char *v, int64_t mi
 
 static void train_usage(FILE *f) {
   fprintf(f,
-          "usage: dflc train SPEC.dfl [--steps N] [--stop-at K] [--out DIR] [--resume CKPT] [--cpu-threads N]\n"
-          "                  [--no-eval] [--no-export] [--quiet]\n"
-          "  Train the spec's drafter on the CPU backend. Progress every log_every steps, every step's\n"
-          "  metrics in DIR/metrics.jsonl, checkpoints in DIR/ckpt/step-N, the drafter in DIR/drafter.\n"
+          "usage: dflc train SPEC.dfl|BUILD_DIR [--steps N] [--stop-at K] [--out DIR] [--resume CKPT]\n"
+          "                  [--cpu | --cuda] [--fp32] [--cpu-threads N] [--no-eval] [--no-export] [--quiet]\n"
+          "  Train the spec's drafter on its device: the CUDA backend when the spec puts the drafter on a\n"
+          "  GPU (the CPU backend, with a notice, when no GPU is usable), else the CPU backend. BUILD_DIR\n"
+          "  is a directory written by `dflc build` (its spec, and its cubins: no kernel compilation).\n"
+          "  Progress every log_every steps, every step's metrics in DIR/metrics.jsonl, checkpoints in\n"
+          "  DIR/ckpt/step-N, the drafter in DIR/drafter.\n"
+          "  --cpu / --cuda  force the CPU reference backend / require the CUDA backend\n"
+          "  --fp32          precision and target dtype fp32 (verification against the CPU)\n"
           "  --steps N       schedule length (default: the spec's train.steps; warmup keeps its share)\n"
           "  --stop-at K     stop after step K with a checkpoint (the schedule stays N steps long)\n"
           "  --out DIR       run directory (default runs/<spec name>)\n"
@@ -75,6 +81,12 @@ int dfl_cmd_train(int argc, char **argv) {
       o.quiet = 1;
     } else if (!strcmp(a, "--unplanned")) {
       o.unplanned = 1;
+    } else if (!strcmp(a, "--cpu")) {
+      o.backend = DFL_TRAIN_BE_CPU;
+    } else if (!strcmp(a, "--cuda")) {
+      o.backend = DFL_TRAIN_BE_CUDA;
+    } else if (!strcmp(a, "--fp32")) {
+      o.fp32 = 1;
     } else if (a[0] == '-' || spec_file) {
       fprintf(stderr, "dflc train: unexpected argument '%s'\n", a);
       train_usage(stderr);
@@ -87,10 +99,12 @@ int dfl_cmd_train(int argc, char **argv) {
     train_usage(stderr);
     return 2;
   }
+  char spec_path[DFL_PATH_MAX];
+  if (dfl_build_resolve(spec_file, spec_path, sizeof spec_path)) return 1;
   dfl_spec *s = malloc(sizeof *s);
   dfl_trainer *tr = malloc(sizeof *tr);
   if (!s || !tr) return 1;
-  int rc = dfl_spec_load(spec_file, s);
+  int rc = dfl_spec_load(spec_path, s);
   if (rc == DFL_OK && dfl_pipe_wants(s)) {
     /* several devices: target devices, a hidden-state queue, data-parallel drafters */
     dfl_pipe_opts po = {.steps = o.steps, .out_dir = o.out_dir, .quiet = o.quiet,

@@ -776,3 +776,5 @@ int dfl_cuda_get_i32(dfl_cuda *c, int t, int32_t *dst, int64_t n) {
   CU(cudaMemcpy(dst, c->ptr[t], (size_t)n * 4, cudaMemcpyDeviceToHost));
   return DFL_OK;
 }
+
+void *dfl_cuda_stream(dfl_cuda *c) { return c->impl ? (void *)c->impl->stream : NULL; }

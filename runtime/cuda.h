@@ -43,6 +43,8 @@ int dfl_cuda_run(dfl_cuda *c, unsigned phase_mask);
 int dfl_cuda_run_eager(dfl_cuda *c, unsigned phase_mask);
 int dfl_cuda_run_op(dfl_cuda *c, int op_index);
 int dfl_cuda_sync(dfl_cuda *c);
+/* The backend's stream (a cudaStream_t): callers order their own async copies and events on it. */
+void *dfl_cuda_stream(dfl_cuda *c);
 
 /* Host <-> device copies of one tensor, converting float <-> its dtype (synchronous). */
 int dfl_cuda_set_f(dfl_cuda *c, int t, const float *src, int64_t n);

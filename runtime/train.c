@@ -15,6 +15,7 @@
 #include "models/weights.h"
 #include "runtime/checkpoint.h"
 #include "runtime/export.h"
+#include "runtime/backend.h"
 #include "runtime/train_export.h"
 
 /* Anchors of evaluations come from their own fixed stream, so that every evaluation of a run
@@ -27,11 +28,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
-  (void)ctx;
-  return dfl_cpu_elem_size(t, 0);
-}
-
 /* Ratios of the DFLASH_METRICS vector summed over some steps. Layout as the backends write it
 ** (graph.h): the DFL_METRIC_* scalars, then correct[j] for j < B, then count[j] for j < B. */
 static void metrics_ratios(const double *m, int B, double *acc, double *tau, double *topk, double *pos) {
@@ -42,13 +38,6 @@ static void metrics_ratios(const double *m, int B, double *acc, double *tau, dou
     double c = m[DFL_METRIC_COUNT + j], n = m[DFL_METRIC_COUNT + B + j];
     pos[j] = n > 0 ? c / n : -1;
   }
-}
-
-/* Clear a persistent window sum once it has been read (the graph only adds to them). */
-static void zero_tensor(dfl_cpu *c, int t) {
-  if (t < 0) return;
-  const dfl_tensor *tt = &c->g->t[t];
-  memset(c->buf[t], 0, (size_t)dfl_tensor_numel(tt) * dfl_cpu_elem_size(tt, c->f64));
 }
 
 void dfl_train_set_threads(int n) {
@@ -66,6 +55,14 @@ int dfl_train_load_weights(const dfl_spec *s, dfl_cpu *c, const char *drafter_di
     fprintf(stderr, "dflc: target weights: %s\n", err);
     return rc;
   }
+  if ((rc = dfl_train_load_drafter(s, c, drafter_dir))) return rc;
+  dfl_cpu_init_masters(c);
+  return DFL_OK;
+}
+
+int dfl_train_load_drafter(const dfl_spec *s, dfl_cpu *c, const char *drafter_dir) {
+  char err[1024];
+  int rc = DFL_OK;
   if (drafter_dir && drafter_dir[0]) {
     /* Through the drafter loader: its config.json must describe the spec's drafter. */
     dfl_drafter_weights w;
@@ -89,13 +86,14 @@ int dfl_train_load_weights(const dfl_spec *s, dfl_cpu *c, const char *drafter_di
   } else {
     dfl_weights_init(c, DFL_KIND_BIT(DFL_T_PARAM), s->init_seed, 0.02);
   }
-  dfl_cpu_init_masters(c);
   return DFL_OK;
 }
 
 /* --- evaluation --- */
 
-int dfl_eval_open(dfl_evaluator *ev, const dfl_spec *s) {
+int dfl_eval_open(dfl_evaluator *ev, const dfl_spec *s) { return dfl_eval_open_on(ev, s, DFL_BE_CPU); }
+
+int dfl_eval_open_on(dfl_evaluator *ev, const dfl_spec *s, dfl_backend_kind kind) {
   memset(ev, 0, sizeof *ev);
   ev->spec = *s;
   if (s->block_size > 64) {
@@ -108,16 +106,19 @@ int dfl_eval_open(dfl_evaluator *ev, const dfl_spec *s) {
     return rc;
   }
   /* The host reads only the persistent sums (out.*), so the eval graph runs planned too. */
-  if (dfl_plan_build(&ev->plan, &ev->eg.g, cpu_elem, NULL) == DFL_OK) {
-    ev->planned = 1;
-    if (dfl_plan_check(&ev->plan, &ev->eg.g) != DFL_OK) {
-      dfl_plan_free(&ev->plan);
-      ev->planned = 0;
-    }
+  ev->planned = dfl_be_plan(&ev->plan, &ev->eg.g, kind, 0, NULL) == DFL_OK;
+  if (kind == DFL_BE_CUDA) {
+    const dfl_train_graph *e = &ev->eg;
+    int in[4] = {e->ids, e->loss_mask, e->anchors, e->keep};
+    rc = dfl_be_open_cuda(&ev->be, &ev->eg.g, ev->planned ? &ev->plan : NULL, in, 4);
+  } else if ((rc = dfl_cpu_init(&ev->cpu, &ev->eg.g, ev->planned ? &ev->plan : NULL, 0)) == DFL_OK) {
+    if ((rc = dfl_be_open_cpu(&ev->be, &ev->cpu))) dfl_cpu_free(&ev->cpu);
   }
-  if ((rc = dfl_cpu_init(&ev->cpu, &ev->eg.g, ev->planned ? &ev->plan : NULL, 0))) {
+  if (rc) {
+    dfl_be_close(&ev->be);
     if (ev->planned) dfl_plan_free(&ev->plan);
     dfl_graph_free(&ev->eg.g);
+    memset(ev, 0, sizeof *ev);
     return rc;
   }
   ev->rows = malloc(sizeof(int) * (size_t)ev->eg.batch);
@@ -131,7 +132,8 @@ int dfl_eval_open(dfl_evaluator *ev, const dfl_spec *s) {
 
 void dfl_eval_close(dfl_evaluator *ev) {
   if (ev->ready || ev->rows) {
-    dfl_cpu_free(&ev->cpu);
+    dfl_be_close(&ev->be);
+    if (ev->cpu.g) dfl_cpu_free(&ev->cpu);
     if (ev->planned) dfl_plan_free(&ev->plan);
     dfl_graph_free(&ev->eg.g);
     free(ev->rows);
@@ -155,6 +157,7 @@ int dfl_eval_sync(dfl_evaluator *ev, const dfl_graph *g, dfl_cpu *c, int frozen)
 }
 
 int dfl_eval_run(dfl_evaluator *ev, const dfl_dataset *d, dfl_eval_stats *es) {
+  dfl_backend *be = &ev->be;
   const dfl_train_graph *e = &ev->eg;
   int b = e->batch, S = e->S, N = e->N, B = ev->spec.block_size;
   int nm = DFL_METRIC_COUNT + 2 * B;
@@ -165,12 +168,14 @@ int dfl_eval_run(dfl_evaluator *ev, const dfl_dataset *d, dfl_eval_stats *es) {
   dfl_rng_seed(&rng, ev->spec.seed ^ DFL_EVAL_SEED_XOR);
   memset(es, 0, sizeof *es);
   if (B > 64) B = 64;
-  zero_tensor(&ev->cpu, e->metrics_acc);
-  zero_tensor(&ev->cpu, e->loss_num_acc);
-  zero_tensor(&ev->cpu, e->loss_den_acc);
-  int32_t *ids = dfl_cpu_i32(&ev->cpu, e->ids), *mask = dfl_cpu_i32(&ev->cpu, e->loss_mask);
-  int32_t *anc = dfl_cpu_i32(&ev->cpu, e->anchors), *keep = dfl_cpu_i32(&ev->cpu, e->keep);
+  int rc;
+  if ((rc = dfl_be_zero(be, e->metrics_acc)) || (rc = dfl_be_zero(be, e->loss_num_acc)) ||
+      (rc = dfl_be_zero(be, e->loss_den_acc)))
+    return rc;
   for (int start = 0; start < d->n; start += b) {
+    int32_t *ids = dfl_be_input_i32(be, e->ids), *mask = dfl_be_input_i32(be, e->loss_mask);
+    int32_t *anc = dfl_be_input_i32(be, e->anchors), *keep = dfl_be_input_i32(be, e->keep);
+    if (!ids || !mask || !anc || !keep) return DFL_ERR;
     int k = d->n - start < b ? d->n - start : b;
     for (int r = 0; r < k; r++) ev->rows[r] = start + r;
     dfl_data_pack(d, ev->rows, k, S, ids, mask);
@@ -178,14 +183,13 @@ int dfl_eval_run(dfl_evaluator *ev, const dfl_dataset *d, dfl_eval_stats *es) {
     memset(ids + (size_t)k * S, 0, sizeof(int32_t) * (size_t)(b - k) * S);
     memset(mask + (size_t)k * S, 0, sizeof(int32_t) * (size_t)(b - k) * S);
     dfl_anchors_sample(mask, b, S, N, &rng, anc, keep);
-    int rc = dfl_cpu_run(&ev->cpu, DFL_PH_ALL);
-    if (rc) return rc;
+    if ((rc = dfl_be_commit_inputs(be)) || (rc = dfl_be_run(be, DFL_PH_ALL))) return rc;
     es->rows += k;
   }
   if (nm > DFL_METRIC_COUNT + 2 * 64) nm = DFL_METRIC_COUNT + 2 * 64;
-  dfl_cpu_get_f(&ev->cpu, e->metrics_acc, m, nm);
-  dfl_cpu_get_f(&ev->cpu, e->loss_num_acc, &num, 1);
-  dfl_cpu_get_f(&ev->cpu, e->loss_den_acc, &den, 1);
+  if ((rc = dfl_be_get_f(be, e->metrics_acc, m, nm)) || (rc = dfl_be_get_f(be, e->loss_num_acc, &num, 1)) ||
+      (rc = dfl_be_get_f(be, e->loss_den_acc, &den, 1)))
+    return rc;
   for (int i = 0; i < nm; i++) sums[i] = m[i];
   es->B = B;
   es->loss = den > 0 ? num / den : 0;
@@ -245,6 +249,21 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   int rc;
 
   if (tr->opts.cpu_threads > 0) dfl_train_set_threads(tr->opts.cpu_threads);
+  if (tr->opts.fp32) {
+    s->precision = DFL_PREC_FP32;
+    s->target_dtype = DFL_PREC_FP32;
+  }
+  /* Backend: the drafter device's kind, unless forced. */
+  const dfl_device *dev = NULL;
+  for (int i = 0; i < s->n_devices && !dev; i++)
+    if (s->devices[i].runs_drafter) dev = &s->devices[i];
+  dfl_backend_kind kind = DFL_BE_CPU;
+  if (tr->opts.backend == DFL_TRAIN_BE_CUDA) kind = DFL_BE_CUDA;
+  else if (tr->opts.backend == DFL_TRAIN_BE_AUTO && dev && dev->kind == DFL_DEV_GPU) {
+    if (dfl_be_cuda_available()) kind = DFL_BE_CUDA;
+    else fprintf(log, "notice: %s puts the drafter on a GPU but none is usable here: training on the CPU "
+                 "backend (--cpu says so explicitly, --cuda makes this an error)\n", s->file);
+  }
   if (tr->opts.out_dir) snprintf(tr->out_dir, sizeof tr->out_dir, "%s", tr->opts.out_dir);
   else {
     char nm[256];
@@ -285,11 +304,14 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   }
 
   /* Data first: a refused data file should fail before minutes of weight loading. */
-  if ((rc = dfl_data_load(s->train_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->train))) {
+  tr->random_data = s->format == DFL_DATA_RANDOM;
+  if (tr->random_data) {
+    /* synthetic: no rows, the ids come from the (checkpointed) RNG step by step */
+  } else if ((rc = dfl_data_load(s->train_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->train))) {
     fprintf(stderr, "dflc: training data %s refused (see the messages above)\n", s->train_path);
     return rc;
   }
-  if (s->eval_path[0] && !tr->opts.no_eval) {
+  if (s->eval_path[0] && !tr->opts.no_eval && !tr->random_data) {
     if ((rc = dfl_data_load(s->eval_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->eval))) {
       fprintf(stderr, "dflc: eval data %s refused (see the messages above)\n", s->eval_path);
       dfl_train_close(tr);
@@ -305,23 +327,23 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   }
   dfl_graph *g = &tr->tg.g;
   if (!tr->opts.unplanned) {
-    if (dfl_plan_build(&tr->plan, g, cpu_elem, NULL) == DFL_OK) {
-      tr->planned = 1;
-      if (dfl_plan_check(&tr->plan, g) != DFL_OK) {
-        dfl_plan_free(&tr->plan);
-        tr->planned = 0;
-      }
-    }
+    tr->planned = dfl_be_plan(&tr->plan, g, kind, dev ? dev->memory_budget : 0, log) == DFL_OK;
     if (!tr->planned) {
       fprintf(log, "notice: no valid memory plan; running unplanned (one allocation per tensor)\n");
     }
   }
-  if ((rc = dfl_cpu_init(&tr->cpu, g, tr->planned ? &tr->plan : NULL, 0))) {
-    fprintf(stderr, "dflc: cannot allocate the CPU backend state\n");
+  if (kind == DFL_BE_CUDA) {
+    int in[4] = {tr->tg.ids, tr->tg.loss_mask, tr->tg.anchors, tr->tg.keep};
+    rc = dfl_be_open_cuda(&tr->be, g, tr->planned ? &tr->plan : NULL, in, 4);
+  } else if ((rc = dfl_cpu_init(&tr->cpu, g, tr->planned ? &tr->plan : NULL, 0)) == DFL_OK) {
+    rc = dfl_be_open_cpu(&tr->be, &tr->cpu);
+  }
+  if (rc) {
+    fprintf(stderr, "dflc: cannot set up the %s backend\n", kind == DFL_BE_CUDA ? "CUDA" : "CPU");
     dfl_train_close(tr);
     return rc;
   }
-  if ((rc = dfl_train_load_weights(s, &tr->cpu, s->init_from))) {
+  if ((rc = dfl_be_load_weights(&tr->be, s, s->init_from))) {
     dfl_train_close(tr);
     return rc;
   }
@@ -330,7 +352,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   int B = s->block_size;
   tr->rows = malloc(sizeof(int) * (size_t)tr->tg.batch);
   tr->metrics = calloc((size_t)(DFL_METRIC_COUNT + 2 * B), sizeof(float));
-  tr->order = malloc(sizeof(int) * (size_t)tr->train.n);
+  tr->order = malloc(sizeof(int) * (size_t)(tr->train.n ? tr->train.n : 1));
   if (!tr->rows || !tr->metrics || !tr->order) {
     dfl_train_close(tr);
     return DFL_ENOMEM;
@@ -338,7 +360,12 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   dfl_rng_seed(&tr->rng, s->seed);
 
   if (resume[0]) {
-    if ((rc = dfl_ckpt_load(resume, g, &tr->cpu, &meta))) {
+    /* On the GPU: into a host shadow of the persistent tensors, pushed back after. */
+    unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
+    dfl_cpu shadow, *h = dfl_be_host(&tr->be, kinds, 0, &shadow);
+    rc = h ? dfl_ckpt_load(resume, g, h, &meta) : DFL_ENOMEM;
+    int rc2 = h ? dfl_be_host_done(&tr->be, h, rc ? 0 : kinds) : DFL_OK;
+    if (rc || (rc = rc2)) {
       dfl_train_close(tr);
       return rc;
     }
@@ -356,10 +383,10 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     tr->tokens_seen = meta.tokens_seen;
     fprintf(log, "resumed from %s at step %" PRId64 "\n", resume, tr->step);
   }
-  dfl_data_order(&tr->train, s->seed, tr->epoch, s->shuffle, tr->order);
+  if (!tr->random_data) dfl_data_order(&tr->train, s->seed, tr->epoch, s->shuffle, tr->order);
 
   if (tr->has_eval) {
-    if ((rc = dfl_eval_open(&tr->ev, s)) || (rc = dfl_eval_sync(&tr->ev, g, &tr->cpu, 1))) {
+    if ((rc = dfl_eval_open_on(&tr->ev, s, kind)) || (rc = dfl_be_copy_weights(&tr->ev.be, &tr->be, 1))) {
       dfl_train_close(tr);
       return rc;
     }
@@ -385,10 +412,11 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
 void dfl_train_close(dfl_trainer *tr) {
   if (tr->mjsonl) fclose(tr->mjsonl);
   dfl_eval_close(&tr->ev);
+  dfl_be_close(&tr->be);
   if (tr->cpu.g) dfl_cpu_free(&tr->cpu);
   if (tr->planned) dfl_plan_free(&tr->plan);
   if (tr->tg.g.t) dfl_graph_free(&tr->tg.g);
-  dfl_data_free(&tr->train);
+  if (!tr->random_data) dfl_data_free(&tr->train);
   if (tr->has_eval) dfl_data_free(&tr->eval);
   free(tr->rows);
   free(tr->metrics);
@@ -396,18 +424,22 @@ void dfl_train_close(dfl_trainer *tr) {
   memset(tr, 0, sizeof *tr);
 }
 
-int dfl_train_step(dfl_trainer *tr, dfl_step_stats *st) {
+/* Next micro-batch into the backend's input staging; returns its real token count. */
+static int fill_micro(dfl_trainer *tr, double *tokens) {
   const dfl_spec *s = &tr->spec;
   dfl_train_graph *tg = &tr->tg;
-  dfl_cpu *c = &tr->cpu;
-  int b = tg->batch, S = tg->S, N = tg->N, B = s->block_size;
-  int nm = DFL_METRIC_COUNT + 2 * B;
-  double t0 = now_s(), tokens = 0;
-  int32_t *ids = dfl_cpu_i32(c, tg->ids), *mask = dfl_cpu_i32(c, tg->loss_mask);
-  int32_t *anc = dfl_cpu_i32(c, tg->anchors), *keep = dfl_cpu_i32(c, tg->keep);
-  int rc;
-
-  for (int micro = 0; micro < s->accum; micro++) {
+  int b = tg->batch, S = tg->S, N = tg->N;
+  int32_t *ids = dfl_be_input_i32(&tr->be, tg->ids), *mask = dfl_be_input_i32(&tr->be, tg->loss_mask);
+  int32_t *anc = dfl_be_input_i32(&tr->be, tg->anchors), *keep = dfl_be_input_i32(&tr->be, tg->keep);
+  if (!ids || !mask || !anc || !keep) return DFL_ERR;
+  if (tr->random_data) {
+    /* the peer baseline's synthetic batches: uniform ids, every position supervised */
+    for (int64_t i = 0; i < (int64_t)b * S; i++) {
+      ids[i] = (int32_t)dfl_rng_below(&tr->rng, (uint64_t)s->target.vocab);
+      mask[i] = 1;
+    }
+    *tokens += (double)b * S;
+  } else {
     for (int r = 0; r < b; r++) {
       if (tr->cursor >= tr->train.n) {   /* next epoch: a new deterministic order */
         tr->epoch++;
@@ -417,47 +449,93 @@ int dfl_train_step(dfl_trainer *tr, dfl_step_stats *st) {
       int row = tr->order[tr->cursor++];
       tr->rows[r] = row;
       int64_t len = tr->train.off[row + 1] - tr->train.off[row];
-      tokens += (double)(len < S ? len : S);
+      *tokens += (double)(len < S ? len : S);
     }
     dfl_data_pack(&tr->train, tr->rows, b, S, ids, mask);
-    dfl_anchors_sample(mask, b, S, N, &tr->rng, anc, keep);
-    if ((rc = dfl_cpu_run(c, DFL_PH_STEP))) return rc;
   }
+  dfl_anchors_sample(mask, b, S, N, &tr->rng, anc, keep);
+  return dfl_be_commit_inputs(&tr->be);
+}
 
-  /* The window's sums, read before the optimizer phase (which may reset its denominator). */
-  memset(st, 0, sizeof *st);
-  dfl_cpu_get_f(c, tg->metrics_acc, tr->metrics, nm);
-  float num = 0, den = 0;
-  dfl_cpu_get_f(c, tg->loss_num_acc, &num, 1);
-  dfl_cpu_get_f(c, tg->loss_den_acc, &den, 1);
-
-  if ((rc = dfl_cpu_run(c, 1u << DFL_PH_OPTIMIZER))) return rc;
-  dfl_cpu_get_f(c, tg->opt_state, tr->opt, DFL_OPT_COUNT);
-  zero_tensor(c, tg->metrics_acc);
-  zero_tensor(c, tg->loss_num_acc);
-  zero_tensor(c, tg->loss_den_acc);
-
+int dfl_train_enqueue(dfl_trainer *tr) {
+  dfl_train_graph *tg = &tr->tg;
+  dfl_backend *be = &tr->be;
+  double t0 = now_s(), tokens = 0;
+  int rc, slot = (int)(tr->step % 2);
+  if (tr->n_pend >= 2) {
+    fprintf(stderr, "dflc: internal error: a third step enqueued before the first was collected\n");
+    return DFL_ERR;
+  }
+  for (int micro = 0; micro < tr->spec.accum; micro++) {
+    if ((rc = fill_micro(tr, &tokens))) return rc;
+    if ((rc = dfl_be_run(be, DFL_PH_STEP))) return rc;
+  }
+  /* The window's sums are read before the optimizer phase (which may reset its denominator),
+  ** the optimizer state after; the slot is complete once the step is. */
+  if ((rc = dfl_be_read_begin(be, slot)) || (rc = dfl_be_read_add(be, slot, tg->metrics_acc)) ||
+      (rc = dfl_be_read_add(be, slot, tg->loss_num_acc)) || (rc = dfl_be_read_add(be, slot, tg->loss_den_acc)) ||
+      (rc = dfl_be_run(be, 1u << DFL_PH_OPTIMIZER)) || (rc = dfl_be_read_add(be, slot, tg->opt_state)) ||
+      (rc = dfl_be_read_end(be, slot)) || (rc = dfl_be_zero(be, tg->metrics_acc)) ||
+      (rc = dfl_be_zero(be, tg->loss_num_acc)) || (rc = dfl_be_zero(be, tg->loss_den_acc)))
+    return rc;
   tr->step++;
   tr->tokens_seen += tokens;
+  tr->pend[tr->n_pend].step = tr->step;
+  tr->pend[tr->n_pend].tokens = tokens;
+  tr->pend[tr->n_pend].t0 = t0;
+  tr->n_pend++;
+  return DFL_OK;
+}
+
+int dfl_train_collect(dfl_trainer *tr, dfl_step_stats *st) {
+  const dfl_spec *s = &tr->spec;
+  int B = s->block_size, nm = DFL_METRIC_COUNT + 2 * B, rc;
+  if (tr->n_pend == 0) return DFL_ERR;
+  int64_t step = tr->pend[0].step;
+  int slot = (int)((step - 1) % 2);
+  float v[DFL_METRIC_COUNT + 2 * 64 + 2 + DFL_OPT_COUNT];
+  if ((rc = dfl_be_read_wait(&tr->be, slot, v))) return rc;
+  double t1 = now_s();
+  /* device memory: identical at every step after the first (nothing allocates in the loop) */
+  int64_t used = dfl_be_bytes_in_use(&tr->be);
+  if (step == 1) tr->mem_first = used;
+  else if (used >= 0) {
+    if (tr->mem_min == 0 || used < tr->mem_min) tr->mem_min = used;
+    if (used > tr->mem_max) tr->mem_max = used;
+  }
+  float num = v[nm], den = v[nm + 1];
+  memcpy(tr->metrics, v, sizeof(float) * (size_t)nm);
+  memcpy(tr->opt, v + nm + 2, sizeof tr->opt);
+  memset(st, 0, sizeof *st);
   double m[DFL_METRIC_COUNT + 2 * 64];
   for (int i = 0; i < nm && i < DFL_METRIC_COUNT + 2 * 64; i++) m[i] = tr->metrics[i];
-  st->step = tr->step;
+  st->step = step;
   st->B = B < 64 ? B : 64;
   st->loss = den > 0 ? (double)num / den : 0;
   metrics_ratios(m, st->B, &st->acc, &st->tau, &st->topk, st->acc_pos);
   st->lr = tr->opt[DFL_OPT_LR];
   st->gnorm = tr->opt[DFL_OPT_GNORM];
-  st->tokens = tokens;
-  st->seconds = now_s() - t0;
+  st->tokens = tr->pend[0].tokens;
+  /* a step's time: since the previous one completed (or since it was enqueued, if later) */
+  double from = tr->t_last > tr->pend[0].t0 ? tr->t_last : tr->pend[0].t0;
+  st->seconds = t1 - from;
+  tr->t_last = t1;
   st->sums[0] = num;
   st->sums[1] = den;
   for (int i = 0; i < nm && i < DFL_METRIC_COUNT + 2 * 64; i++) st->sums[2 + i] = m[i];
+  tr->pend[0] = tr->pend[1];
+  tr->n_pend--;
   return DFL_OK;
+}
+
+int dfl_train_step(dfl_trainer *tr, dfl_step_stats *st) {
+  int rc = dfl_train_enqueue(tr);
+  return rc ? rc : dfl_train_collect(tr, st);
 }
 
 int dfl_train_evaluate(dfl_trainer *tr, dfl_eval_stats *es) {
   if (!tr->has_eval) return DFL_ERR;
-  int rc = dfl_eval_sync(&tr->ev, &tr->tg.g, &tr->cpu, 0);
+  int rc = dfl_be_copy_weights(&tr->ev.be, &tr->be, 0);
   return rc ? rc : dfl_eval_run(&tr->ev, &tr->eval, es);
 }
 
@@ -477,8 +555,13 @@ int dfl_train_checkpoint(dfl_trainer *tr) {
   m.seed = tr->spec.seed;
   m.tokens_seen = tr->tokens_seen;
   if (!realpath(tr->spec.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", tr->spec.file);
-  return dfl_ckpt_save(root, &tr->tg.g, &tr->cpu, tr->tg.drafter.params, tr->tg.drafter.n_params, &m,
-                       tr->spec.ckpt_keep, tr->last_ckpt, sizeof tr->last_ckpt);
+  unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
+  dfl_cpu shadow, *h;
+  if (dfl_be_sync(&tr->be) || !(h = dfl_be_host(&tr->be, kinds, 1, &shadow))) return DFL_ERR;
+  int rc = dfl_ckpt_save(root, &tr->tg.g, h, tr->tg.drafter.params, tr->tg.drafter.n_params, &m,
+                         tr->spec.ckpt_keep, tr->last_ckpt, sizeof tr->last_ckpt);
+  dfl_be_host_done(&tr->be, h, 0);
+  return rc;
 }
 
 /* 12345 -> "12,345" */
@@ -525,6 +608,7 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   int nm = DFL_METRIC_COUNT + 2 * s->block_size;
   int64_t np = 0;
   for (int i = 0; i < tr->tg.drafter.n_params; i++) np += dfl_tensor_numel(&tr->tg.g.t[tr->tg.drafter.params[i]]);
+  fprintf(log, "backend: %s, precision %s\n", tr->be.name, s->precision == DFL_PREC_BF16 ? "bf16" : "fp32");
   fprintf(log, "train: %s, drafter %d layers (%.2fM params), batch %d x %d tokens, %d anchors x %d, accum %d, "
           "%" PRId64 " steps; memory %s %.1f MiB\n", s->file, s->drafter.layers, np / 1e6, tr->tg.batch,
           tr->tg.S, tr->tg.N, s->block_size, s->accum, s->steps, tr->planned ? "planned arena" : "unplanned",
@@ -542,9 +626,22 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   /* Progress lines report the window since the previous line. */
   double win[2 + DFL_METRIC_COUNT + 2 * 64] = {0}, win_tok = 0, win_t = 0;
   dfl_step_stats st;
-  while (tr->step < end) {
-    if ((rc = dfl_train_step(tr, &st))) {
-      fprintf(stderr, "dflc: step %" PRId64 " failed\n", tr->step + 1);
+  int ckpts = !tr->opts.no_ckpt;
+  /* Pipelined: step k+1 is enqueued before the metrics of step k are read, so the device never
+  ** waits for the host; a checkpoint step is a barrier (the state saved must be that step's). */
+  while (tr->step < end || tr->n_pend > 0) {
+    int64_t k = tr->step;
+    int barrier = ckpts && k > 0 && s->ckpt_every > 0 && k % s->ckpt_every == 0 && k < end;
+    if (k < end && tr->n_pend < 2 && !(barrier && tr->n_pend > 0)) {
+      if ((rc = dfl_train_enqueue(tr))) {
+        fprintf(stderr, "dflc: step %" PRId64 " failed\n", tr->step + 1);
+        return rc;
+      }
+      if (tr->n_pend < 2 && tr->step < end && !(ckpts && s->ckpt_every > 0 && tr->step % s->ckpt_every == 0))
+        continue;
+    }
+    if ((rc = dfl_train_collect(tr, &st))) {
+      fprintf(stderr, "dflc: step %" PRId64 " failed\n", tr->step);
       return rc;
     }
     if (!isfinite(st.loss)) {
@@ -559,13 +656,13 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
     for (int i = 0; i < 2 + nm && i < 2 + DFL_METRIC_COUNT + 2 * 64; i++) win[i] += st.sums[i];
     win_tok += st.tokens;
     win_t += st.seconds;
-    int at_ckpt = s->ckpt_every > 0 && tr->step % s->ckpt_every == 0 && tr->step < end;
-    if (!quiet && (tr->step == 1 || (s->log_every > 0 && tr->step % s->log_every == 0) || tr->step == end ||
+    int at_ckpt = ckpts && s->ckpt_every > 0 && st.step % s->ckpt_every == 0 && st.step < end;
+    if (!quiet && (st.step == 1 || (s->log_every > 0 && st.step % s->log_every == 0) || st.step == end ||
                    at_ckpt)) {
       double acc, tau, topk, pos[64];
       char tb[48];
       metrics_ratios(win + 2, st.B, &acc, &tau, &topk, pos);
-      fprintf(log, "step %" PRId64 "/%" PRId64 "  loss %.3f  acc %.3f", tr->step, s->steps,
+      fprintf(log, "step %" PRId64 "/%" PRId64 "  loss %.3f  acc %.3f", st.step, s->steps,
               win[1] > 0 ? win[0] / win[1] : 0.0, acc);
       print_pos(log, pos, st.B, 7);
       fprintf(log, "  tau %.2f  lr %.1e  gnorm %.2f  tok/s %s\n", tau, st.lr, st.gnorm,
@@ -582,8 +679,16 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
     }
   }
   fflush(tr->mjsonl);
-  if ((rc = dfl_train_checkpoint(tr))) return rc;
-  fprintf(log, "checkpoint: %s\n", tr->last_ckpt);
+  if ((rc = dfl_be_sync(&tr->be))) return rc;
+  if (tr->be.kind == DFL_BE_CUDA && tr->mem_max > 0)
+    fprintf(log, "device memory in use: %.1f MiB after step 1, %.1f .. %.1f MiB over steps 2..%" PRId64
+            " (backend arena %.1f MiB, plan %.1f MiB)\n", tr->mem_first / 1048576.0, tr->mem_min / 1048576.0,
+            tr->mem_max / 1048576.0, tr->step, tr->be.arena_bytes / 1048576.0,
+            tr->planned ? tr->plan.arena_bytes / 1048576.0 : 0.0);
+  if (ckpts) {
+    if ((rc = dfl_train_checkpoint(tr))) return rc;
+    fprintf(log, "checkpoint: %s\n", tr->last_ckpt);
+  }
   if (tr->has_eval) {
     if ((rc = do_eval(tr, &es, log))) return rc;
     if (last) *last = es;
@@ -592,10 +697,14 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
     char dir[DFL_PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/drafter", tr->out_dir);
     dfl_ckpt_params view;
-    if ((rc = dfl_train_params_view(&tr->tg, &tr->cpu, &view))) return rc;
-    rc = dfl_train_export_params(&tr->spec, &view, dir);
-    if (rc == DFL_OK) rc = dfl_train_verify_params(&tr->spec, &view, dir);
-    dfl_train_params_view_free(&view);
+    dfl_cpu shadow, *h = dfl_be_host(&tr->be, DFL_KIND_BIT(DFL_T_PARAM), 1, &shadow);
+    if (!h) return DFL_ENOMEM;
+    if ((rc = dfl_train_params_view(&tr->tg, h, &view)) == DFL_OK) {
+      rc = dfl_train_export_params(&tr->spec, &view, dir);
+      if (rc == DFL_OK) rc = dfl_train_verify_params(&tr->spec, &view, dir);
+      dfl_train_params_view_free(&view);
+    }
+    dfl_be_host_done(&tr->be, h, 0);
     if (rc) return rc;
     fprintf(log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
   }

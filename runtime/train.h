@@ -3,8 +3,9 @@
 ** and the glue to checkpoints and export.
 **
 ** The trainer owns everything a run needs, allocated once in dfl_train_open: the training graph
-** and its memory plan, the CPU backend state, the datasets, the host staging buffers. A step
-** never allocates. The run is a pure function of (spec, data, seed): the data order comes from
+** and its memory plan, the backend (CPU reference or CUDA, runtime/backend.h), the datasets, the
+** host staging buffers. A step never allocates; on the GPU it never waits except for the metrics
+** of the previous step (dfl_train_enqueue / dfl_train_collect). The run is a pure function of (spec, data, seed): the data order comes from
 ** (seed, epoch), anchors from one RNG seeded from the spec seed whose state is checkpointed, so
 ** resuming from a checkpoint continues bit-exactly.
 */
@@ -17,7 +18,10 @@
 #include "models/models.h"
 #include "compiler/plan.h"
 #include "runtime/cpu.h"
+#include "runtime/backend.h"
 #include "runtime/data.h"
+
+enum { DFL_TRAIN_BE_AUTO = 0, DFL_TRAIN_BE_CPU = 1, DFL_TRAIN_BE_CUDA = 2 };
 
 typedef struct dfl_train_opts {
   int64_t steps;          /* total optimizer steps (the schedule's length); <= 0: the spec's */
@@ -29,6 +33,10 @@ typedef struct dfl_train_opts {
   int no_eval;            /* skip evaluations */
   int no_export;          /* skip the final export */
   int unplanned;          /* run without the memory plan (debug) */
+  int backend;            /* DFL_TRAIN_BE_AUTO (the spec's device; CPU when no GPU is usable),
+                          ** DFL_TRAIN_BE_CPU (--cpu) or DFL_TRAIN_BE_CUDA (--cuda: a GPU or an error) */
+  int fp32;               /* --fp32: precision and target dtype fp32 (verification) */
+  int no_ckpt;            /* no checkpoints (benchmarks) */
   FILE *log;              /* progress lines; NULL = stdout */
 } dfl_train_opts;
 
@@ -61,7 +69,8 @@ typedef struct dfl_evaluator {
   dfl_train_graph eg;
   dfl_plan plan;
   int planned;
-  dfl_cpu cpu;
+  dfl_cpu cpu;                 /* CPU backend state (unused on the GPU) */
+  dfl_backend be;
   int ready;
   int *rows;
 } dfl_evaluator;
@@ -73,8 +82,10 @@ typedef struct dfl_trainer {
   dfl_train_graph tg;
   dfl_plan plan;
   int planned;
-  dfl_cpu cpu;
+  dfl_cpu cpu;                 /* CPU backend state (unused on the GPU) */
+  dfl_backend be;
   dfl_dataset train, eval;
+  int random_data;             /* data format random: synthetic ids, every token supervised */
   int has_eval;
   dfl_evaluator ev;
   /* data position and randomness: all of it is in the checkpoint */
@@ -88,6 +99,12 @@ typedef struct dfl_trainer {
   float *metrics;              /* DFL_METRIC_COUNT + 2*B */
   float opt[DFL_OPT_COUNT];
   FILE *mjsonl;                /* out_dir/metrics.jsonl */
+  /* steps enqueued whose metrics are not read yet (at most 2: read slot = step % 2) */
+  struct { int64_t step; double tokens, t0; } pend[2];
+  int n_pend;
+  double t_last;               /* when the previous step's metrics were collected */
+  int64_t mem_min, mem_max;    /* device bytes in use sampled at every step after the first */
+  int64_t mem_first;
   char last_ckpt[DFL_PATH_MAX];
 } dfl_trainer;
 
@@ -97,8 +114,12 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
 void dfl_train_close(dfl_trainer *tr);
 
 /* One optimizer step: `accum` micro-steps (next rows, pack, anchors, forward+backward), then the
-** optimizer. Fills *st. */
+** optimizer. Fills *st. (= dfl_train_enqueue + dfl_train_collect) */
 int dfl_train_step(dfl_trainer *tr, dfl_step_stats *st);
+/* Enqueue the next optimizer step (asynchronous on the GPU); at most two may be pending. */
+int dfl_train_enqueue(dfl_trainer *tr);
+/* Wait for the oldest pending step's metrics and fill *st. DFL_ERR when none is pending. */
+int dfl_train_collect(dfl_trainer *tr, dfl_step_stats *st);
 
 /* Evaluate the current drafter on the eval file (whole file, anchors from a fixed seed). */
 int dfl_train_evaluate(dfl_trainer *tr, dfl_eval_stats *es);
@@ -121,9 +142,14 @@ void dfl_train_set_threads(int n);
 ** spec->init_seed. Masters are set equal to the params. */
 int dfl_train_load_weights(const dfl_spec *s, dfl_cpu *c, const char *drafter_dir);
 
+/* The drafter half of dfl_train_load_weights: PARAMs from drafter_dir or the fresh init (no masters). */
+int dfl_train_load_drafter(const dfl_spec *s, dfl_cpu *c, const char *drafter_dir);
+
 /* Evaluator: the eval graph of `s`, weights copied from a training graph with dfl_eval_sync or
-** loaded with dfl_train_load_weights. */
+** loaded with dfl_train_load_weights. On the CPU backend. */
 int dfl_eval_open(dfl_evaluator *ev, const dfl_spec *s);
+/* Same on backend kind (DFL_BE_CPU / DFL_BE_CUDA); weights with dfl_be_load_weights(&ev->be, ..). */
+int dfl_eval_open_on(dfl_evaluator *ev, const dfl_spec *s, dfl_backend_kind kind);
 void dfl_eval_close(dfl_evaluator *ev);
 /* Copy FROZEN (when frozen != 0) and PARAM tensors of `g`/`c` into the evaluator by name. */
 int dfl_eval_sync(dfl_evaluator *ev, const dfl_graph *g, dfl_cpu *c, int frozen);

@@ -1,0 +1,287 @@
+/*
+** backend_cuda.c: the trainer's backend interface (backend.h) on the CUDA backend (cuda.h).
+**
+** Everything the loop touches is set up here once: pinned staging for the INPUT tensors (two
+** slots, so the host fills micro-step k+1 while the copy of k may still be queued), pinned read
+** slots with one event each, the captured phase graphs (on first use, by dfl_cuda_run). In the
+** loop: memcpyAsync from pinned staging, graph launches, memsetAsync, memcpyAsync to pinned read
+** slots and event records: no allocation, no free, and the only waits are on events.
+*/
+#include "runtime/backend.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+
+#include "runtime/cuda.h"
+#include "runtime/data.h"
+
+#define CK(call)                                                                                     \
+  do {                                                                                               \
+    cudaError_t e_ = (call);                                                                         \
+    if (e_ != cudaSuccess) {                                                                         \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
+      return DFL_ERR;                                                                                \
+    }                                                                                                \
+  } while (0)
+
+#define MAX_IN 8
+
+typedef struct cuda_be {
+  dfl_cuda c;
+  cudaStream_t stream;
+  int in_t[MAX_IN], n_in;
+  void *in_host[2][MAX_IN];     /* pinned */
+  cudaEvent_t in_ev[2];
+  int in_slot, in_used[2];
+  char *rd_host[DFL_BE_READ_SLOTS]; /* pinned, raw bytes of the snapshotted tensors */
+  size_t rd_off[DFL_BE_READ_SLOTS];
+  cudaEvent_t rd_ev[DFL_BE_READ_SLOTS];
+} cuda_be;
+
+static cuda_be *CB(dfl_backend *b) { return (cuda_be *)b->impl; }
+
+int dfl_be_cuda_available(void) { return dfl_cuda_available(); }
+
+static int64_t mem_used(void) {
+  size_t fr = 0, tot = 0;
+  if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;
+  return (int64_t)(tot - fr);
+}
+
+static int cb_set_f(dfl_backend *b, int t, const float *s, int64_t n) { return dfl_cuda_set_f(&CB(b)->c, t, s, n); }
+static int cb_get_f(dfl_backend *b, int t, float *d, int64_t n) { return dfl_cuda_get_f(&CB(b)->c, t, d, n); }
+
+static int32_t *cb_input(dfl_backend *b, int t) {
+  cuda_be *cb = CB(b);
+  int s = cb->in_slot;
+  if (!cb->in_used[s]) {
+    /* first fill of this slot since its last copy: wait until that copy has left it */
+    if (cudaEventSynchronize(cb->in_ev[s]) != cudaSuccess) return NULL;
+    cb->in_used[s] = 1;
+  }
+  for (int i = 0; i < cb->n_in; i++)
+    if (cb->in_t[i] == t) return cb->in_host[s][i];
+  fprintf(stderr, "dflc: cuda backend: tensor %s is not a registered input\n", b->g->t[t].name);
+  return NULL;
+}
+
+static int cb_commit(dfl_backend *b) {
+  cuda_be *cb = CB(b);
+  int s = cb->in_slot;
+  for (int i = 0; i < cb->n_in; i++) {
+    int t = cb->in_t[i];
+    CK(cudaMemcpyAsync(cb->c.ptr[t], cb->in_host[s][i], (size_t)dfl_tensor_bytes(&b->g->t[t]),
+                       cudaMemcpyHostToDevice, cb->stream));
+  }
+  CK(cudaEventRecord(cb->in_ev[s], cb->stream));
+  cb->in_used[s] = 0;
+  cb->in_slot = 1 - s;
+  return DFL_OK;
+}
+
+static int cb_run(dfl_backend *b, unsigned mask) { return dfl_cuda_run(&CB(b)->c, mask); }
+
+static int cb_zero(dfl_backend *b, int t) {
+  cuda_be *cb = CB(b);
+  CK(cudaMemsetAsync(cb->c.ptr[t], 0, (size_t)dfl_tensor_bytes(&b->g->t[t]), cb->stream));
+  return DFL_OK;
+}
+
+static int cb_read_add(dfl_backend *b, int slot, int t) {
+  cuda_be *cb = CB(b);
+  size_t nb = (size_t)dfl_tensor_bytes(&b->g->t[t]);
+  if (b->read_n[slot] == 1) cb->rd_off[slot] = 0;
+  if (cb->rd_off[slot] + nb > DFL_BE_READ_MAX * 8) return DFL_ESHAPE;
+  CK(cudaMemcpyAsync(cb->rd_host[slot] + cb->rd_off[slot], cb->c.ptr[t], nb, cudaMemcpyDeviceToHost, cb->stream));
+  cb->rd_off[slot] += nb;
+  return DFL_OK;
+}
+
+static int cb_read_end(dfl_backend *b, int slot) {
+  CK(cudaEventRecord(CB(b)->rd_ev[slot], CB(b)->stream));
+  return DFL_OK;
+}
+
+static float widen(const char *p, dfl_dtype d) {
+  if (d == DFL_BF16) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    uint32_t u = (uint32_t)v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  if (d == DFL_I32) { int32_t v; memcpy(&v, p, 4); return (float)v; }
+  if (d == DFL_F64) { double v; memcpy(&v, p, 8); return (float)v; }
+  float f;
+  memcpy(&f, p, 4);
+  return f;
+}
+
+static int cb_read_wait(dfl_backend *b, int slot, float *dst) {
+  cuda_be *cb = CB(b);
+  CK(cudaEventSynchronize(cb->rd_ev[slot]));
+  const char *p = cb->rd_host[slot];
+  int k = 0;
+  for (int i = 0; i < b->read_n[slot]; i++) {
+    const dfl_tensor *t = &b->g->t[b->read_t[slot][i]];
+    int64_t n = dfl_tensor_numel(t);
+    size_t es = dfl_dtype_size(t->dtype);
+    for (int64_t j = 0; j < n; j++, p += es) dst[k++] = widen(p, t->dtype);
+  }
+  return DFL_OK;
+}
+
+static int cb_sync(dfl_backend *b) { return dfl_cuda_sync(&CB(b)->c); }
+static int64_t cb_bytes(dfl_backend *b) { (void)b; return mem_used(); }
+
+static void cb_close(dfl_backend *b) {
+  cuda_be *cb = CB(b);
+  if (!cb) return;
+  if (cb->c.impl) dfl_cuda_sync(&cb->c);
+  for (int s = 0; s < 2; s++) {
+    for (int i = 0; i < cb->n_in; i++)
+      if (cb->in_host[s][i]) cudaFreeHost(cb->in_host[s][i]);
+    if (cb->in_ev[s]) cudaEventDestroy(cb->in_ev[s]);
+  }
+  for (int s = 0; s < DFL_BE_READ_SLOTS; s++) {
+    if (cb->rd_host[s]) cudaFreeHost(cb->rd_host[s]);
+    if (cb->rd_ev[s]) cudaEventDestroy(cb->rd_ev[s]);
+  }
+  if (cb->c.g) dfl_cuda_free(&cb->c);
+  free(cb);
+  b->impl = NULL;
+}
+
+static const dfl_backend_vt cuda_vt = {cb_set_f, cb_get_f, cb_input, cb_commit, cb_run, cb_zero, cb_read_add,
+                                       cb_read_end, cb_read_wait, cb_sync, cb_bytes, cb_close};
+
+int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs) {
+  memset(b, 0, sizeof *b);
+  if (n_inputs > MAX_IN) return DFL_ERR;
+  if (!dfl_cuda_available()) {
+    fprintf(stderr, "dflc: no CUDA device is available: run on a GPU machine, or pass --cpu to train on the CPU\n");
+    return DFL_ERR;
+  }
+  cuda_be *cb = calloc(1, sizeof *cb);
+  if (!cb) return DFL_ENOMEM;
+  b->impl = cb;
+  b->kind = DFL_BE_CUDA;
+  b->name = "cuda";
+  b->g = g;
+  b->vt = &cuda_vt;
+  CK(cudaSetDevice(0));
+  CK(cudaFree(0));            /* create the context first, so that mem_before excludes it */
+  b->mem_before = mem_used();
+  int rc = dfl_cuda_init(&cb->c, g, plan, NULL);
+  if (rc) {
+    cb_close(b);
+    return rc;
+  }
+  b->arena_bytes = (int64_t)cb->c.arena_bytes;
+  cb->stream = (cudaStream_t)dfl_cuda_stream(&cb->c);
+  cb->n_in = n_inputs;
+  for (int s = 0; s < 2; s++) {
+    for (int i = 0; i < n_inputs; i++) {
+      cb->in_t[i] = inputs[i];
+      CK(cudaMallocHost(&cb->in_host[s][i], (size_t)dfl_tensor_bytes(&g->t[inputs[i]])));
+    }
+    CK(cudaEventCreateWithFlags(&cb->in_ev[s], cudaEventDisableTiming));
+    CK(cudaEventRecord(cb->in_ev[s], cb->stream));
+  }
+  for (int s = 0; s < DFL_BE_READ_SLOTS; s++) {
+    CK(cudaMallocHost((void **)&cb->rd_host[s], DFL_BE_READ_MAX * 8));
+    CK(cudaEventCreateWithFlags(&cb->rd_ev[s], cudaEventDisableTiming));
+  }
+  return DFL_OK;
+}
+
+/* --- seeded random weights, generated by host threads straight into the arena --- */
+
+typedef struct init_job {
+  dfl_backend *b;
+  unsigned kinds;
+  uint64_t seed;
+  double std;
+  int next;                    /* next tensor to take */
+  int rc;
+  pthread_mutex_t mu;
+} init_job;
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
+  return h;
+}
+
+/* Values exactly as dfl_weights_init (models/weights.c) draws them: one stream per tensor seeded
+** from (seed, name), 1-D tensors = 1; then rounded to the tensor's dtype as dfl_cuda_set_f does. */
+static void *init_worker(void *arg) {
+  init_job *j = arg;
+  const dfl_graph *g = j->b->g;
+  cuda_be *cb = CB(j->b);
+  for (;;) {
+    pthread_mutex_lock(&j->mu);
+    int t = j->next;
+    while (t < g->nt && (!(j->kinds & (1u << g->t[t].kind)) || g->t[t].dtype == DFL_I32 || g->t[t].dtype == DFL_I64))
+      t++;
+    j->next = t + 1;
+    int stop = t >= g->nt || j->rc;
+    pthread_mutex_unlock(&j->mu);
+    if (stop) return NULL;
+    const dfl_tensor *tt = &g->t[t];
+    int64_t n = dfl_tensor_numel(tt);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    int rc = v ? DFL_OK : DFL_ENOMEM;
+    if (v) {
+      dfl_rng r;
+      dfl_rng_seed(&r, j->seed ^ fnv1a(tt->name));
+      for (int64_t i = 0; i < n; i++) v[i] = tt->ndim == 1 ? 1.0f : (float)(j->std * (double)dfl_rng_normal(&r));
+      if (tt->dtype == DFL_BF16) {  /* in place: element i goes to bytes [2i, 2i+2), already read */
+        uint16_t *h = (uint16_t *)v;
+        for (int64_t i = 0; i < n; i++) {
+          float x = dfl_bf16_round(v[i]);
+          uint32_t u;
+          memcpy(&u, &x, 4);
+          h[i] = (uint16_t)(u >> 16);
+        }
+      }
+      if (cudaMemcpy(cb->c.ptr[t], v, (size_t)dfl_tensor_bytes(tt), cudaMemcpyHostToDevice) != cudaSuccess) rc = DFL_ERR;
+      free(v);
+    }
+    if (rc) {
+      pthread_mutex_lock(&j->mu);
+      j->rc = rc;
+      pthread_mutex_unlock(&j->mu);
+    }
+  }
+}
+
+int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, double std) {
+  init_job j = {.b = b, .kinds = kinds, .seed = seed, .std = std};
+  pthread_mutex_init(&j.mu, NULL);
+  for (int t = 0; t < b->g->nt; t++) {
+    dfl_dtype d = b->g->t[t].dtype;
+    if ((kinds & (1u << b->g->t[t].kind)) && d != DFL_BF16 && d != DFL_F32 && d != DFL_I32 && d != DFL_I64) {
+      fprintf(stderr, "dflc: random init of %s: unsupported dtype\n", b->g->t[t].name);
+      return DFL_ERR;
+    }
+  }
+  CK(cudaStreamSynchronize(CB(b)->stream));
+  enum { NT = 16 };
+  pthread_t th[NT];
+  int nt = 0;
+  for (; nt < NT; nt++)
+    if (pthread_create(&th[nt], NULL, init_worker, &j)) break;
+  if (nt == 0) init_worker(&j);
+  for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+  pthread_mutex_destroy(&j.mu);
+  if (j.rc) fprintf(stderr, "dflc: random initialisation of the target weights failed\n");
+  return j.rc;
+}
+
+/* For the benchmark: the CUDA state under the interface. */
+dfl_cuda *dfl_be_cuda_state(dfl_backend *b) { return b->kind == DFL_BE_CUDA ? &CB(b)->c : NULL; }
