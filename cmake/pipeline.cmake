@@ -8,6 +8,14 @@ add_library(dfl_pipeline STATIC
   ${CMAKE_SOURCE_DIR}/runtime/launch.c
   ${CMAKE_SOURCE_DIR}/runtime/diag.c)
 target_link_libraries(dfl_pipeline PUBLIC dfl_models Threads::Threads ${CMAKE_DL_LIBS} m)
+# GPU devices (runtime/pipeline_gpu.c: device queue slots, events) when the CUDA backend is built;
+# dfl_cuda is defined later (cuda.cmake), resolved at generate time.
+find_package(CUDAToolkit QUIET)
+if(CUDAToolkit_FOUND)
+  target_sources(dfl_pipeline PRIVATE ${CMAKE_SOURCE_DIR}/runtime/pipeline_gpu.c)
+  target_compile_definitions(dfl_pipeline PRIVATE DFL_HAVE_CUDA)
+  target_link_libraries(dfl_pipeline PUBLIC dfl_cuda)
+endif()
 # nccl.h only to check the few NCCL types collective.c declares itself; never linked.
 find_path(DFL_NCCL_INCLUDE nccl.h PATHS /usr/local/cuda/include /usr/include NO_DEFAULT_PATH)
 if(DFL_NCCL_INCLUDE)
@@ -20,6 +28,16 @@ foreach(t queue collective launch diag pipeline_equiv pipeline_faults)
     dfl_add_test(test_pipeline_${t} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
   endif()
 endforeach()
+# GPU (SKIP 77 without one): split target/drafter logical devices on one GPU vs the single-device
+# GPU trainer, diagnostics, and 2 NCCL replicas in 2 processes on 2 GPUs. Static OpenBLAS, as
+# dflc_gpu (the GPU machine has none).
+if(TARGET dflc_gpu)
+  dfl_add_test(test_pipeline_gpu SOURCES tests/pipeline/test_pipeline_gpu.c
+               LIBS ${DFL_OPENBLAS_STATIC} dfl_pipeline dfl_cuda LABELS pipeline_gpu)
+  target_link_options(test_pipeline_gpu PRIVATE -Wl,--as-needed -Wl,--undefined=cblas_sgemm
+                      -Wl,--undefined=cblas_dgemm -Wl,--undefined=openblas_set_num_threads)
+  set_tests_properties(test_pipeline_gpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
 # `dflc check` and `dflc plan` accept the 2 target + 2 drafter example
 foreach(cmd check plan)
   add_test(NAME pipeline_example_${cmd} COMMAND $<TARGET_FILE:dflc> ${cmd} examples/nano-pipeline.dfl

@@ -71,7 +71,12 @@ int dfl_coll_init_cpu(dfl_coll *c, int world) {
 }
 
 void dfl_coll_free(dfl_coll *c) {
-  if (c->kind == DFL_COLL_CPU && c->seg_ptr) dfl_barrier_free(&c->bar);
+  if (c->seg_ptr) dfl_barrier_free(&c->bar);
+  /* communicators first: NCCL's proxy threads must be gone before the library is unloaded */
+  typedef int (*destroy_fn)(void *);
+  destroy_fn destroy = c->nccl && c->comms ? (destroy_fn)dlsym(c->nccl, "ncclCommDestroy") : NULL;
+  for (int i = 0; destroy && i < c->n_local; i++)
+    if (c->comms[i]) destroy(c->comms[i]);
   free(c->seg_ptr);
   free(c->seg_len);
   free(c->n_segs);

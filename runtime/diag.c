@@ -109,7 +109,7 @@ dfl_bound dfl_diag_report(dfl_diag *d, int64_t step, FILE *log, FILE *jsonl, dfl
     dfl_diag_dev *v = &d->dev[i];
     v->t[v->state] += t - v->since;
     v->since = t;
-    if (d->mem_fn) v->mem_bytes = d->mem_fn(d->mem_ctx, i);
+    if (d->mem_fn && v->role != DFL_DR_LOADER) v->mem_bytes = d->mem_fn(d->mem_ctx, i);   /* the loader holds none */
     snap[i] = *v;
     memset(v->t, 0, sizeof v->t);
     v->items = 0;

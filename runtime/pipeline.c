@@ -14,10 +14,16 @@
 #include <time.h>
 
 #include "compiler/plan.h"
+#include "runtime/backend.h"
 #include "runtime/checkpoint.h"
 #include "runtime/collective.h"
+#include "models/weights.h"
+#include "runtime/launch.h"
 #include "runtime/queue.h"
 #include "runtime/train_export.h"
+#ifdef DFL_HAVE_CUDA
+#include "runtime/pipeline_gpu.h"
+#endif
 
 enum { F_IDS = 0, F_MASK, F_ANCHORS, F_KEEP, F_FEATURES };   /* slot fields */
 enum { R_LOADER = 0, R_TARGET, R_DRAFTER };
@@ -45,6 +51,12 @@ typedef struct dev_s {
   dfl_plan plan;
   int planned;
   dfl_cpu cpu;
+  /* GPU devices: a CUDA backend of their own (arena, stream, captured graphs) */
+  int gpu;
+  dfl_backend be;
+  int be_open;
+  float *tok_dev;            /* the step's token count as an all-reduce segment (NCCL) */
+  float **dsegs;             /* device pointers of the all-reduce segments (NCCL) */
   int ready;
   double fault_ms;
   int32_t *stage;            /* target: mask, anchors, keep of the micro-batch in flight */
@@ -65,6 +77,11 @@ struct pipe_s {
   loader_snap *snaps;        /* position after the last micro-batch of step k, k = 0..steps */
   dfl_queue pre, hq;
   int has_hq;
+  int gpu;                   /* the devices are GPUs (each a CUDA backend) */
+  struct dfl_gq *gq;         /* device slots of the hidden-state queue (GPU split) */
+  int procs, rank;           /* one process per GPU (NCCL): world size, this process's replica */
+  unsigned char nccl_id[DFL_NCCL_ID_BYTES];
+  int32_t *skip;             /* loader scratch for the other processes' slices */
   dfl_coll coll;
   dfl_diag diag;
   dev_s *dev;                /* targets first (split), then drafters */
@@ -135,6 +152,37 @@ static double fault_for(const char *f, const char *role, int idx) {
   return one > 0 ? one : all;
 }
 
+/* One process per GPU: this process's rings carry only its own slices k = rank (mod N), numbered
+** k / N; in one process the ring sequence is the global micro-batch number. */
+static int64_t ring_seq(const pipe_s *p, int64_t k) { return p->procs > 1 ? k / p->N : k; }
+
+/* Slot k of q, to read or to write; the wait shows in the device's diagnostics state. */
+static dfl_slot *wait_slot(pipe_s *p, dev_s *d, dfl_queue *q, int64_t k, int write) {
+  dfl_diag_set(&p->diag, d->diag_id, write ? DFL_DS_WAIT_OUT : DFL_DS_WAIT_IN);
+  dfl_slot *sl = write ? dfl_queue_acquire_write(q, k) : dfl_queue_acquire_read(q, k);
+  dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
+  return sl;
+}
+
+/* One micro-batch's ids, loss mask, anchors and keep flags out of a slot / into a slot. */
+static void batch_from_slot(const pipe_s *p, const dfl_slot *in, int32_t *ids, int32_t *mask, int32_t *anc,
+                            int32_t *keep) {
+  size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
+  memcpy(ids, in->field[F_IDS], R * 4);
+  memcpy(mask, in->field[F_MASK], R * 4);
+  memcpy(anc, in->field[F_ANCHORS], RA * 4);
+  memcpy(keep, in->field[F_KEEP], RA * 4);
+}
+
+static void batch_to_slot(const pipe_s *p, dfl_slot *out, const int32_t *ids, const int32_t *mask,
+                          const int32_t *anc, const int32_t *keep) {
+  size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
+  memcpy(out->field[F_IDS], ids, R * 4);
+  memcpy(out->field[F_MASK], mask, R * 4);
+  memcpy(out->field[F_ANCHORS], anc, RA * 4);
+  memcpy(out->field[F_KEEP], keep, RA * 4);
+}
+
 /* --- loader --- */
 
 static void next_rows(pipe_s *p, int *rows, double *tokens) {
@@ -160,28 +208,31 @@ static void *loader_main(void *arg) {
     return NULL;
   }
   p->snaps[0] = p->ld;
+  size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
   for (int64_t k = 0; k < p->total; k++) {
-    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_WAIT_OUT);
-    dfl_slot *sl = dfl_queue_acquire_write(&p->pre, k);
-    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
-    if (!sl) {
+    /* another process's slice: drawn all the same (the RNG and the cursor walk every slice) */
+    int mine = p->procs <= 1 || k % p->N == p->rank;
+    dfl_slot *sl = mine ? wait_slot(p, d, &p->pre, ring_seq(p, k), 1) : NULL;
+    if (mine && !sl) {
       d->rc = DFL_ERR;
       break;
     }
+    void *f_ids = mine ? sl->field[F_IDS] : p->skip, *f_mask = mine ? sl->field[F_MASK] : p->skip + R;
+    void *f_anc = mine ? sl->field[F_ANCHORS] : p->skip + 2 * R, *f_keep = mine ? sl->field[F_KEEP] : p->skip + 2 * R + RA;
     sleep_ms(p->fault_loader);
     double tokens = 0;
     next_rows(p, rows, &tokens);
     /* Slices of one global micro-step are drawn in order with the one anchor RNG: the same rows
     ** and anchors the single-device trainer draws for its batch of N slices. */
-    dfl_data_pack(&p->train, rows, p->b, p->S, sl->field[F_IDS], sl->field[F_MASK]);
-    if (dfl_anchors_sample(sl->field[F_MASK], p->b, p->S, p->NA, &p->ld.rng, sl->field[F_ANCHORS],
-                           sl->field[F_KEEP]) < 0) {
+    dfl_data_pack(&p->train, rows, p->b, p->S, f_ids, f_mask);
+    if (dfl_anchors_sample(f_mask, p->b, p->S, p->NA, &p->ld.rng, f_anc, f_keep) < 0) {
       d->rc = DFL_ENOMEM;
       break;
     }
-    sl->tokens = tokens;
     p->ld.tokens += tokens;
     if ((k + 1) % ((int64_t)p->A * p->N) == 0) p->snaps[(k + 1) / ((int64_t)p->A * p->N)] = p->ld;
+    if (!mine) continue;
+    sl->tokens = tokens;
     if (dfl_queue_commit(&p->pre, sl)) {
       d->rc = DFL_ERR;
       break;
@@ -200,40 +251,44 @@ static void *target_main(void *arg) {
   pipe_s *p = d->p;
   size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
   int32_t *mask = d->stage, *anc = mask + R, *keep = anc + RA;
-  int32_t *ids = dfl_cpu_i32(&d->cpu, d->t_ids);
-  const float *feat = dfl_cpu_f32(&d->cpu, d->t_features);
-  size_t fbytes = p->hq.field_bytes[F_FEATURES];
+  int32_t *ids = d->gpu ? NULL : dfl_cpu_i32(&d->cpu, d->t_ids);
+  const float *feat = d->gpu ? NULL : dfl_cpu_f32(&d->cpu, d->t_features);
+  size_t fbytes = d->gpu ? 0 : p->hq.field_bytes[F_FEATURES];
   for (int64_t k = d->idx; k < p->total && !d->rc; k += p->M) {
-    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_WAIT_IN);
-    dfl_slot *in = dfl_queue_acquire_read(&p->pre, k);
-    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
+    dfl_slot *in = wait_slot(p, d, &p->pre, k, 0);
     if (!in) {
       d->rc = DFL_ERR;
       break;
     }
-    memcpy(ids, in->field[F_IDS], R * 4);
-    memcpy(mask, in->field[F_MASK], R * 4);
-    memcpy(anc, in->field[F_ANCHORS], RA * 4);
-    memcpy(keep, in->field[F_KEEP], RA * 4);
+    /* GPU: the ids go through the backend's pinned staging (double-buffered, async copy) */
+    if (d->gpu && !(ids = dfl_be_input_i32(&d->be, d->t_ids))) {
+      d->rc = DFL_ERR;
+      break;
+    }
+    batch_from_slot(p, in, ids, mask, anc, keep);
     double tokens = in->tokens;
     if (dfl_queue_release(&p->pre, in)) {
       d->rc = DFL_ERR;
       break;
     }
     sleep_ms(d->fault_ms);
-    if ((d->rc = dfl_cpu_run(&d->cpu, DFL_PH_ALL))) break;
-    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_WAIT_OUT);
-    dfl_slot *out = dfl_queue_acquire_write(&p->hq, k);
-    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
+    if (d->gpu) {
+      if ((d->rc = dfl_be_commit_inputs(&d->be)) || (d->rc = dfl_be_run(&d->be, DFL_PH_ALL))) break;
+    } else if ((d->rc = dfl_cpu_run(&d->cpu, DFL_PH_ALL))) {
+      break;
+    }
+    dfl_slot *out = wait_slot(p, d, &p->hq, k, 1);
     if (!out) {
       d->rc = DFL_ERR;
       break;
     }
-    memcpy(out->field[F_FEATURES], feat, fbytes);
-    memcpy(out->field[F_IDS], ids, R * 4);
-    memcpy(out->field[F_MASK], mask, R * 4);
-    memcpy(out->field[F_ANCHORS], anc, RA * 4);
-    memcpy(out->field[F_KEEP], keep, RA * 4);
+#ifdef DFL_HAVE_CUDA
+    /* enqueued after the forward on this device's stream, after the slot's previous reader */
+    if (d->gpu && (d->rc = dfl_gq_put(p->gq, out->index, dfl_gpu_stream(&d->be), dfl_gpu_ptr(&d->be, d->t_features))))
+      break;
+#endif
+    if (!d->gpu) memcpy(out->field[F_FEATURES], feat, fbytes);
+    batch_to_slot(p, out, ids, mask, anc, keep);
     out->tokens = tokens;
     out->producer = d->idx;
     if (dfl_queue_commit(&p->hq, out)) {
@@ -263,6 +318,17 @@ static void ratios(const double *m, int B, dfl_step_stats *st) {
   }
 }
 
+/* A host view of a replica's drafter state: its own buffers on the CPU, a pulled shadow on a GPU. */
+static dfl_cpu *host_view(dev_s *d, dfl_cpu *shadow) {
+  if (!d->gpu) return &d->cpu;
+  if (dfl_be_sync(&d->be)) return NULL;
+  return dfl_be_host(&d->be, DFL_KIND_BIT(DFL_T_PARAM) | DFL_KIND_BIT(DFL_T_STATE), 1, shadow);
+}
+
+static void host_view_done(dev_s *d, dfl_cpu *h) {
+  if (d->gpu && h) dfl_be_host_done(&d->be, h, 0);
+}
+
 static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   char root[DFL_PATH_MAX + 8];
   dfl_ckpt_meta m;
@@ -278,8 +344,12 @@ static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   m.seed = p->s.seed;
   m.tokens_seen = ls->tokens;
   if (!realpath(p->s.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", p->s.file);
-  return dfl_ckpt_save(root, &d->tg.g, &d->cpu, d->tg.drafter.params, d->tg.drafter.n_params, &m, p->s.ckpt_keep,
-                       p->res->ckpt, sizeof p->res->ckpt);
+  dfl_cpu shadow, *h = host_view(d, &shadow);
+  if (!h) return DFL_ERR;
+  int rc = dfl_ckpt_save(root, &d->tg.g, h, d->tg.drafter.params, d->tg.drafter.n_params, &m, p->s.ckpt_keep,
+                         p->res->ckpt, sizeof p->res->ckpt);
+  host_view_done(d, h);
+  return rc;
 }
 
 /* Rank 0 after each optimizer step: metrics line, progress line, diagnostics, checkpoint. */
@@ -322,12 +392,50 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
     snprintf(p->res->last_verdict, sizeof p->res->last_verdict, "%s", v);
     if (p->o.on_diag) p->o.on_diag(p->o.ctx, step, b, v);
   }
-  if (!p->o.no_ckpt && p->s.ckpt_every > 0 && step % p->s.ckpt_every == 0 && step < p->steps) {
+  if (!p->o.no_ckpt && p->rank == 0 && p->s.ckpt_every > 0 && step % p->s.ckpt_every == 0 && step < p->steps) {
     int rc = checkpoint(p, d, step);
     if (rc) return rc;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);
   }
   return DFL_OK;
+}
+
+/* GPU replica, after its accum micro-steps are enqueued: all-reduce (NCCL, one process per GPU),
+** then the sums are snapshotted before the optimizer phase and its state after, as the trainer
+** does; one wait per optimizer step for those few floats. */
+static int gpu_optimizer_step(pipe_s *p, dev_s *d, float *sums, int nm, float *tokens, float *opt) {
+#ifdef DFL_HAVE_CUDA
+  dfl_train_graph *tg = &d->tg;
+  dfl_backend *be = &d->be;
+  void *st = dfl_gpu_stream(be);
+  int rc;
+  if (p->procs > 1) {
+    char err[256];
+    if ((rc = dfl_gpu_h2d(d->tok_dev, tokens, 1, st))) return rc;
+    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_SYNC);
+    rc = dfl_nccl_allreduce(&p->coll, 0, d->dsegs, d->seg_len, d->n_segs, err, sizeof err);
+    dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
+    if (rc) {
+      fprintf(stderr, "dflc: %s: %s\n", d->name, err);
+      return rc;
+    }
+  }
+  float v[DFL_METRIC_COUNT + 2 * 64 + 2 + DFL_OPT_COUNT];
+  if ((rc = dfl_be_read_begin(be, 0)) || (rc = dfl_be_read_add(be, 0, tg->loss_num_acc)) ||
+      (rc = dfl_be_read_add(be, 0, tg->loss_den_acc)) || (rc = dfl_be_read_add(be, 0, tg->metrics_acc)) ||
+      (rc = dfl_be_run(be, 1u << DFL_PH_OPTIMIZER)) || (rc = dfl_be_read_add(be, 0, tg->opt_state)) ||
+      (rc = dfl_be_read_end(be, 0)) || (rc = dfl_be_zero(be, tg->metrics_acc)) ||
+      (rc = dfl_be_zero(be, tg->loss_num_acc)) || (rc = dfl_be_zero(be, tg->loss_den_acc)))
+    return rc;
+  if ((rc = dfl_be_read_wait(be, 0, v))) return rc;
+  memcpy(sums, v, sizeof(float) * (size_t)(2 + nm));
+  memcpy(opt, v + 2 + nm, sizeof(float) * DFL_OPT_COUNT);
+  if (p->procs > 1 && (rc = dfl_gpu_d2h_sync(tokens, d->tok_dev, 1, st))) return rc;
+  return DFL_OK;
+#else
+  (void)p, (void)d, (void)sums, (void)nm, (void)tokens, (void)opt;
+  return DFL_ERR;
+#endif
 }
 
 static void *drafter_main(void *arg) {
@@ -336,10 +444,11 @@ static void *drafter_main(void *arg) {
   dfl_train_graph *tg = &d->tg;
   dfl_cpu *c = &d->cpu;
   dfl_queue *src = p->replicated ? &p->pre : &p->hq;
-  size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
-  int32_t *ids = dfl_cpu_i32(c, tg->ids), *mask = dfl_cpu_i32(c, tg->loss_mask);
-  int32_t *anc = dfl_cpu_i32(c, tg->anchors), *keep = dfl_cpu_i32(c, tg->keep);
-  float *feat = p->replicated ? NULL : dfl_cpu_f32(c, tg->features);
+  int g = d->gpu;
+  int32_t *ids = g ? NULL : dfl_cpu_i32(c, tg->ids), *mask = g ? NULL : dfl_cpu_i32(c, tg->loss_mask);
+  int32_t *anc = g ? NULL : dfl_cpu_i32(c, tg->anchors), *keep = g ? NULL : dfl_cpu_i32(c, tg->keep);
+  float *feat = p->replicated || g ? NULL : dfl_cpu_f32(c, tg->features);
+  int reporter = d == p->dev + (p->replicated ? 0 : p->M);   /* the first replica of this process */
   int nm = DFL_METRIC_COUNT + 2 * p->s.block_size;
   float *sums = calloc((size_t)(2 + nm), sizeof(float)), tokens = 0, opt[DFL_OPT_COUNT];
   if (!sums) {
@@ -353,28 +462,46 @@ static void *drafter_main(void *arg) {
     tokens = 0;
     for (int a = 0; a < p->A && !d->rc; a++) {
       int64_t k = (step * p->A + a) * p->N + d->idx;
-      dfl_diag_set(&p->diag, d->diag_id, DFL_DS_WAIT_IN);
-      dfl_slot *in = dfl_queue_acquire_read(src, k);
-      dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
+      dfl_slot *in = wait_slot(p, d, src, ring_seq(p, k), 0);
       if (!in) {
         d->rc = DFL_ERR;
         break;
       }
-      memcpy(ids, in->field[F_IDS], R * 4);
-      memcpy(mask, in->field[F_MASK], R * 4);
-      memcpy(anc, in->field[F_ANCHORS], RA * 4);
-      memcpy(keep, in->field[F_KEEP], RA * 4);
+      if (g) {   /* staging of this micro-step (the backend double-buffers it) */
+        ids = dfl_be_input_i32(&d->be, tg->ids), mask = dfl_be_input_i32(&d->be, tg->loss_mask);
+        anc = dfl_be_input_i32(&d->be, tg->anchors), keep = dfl_be_input_i32(&d->be, tg->keep);
+        if (!ids || !mask || !anc || !keep) {
+          d->rc = DFL_ERR;
+          break;
+        }
+      }
+      batch_from_slot(p, in, ids, mask, anc, keep);
       if (feat) memcpy(feat, in->field[F_FEATURES], src->field_bytes[F_FEATURES]);
+#ifdef DFL_HAVE_CUDA
+      /* features: device to device out of the producer's slot, ordered by the slot's events */
+      if (g && !p->replicated &&
+          (d->rc = dfl_gq_get(p->gq, in->index, dfl_gpu_stream(&d->be), dfl_gpu_ptr(&d->be, tg->features))))
+        break;
+#endif
       tokens += (float)in->tokens;
       if (dfl_queue_release(src, in)) {
         d->rc = DFL_ERR;
         break;
       }
       sleep_ms(d->fault_ms);
-      if ((d->rc = dfl_cpu_run(c, DFL_PH_STEP))) break;
+      if (g) {
+        if ((d->rc = dfl_be_commit_inputs(&d->be)) || (d->rc = dfl_be_run(&d->be, DFL_PH_STEP))) break;
+      } else if ((d->rc = dfl_cpu_run(c, DFL_PH_STEP))) {
+        break;
+      }
       dfl_diag_item(&p->diag, d->diag_id);
     }
     if (d->rc) break;
+    if (g) {
+      if ((d->rc = gpu_optimizer_step(p, d, sums, nm, &tokens, opt))) break;
+      if (reporter && (d->rc = step_report(p, d, step + 1, sums, nm, tokens, t0, opt))) break;
+      continue;
+    }
     /* Global sums: gradients, the optimizer's denominator (§2.5: Σw over all replicas), the
     ** logging sums and the token count. Same bits on every replica afterwards. */
     dfl_diag_set(&p->diag, d->diag_id, DFL_DS_SYNC);
@@ -384,7 +511,7 @@ static void *drafter_main(void *arg) {
       d->rc = rc;
       break;
     }
-    if (d->idx == 0) {
+    if (reporter) {
       dfl_cpu_get_f(c, tg->loss_num_acc, &sums[0], 1);
       dfl_cpu_get_f(c, tg->loss_den_acc, &sums[1], 1);
       dfl_cpu_get_f(c, tg->metrics_acc, sums + 2, nm);
@@ -393,7 +520,7 @@ static void *drafter_main(void *arg) {
     zero_t(c, tg->metrics_acc);
     zero_t(c, tg->loss_num_acc);
     zero_t(c, tg->loss_den_acc);
-    if (d->idx == 0) {
+    if (reporter) {
       dfl_cpu_get_f(c, tg->opt_state, opt, DFL_OPT_COUNT);
       if ((d->rc = step_report(p, d, step + 1, sums, nm, tokens, t0, opt))) break;
     }
@@ -423,7 +550,30 @@ static int plan_and_alloc(dev_s *d, const int *live, int n_live) {
   return rc;
 }
 
+/* GPU device: its own CUDA backend on the graph (inputs staged through pinned memory). The
+** target-only graph is planned with its features live at the end (the queue copies them out). */
+static int open_gpu(dev_s *d, const dfl_spec *s, const int *live, int n_live, const int *in, int n_in) {
+  dfl_plan_opts po;
+  memset(&po, 0, sizeof po);
+  po.live_out = live;
+  po.n_live_out = n_live;
+  if (n_live) d->planned = dfl_plan_build_ex(&d->plan, d->g, NULL, NULL, &po) == DFL_OK;
+  else d->planned = dfl_be_plan(&d->plan, d->g, DFL_BE_CUDA, d->spec_dev->memory_budget, NULL) == DFL_OK;
+  if (d->planned && dfl_plan_check(&d->plan, d->g) != DFL_OK) {
+    dfl_plan_free(&d->plan);
+    d->planned = 0;
+  }
+  int rc = dfl_be_open_cuda(&d->be, d->g, d->planned ? &d->plan : NULL, in, n_in);
+  if (rc) {
+    fprintf(stderr, "dflc: %s: cannot open the CUDA backend\n", d->name);
+    return rc;
+  }
+  d->be_open = 1;
+  return dfl_be_load_weights(&d->be, s, n_live ? NULL : s->init_from);
+}
+
 static int64_t dev_bytes(const dev_s *d) {
+  if (d->gpu) return d->be.arena_bytes;
   int64_t b = d->planned ? d->plan.arena_bytes : 0;
   if (!d->planned)
     for (int i = 0; i < d->g->nt; i++) b += (int64_t)dfl_tensor_numel(&d->g->t[i]) * (int64_t)dfl_cpu_elem_size(&d->g->t[i], 0);
@@ -442,8 +592,12 @@ static int setup_target(pipe_s *p, dev_s *d) {
     return rc ? rc : DFL_ERR;
   }
   d->t_features = out.features;
-  if ((rc = plan_and_alloc(d, &d->t_features, 1))) return rc;
-  if ((rc = dfl_train_load_weights(&p->s, &d->cpu, NULL))) return rc;
+  if (d->gpu) {
+    if ((rc = open_gpu(d, &p->s, &d->t_features, 1, &d->t_ids, 1))) return rc;
+  } else {
+    if ((rc = plan_and_alloc(d, &d->t_features, 1))) return rc;
+    if ((rc = dfl_train_load_weights(&p->s, &d->cpu, NULL))) return rc;
+  }
   d->stage = malloc(sizeof(int32_t) * ((size_t)p->b * p->S + 2 * (size_t)p->b * p->NA));
   return d->stage ? DFL_OK : DFL_ENOMEM;
 }
@@ -455,8 +609,13 @@ static int setup_drafter(pipe_s *p, dev_s *d) {
     return rc;
   }
   d->g = &d->tg.g;
-  if ((rc = plan_and_alloc(d, NULL, 0))) return rc;
-  if ((rc = dfl_train_load_weights(&p->s, &d->cpu, p->s.init_from))) return rc;
+  if (d->gpu) {
+    int in[4] = {d->tg.ids, d->tg.loss_mask, d->tg.anchors, d->tg.keep};
+    if ((rc = open_gpu(d, &p->s, NULL, 0, in, 4))) return rc;
+  } else {
+    if ((rc = plan_and_alloc(d, NULL, 0))) return rc;
+    if ((rc = dfl_train_load_weights(&p->s, &d->cpu, p->s.init_from))) return rc;
+  }
   d->den_acc = dfl_tensor_find(d->g, "opt.den");
   if (d->den_acc < 0) {
     fprintf(stderr, "dflc: %s: the training graph has no optimizer denominator (opt.den)\n", d->name);
@@ -467,26 +626,96 @@ static int setup_drafter(pipe_s *p, dev_s *d) {
   int n = 0;
   for (int i = 0; i < g->nt; i++) n += g->t[i].kind == DFL_T_PARAM && g->t[i].grad_acc >= 0;
   d->segs = calloc((size_t)n + 5, sizeof *d->segs);
+  d->dsegs = calloc((size_t)n + 5, sizeof *d->dsegs);
   d->seg_len = calloc((size_t)n + 5, sizeof *d->seg_len);
-  if (!d->segs || !d->seg_len) return DFL_ENOMEM;
+  if (!d->segs || !d->dsegs || !d->seg_len) return DFL_ENOMEM;
+  /* on a GPU the segments are device pointers (all fp32: accumulators and sums are F32) */
   for (int i = 0; i < g->nt; i++) {
     if (g->t[i].kind != DFL_T_PARAM || g->t[i].grad_acc < 0) continue;
     int t = g->t[i].grad_acc;
-    d->segs[d->n_segs] = dfl_cpu_f32(&d->cpu, t);
+    if (!d->gpu) d->segs[d->n_segs] = dfl_cpu_f32(&d->cpu, t);
+#ifdef DFL_HAVE_CUDA
+    else d->dsegs[d->n_segs] = dfl_gpu_ptr(&d->be, t);
+#endif
     d->seg_len[d->n_segs++] = (size_t)dfl_tensor_numel(&g->t[t]);
   }
   int extra[4] = {d->den_acc, d->tg.loss_num_acc, d->tg.loss_den_acc, d->tg.metrics_acc};
   for (int i = 0; i < 4; i++) {
-    d->segs[d->n_segs] = dfl_cpu_f32(&d->cpu, extra[i]);
+    if (!d->gpu) d->segs[d->n_segs] = dfl_cpu_f32(&d->cpu, extra[i]);
+#ifdef DFL_HAVE_CUDA
+    else d->dsegs[d->n_segs] = dfl_gpu_ptr(&d->be, extra[i]);
+#endif
     d->seg_len[d->n_segs++] = (size_t)dfl_tensor_numel(&g->t[extra[i]]);
   }
-  d->seg_len[d->n_segs++] = 1;   /* tokens: pointer set by the thread */
+#ifdef DFL_HAVE_CUDA
+  if (d->gpu && p->procs > 1) {
+    if (!(d->tok_dev = dfl_gpu_floats(1))) return DFL_ENOMEM;
+    d->dsegs[d->n_segs] = d->tok_dev;
+    char err[256];
+    /* ncclCommInitRank blocks until every rank has joined: one communicator per process */
+    rc = dfl_nccl_init_rank(&p->coll, 0, 1, p->nccl_id, p->procs, p->rank, dfl_gpu_stream(&d->be), err, sizeof err);
+    if (rc) {
+      fprintf(stderr, "dflc: %s: %s\n", d->name, err);
+      return rc;
+    }
+  }
+#endif
+  d->seg_len[d->n_segs++] = 1;   /* tokens: pointer set by the thread (host), tok_dev (NCCL) */
   return DFL_OK;
+}
+
+/* FNV-1a over a replica's params, masters and moments (a pulled copy on a GPU). */
+static uint64_t state_hash(dev_s *d, int *ok) {
+  dfl_cpu sh, *h = host_view(d, &sh);
+  uint64_t x = 1469598103934665603ull;
+  *ok = h != NULL;
+  for (int i = 0; h && i < d->g->nt; i++) {
+    const dfl_tensor *t = &d->g->t[i];
+    if (t->kind == DFL_T_PARAM || t->kind == DFL_T_STATE)
+      x = dfl_queue_hash(h->buf[i], (size_t)dfl_tensor_numel(t) * dfl_cpu_elem_size(t, 0), x);
+  }
+  host_view_done(d, h);
+  return x;
+}
+
+/* One process per GPU: every rank's state hash reaches every rank through one NCCL all-reduce
+** (rank r fills its four 16-bit pieces, exact in fp32, zeros elsewhere); equal to rank 0's? */
+static int replicas_identical_procs(pipe_s *p, dev_s *d) {
+#ifdef DFL_HAVE_CUDA
+  int ok, W = p->procs;
+  uint64_t x = state_hash(d, &ok);
+  float *h = calloc((size_t)W * 4, sizeof(float)), *dv = dfl_gpu_floats((int64_t)W * 4);
+  void *st = dfl_gpu_stream(&d->be);
+  char err[256];
+  int same = ok && h && dv;
+  for (int i = 0; same && i < 4; i++) h[p->rank * 4 + i] = (float)((x >> (16 * i)) & 0xffff);
+  size_t len = (size_t)W * 4;
+  if (same && (dfl_gpu_h2d(dv, h, W * 4, st) || dfl_nccl_allreduce(&p->coll, 0, &dv, &len, 1, err, sizeof err) ||
+               dfl_gpu_d2h_sync(h, dv, W * 4, st)))
+    same = 0;
+  for (int r = 1; same && r < W; r++)
+    if (memcmp(h + 4 * r, h, 4 * sizeof(float))) {
+      fprintf(stderr, "dflc: replica %d (process rank %d) differs from replica 0\n", r, r);
+      same = 0;
+    }
+  free(h);
+  dfl_gpu_free(dv);
+  return same;
+#else
+  (void)p, (void)d;
+  return 0;
+#endif
 }
 
 /* Are all replicas' persistent drafter tensors bit-identical to replica 0's? */
 static int replicas_identical(pipe_s *p) {
   dev_s *r0 = &p->dev[p->replicated ? 0 : p->M];
+  if (p->procs > 1) return replicas_identical_procs(p, r0);
+  if (r0->gpu) {   /* one process drives one GPU replica (the runner refuses more) */
+    int ok;
+    state_hash(r0, &ok);
+    return ok;
+  }
   for (int j = 1; j < p->N; j++) {
     dev_s *r = r0 + j;
     const dfl_graph *g = r0->g;
@@ -510,9 +739,90 @@ static void spec_name(const char *file, char *out, size_t n) {
   if (dot && dot != out) *dot = 0;
 }
 
+/* GPU devices: which process drives which GPU. In one process every logical GPU device runs on
+** the process's current GPU (each with its own backend, arena and stream): DFL_GPU_MAP (a comma
+** list, physical GPU of logical gpu0, gpu1, ...) may only map them all to one GPU. With one
+** process per replica (torchrun / mpirun / srun environment, runtime/launch.h) the process of
+** local rank r uses the GPU DFL_GPU_MAP gives its device (default: r) through
+** CUDA_VISIBLE_DEVICES, set here before the first CUDA call unless the launcher set it. */
+static int gpu_topology(pipe_s *p, int n_rep) {
+  p->procs = 1;
+  if (!p->gpu) return DFL_OK;
+#ifndef DFL_HAVE_CUDA
+  (void)n_rep;
+  fprintf(stderr, "%s: GPU devices, but this dflc was built without the CUDA toolkit\n", p->s.file);
+  return DFL_EFORMAT;
+#else
+  dfl_launch l;
+  char err[256];
+  if (dfl_launch_detect(&l, NULL, NULL, err, sizeof err)) {
+    fprintf(stderr, "dflc: %s\n", err);
+    return DFL_EFORMAT;
+  }
+  p->procs = l.world;
+  p->rank = l.rank;
+  int map[64], n_map = 0;
+  const char *m = getenv("DFL_GPU_MAP");
+  for (const char *q = m; q && *q && n_map < 64;) {
+    char *e;
+    long v = strtol(q, &e, 10);
+    if (e == q || v < 0 || (*e && *e != ',')) {
+      fprintf(stderr, "dflc: DFL_GPU_MAP=%s: expected GPU numbers separated by commas, e.g. 0,0\n", m);
+      return DFL_EFORMAT;
+    }
+    map[n_map++] = (int)v;
+    q = *e ? e + 1 : e;
+  }
+  if (p->procs <= 1) {
+    for (int i = 1; i < n_map; i++)
+      if (map[i] != map[0]) {
+        fprintf(stderr, "dflc: DFL_GPU_MAP=%s: the logical GPU devices of one process share one GPU; run one "
+                "process per GPU (torchrun-style environment) for more\n", m);
+        return DFL_EFORMAT;
+      }
+    if (n_map && map[0] != 0 && !getenv("CUDA_VISIBLE_DEVICES")) {
+      char v[16];
+      snprintf(v, sizeof v, "%d", map[0]);
+      setenv("CUDA_VISIBLE_DEVICES", v, 1);
+    }
+  } else if (!getenv("CUDA_VISIBLE_DEVICES")) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", l.local_rank < n_map ? map[l.local_rank] : l.local_rank);
+    setenv("CUDA_VISIBLE_DEVICES", v, 1);
+  }
+  if (!dfl_be_cuda_available()) {
+    fprintf(stderr, "%s: the topology puts devices on GPUs, but no CUDA device is usable here (CUDA_VISIBLE_DEVICES=%s)"
+            "; use cpuN devices for a run on CPU threads\n", p->s.file,
+            getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    return DFL_EFORMAT;
+  }
+  (void)n_rep;
+  return DFL_OK;
+#endif
+}
+
+/* One process per GPU: NCCL loaded, the unique id from rank 0 to every rank (launch.h). */
+static int nccl_setup(pipe_s *p) {
+  char err[512];
+  int rc = dfl_nccl_load(&p->coll, err, sizeof err);
+  if (!rc && p->rank == 0) rc = dfl_nccl_unique_id(&p->coll, p->nccl_id, err, sizeof err);
+  if (!rc) {
+    dfl_launch l;
+    if (!(rc = dfl_launch_detect(&l, NULL, NULL, err, sizeof err)))
+      rc = dfl_launch_bcast(&l, p->nccl_id, sizeof p->nccl_id, 120000, err, sizeof err);
+  }
+  if (rc) fprintf(stderr, "dflc: NCCL setup (rank %d of %d): %s\n", p->rank, p->procs, err);
+  return rc;
+}
+
 static void teardown(pipe_s *p) {
   for (int i = 0; i < p->n_dev; i++) {
     dev_s *d = &p->dev[i];
+    if (d->be_open) dfl_be_close(&d->be);
+#ifdef DFL_HAVE_CUDA
+    dfl_gpu_free(d->tok_dev);
+#endif
+    free(d->dsegs);
     if (d->cpu.g) dfl_cpu_free(&d->cpu);
     if (d->planned) dfl_plan_free(&d->plan);
     if (d->g) dfl_graph_free(d->g);
@@ -521,6 +831,10 @@ static void teardown(pipe_s *p) {
     free(d->stage);
   }
   free(p->dev);
+#ifdef DFL_HAVE_CUDA
+  if (p->gq) dfl_gq_free(p->gq);
+#endif
+  free(p->skip);
   if (p->pre.slots) dfl_queue_free(&p->pre);
   if (p->has_hq) dfl_queue_free(&p->hq);
   if (p->coll.seg_ptr) dfl_coll_free(&p->coll);
@@ -544,21 +858,24 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   int rc = DFL_OK;
 
   /* roles */
-  int M = 0, N = 0, both = 0;
+  int M = 0, N = 0, both = 0, n_gpu = 0, n_cpu = 0;
   for (int i = 0; i < s->n_devices; i++) {
     const dfl_device *dv = &s->devices[i];
     if (!dv->runs_target && !dv->runs_drafter) continue;
-    if (dv->kind == DFL_DEV_GPU && !p->o.emulate_gpus) {
-      fprintf(stderr, "%s: device gpu%d: the pipeline runner drives CPU devices only so far (the CUDA queue and "
-              "NCCL paths are not wired to the CUDA backend yet; docs/pipeline.md). Use cpus = N and "
-              "cpuN devices for a run on CPU threads\n", s->file, dv->index);
-      return DFL_EFORMAT;
-    }
+    if (dv->kind == DFL_DEV_GPU && !p->o.emulate_gpus) n_gpu++;
+    else n_cpu++;
     if (dv->runs_target && dv->runs_drafter) both++;
     else if (dv->runs_target) M++;
     else N++;
   }
-  if (s->n_nodes > 1) {
+  if (n_gpu && n_cpu) {
+    fprintf(stderr, "%s: topology mixes GPU and CPU devices; the runner drives all-GPU or all-CPU pipelines\n",
+            s->file);
+    return DFL_EFORMAT;
+  }
+  p->gpu = n_gpu > 0;
+  if ((rc = gpu_topology(p, both ? both : N))) return rc;
+  if (s->n_nodes > 1 && !p->gpu) {
     fprintf(stderr, "%s: %d nodes: the CPU runner is one process (logical devices are threads); multi-node runs "
             "need the CUDA backend with NCCL (docs/pipeline.md)\n", s->file, s->n_nodes);
     return DFL_EFORMAT;
@@ -583,6 +900,21 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
   if (s->block_size > 64) {
     fprintf(stderr, "%s: block_size %d: the trainer reports at most 64 block positions\n", s->file, s->block_size);
+    return DFL_EFORMAT;
+  }
+  if (p->procs > 1 && !p->replicated) {
+    fprintf(stderr, "%s: one process per GPU runs colocated replicas (target + drafter on each GPU, "
+            "`colocate = true`); split target/drafter devices run in one process\n", s->file);
+    return DFL_EFORMAT;
+  }
+  if (p->procs > 1 && p->procs != N) {
+    fprintf(stderr, "%s: %d processes for %d drafter replicas: launch one process per replica GPU\n", s->file,
+            p->procs, N);
+    return DFL_EFORMAT;
+  }
+  if (p->gpu && p->procs <= 1 && N > 1) {
+    fprintf(stderr, "%s: %d GPU drafter replicas in one process: NCCL needs one process per GPU; launch them with "
+            "torchrun/mpirun/srun (docs/pipeline.md, \"GPUs\")\n", s->file, N);
     return DFL_EFORMAT;
   }
   p->M = M;
@@ -613,7 +945,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
   p->order = malloc(sizeof(int) * (size_t)p->train.n);
   p->snaps = calloc((size_t)p->steps + 1, sizeof *p->snaps);
-  p->n_dev = M + N;
+  p->n_dev = p->procs > 1 ? 1 : M + N;   /* one process per GPU: its own replica only */
   p->dev = calloc((size_t)p->n_dev, sizeof *p->dev);
   if (!p->order || !p->snaps || !p->dev) {
     rc = DFL_ENOMEM;
@@ -632,10 +964,16 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   if ((rc = dfl_queue_init(&p->pre, "prefetch", pre_depth, fb, 4, !p->o.no_check))) goto out;
   if (!p->replicated) {
     int depth = s->queue_depth > 0 ? s->queue_depth : 2 * M;
-    if ((rc = dfl_queue_init(&p->hq, "hidden", depth, fb, 5, !p->o.no_check))) goto out;
+    /* GPU: the features live in device slots (pipeline_gpu.h), the host ring carries the rest */
+    if ((rc = dfl_queue_init(&p->hq, "hidden", depth, fb, p->gpu ? 4 : 5, !p->o.no_check))) goto out;
     p->has_hq = 1;
   }
-  if ((rc = dfl_coll_init_cpu(&p->coll, N))) goto out;
+  if ((rc = dfl_coll_init_cpu(&p->coll, p->procs > 1 ? 1 : N))) goto out;
+  if (p->procs > 1 && (rc = nccl_setup(p))) goto out;
+  if (p->procs > 1 && !(p->skip = malloc(sizeof(int32_t) * (2 * R + 2 * RA)))) {
+    rc = DFL_ENOMEM;
+    goto out;
+  }
   dfl_diag_init(&p->diag, p->has_hq ? &p->hq : NULL, &p->pre);
   p->fault_loader = fault_for(fault, "loader", 0);
 
@@ -645,11 +983,14 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     const dfl_device *dv = &s->devices[i];
     if (!dv->runs_target && !dv->runs_drafter) continue;
     int is_target = !p->replicated && dv->runs_target;
-    dev_s *d = &p->dev[is_target ? ti : M + di];
+    int idx = is_target ? ti++ : di++;
+    if (p->procs > 1 && idx != p->rank) continue;
+    dev_s *d = &p->dev[p->procs > 1 ? 0 : is_target ? idx : M + idx];
     d->p = p;
     d->spec_dev = dv;
+    d->gpu = p->gpu;
     d->role = is_target ? R_TARGET : R_DRAFTER;
-    d->idx = is_target ? ti++ : di++;
+    d->idx = idx;
     snprintf(d->name, sizeof d->name, "%s%d", dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
     d->fault_ms = fault_for(fault, is_target ? "target" : "drafter", d->idx);
     if ((rc = is_target ? setup_target(p, d) : setup_drafter(p, d))) goto out;
@@ -660,6 +1001,20 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
                                   d->role == R_TARGET ? DFL_DR_TARGET : p->replicated ? DFL_DR_BOTH : DFL_DR_DRAFTER,
                                   dev_bytes(d));
   }
+#ifdef DFL_HAVE_CUDA
+  if (p->gpu && p->has_hq) {
+    /* the device slots hold the target's features exactly as the drafter's INPUT takes them */
+    const dfl_tensor *tf = &p->dev[0].g->t[p->dev[0].t_features], *df = &p->dev[M].g->t[p->dev[M].tg.features];
+    if (dfl_tensor_bytes(tf) != dfl_tensor_bytes(df)) {
+      fprintf(stderr, "dflc: pipeline: target features (%lld bytes) and drafter input (%lld bytes) differ\n",
+              (long long)dfl_tensor_bytes(tf), (long long)dfl_tensor_bytes(df));
+      rc = DFL_ESHAPE;
+      goto out;
+    }
+    if ((rc = dfl_gq_init(&p->gq, p->hq.depth, (size_t)dfl_tensor_bytes(tf)))) goto out;
+  }
+  if (p->gpu) p->diag.mem_fn = dfl_gpu_mem_used;   /* cudaMemGetInfo at every report */
+#endif
   p->loader.p = p;
   snprintf(p->loader.name, sizeof p->loader.name, "loader");
   p->loader.diag_id = dfl_diag_add_dev(&p->diag, "loader", DFL_DR_LOADER, 0);
@@ -677,7 +1032,9 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     goto out;
   }
   char path[DFL_PATH_MAX + 32];
-  if (snprintf(path, sizeof path, "%s/metrics.jsonl", p->out_dir) >= (int)sizeof path ||
+  int pn = p->rank ? snprintf(path, sizeof path, "%s/metrics-rank%d.jsonl", p->out_dir, p->rank)
+                   : snprintf(path, sizeof path, "%s/metrics.jsonl", p->out_dir);
+  if (pn >= (int)sizeof path ||
       !(p->mjsonl = fopen(path, "w"))) {
     fprintf(stderr, "dflc: cannot write %s: %s\n", path, strerror(errno));
     rc = DFL_EIO;
@@ -720,6 +1077,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     goto out;
   }
   dev_s *r0 = &p->dev[p->replicated ? 0 : M];
+  if (p->rank > 0) p->o.no_ckpt = p->o.no_export = 1;   /* rank 0 writes the run's files */
   if (!p->o.no_ckpt) {
     if ((rc = checkpoint(p, r0, p->steps))) goto out;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);
@@ -731,10 +1089,18 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
       goto out;
     }
     dfl_ckpt_params view;
-    if ((rc = dfl_train_params_view(&r0->tg, &r0->cpu, &view))) goto out;
-    rc = dfl_train_export_params(spec, &view, dir);
-    if (rc == DFL_OK) rc = dfl_train_verify_params(spec, &view, dir);
-    dfl_train_params_view_free(&view);
+    dfl_cpu shadow, *h = host_view(r0, &shadow);
+    if (!h) {
+      rc = DFL_ERR;
+      goto out;
+    }
+    /* the view points into h's buffers: h lives until the export is verified */
+    if ((rc = dfl_train_params_view(&r0->tg, h, &view)) == DFL_OK) {
+      rc = dfl_train_export_params(spec, &view, dir);
+      if (rc == DFL_OK) rc = dfl_train_verify_params(spec, &view, dir);
+      dfl_train_params_view_free(&view);
+    }
+    host_view_done(r0, h);
     if (rc) goto out;
     if (!p->o.quiet) fprintf(p->log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
   }

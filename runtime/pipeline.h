@@ -16,9 +16,10 @@
 ** numerator/denominator and the metrics, so the loss is normalised by the global sum of weights
 ** (reference §2.5), and runs the same optimizer on the same numbers: replicas stay bit-identical.
 **
-** The CPU backend runs every device as a thread of this process ("logical devices"). GPU
-** devices, several nodes (NCCL, dfl_launch) and the CUDA event queue are designed behind the
-** queue/collective interfaces but not run here: docs/pipeline.md.
+** The CPU backend runs every device as a thread of this process ("logical devices"). GPU devices
+** each get their own CUDA backend (arena, stream, graphs) on the process's GPU, the hidden-state
+** queue's features move device to device ordered by CUDA events; data-parallel GPU replicas run
+** one process per GPU (torchrun-style environment) with an NCCL all-reduce: docs/pipeline.md.
 */
 #ifndef DFL_PIPELINE_H
 #define DFL_PIPELINE_H

@@ -1,0 +1,127 @@
+/*
+** pipeline_gpu.c: the CUDA side of the pipeline runner (see pipeline_gpu.h): the device slot ring
+** of the hidden-state queue, ordered by events, and a few stream-ordered helpers.
+*/
+#include "runtime/pipeline_gpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <cuda_runtime.h>
+
+#include "runtime/cuda.h"
+
+dfl_cuda *dfl_be_cuda_state(dfl_backend *b); /* backend_cuda.c */
+
+#define CK(call)                                                                                     \
+  do {                                                                                               \
+    cudaError_t e_ = (call);                                                                         \
+    if (e_ != cudaSuccess) {                                                                         \
+      fprintf(stderr, "dflc: pipeline: %s failed: %s\n", #call, cudaGetErrorString(e_));            \
+      return DFL_ERR;                                                                                \
+    }                                                                                                \
+  } while (0)
+
+struct dfl_gq {
+  int depth;
+  size_t bytes;
+  void **slot;               /* device memory, one per ring slot */
+  cudaEvent_t *ready, *done; /* producer's copy in / consumer's copy out, per slot */
+};
+
+int dfl_gq_init(dfl_gq **out, int depth, size_t bytes) {
+  dfl_gq *q = calloc(1, sizeof *q);
+  if (!q) return DFL_ENOMEM;
+  *out = q;
+  q->depth = depth;
+  q->bytes = bytes;
+  q->slot = calloc((size_t)depth, sizeof *q->slot);
+  q->ready = calloc((size_t)depth, sizeof *q->ready);
+  q->done = calloc((size_t)depth, sizeof *q->done);
+  if (!q->slot || !q->ready || !q->done) return DFL_ENOMEM;
+  for (int i = 0; i < depth; i++) {
+    CK(cudaMalloc(&q->slot[i], bytes));
+    /* never recorded yet: a wait on them is a no-op, which is right for the first occupant */
+    CK(cudaEventCreateWithFlags(&q->ready[i], cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&q->done[i], cudaEventDisableTiming));
+  }
+  return DFL_OK;
+}
+
+void dfl_gq_free(dfl_gq *q) {
+  if (!q) return;
+  cudaDeviceSynchronize();
+  for (int i = 0; i < q->depth; i++) {
+    if (q->slot && q->slot[i]) cudaFree(q->slot[i]);
+    if (q->ready && q->ready[i]) cudaEventDestroy(q->ready[i]);
+    if (q->done && q->done[i]) cudaEventDestroy(q->done[i]);
+  }
+  free(q->slot);
+  free(q->ready);
+  free(q->done);
+  free(q);
+}
+
+int dfl_gq_put(dfl_gq *q, int i, void *stream, const void *src) {
+  cudaStream_t s = (cudaStream_t)stream;
+  CK(cudaStreamWaitEvent(s, q->done[i], 0));   /* the previous occupant has been copied out */
+  CK(cudaMemcpyAsync(q->slot[i], src, q->bytes, cudaMemcpyDeviceToDevice, s));
+  CK(cudaEventRecord(q->ready[i], s));
+  return DFL_OK;
+}
+
+int dfl_gq_get(dfl_gq *q, int i, void *stream, void *dst) {
+  cudaStream_t s = (cudaStream_t)stream;
+  CK(cudaStreamWaitEvent(s, q->ready[i], 0));  /* the producer's copy in has landed */
+  CK(cudaMemcpyAsync(dst, q->slot[i], q->bytes, cudaMemcpyDeviceToDevice, s));
+  CK(cudaEventRecord(q->done[i], s));
+  return DFL_OK;
+}
+
+void *dfl_gpu_ptr(dfl_backend *b, int t) {
+  dfl_cuda *c = dfl_be_cuda_state(b);
+  return c && t >= 0 ? c->ptr[t] : NULL;
+}
+
+void *dfl_gpu_stream(dfl_backend *b) {
+  dfl_cuda *c = dfl_be_cuda_state(b);
+  return c ? dfl_cuda_stream(c) : NULL;
+}
+
+float *dfl_gpu_floats(int64_t n) {
+  void *p = NULL;
+  if (cudaMalloc(&p, (size_t)n * sizeof(float)) != cudaSuccess) return NULL;
+  if (cudaMemset(p, 0, (size_t)n * sizeof(float)) != cudaSuccess) {
+    cudaFree(p);
+    return NULL;
+  }
+  return p;
+}
+
+void dfl_gpu_free(void *p) {
+  if (p) cudaFree(p);
+}
+
+int dfl_gpu_h2d(float *dst, const float *src, int64_t n, void *stream) {
+  CK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, (cudaStream_t)stream));
+  /* pageable source: the call returns once the bytes are staged, so src may be reused */
+  return DFL_OK;
+}
+
+int dfl_gpu_d2h_sync(float *dst, const float *src, int64_t n, void *stream) {
+  CK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, (cudaStream_t)stream));
+  CK(cudaStreamSynchronize((cudaStream_t)stream));
+  return DFL_OK;
+}
+
+int dfl_gpu_sync(void *stream) {
+  CK(cudaStreamSynchronize((cudaStream_t)stream));
+  return DFL_OK;
+}
+
+int64_t dfl_gpu_mem_used(void *ctx, int dev) {
+  (void)ctx;
+  (void)dev;
+  size_t fr = 0, tot = 0;
+  if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;
+  return (int64_t)(tot - fr);
+}

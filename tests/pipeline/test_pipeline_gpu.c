@@ -1,0 +1,248 @@
+/*
+** test_pipeline_gpu (GPU; SKIP 77 without one): the pipeline runner on CUDA devices.
+**  (a) one GPU, examples/nano-gpu-pipeline.dfl: target gpu0 and drafter gpu1 as two logical devices
+**      (DFL_GPU_MAP=0,0: two CUDA backends, two streams, one GPU), hidden-state queue of depth 1
+**      in device memory: per-step loss within LOSS_TOL relative of the single-device GPU trainer
+**      on the same spec and data order (the same kernels; only the graph split differs), and no
+**      deadlock (the run has to finish; ctest's timeout catches a hang).
+**  (c) its diagnostics lines in metrics.jsonl: per device busy/wait fractions, the queue's
+**      occupancy histogram, device memory (cudaMemGetInfo) at every report, identical after the
+**      first (nothing allocates in the loop).
+**  (b) two GPUs, examples/nano-gpu-replicas.dfl: two processes (this binary re-executed with a
+**      torchrun-style environment), one replica each, NCCL all-reduce: the run checks the
+**      replicas' params/masters/moments bit-identical (hash gathered through NCCL) and fails
+**      otherwise; both ranks log the same losses; they are within LOSS_TOL of one GPU training
+**      the global batch. Skipped (said so) with fewer than 2 GPUs or no libnccl.so.2.
+** Seed from the time, printed.
+*/
+#include <dlfcn.h>
+#include <math.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+
+#include "common.h"
+#include "runtime/backend.h"
+#include "runtime/pipeline.h"
+#include "runtime/train.h"
+
+/* Counts and goes on (common.h's CHECK exits): one GPU session reports every part. */
+static int failures;
+#define EXPECT(cond, ...)                                              \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+      fprintf(stderr, __VA_ARGS__);                                    \
+      fprintf(stderr, "\n");                                           \
+      failures++;                                                      \
+    }                                                                  \
+  } while (0)
+
+#define STEPS 8
+#define LOSS_TOL 1e-3
+
+static double pipe_loss[STEPS];
+static void on_step(void *ctx, const dfl_step_stats *st) {
+  (void)ctx;
+  if (st->step >= 1 && st->step <= STEPS) pipe_loss[st->step - 1] = st->loss;
+}
+
+static int load(const char *file, uint64_t seed, dfl_spec *s) {
+  if (dfl_spec_load(file, s) != DFL_OK) return 1;
+  s->seed = seed;
+  s->init_seed = seed ^ 0x5eed;
+  return 0;
+}
+
+/* The single-device trainer on the GPU, global batch. */
+static int single(const dfl_spec *s, double *loss) {
+  dfl_trainer *tr = calloc(1, sizeof *tr);
+  dfl_train_opts o;
+  memset(&o, 0, sizeof o);
+  char dir[256];
+  tmp_dir(dir, sizeof dir, "gpu-single");
+  o.steps = STEPS;
+  o.out_dir = dir;
+  o.backend = DFL_TRAIN_BE_CUDA;
+  o.no_eval = o.no_export = o.no_ckpt = o.quiet = 1;
+  if (!tr || dfl_train_open(tr, s, &o) != DFL_OK) return 1;
+  dfl_step_stats st;
+  for (int i = 0; i < STEPS; i++) {
+    if (dfl_train_step(tr, &st) != DFL_OK) return 1;
+    loss[i] = st.loss;
+  }
+  dfl_train_close(tr);
+  free(tr);
+  return 0;
+}
+
+/* Child: one rank of the 2-GPU run. */
+static int rank_main(const char *spec, uint64_t seed, const char *dir) {
+  dfl_spec s;
+  if (load(spec, seed, &s)) return 1;
+  dfl_pipe_opts o;
+  dfl_pipe_result r;
+  memset(&o, 0, sizeof o);
+  o.steps = STEPS;
+  o.out_dir = dir;
+  o.quiet = 1;
+  o.no_ckpt = o.no_export = 1;
+  o.diag_every = 2;
+  int rc = dfl_pipe_run(&s, &o, &r);
+  printf("rank %s: rc %d, replicas identical %d, %.2fs\n", getenv("RANK"), rc, r.replicas_identical, r.seconds);
+  return rc == DFL_OK && r.replicas_identical ? 0 : 1;
+}
+
+/* Losses of a metrics.jsonl (step lines), n of them. */
+static int read_losses(const char *path, double *loss, int n) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[65536];
+  int k = 0;
+  while (fgets(line, sizeof line, f) && k < n) {
+    if (strstr(line, "\"diag\"")) continue;
+    const char *l = strstr(line, "\"loss\":");
+    if (l) loss[k++] = strtod(l + 7, NULL);
+  }
+  fclose(f);
+  return k;
+}
+
+/* (c): diagnostics lines of a GPU run. */
+static void check_diag(const char *path, int split) {
+  FILE *f = fopen(path, "r");
+  EXPECT(f != NULL, "open %s", path);
+  if (!f) return;
+  char line[65536];
+  int n = 0;
+  long long mem0 = -1;
+  while (fgets(line, sizeof line, f)) {
+    if (!strstr(line, "\"diag\":true")) continue;
+    n++;
+    EXPECT(strstr(line, "\"name\":\"gpu0\"") && (!split || strstr(line, "\"name\":\"gpu1\"")),
+          "the devices in %.120s", line);
+    EXPECT(strstr(line, "\"busy\":") && strstr(line, "\"wait_in\":"), "state fractions in the diag line");
+    EXPECT(strstr(line, split ? "\"queue\"" : "\"prefetch\"") != NULL, "ring occupancy in the diag line");
+    const char *m = strstr(line, "\"mem_bytes\":");
+    EXPECT(m != NULL, "mem_bytes in the diag line");
+    if (!m) continue;
+    long long mem = strtoll(m + 12, NULL, 10);
+    EXPECT(mem > 0, "device memory %lld > 0", mem);
+    if (n == 1) mem0 = mem;
+    else EXPECT(mem == mem0, "device memory changes between reports: %lld vs %lld", mem, mem0);
+    printf("diag report %d: device memory %lld bytes\n", n, mem);
+  }
+  fclose(f);
+  EXPECT(n >= STEPS / 2, "%d diagnostics reports (want >= %d)", n, STEPS / 2);
+}
+
+static int two_gpus(uint64_t seed) {
+  int ng = 0;
+  if (cudaGetDeviceCount(&ng) != cudaSuccess || ng < 2) {
+    printf("(b) SKIPPED: %d GPU(s); the NCCL replica run needs 2\n", ng);
+    return 0;
+  }
+  const char *lib = getenv("DFL_NCCL_LIB");
+  void *h = dlopen(lib && *lib ? lib : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    printf("(b) SKIPPED: no NCCL (%s)\n", dlerror());
+    return 0;
+  }
+  dlclose(h);
+  const char *spec = "examples/nano-gpu-replicas.dfl";
+  char dir[256], seeds[32], port[16];
+  tmp_dir(dir, sizeof dir, "gpu-nccl");
+  snprintf(seeds, sizeof seeds, "%llu", (unsigned long long)seed);
+  snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
+  pid_t pid[2];
+  for (int r = 0; r < 2; r++) {
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      char rs[8];
+      snprintf(rs, sizeof rs, "%d", r);
+      setenv("RANK", rs, 1);
+      setenv("LOCAL_RANK", rs, 1);
+      setenv("WORLD_SIZE", "2", 1);
+      setenv("LOCAL_WORLD_SIZE", "2", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port, 1);
+      unsetenv("CUDA_VISIBLE_DEVICES");
+      execl("/proc/self/exe", "test_pipeline_gpu", "--rank", spec, seeds, dir, (char *)NULL);
+      _exit(127);
+    }
+  }
+  int ok = 1;
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    waitpid(pid[r], &st, 0);
+    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d of the NCCL run failed (status %d)", r, st);
+    ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  if (!ok) return 1;
+  double l0[STEPS], l1[STEPS], ls[STEPS];
+  char p0[300], p1[300];
+  snprintf(p0, sizeof p0, "%s/metrics.jsonl", dir);
+  snprintf(p1, sizeof p1, "%s/metrics-rank1.jsonl", dir);
+  EXPECT(read_losses(p0, l0, STEPS) == STEPS && read_losses(p1, l1, STEPS) == STEPS, "both ranks logged %d steps", STEPS);
+  dfl_spec s;
+  if (load(spec, seed, &s) || single(&s, ls)) {
+    EXPECT(0, "single-GPU reference run of %s", spec);
+    return 1;
+  }
+  for (int i = 0; i < STEPS; i++) {
+    printf("(b) step %d  loss 1 GPU %.6f  rank0 %.6f  rank1 %.6f\n", i + 1, ls[i], l0[i], l1[i]);
+    EXPECT(l0[i] == l1[i], "step %d: ranks log different losses", i + 1);
+    EXPECT(fabs(l0[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]), "step %d: 2-GPU loss %.6f vs 1 GPU %.6f", i + 1, l0[i], ls[i]);
+  }
+  check_diag(p0, 0);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && !strcmp(argv[1], "--rank")) return rank_main(argv[2], strtoull(argv[3], NULL, 10), argv[4]);
+  uint64_t seed = (uint64_t)time(NULL);
+  printf("test_pipeline_gpu: seed %llu\n", (unsigned long long)seed);
+  /* (b) first: the children must start before this process holds a CUDA context */
+  int ng = 0;
+  if (cudaGetDeviceCount(&ng) != cudaSuccess || ng < 1) {
+    printf("SKIP: no CUDA device\n");
+    return 77;
+  }
+  two_gpus(seed);
+
+  /* (a) + (c) on one GPU */
+  setenv("DFL_GPU_MAP", "0,0", 1);
+  const char *spec = "examples/nano-gpu-pipeline.dfl";
+  dfl_spec s;
+  if (load(spec, seed, &s)) return 1;
+  double ls[STEPS];
+  EXPECT(single(&s, ls) == 0, "single-device GPU run");
+  dfl_pipe_opts o;
+  dfl_pipe_result r;
+  char dir[256];
+  quiet_pipe_opts(&o, dir, sizeof dir, "gpu-split", STEPS);
+  o.no_ckpt = o.no_export = 1;
+  o.on_step = on_step;
+  o.diag_every = 2;
+  int rc = dfl_pipe_run(&s, &o, &r);
+  EXPECT(rc == DFL_OK, "split GPU pipeline run: rc %d", rc);
+  if (rc == DFL_OK) {
+    printf("(a) %d target + %d drafter logical devices on one GPU, queue depth 1: %.2fs; %s\n", r.n_target,
+           r.n_drafter, r.seconds, r.last_verdict);
+    double worst = 0;
+    for (int i = 0; i < STEPS; i++) {
+      double rel = fabs(pipe_loss[i] - ls[i]) / fabs(ls[i]);
+      worst = fmax(worst, rel);
+      printf("(a) step %d  loss single %.6f  split %.6f\n", i + 1, ls[i], pipe_loss[i]);
+      EXPECT(isfinite(pipe_loss[i]) && rel <= LOSS_TOL, "step %d: split %.6f vs single %.6f", i + 1, pipe_loss[i], ls[i]);
+    }
+    printf("(a) worst relative loss difference %.3g (tolerance %g)\n", worst, LOSS_TOL);
+    char mp[300];
+    snprintf(mp, sizeof mp, "%s/metrics.jsonl", dir);
+    check_diag(mp, 1);
+  }
+  if (failures) printf("%d failure(s)\n", failures);
+  else printf("PASS\n");
+  return failures ? 1 : 0;
+}
