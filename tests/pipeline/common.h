@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "compiler/spec.h"
+#include "runtime/pipeline.h"
 
 #define CHECK(cond, ...)                                               \
   do {                                                                 \
@@ -44,6 +45,16 @@ static inline void set_topology(dfl_spec *s, int n_t, int n_d) {
 
 static inline void tmp_dir(char *out, size_t n, const char *what) {
   snprintf(out, n, "/tmp/dfl-test-%s-%d", what, (int)getpid());
+}
+
+/* Options of a quiet pipeline run of `steps` steps into tmp_dir(dir, n, what); the caller sets
+** the rest (checkpoints, export, callbacks, faults). */
+static inline void quiet_pipe_opts(dfl_pipe_opts *o, char *dir, size_t n, const char *what, int64_t steps) {
+  memset(o, 0, sizeof *o);
+  tmp_dir(dir, n, what);
+  o->steps = steps;
+  o->out_dir = dir;
+  o->quiet = 1;
 }
 
 #endif

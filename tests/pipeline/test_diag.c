@@ -28,12 +28,8 @@ static void planted(dfl_spec *s, const char *fault, dfl_bound want, const char *
   memset(&vs, 0, sizeof vs);
   dfl_pipe_opts o;
   dfl_pipe_result r;
-  memset(&o, 0, sizeof o);
   char dir[256];
-  tmp_dir(dir, sizeof dir, "diag");
-  o.steps = STEPS;
-  o.out_dir = dir;
-  o.quiet = 1;
+  quiet_pipe_opts(&o, dir, sizeof dir, "diag", STEPS);
   o.no_ckpt = o.no_export = 1;
   o.fault = fault;
   o.diag_every = EVERY;

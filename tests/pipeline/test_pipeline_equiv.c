@@ -49,12 +49,8 @@ static void single(const dfl_spec *s, trace *t) {
 static void pipe_run(const dfl_spec *s, trace *t, const char *what, int export) {
   dfl_pipe_opts o;
   dfl_pipe_result r;
-  memset(&o, 0, sizeof o);
   char dir[256];
-  tmp_dir(dir, sizeof dir, what);
-  o.steps = STEPS;
-  o.out_dir = dir;
-  o.quiet = 1;
+  quiet_pipe_opts(&o, dir, sizeof dir, what, STEPS);
   o.no_export = !export;
   o.no_ckpt = !export;
   o.on_step = on_step;

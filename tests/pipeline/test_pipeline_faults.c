@@ -24,12 +24,8 @@ static void run(dfl_spec *s, int M, int depth, int prefetch, const char *fault, 
   s->prefetch = prefetch;
   dfl_pipe_opts o;
   dfl_pipe_result r;
-  memset(&o, 0, sizeof o);
   char dir[256];
-  tmp_dir(dir, sizeof dir, "faults");
-  o.steps = STEPS;
-  o.out_dir = dir;
-  o.quiet = 1;
+  quiet_pipe_opts(&o, dir, sizeof dir, "faults", STEPS);
   o.no_ckpt = o.no_export = 1;
   o.on_step = on_step;
   o.ctx = t;
