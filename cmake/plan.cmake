@@ -22,3 +22,7 @@ foreach(t examples report)
     dfl_add_test(plan_${t} SOURCES tests/plan/test_${t}.c LIBS dfl_plan LABELS plan)
   endif()
 endforeach()
+
+# The CLI error-path test (tests/cli/test_cli.sh) is registered here until CMakeLists.txt includes
+# cmake/cli_tests.cmake itself (it has an include guard, so both may include it).
+include(${CMAKE_SOURCE_DIR}/cmake/cli_tests.cmake)

@@ -11,6 +11,7 @@
 ** Over a budget, forward ops are recomputed in the backward to fit; if nothing fits, the command
 ** fails with the numbers and, for each shape knob, the largest value that would fit.
 */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,7 +224,11 @@ int dfl_cmd_plan(int argc, char **argv) {
     const char *a = argv[i];
     int more = i + 1 < argc;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--device") && more) {
+    else if (!more && (!strcmp(a, "--device") || !strcmp(a, "--yaml") || !strcmp(a, "--html") ||
+                       !strcmp(a, "--diff") || !strcmp(a, "--budget"))) {
+      fprintf(stderr, "dflc plan: %s needs a value (see `dflc plan --help`)\n", a);
+      return 2;
+    } else if (!strcmp(a, "--device") && more) {
       char *end;
       device = (int)strtol(argv[++i], &end, 10);
       if (*end || device < 0) { fprintf(stderr, "dflc plan: --device wants a device number, got '%s'\n", argv[i]); return 2; }
@@ -271,7 +276,7 @@ int dfl_cmd_plan(int argc, char **argv) {
   if (yaml) {
     FILE *f = fopen(yaml, "w");
     if (!f || dfl_plan_write_yaml(f, spec_file, views, n) != DFL_OK) {
-      fprintf(stderr, "dflc plan: cannot write '%s'\n", yaml);
+      fprintf(stderr, "dflc plan: cannot write '%s'%s%s\n", yaml, f ? "" : ": ", f ? "" : strerror(errno));
       status = 1;
     }
     if (f) fclose(f);
@@ -279,7 +284,7 @@ int dfl_cmd_plan(int argc, char **argv) {
   if (html) {
     FILE *f = fopen(html, "w");
     if (!f || dfl_plan_write_html(f, spec_file, views, n) != DFL_OK) {
-      fprintf(stderr, "dflc plan: cannot write '%s'\n", html);
+      fprintf(stderr, "dflc plan: cannot write '%s'%s%s\n", html, f ? "" : ": ", f ? "" : strerror(errno));
       status = 1;
     }
     if (f) fclose(f);

@@ -42,6 +42,12 @@ int dfl_tensor_new(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind,
               name ? name : "?", i, (long long)shape[i]);
       abort();
     }
+  /* Callers pass another tensor's shape or name (dfl_add: X->shape), which lives in g->t: copy
+  ** both before the realloc below can free it. */
+  int64_t sh[DFL_MAX_DIMS];
+  char nm[sizeof g->t[0].name];
+  for (int i = 0; i < ndim; i++) sh[i] = shape[i];
+  snprintf(nm, sizeof nm, "%s", name ? name : "");
   if (g->nt == g->cap_t) {
     g->cap_t = g->cap_t ? 2 * g->cap_t : 64;
     g->t = xrealloc(g->t, (size_t)g->cap_t * sizeof *g->t);
@@ -49,14 +55,14 @@ int dfl_tensor_new(dfl_graph *g, const char *name, dfl_dtype dt, dfl_tkind kind,
   int id = g->nt++;
   dfl_tensor *t = &g->t[id];
   memset(t, 0, sizeof *t);
-  if (name && *name)
-    snprintf(t->name, sizeof t->name, "%s", name);
+  if (nm[0])
+    memcpy(t->name, nm, sizeof nm);
   else
     snprintf(t->name, sizeof t->name, "t%d", id);
   t->dtype = dt;
   t->kind = kind;
   t->ndim = ndim;
-  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  for (int i = 0; i < ndim; i++) t->shape[i] = sh[i];
   t->producer = -1;
   t->requires_grad = kind == DFL_T_PARAM;
   t->grad = t->master = t->adam_m = t->adam_v = t->grad_acc = -1;

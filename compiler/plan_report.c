@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <yaml.h>
 #include "compiler/plan.h"
 #include "compiler/spec.h"
@@ -288,6 +289,12 @@ int dfl_plan_doc_read(dfl_plan_doc *doc, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     fprintf(stderr, "%s: cannot open the plan file (write one with `dflc plan SPEC --yaml %s`)\n", path, path);
+    return DFL_EIO;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {   /* fopen succeeds on a directory */
+    fprintf(stderr, "%s: is a directory, not a plan file (write one with `dflc plan SPEC --yaml FILE`)\n", path);
+    fclose(f);
     return DFL_EIO;
   }
   yaml_parser_t ps;

@@ -12,21 +12,13 @@
 
 #include "runtime/data.h"
 
-static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
-  size_t k = 0;
-  k += (size_t)snprintf(buf + k, n - k, "[");
-  for (int i = 0; i < ndim && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (k < n) snprintf(buf + k, n - k, "]");
-}
-
 int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen) {
   const dfl_tensor *tt = &c->g->t[t];
   int64_t n = dfl_tensor_numel(tt);
   if (dfl_st_numel(e) != n) {
     char a[96], b[96];
-    shape_str(a, sizeof a, tt->ndim, tt->shape);
-    shape_str(b, sizeof b, e->ndim, e->shape);
+    dfl_st_shape_str(a, sizeof a, tt->ndim, tt->shape);
+    dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);
     snprintf(err, errlen, "%s: tensor %s: expected shape %s, found %s", st->files[e->file].path, e->name, a, b);
     return DFL_ESHAPE;
   }

@@ -11,6 +11,7 @@
 ** 3. FLOPs per step from dfl_op_flops, achieved TFLOP/s and MFU against 989 TFLOP/s (H200 dense
 **    bf16, the peer baseline's peak).
 */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,9 +136,12 @@ int dfl_cmd_bench(int argc, char **argv) {
   }
   dfl_spec *s = malloc(sizeof *s);
   dfl_trainer *tr = calloc(1, sizeof *tr);
-  if (!s || !tr) return 1;
-  int rc = dfl_spec_load(spec_file, s);
-  if (rc) return 1;
+  int rc = s && tr ? dfl_spec_load(spec_file, s) : DFL_ENOMEM;
+  if (rc) {
+    free(tr);
+    free(s);
+    return 1;
+  }
   dfl_train_opts o;
   memset(&o, 0, sizeof o);
   o.steps = warmup + steps + 1;
@@ -221,9 +225,13 @@ int dfl_cmd_bench(int argc, char **argv) {
            "arena)", tr->mem_min / gib, tr->mem_max / gib, tr->step, used_delta / gib,
            100.0 * ((double)used_delta - (double)tr->be.arena_bytes) / (double)tr->be.arena_bytes);
   printf("\n");
+  int status = 0;
   if (json) {
     FILE *f = fopen(json, "w");
-    if (f) {
+    if (!f) {
+      fprintf(stderr, "dflc bench: cannot write %s: %s\n", json, strerror(errno));
+      status = 1;
+    } else {
       fprintf(f, "{\"spec\":\"%s\",\"backend\":\"%s\",\"steps\":%" PRId64 ",\"step_ms\":%.3f,\"seq_tokens_per_s\":%.1f,"
               "\"tflop_per_step\":%.4f,\"tflops\":%.2f,\"mfu\":%.4f,\"phase_ms\":{", spec_file, tr->be.name, done,
               step_ms, tps, fl_step / 1e12, tflops, tflops / PEAK_TFLOPS);
@@ -237,5 +245,5 @@ int dfl_cmd_bench(int argc, char **argv) {
   dfl_train_close(tr);
   free(tr);
   free(s);
-  return 0;
+  return status;
 }

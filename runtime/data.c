@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define DFL_DATA_MAX_LINE (64u << 20)
@@ -276,6 +277,11 @@ int dfl_data_load(const char *path, int vocab, int cap, dfl_badrow_policy policy
                   dfl_dataset *out) {
   src s = {0};
   memset(out, 0, sizeof *out);
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {   /* gzopen opens a directory; reads then fail */
+    fprintf(log ? log : stderr, "%s: is a directory, not a JSONL data file\n", path);
+    return DFL_EIO;
+  }
   s.gz = gzopen(path, "rb");   /* reads plain files transparently */
   if (!s.gz) {
     fprintf(log ? log : stderr, "%s: cannot open (%s)\n", path, errno ? strerror(errno) : "zlib");

@@ -6,27 +6,17 @@
 ** ship no Python module, and SGLang's export gate drops it too.
 */
 #include "runtime/export.h"
+#include "runtime/io_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...) {
-  if (err && errlen) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
 
 int dfl_drafter_tensor_count(const dfl_spec *s) { return 3 + 11 * s->drafter.layers; }
 
@@ -62,13 +52,6 @@ int dfl_drafter_tensor_list(const dfl_spec *s, dfl_drafter_tensor *out) {
   }
   put(out, &k, "norm.weight", H, 0);
   return k;
-}
-
-static void fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape) {
-  size_t o = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < ndim && o < len; i++)
-    o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (o < len) snprintf(buf + o, len - o, "]");
 }
 
 /* The one sliding window of the drafter (HF configs have a single sliding_window), 0 if none. */
@@ -142,7 +125,7 @@ static int write_atomic(const char *path, const char *text, char *err, size_t er
   char tmp[2 * DFL_PATH_MAX + 64];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *f = fopen(tmp, "w");
-  if (!f) return seterr(err, errlen, DFL_EIO, "%s: cannot create (%s)", tmp, strerror(errno));
+  if (!f) return dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot create (%s)", tmp, strerror(errno));
   size_t n = strlen(text);
   int ok = fwrite(text, 1, n, f) == n && fputc('\n', f) != EOF && fflush(f) == 0 &&
            fsync(fileno(f)) == 0;
@@ -150,7 +133,7 @@ static int write_atomic(const char *path, const char *text, char *err, size_t er
   if (!ok || rename(tmp, path) != 0) {
     int e = errno;
     unlink(tmp);
-    return seterr(err, errlen, DFL_EIO, "%s: write failed (%s)", path, strerror(e));
+    return dfl_io_seterr(err, errlen, DFL_EIO, "%s: write failed (%s)", path, strerror(e));
   }
   return DFL_OK;
 }
@@ -159,33 +142,33 @@ int dfl_export_drafter(const char *dir, const dfl_spec *s, const dfl_st_out *t, 
                        size_t errlen) {
   int m = dfl_drafter_tensor_count(s), W, rc = DFL_OK;
   if (sliding_window(s, &W) != 0)
-    return seterr(err, errlen, DFL_ERR, "%s: the drafter's sliding layers have different windows; "
+    return dfl_io_seterr(err, errlen, DFL_ERR, "%s: the drafter's sliding layers have different windows; "
                   "the Hugging Face config holds one sliding_window", dir);
   dfl_drafter_tensor *want = malloc((size_t)m * sizeof *want);
   dfl_st_out *out = calloc((size_t)m, sizeof *out);
-  if (!want || !out) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
+  if (!want || !out) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
   dfl_drafter_tensor_list(s, want);
   /* Every given tensor must be a drafter tensor... */
   for (int i = 0; i < n; i++) {
     int j = 0;
     while (j < m && strcmp(want[j].name, t[i].name)) j++;
     if (j == m) {
-      rc = seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s is not part of a DFlash drafter with %d "
+      rc = dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s is not part of a DFlash drafter with %d "
                   "layers (export writes only the drafter's own tensors)", dir, t[i].name,
                   s->drafter.layers);
       goto done;
     }
     if (out[j].name) {
-      rc = seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s given twice", dir, t[i].name);
+      rc = dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s given twice", dir, t[i].name);
       goto done;
     }
     int ok = t[i].ndim == want[j].ndim;
     for (int d = 0; ok && d < want[j].ndim; d++) ok = t[i].shape[d] == want[j].shape[d];
     if (!ok) {
       char a[128], b[128];
-      fmt_shape(a, sizeof a, want[j].ndim, want[j].shape);
-      fmt_shape(b, sizeof b, t[i].ndim, t[i].shape);
-      rc = seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: expected shape %s, found %s", dir,
+      dfl_st_shape_str(a, sizeof a, want[j].ndim, want[j].shape);
+      dfl_st_shape_str(b, sizeof b, t[i].ndim, t[i].shape);
+      rc = dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: expected shape %s, found %s", dir,
                   t[i].name, a, b);
       goto done;
     }
@@ -193,23 +176,23 @@ int dfl_export_drafter(const char *dir, const dfl_spec *s, const dfl_st_out *t, 
     out[j].dtype = DFL_ST_BF16;
     if (t[i].raw && t[i].dtype == DFL_ST_F32) { out[j].f32 = t[i].raw; out[j].raw = NULL; }
     else if (t[i].raw && t[i].dtype != DFL_ST_BF16) {
-      rc = seterr(err, errlen, DFL_ERR, "%s: tensor %s: raw data must be F32 or BF16, not %s", dir,
+      rc = dfl_io_seterr(err, errlen, DFL_ERR, "%s: tensor %s: raw data must be F32 or BF16, not %s", dir,
                   t[i].name, dfl_st_dtype_name(t[i].dtype));
       goto done;
     } else if (!t[i].raw && !t[i].f32) {
-      rc = seterr(err, errlen, DFL_ERR, "%s: tensor %s: no data", dir, t[i].name);
+      rc = dfl_io_seterr(err, errlen, DFL_ERR, "%s: tensor %s: no data", dir, t[i].name);
       goto done;
     }
   }
   /* ...and every drafter tensor must be given. */
   for (int j = 0; j < m; j++)
     if (!out[j].name) {
-      rc = seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: missing (every drafter tensor must be "
+      rc = dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: missing (every drafter tensor must be "
                   "exported)", dir, want[j].name);
       goto done;
     }
   if (mkdirs(dir) != 0) {
-    rc = seterr(err, errlen, DFL_EIO, "%s: cannot create directory (%s)", dir, strerror(errno));
+    rc = dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot create directory (%s)", dir, strerror(errno));
     goto done;
   }
   char path[DFL_PATH_MAX + 32];
@@ -219,7 +202,7 @@ int dfl_export_drafter(const char *dir, const dfl_spec *s, const dfl_st_out *t, 
   json_t *c = config_json(s);
   char *text = json_dumps(c, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
   json_decref(c);
-  if (!text) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
+  if (!text) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
   snprintf(path, sizeof path, "%s/config.json", dir);
   rc = write_atomic(path, text, err, errlen);
   free(text);
@@ -255,11 +238,11 @@ static int check_config(const char *cpath, json_t *c, const dfl_spec *s, char *e
     is_dflash |= json_is_string(json_array_get(arch, i)) &&
                  strstr(json_string_value(json_array_get(arch, i)), "DFlash") != NULL;
   if (!is_dflash)
-    return seterr(err, errlen, DFL_EFORMAT, "%s: architectures does not name a DFlash drafter "
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: architectures does not name a DFlash drafter "
                   "(expected [\"DFlashDraftModel\"]): is this a target model directory?", cpath);
   json_t *dc = json_object_get(c, "dflash_config");
   if (!json_is_object(dc))
-    return seterr(err, errlen, DFL_EFORMAT, "%s: no dflash_config object", cpath);
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: no dflash_config object", cpath);
   json_int_t hd;
   if (!get_int(c, "head_dim", &hd)) hd = a->heads ? a->hidden / a->heads : 0;   /* HF default */
   struct { const char *key; long long want; const char *what; } ints[] = {
@@ -273,25 +256,25 @@ static int check_config(const char *cpath, json_t *c, const dfl_spec *s, char *e
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     json_int_t v;
     if (!get_int(c, ints[i].key, &v))
-      return seterr(err, errlen, DFL_EFORMAT, "%s: %s is missing or not an integer", cpath, ints[i].key);
+      return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: %s is missing or not an integer", cpath, ints[i].key);
     if (v != ints[i].want)
-      return seterr(err, errlen, DFL_ESHAPE, "%s: %s is %lld, but the spec (%s) says %s = %lld", cpath,
+      return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: %s is %lld, but the spec (%s) says %s = %lld", cpath,
                     ints[i].key, (long long)v, s->file, ints[i].what, ints[i].want);
   }
   if (hd != a->head_dim)
-    return seterr(err, errlen, DFL_ESHAPE, "%s: head_dim is %lld, but the spec (%s) has %d", cpath,
+    return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: head_dim is %lld, but the spec (%s) has %d", cpath,
                   (long long)hd, s->file, a->head_dim);
   json_int_t B;
   if (!get_int(c, "block_size", &B) && !get_int(dc, "block_size", &B))
-    return seterr(err, errlen, DFL_EFORMAT, "%s: no block_size", cpath);
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: no block_size", cpath);
   if (B != s->block_size)
-    return seterr(err, errlen, DFL_ESHAPE, "%s: block_size is %lld, but the spec (%s) has %d", cpath,
+    return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: block_size is %lld, but the spec (%s) has %d", cpath,
                   (long long)B, s->file, s->block_size);
   json_int_t mt;
   if (!get_int(dc, "mask_token_id", &mt))
-    return seterr(err, errlen, DFL_EFORMAT, "%s: dflash_config.mask_token_id is missing", cpath);
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: dflash_config.mask_token_id is missing", cpath);
   if (mt != s->mask_token)
-    return seterr(err, errlen, DFL_ESHAPE, "%s: dflash_config.mask_token_id is %lld, but the spec "
+    return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: dflash_config.mask_token_id is %lld, but the spec "
                   "(%s) uses %d", cpath, (long long)mt, s->file, s->mask_token);
   json_t *taps = json_object_get(dc, "target_layer_ids");
   int ok = json_is_array(taps) && (int)json_array_size(taps) == s->n_taps;
@@ -305,7 +288,7 @@ static int check_config(const char *cpath, json_t *c, const dfl_spec *s, char *e
       o += (size_t)snprintf(want + o, sizeof want - o, "%s%d", i ? ", " : "", s->taps[i]);
     if (o < sizeof want) snprintf(want + o, sizeof want - o, "]");
     char *got = json_dumps(taps ? taps : json_null(), JSON_ENCODE_ANY | JSON_COMPACT);
-    seterr(err, errlen, DFL_ESHAPE, "%s: dflash_config.target_layer_ids is %s, but the spec (%s) "
+    dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: dflash_config.target_layer_ids is %s, but the spec (%s) "
            "taps %s", cpath, got ? got : "?", s->file, want);
     free(got);
     return DFL_ESHAPE;
@@ -316,29 +299,29 @@ static int check_config(const char *cpath, json_t *c, const dfl_spec *s, char *e
   for (int l = 0; l < a->layers; l++) {
     const char *t = lt ? json_string_value(json_array_get(lt, (size_t)l)) : "full_attention";
     if (!t || (strcmp(t, "full_attention") && strcmp(t, "sliding_attention")))
-      return seterr(err, errlen, DFL_EFORMAT, "%s: layer_types[%d] must be \"full_attention\" or "
+      return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: layer_types[%d] must be \"full_attention\" or "
                     "\"sliding_attention\"", cpath, l);
     int sl = !strcmp(t, "sliding_attention");
     if (sl != !!s->sliding[l])
-      return seterr(err, errlen, DFL_ESHAPE, "%s: layer_types[%d] is %s, but the spec (%s) makes "
+      return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: layer_types[%d] is %s, but the spec (%s) makes "
                     "drafter layer %d %s", cpath, l, t, s->file, l, s->sliding[l] ? "sliding" : "full");
     if (sl && W != s->window[l])
-      return seterr(err, errlen, DFL_ESHAPE, "%s: sliding_window is %lld, but the spec (%s) gives "
+      return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: sliding_window is %lld, but the spec (%s) gives "
                     "layer %d a window of %d", cpath, (long long)W, s->file, l, s->window[l]);
   }
   double theta, eps;
   json_t *rp = json_object_get(c, "rope_parameters");
   if (!get_num(c, "rope_theta", &theta) && !get_num(rp, "rope_theta", &theta))
-    return seterr(err, errlen, DFL_EFORMAT, "%s: no rope_theta (or rope_parameters.rope_theta)", cpath);
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: no rope_theta (or rope_parameters.rope_theta)", cpath);
   if (!close_enough(theta, a->rope_theta))
-    return seterr(err, errlen, DFL_ESHAPE, "%s: rope_theta is %g, but the spec (%s) has %g", cpath,
+    return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: rope_theta is %g, but the spec (%s) has %g", cpath,
                   theta, s->file, a->rope_theta);
   if (get_num(c, "rms_norm_eps", &eps) && !close_enough(eps, a->rms_eps))
-    return seterr(err, errlen, DFL_ESHAPE, "%s: rms_norm_eps is %g, but the spec (%s) has %g", cpath,
+    return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: rms_norm_eps is %g, but the spec (%s) has %g", cpath,
                   eps, s->file, a->rms_eps);
   json_t *act = json_object_get(c, "hidden_act");
   if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
-    return seterr(err, errlen, DFL_EFORMAT, "%s: hidden_act must be \"silu\"", cpath);
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: hidden_act must be \"silu\"", cpath);
   return DFL_OK;
 }
 
@@ -351,12 +334,12 @@ int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w,
   json_t *c = json_load_file(cpath, JSON_REJECT_DUPLICATES, &je);
   if (!c) {
     if (access(cpath, R_OK) != 0)
-      return seterr(err, errlen, DFL_EIO, "%s: cannot open (%s): not a drafter directory?", cpath,
+      return dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot open (%s): not a drafter directory?", cpath,
                     strerror(errno));
-    return seterr(err, errlen, DFL_EFORMAT, "%s:%d: not valid JSON (%s)", cpath, je.line, je.text);
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s:%d: not valid JSON (%s)", cpath, je.line, je.text);
   }
   int rc = json_is_object(c) ? check_config(cpath, c, s, err, errlen)
-                             : seterr(err, errlen, DFL_EFORMAT, "%s: not a JSON object", cpath);
+                             : dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: not a JSON object", cpath);
   json_decref(c);
   if (rc) return rc;
   dfl_st st;
@@ -364,7 +347,7 @@ int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w,
   int m = dfl_drafter_tensor_count(s);
   w->t = malloc((size_t)m * sizeof *w->t);
   w->data = calloc((size_t)m, sizeof *w->data);
-  if (!w->t || !w->data) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
+  if (!w->t || !w->data) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
   w->n = dfl_drafter_tensor_list(s, w->t);
   for (int i = 0; i < m; i++) {
     const dfl_drafter_tensor *t = &w->t[i];
@@ -375,12 +358,12 @@ int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w,
     const dfl_st_entry *e;
     if ((rc = dfl_st_expect(&st, name, t->ndim, t->shape, &e, err, errlen))) goto done;
     if (e->dtype > DFL_ST_BF16) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: dtype %s, expected a float type",
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: dtype %s, expected a float type",
                   st.files[e->file].path, name, dfl_st_dtype_name(e->dtype));
       goto done;
     }
     w->data[i] = malloc((size_t)dfl_st_numel(e) * sizeof(float));
-    if (!w->data[i]) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
+    if (!w->data[i]) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
     dfl_st_read_f32(&st, e, w->data[i]);
   }
 done:

@@ -10,6 +10,7 @@
 */
 #include "runtime/safetensors.h"
 #include "compiler/spec.h"
+#include "runtime/io_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +36,7 @@ size_t dfl_st_dtype_size(dfl_st_dtype dt) {
   return (unsigned)dt < DFL_ST_DTYPE_COUNT ? dtype_sizes[dt] : 0;
 }
 
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...) {
+int dfl_io_seterr(char *err, size_t errlen, int code, const char *fmt, ...) {
   if (err && errlen) {
     va_list ap;
     va_start(ap, fmt);
@@ -95,7 +96,7 @@ static int parse_dtype(const char *s, dfl_st_dtype *dt) {
   return 0;
 }
 
-static void fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape) {
+void dfl_st_shape_str(char *buf, size_t len, int ndim, const int64_t *shape) {
   size_t o = 0;
   o += (size_t)snprintf(buf + o, len - o, "[");
   for (int i = 0; i < ndim && o < len; i++)
@@ -113,15 +114,15 @@ static int parse_file(dfl_st *st, int fi, char *err, size_t errlen) {
   dfl_st_file *f = &st->files[fi];
   const char *P = f->path;
   if (f->size < 8)
-    return seterr(err, errlen, DFL_EFORMAT, "%s: not a safetensors file (%zu bytes, shorter than "
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: not a safetensors file (%zu bytes, shorter than "
                   "the 8-byte header length)", P, f->size);
   uint64_t n = 0;
   for (int i = 7; i >= 0; i--) n = (n << 8) | f->map[i];
   if (n > DFL_ST_MAX_HEADER)
-    return seterr(err, errlen, DFL_EFORMAT, "%s: header length %llu is over the %u-byte limit "
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: header length %llu is over the %u-byte limit "
                   "(corrupt file, or not safetensors)", P, (unsigned long long)n, DFL_ST_MAX_HEADER);
   if (n > f->size - 8)
-    return seterr(err, errlen, DFL_EFORMAT, "%s: header length %llu runs past the end of the "
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: header length %llu runs past the end of the "
                   "file (%zu bytes): truncated download?", P, (unsigned long long)n, f->size);
   f->data_start = 8 + n;
   uint64_t data_size = f->size - f->data_start;
@@ -129,15 +130,15 @@ static int parse_file(dfl_st *st, int fi, char *err, size_t errlen) {
   json_error_t je;
   json_t *root = json_loadb((const char *)f->map + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
   if (!root)
-    return seterr(err, errlen, DFL_EFORMAT, "%s: header is not valid JSON (%s, at byte %d of "
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: header is not valid JSON (%s, at byte %d of "
                   "the header)", P, je.text, je.position);
   if (!json_is_object(root)) {
     json_decref(root);
-    return seterr(err, errlen, DFL_EFORMAT, "%s: header is not a JSON object", P);
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: header is not a JSON object", P);
   }
   size_t cnt = json_object_size(root);
   dfl_st_entry *ne = realloc(st->e, (size_t)(st->n + (int)cnt + 1) * sizeof *ne);
-  if (!ne) { json_decref(root); return seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", P); }
+  if (!ne) { json_decref(root); return dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", P); }
   st->e = ne;
   int first = st->n, rc = DFL_OK;
   const char *key;
@@ -147,11 +148,11 @@ static int parse_file(dfl_st *st, int fi, char *err, size_t errlen) {
       const char *mk;
       json_t *mv;
       if (!json_is_object(v)) {
-        rc = seterr(err, errlen, DFL_EFORMAT, "%s: __metadata__ is not an object", P);
+        rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: __metadata__ is not an object", P);
         break;
       }
       json_object_foreach(v, mk, mv) if (!json_is_string(mv)) {
-        rc = seterr(err, errlen, DFL_EFORMAT, "%s: __metadata__ value for \"%s\" is not a string",
+        rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: __metadata__ value for \"%s\" is not a string",
                     P, mk);
         break;
       }
@@ -161,7 +162,7 @@ static int parse_file(dfl_st *st, int fi, char *err, size_t errlen) {
     json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
            *jo = json_object_get(v, "data_offsets");
     if (!json_is_object(v) || !json_is_string(jd) || !json_is_array(js) || !json_is_array(jo)) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: entry must be an object with a string "
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: entry must be an object with a string "
                   "\"dtype\", an array \"shape\" and an array \"data_offsets\"", P, key);
       break;
     }
@@ -169,14 +170,14 @@ static int parse_file(dfl_st *st, int fi, char *err, size_t errlen) {
     memset(&e, 0, sizeof e);
     e.file = fi;
     if (!parse_dtype(json_string_value(jd), &e.dtype)) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: dtype %s is not supported (dflc reads "
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: dtype %s is not supported (dflc reads "
                   "F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL; convert the checkpoint to bf16)", P,
                   key, json_string_value(jd));
       break;
     }
     size_t nd = json_array_size(js);
     if (nd > DFL_ST_MAX_DIMS) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: %zu dimensions (at most %d supported)",
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: %zu dimensions (at most %d supported)",
                   P, key, nd, DFL_ST_MAX_DIMS);
       break;
     }
@@ -185,47 +186,47 @@ static int parse_file(dfl_st *st, int fi, char *err, size_t errlen) {
     for (size_t i = 0; i < nd && !rc; i++) {
       json_t *d = json_array_get(js, i);
       if (!json_is_integer(d) || json_integer_value(d) < 0)
-        rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shape entry %zu is not a "
+        rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shape entry %zu is not a "
                     "non-negative integer", P, key, i);
       else {
         e.shape[i] = (int64_t)json_integer_value(d);
         if (__builtin_mul_overflow(numel, e.shape[i], &numel))
-          rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shape overflows (element count "
+          rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shape overflows (element count "
                       "above 2^63)", P, key);
       }
     }
     if (rc) break;
     int64_t nbytes;
     if (__builtin_mul_overflow(numel, (int64_t)dtype_sizes[e.dtype], &nbytes)) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shape overflows (byte size above 2^63)",
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shape overflows (byte size above 2^63)",
                   P, key);
       break;
     }
     json_t *b0 = json_array_get(jo, 0), *b1 = json_array_get(jo, 1);
     if (json_array_size(jo) != 2 || !json_is_integer(b0) || !json_is_integer(b1) ||
         json_integer_value(b0) < 0 || json_integer_value(b1) < json_integer_value(b0)) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: data_offsets must be [begin, end] "
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: data_offsets must be [begin, end] "
                   "with 0 <= begin <= end", P, key);
       break;
     }
     e.begin = (uint64_t)json_integer_value(b0);
     e.end = (uint64_t)json_integer_value(b1);
     if (e.end > data_size) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: data_offsets [%llu, %llu] run past the "
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: data_offsets [%llu, %llu] run past the "
                   "data area (%llu bytes): truncated file?", P, key, (unsigned long long)e.begin,
                   (unsigned long long)e.end, (unsigned long long)data_size);
       break;
     }
     if (e.end - e.begin != (uint64_t)nbytes) {
       char sb[256];
-      fmt_shape(sb, sizeof sb, e.ndim, e.shape);
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: size mismatch: %s %s needs %lld bytes, "
+      dfl_st_shape_str(sb, sizeof sb, e.ndim, e.shape);
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: size mismatch: %s %s needs %lld bytes, "
                   "data_offsets span %llu", P, key, dtype_names[e.dtype], sb, (long long)nbytes,
                   (unsigned long long)(e.end - e.begin));
       break;
     }
     e.name = strdup(key);
-    if (!e.name) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", P); break; }
+    if (!e.name) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", P); break; }
     st->e[st->n++] = e;
   }
   json_decref(root);
@@ -234,14 +235,14 @@ static int parse_file(dfl_st *st, int fi, char *err, size_t errlen) {
   /* Overlap check: sort this file's ranges by begin (empty tensors occupy nothing). */
   int m = st->n - first;
   dfl_st_entry **by = malloc((size_t)(m ? m : 1) * sizeof *by);
-  if (!by) return seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", P);
+  if (!by) return dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", P);
   int k = 0;
   for (int i = first; i < st->n; i++)
     if (st->e[i].end > st->e[i].begin) by[k++] = &st->e[i];
   qsort(by, (size_t)k, sizeof *by, cmp_begin);
   for (int i = 1; i < k && !rc; i++)
     if (by[i]->begin < by[i - 1]->end)
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: bytes [%llu, %llu) overlap tensor %s "
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: bytes [%llu, %llu) overlap tensor %s "
                   "[%llu, %llu)", P, by[i]->name, (unsigned long long)by[i]->begin,
                   (unsigned long long)by[i]->end, by[i - 1]->name,
                   (unsigned long long)by[i - 1]->begin, (unsigned long long)by[i - 1]->end);
@@ -259,7 +260,7 @@ static int finish(dfl_st *st, char *err, size_t errlen) {
   if (st->n > 1) qsort(st->e, (size_t)st->n, sizeof *st->e, cmp_name);
   for (int i = 1; i < st->n; i++)
     if (!strcmp(st->e[i].name, st->e[i - 1].name))
-      return seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: also present in %s (a tensor must be "
+      return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: also present in %s (a tensor must be "
                     "in exactly one shard)", st->files[st->e[i].file].path, st->e[i].name,
                     st->files[st->e[i - 1].file].path);
   return DFL_OK;
@@ -267,20 +268,20 @@ static int finish(dfl_st *st, char *err, size_t errlen) {
 
 static int add_file(dfl_st *st, const char *path, char *err, size_t errlen) {
   dfl_st_file *nf = realloc(st->files, (size_t)(st->nfiles + 1) * sizeof *nf);
-  if (!nf) return seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path);
+  if (!nf) return dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path);
   st->files = nf;
   dfl_st_file *f = &st->files[st->nfiles];
   memset(f, 0, sizeof *f);
   f->path = strdup(path);
-  if (!f->path) return seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path);
+  if (!f->path) return dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path);
   st->nfiles++;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return seterr(err, errlen, DFL_EIO, "%s: cannot open (%s)", path, strerror(errno));
+    return dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot open (%s)", path, strerror(errno));
   struct stat sb;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     close(fd);
-    return seterr(err, errlen, DFL_EIO, "%s: not a regular file", path);
+    return dfl_io_seterr(err, errlen, DFL_EIO, "%s: not a regular file", path);
   }
   f->size = (size_t)sb.st_size;
   if (f->size > 0) {
@@ -288,7 +289,7 @@ static int add_file(dfl_st *st, const char *path, char *err, size_t errlen) {
     if (m == MAP_FAILED) {
       int e = errno;
       close(fd);
-      return seterr(err, errlen, DFL_EIO, "%s: cannot map (%s)", path, strerror(e));
+      return dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot map (%s)", path, strerror(e));
     }
     f->map = m;
     f->mapped = 1;
@@ -308,14 +309,14 @@ static int open_index(dfl_st *st, const char *ipath, char *err, size_t errlen) {
   json_t *root = json_load_file(ipath, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
     if (access(ipath, R_OK) != 0)
-      return seterr(err, errlen, DFL_EIO, "%s: cannot open (%s)", ipath, strerror(errno));
-    return seterr(err, errlen, DFL_EFORMAT, "%s:%d: not valid JSON (%s)", ipath, je.line, je.text);
+      return dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot open (%s)", ipath, strerror(errno));
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s:%d: not valid JSON (%s)", ipath, je.line, je.text);
   }
   json_t *wm = json_object_get(root, "weight_map");
   int rc = DFL_OK;
   if (!json_is_object(root) || !json_is_object(wm) || json_object_size(wm) == 0) {
     json_decref(root);
-    return seterr(err, errlen, DFL_EFORMAT, "%s: no \"weight_map\" object (expected {\"weight_map\": "
+    return dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: no \"weight_map\" object (expected {\"weight_map\": "
                   "{tensor: shard file}})", ipath);
   }
   char dir[DFL_PATH_MAX];
@@ -327,12 +328,12 @@ static int open_index(dfl_st *st, const char *ipath, char *err, size_t errlen) {
   json_t *v;
   json_object_foreach(wm, key, v) {
     if (!json_is_string(v)) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shard name is not a string", ipath, key);
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shard name is not a string", ipath, key);
       break;
     }
     const char *shard = json_string_value(v);
     if (!*shard || shard[0] == '/' || strstr(shard, "..")) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shard \"%s\" must be a file name in "
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: shard \"%s\" must be a file name in "
                   "the checkpoint directory", ipath, key, shard);
       break;
     }
@@ -342,7 +343,7 @@ static int open_index(dfl_st *st, const char *ipath, char *err, size_t errlen) {
     for (int i = 0; i < st->nfiles && !seen; i++) seen = !strcmp(st->files[i].path, full);
     if (seen) continue;
     if (access(full, F_OK) != 0) {
-      rc = seterr(err, errlen, DFL_EIO, "%s: tensor %s: shard %s is missing (%s)", ipath, key, full,
+      rc = dfl_io_seterr(err, errlen, DFL_EIO, "%s: tensor %s: shard %s is missing (%s)", ipath, key, full,
                   strerror(errno));
       break;
     }
@@ -354,12 +355,12 @@ static int open_index(dfl_st *st, const char *ipath, char *err, size_t errlen) {
     const dfl_st_entry *e = dfl_st_find(st, key);
     const char *shard = json_string_value(v);
     if (!e) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: the index maps it to %s, which does not "
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: the index maps it to %s, which does not "
                   "hold it", ipath, key, shard);
       break;
     }
     if (!has_suffix(st->files[e->file].path, shard)) {
-      rc = seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: the index maps it to %s, but it is in %s",
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: the index maps it to %s, but it is in %s",
                   ipath, key, shard, st->files[e->file].path);
       break;
     }
@@ -373,7 +374,7 @@ int dfl_st_open(dfl_st *st, const char *path, char *err, size_t errlen) {
   if (err && errlen) err[0] = 0;
   struct stat sb;
   if (stat(path, &sb) != 0)
-    return seterr(err, errlen, DFL_EIO, "%s: cannot open (%s)", path, strerror(errno));
+    return dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot open (%s)", path, strerror(errno));
   int rc;
   if (S_ISDIR(sb.st_mode)) {
     char p[2 * DFL_PATH_MAX];
@@ -383,7 +384,7 @@ int dfl_st_open(dfl_st *st, const char *path, char *err, size_t errlen) {
     } else {
       snprintf(p, sizeof p, "%s/model.safetensors", path);
       if (access(p, F_OK) != 0) {
-        rc = seterr(err, errlen, DFL_EIO, "%s: no model.safetensors or model.safetensors.index.json "
+        rc = dfl_io_seterr(err, errlen, DFL_EIO, "%s: no model.safetensors or model.safetensors.index.json "
                     "in this directory", path);
       } else {
         rc = add_file(st, p, err, errlen);
@@ -407,7 +408,7 @@ int dfl_st_open_buffer(dfl_st *st, const void *buf, size_t size, const char *nam
   st->files = calloc(1, sizeof *st->files);
   if (!st->files || !(st->files[0].path = strdup(name ? name : "<buffer>"))) {
     dfl_st_close(st);
-    return seterr(err, errlen, DFL_ENOMEM, "out of memory");
+    return dfl_io_seterr(err, errlen, DFL_ENOMEM, "out of memory");
   }
   st->nfiles = 1;
   st->files[0].map = buf;
@@ -519,16 +520,16 @@ int dfl_st_expect(const dfl_st *st, const char *name, int ndim, const int64_t *s
     snprintf(dir, sizeof dir, "%s", where);
     char *slash = strrchr(dir, '/');
     if (slash && st->nfiles > 1) *slash = 0;   /* sharded: name the checkpoint directory */
-    return seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: missing (the weights %s has no tensor %s)",
+    return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: missing (the weights %s has no tensor %s)",
                   dir, name, st->nfiles > 1 ? "directory" : "file", name);
   }
   int ok = e->ndim == ndim;
   for (int i = 0; ok && i < ndim; i++) ok = e->shape[i] == shape[i];
   if (!ok) {
     char a[256], b[256];
-    fmt_shape(a, sizeof a, ndim, shape);
-    fmt_shape(b, sizeof b, e->ndim, e->shape);
-    return seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: expected shape %s, found %s",
+    dfl_st_shape_str(a, sizeof a, ndim, shape);
+    dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);
+    return dfl_io_seterr(err, errlen, DFL_ESHAPE, "%s: tensor %s: expected shape %s, found %s",
                   st->files[e->file].path, name, a, b);
   }
   return DFL_OK;
@@ -551,7 +552,7 @@ static int encode(const dfl_st_out *t, int64_t n, uint8_t *buf, char *err, size_
   if (t->raw) { memcpy(buf, t->raw, (size_t)n * es); return DFL_OK; }
   int isf = t->dtype <= DFL_ST_BF16;
   if (isf ? !t->f32 : !t->i32)
-    return seterr(err, errlen, DFL_ERR, "%s: tensor %s: no %s source data given", path, t->name,
+    return dfl_io_seterr(err, errlen, DFL_ERR, "%s: tensor %s: no %s source data given", path, t->name,
                   isf ? "f32" : "i32");
   for (int64_t i = 0; i < n; i++) {
     uint8_t *q = buf + (size_t)i * es;
@@ -569,7 +570,7 @@ static int encode(const dfl_st_out *t, int64_t n, uint8_t *buf, char *err, size_
     else if (t->dtype == DFL_ST_U8) { lo = 0; hi = 255; }
     else if (t->dtype == DFL_ST_BOOL) { lo = 0; hi = 1; }
     if (v < lo || v > hi)
-      return seterr(err, errlen, DFL_ERR, "%s: tensor %s: value %d at element %lld does not fit %s",
+      return dfl_io_seterr(err, errlen, DFL_ERR, "%s: tensor %s: value %d at element %lld does not fit %s",
                     path, t->name, v, (long long)i, dtype_names[t->dtype]);
     switch (t->dtype) {
     case DFL_ST_I64: { int64_t w = v; memcpy(q, &w, 8); break; }
@@ -592,11 +593,11 @@ int dfl_st_write(const char *path, const dfl_st_out *t, int n, const char *const
   uint8_t *buf = NULL;
   char tmp[2 * DFL_PATH_MAX];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  if (!ord || !root) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path); goto done; }
+  if (!ord || !root) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path); goto done; }
   for (int i = 0; i < n; i++) {
     if ((unsigned)t[i].dtype >= DFL_ST_DTYPE_COUNT || t[i].ndim < 0 || t[i].ndim > DFL_ST_MAX_DIMS ||
         !t[i].name || !strcmp(t[i].name, "__metadata__")) {
-      rc = seterr(err, errlen, DFL_ERR, "%s: tensor %s: bad name, dtype or rank", path,
+      rc = dfl_io_seterr(err, errlen, DFL_ERR, "%s: tensor %s: bad name, dtype or rank", path,
                   t[i].name ? t[i].name : "(null)");
       goto done;
     }
@@ -616,7 +617,7 @@ int dfl_st_write(const char *path, const dfl_st_out *t, int n, const char *const
     for (int d = 0; d < o->ndim; d++) {
       if (o->shape[d] < 0 || __builtin_mul_overflow(numel, o->shape[d], &numel)) {
         json_decref(e); json_decref(sh); json_decref(of);
-        rc = seterr(err, errlen, DFL_ERR, "%s: tensor %s: bad shape", path, o->name);
+        rc = dfl_io_seterr(err, errlen, DFL_ERR, "%s: tensor %s: bad shape", path, o->name);
         goto done;
       }
       json_array_append_new(sh, json_integer(o->shape[d]));
@@ -629,7 +630,7 @@ int dfl_st_write(const char *path, const dfl_st_out *t, int n, const char *const
     json_object_set_new(e, "data_offsets", of);
     if (json_object_get(root, o->name)) {
       json_decref(e);
-      rc = seterr(err, errlen, DFL_ERR, "%s: tensor %s: given twice", path, o->name);
+      rc = dfl_io_seterr(err, errlen, DFL_ERR, "%s: tensor %s: given twice", path, o->name);
       goto done;
     }
     json_object_set_new(root, o->name, e);
@@ -637,16 +638,16 @@ int dfl_st_write(const char *path, const dfl_st_out *t, int n, const char *const
     if (bytes > maxbytes) maxbytes = bytes;
   }
   hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  if (!hdr) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path); goto done; }
+  if (!hdr) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path); goto done; }
   size_t hl = strlen(hdr), padded = (hl + 7) & ~(size_t)7;   /* data area starts 8-aligned */
   f = fopen(tmp, "wb");
-  if (!f) { rc = seterr(err, errlen, DFL_EIO, "%s: cannot create (%s)", tmp, strerror(errno)); goto done; }
+  if (!f) { rc = dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot create (%s)", tmp, strerror(errno)); goto done; }
   uint8_t len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
   int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(hdr, 1, hl, f) == hl;
   for (size_t i = hl; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
   buf = malloc(maxbytes ? (size_t)maxbytes : 1);
-  if (!buf) { rc = seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path); goto done; }
+  if (!buf) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path); goto done; }
   for (int i = 0; ok && i < n; i++) {
     int64_t numel = 1;
     for (int d = 0; d < ord[i]->ndim; d++) numel *= ord[i]->shape[d];
@@ -657,9 +658,9 @@ int dfl_st_write(const char *path, const dfl_st_out *t, int n, const char *const
   ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (fclose(f) != 0) ok = 0;
   f = NULL;
-  if (!ok) { rc = seterr(err, errlen, DFL_EIO, "%s: write failed (%s)", tmp, strerror(errno)); goto done; }
+  if (!ok) { rc = dfl_io_seterr(err, errlen, DFL_EIO, "%s: write failed (%s)", tmp, strerror(errno)); goto done; }
   if (rename(tmp, path) != 0) {
-    rc = seterr(err, errlen, DFL_EIO, "%s: cannot rename into place (%s)", path, strerror(errno));
+    rc = dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot rename into place (%s)", path, strerror(errno));
     goto done;
   }
   /* Make the rename itself durable. */

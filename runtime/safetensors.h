@@ -59,6 +59,8 @@ void dfl_st_close(dfl_st *st);
 const dfl_st_entry *dfl_st_find(const dfl_st *st, const char *name);
 int64_t dfl_st_numel(const dfl_st_entry *e);
 const char *dfl_st_dtype_name(dfl_st_dtype dt);
+/* "[d0, d1, ...]" into buf, truncated to len (for messages about shapes). */
+void dfl_st_shape_str(char *buf, size_t len, int ndim, const int64_t *shape);
 size_t dfl_st_dtype_size(dfl_st_dtype dt);
 const void *dfl_st_data(const dfl_st *st, const dfl_st_entry *e);
 

@@ -9,6 +9,7 @@
 #include <math.h>
 #include "runtime/export.h"
 #include "io_test.h"
+#include "tests/common/test_util.h"
 
 static dfl_rng R;
 
@@ -33,22 +34,9 @@ static void make_spec(dfl_spec *s) {
   s->mask_token = 290;
 }
 
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)len + 1);
-  *n = fread(b, 1, (size_t)len, f);
-  b[*n] = 0;
-  fclose(f);
-  return b;
-}
-
 static int same_file(const char *a, const char *b) {
   size_t na, nb;
-  char *x = slurp(a, &na), *y = slurp(b, &nb);
+  char *x = dfl_test_slurp(a, &na), *y = dfl_test_slurp(b, &nb);
   int same = x && y && na == nb && !memcmp(x, y, na);
   free(x);
   free(y);

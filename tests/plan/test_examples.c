@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "compiler/plan.h"
 #include "compiler/spec.h"
+#include "tests/common/test_util.h"
 
 static int failures;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
@@ -25,19 +26,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)sz + 1);
-  *n = fread(b, 1, (size_t)sz, f);
-  b[*n] = 0;
-  fclose(f);
-  return b;
 }
 
 static int count(const char *hay, const char *needle) {
@@ -111,7 +99,7 @@ int main(void) {
     int rc = system(cmd);
     double dt = now() - t0;
     size_t n;
-    char *log = slurp(out, &n);
+    char *log = dfl_test_slurp(out, &n);
     CHECK(rc == 0, "`dflc plan examples/%s` failed (rc %d):\n%s", e->d_name, rc, log ? log : "");
     free(log);
     CHECK(dt < 10.0, "`dflc plan examples/%s` took %.2f s", e->d_name, dt);
@@ -133,9 +121,9 @@ int main(void) {
       snprintf(cmd, sizeof cmd, "timeout 60 chromium --headless --no-sandbox --disable-gpu --dump-dom file://%s > %s 2>/dev/null",
                html, out);
       CHECK(system(cmd) == 0, "chromium could not load %s", html);
-      dom = slurp(out, &n);
+      dom = dfl_test_slurp(out, &n);
     } else
-      dom = slurp(html, &n);
+      dom = dfl_test_slurp(html, &n);
     CHECK(dom && strstr(dom, "</svg>"), "%s: the page has no SVG", e->d_name);
     if (dom) {
       int rects = count(dom, "class=\"buf\""), prects = count(dom, "class=\"pbuf\"");
@@ -163,7 +151,7 @@ int main(void) {
   snprintf(cmd, sizeof cmd, "%s plan examples/nano.dfl --quiet --diff %s > %s 2>&1", dflc, yaml2, out);
   CHECK(system(cmd) == 0, "dflc plan --diff failed");
   size_t n;
-  char *d = slurp(out, &n);
+  char *d = dfl_test_slurp(out, &n);
   CHECK(d && strstr(d, "device node0") && strstr(d, "total") && strstr(d, "buffers changed"),
         "--diff output lacks the per-device and per-buffer lines:\n%s", d ? d : "");
   free(d);
@@ -173,7 +161,7 @@ int main(void) {
   fclose(f);
   snprintf(cmd, sizeof cmd, "%s plan examples/nano.dfl --quiet --diff %s > %s 2>&1", dflc, yaml2, out);
   int rc = system(cmd);
-  d = slurp(out, &n);
+  d = dfl_test_slurp(out, &n);
   CHECK(rc != 0 && d && strstr(d, yaml2), "a malformed --diff file must fail naming the file:\n%s", d ? d : "");
   free(d);
   remove(yaml); remove(yaml2); remove(html); remove(out);
