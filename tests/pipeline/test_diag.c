@@ -112,8 +112,8 @@ int main(void) {
   sp.ckpt_every = 0;
   set_topology(&sp, 2, 2);
   sp.queue_depth = 4;
-  planted(&sp, "target=300", DFL_BOUND_TARGET, "bound by target");
-  planted(&sp, "drafter=300", DFL_BOUND_DRAFTER, "bound by drafters");
+  planted(&sp, "target=600", DFL_BOUND_TARGET, "bound by target");
+  planted(&sp, "drafter=600", DFL_BOUND_DRAFTER, "bound by drafters");
   printf("ok\n");
   return 0;
 }

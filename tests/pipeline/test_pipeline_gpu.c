@@ -216,6 +216,7 @@ int main(int argc, char **argv) {
   const char *spec = "examples/nano-gpu-pipeline.dfl";
   dfl_spec s;
   if (load(spec, seed, &s)) return 1;
+  s.queue_depth = 1;   /* one device slot: the tightest back-pressure must not deadlock */
   double ls[STEPS];
   EXPECT(single(&s, ls) == 0, "single-device GPU run");
   dfl_pipe_opts o;
