@@ -60,9 +60,9 @@ static int op_family(dfl_opcode c, const char **kernels) {
   case DFL_OP_SUM: k = "dfl_reduce_part dfl_reduce_final"; break;
   case DFL_OP_DFLASH_METRICS: f = DFL_KF_DFLASH; k = "dfl_dflash_metrics"; break;
   case DFL_OP_ACCUM: k = "dfl_accum"; break;
-  case DFL_OP_SUMSQ_ACC: k = "dfl_reduce_part dfl_reduce_final"; break;
+  case DFL_OP_SUMSQ_ACC: f = DFL_KF_OPTIM; k = "dfl_sumsq_mt dfl_reduce_part dfl_reduce_final"; break;
   case DFL_OP_OPT_PREP: f = DFL_KF_OPTIM; k = "dfl_opt_prep"; break;
-  case DFL_OP_ADAMW: f = DFL_KF_OPTIM; k = "dfl_adamw"; break;
+  case DFL_OP_ADAMW: f = DFL_KF_OPTIM; k = "dfl_adamw_mt dfl_adamw"; break;
   case DFL_OP_COPY: k = "dfl_copy"; break;
   default: f = -1; k = "?"; break;
   }

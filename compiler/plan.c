@@ -367,3 +367,65 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g) {
   free(first); free(last);
   return rc;
 }
+
+/* --- the CUDA backend's workspaces (plan.h) --- */
+
+static int64_t ws_align(int64_t x) { return (x + 255) / 256 * 256; }
+
+void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
+  const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
+  int64_t R = Y->shape[0], H = Y->shape[1], V = W->shape[0];
+  int64_t ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
+  if (ch > V) ch = V;
+  /* All logits kept (one GEMM pass instead of two) when they fit in what one chunk plus the dY
+  ** accumulator take anyway, or up to 1 GiB; DFL_LCE_KEEP_MAX (bytes) overrides: tests force the
+  ** two-pass path with 0. */
+  const char *km = getenv("DFL_LCE_KEEP_MAX");
+  int64_t keep_max = km ? atoll(km) : (1ll << 30);
+  l->keep_all = R * V * 4 <= keep_max;
+  /* Two-pass: as many chunks as vocab_chunk asks for, balanced (no narrow tail GEMM) and rounded
+  ** up to 128 columns: 8B's 151936 / 32768 -> 5 chunks of 30464. */
+  int64_t nch = (V + ch - 1) / ch, cw = ((V + nch - 1) / nch + 127) / 128 * 128;
+  l->cw = l->keep_all ? V : cw < V ? cw : V;
+  l->st_off = 0;
+  l->dy_off = ws_align(R * 6 * 4);
+  l->lg_off = l->dy_off + ws_align(R * H * 4);
+  l->bytes = l->lg_off + ws_align(R * l->cw * 4);
+}
+
+int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {
+  switch (op->code) {
+  case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return DFL_RED_PARTS * 4;
+  case DFL_OP_RMSNORM_BWD: return ws_align((int64_t)op->a.group * 4);
+  case DFL_OP_SCATTER_ADD:
+    return g->t[op->out[0]].dtype == DFL_F32 ? 0 : ws_align(dfl_tensor_numel(&g->t[op->out[0]]) * 4);
+  case DFL_OP_ATTENTION_BWD: { /* f32 dK/dV accumulators (CUDA-core path) or D = rowsum(dO o) (tensor cores) */
+    int64_t s = 0;
+    for (int i = 1; i < op->n_out; i++) s += ws_align(dfl_tensor_numel(&g->t[op->out[i]]) * 4);
+    int64_t d = ws_align(dfl_tensor_numel(&g->t[op->in[0]]) / (op->a.head_dim > 0 ? op->a.head_dim : 1) * 4);
+    return s > d ? s : d;
+  }
+  case DFL_OP_LINEAR_CE: { dfl_lce_ws l; dfl_plan_lce_ws(g, op, &l); return l.bytes; }
+  default: return 0;
+  }
+}
+
+int dfl_plan_cuda_workspaces(const dfl_graph *g, dfl_plan_ws *ws) {
+  int n = 0;
+  memset(&ws[n], 0, sizeof ws[n]);
+  snprintf(ws[n].name, sizeof ws[n].name, "cublaslt.workspace");
+  ws[n].bytes = DFL_CUBLASLT_WS_BYTES;
+  ws[n].cat = DFL_PCAT_LIBRARY;
+  ws[n++].op = -1;
+  for (int i = 0; i < g->nops; i++) {
+    int64_t b = dfl_plan_cuda_op_scratch(g, &g->ops[i]);
+    if (b <= 0) continue;
+    int lce = g->ops[i].code == DFL_OP_LINEAR_CE;
+    memset(&ws[n], 0, sizeof ws[n]);
+    snprintf(ws[n].name, sizeof ws[n].name, "%s@%d", lce ? "loss.ce_chunk" : "scratch", i);
+    ws[n].bytes = b;
+    ws[n].cat = lce ? DFL_PCAT_LOSS : DFL_PCAT_ACT;
+    ws[n++].op = i;
+  }
+  return n;
+}

@@ -93,6 +93,26 @@ void dfl_plan_free(dfl_plan *p);
 ** the arena; returns DFL_OK or DFL_ERR after printing the first conflict to stderr. */
 int dfl_plan_check(const dfl_plan *p, const dfl_graph *g);
 
+/* --- the CUDA backend's workspaces (runtime/cuda.c uses exactly these, at the plan's offsets) ---
+** One persistent cuBLASLt workspace, and per op that needs scratch besides its tensors one per-step
+** workspace live only while that op runs: "loss.ce_chunk@OP" for LINEAR_CE (cat LOSS), "scratch@OP"
+** for reductions, RMSNORM_BWD, SCATTER_ADD and ATTENTION_BWD (cat ACT). */
+#define DFL_CUBLASLT_WS_BYTES (32ll << 20)
+#define DFL_RED_PARTS 1024          /* partial sums of SUM / SUMSQ_ACC reductions, at most */
+/* LINEAR_CE workspace layout: row state (6 x R f32), the f32 dY accumulator [R, H], and f32 logits
+** [R, cw] (cw = V when all logits are kept for one GEMM pass, else the vocabulary sub-chunk
+** width); dlogits are written in place over the logits (bf16 or f32, same row start). */
+typedef struct dfl_lce_ws {
+  int64_t cw;             /* logits columns per chunk (row stride of the logits) */
+  int keep_all;           /* 1: cw = V, one logits GEMM pass */
+  int64_t st_off, dy_off, lg_off, bytes;
+} dfl_lce_ws;
+void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l);
+/* Bytes of scratch op needs on the CUDA backend (0: none). */
+int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op);
+/* Fills ws (room for g->nops + 1 entries) with the CUDA backend's workspaces; returns the count. */
+int dfl_plan_cuda_workspaces(const dfl_graph *g, dfl_plan_ws *ws);
+
 /* --- recomputation under a budget (compiler/plan_recompute.c) ---
 ** When the plan of *g exceeds `budget` bytes, duplicates cheap forward ops (RMSNORM, ROPE, SWIGLU,
 ** ADD, SCALE, COPY, GATHER, MATMUL) right before their first backward reader, so that the forward

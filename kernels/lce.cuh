@@ -63,10 +63,17 @@ extern "C" __global__ void dfl_lce_grad(const float *logits, int ld, int vc, int
     float lse = st[LCE_M * R + r] + logf(st[LCE_S * R + r]), lab = st[LCE_LAB * R + r];
     int lb = labels[r] - v0;
     float cnt = 0.f;
-    for (int c = lane; c < vc; c += 32) {
-      float xv = x[c];
-      cnt += xv > lab ? 1.f : 0.f;
-      stf(dlog, dtl, r * ldd + c, wr * (__expf(xv - lse) - (c == lb ? 1.f : 0.f)));
+    /* dlog may overwrite the logits in place (same row start; a bf16 element c lands on f32 element
+    ** c/2 <= c): the warp reads its 32 logits, syncs, then writes, so no lane overwrites a logit
+    ** another lane has yet to read. */
+    for (int c0 = 0; c0 < vc; c0 += 32) {
+      int c = c0 + lane;
+      float xv = c < vc ? x[c] : 0.f;
+      __syncwarp();
+      if (c < vc) {
+        cnt += xv > lab ? 1.f : 0.f;
+        stf(dlog, dtl, r * ldd + c, wr * (__expf(xv - lse) - (c == lb ? 1.f : 0.f)));
+      }
     }
     cnt = warp_sum(cnt);
     if (lane == 0) st[LCE_CNT * R + r] += cnt;

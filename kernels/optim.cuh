@@ -45,3 +45,101 @@ extern "C" __global__ void dfl_adamw(void *param, int dtp, float *master, float 
     stf(grad, dtg, i, 0.f);
   }
 }
+
+/*
+** Multi-tensor AdamW and grad-norm: one launch covers up to DFL_MT_MAX tensors, passed by value
+** (no device-side table, so nothing outside the plan). Work is in units of 4 elements: f32
+** master/m/v move as float4 (16-byte loads/stores), bf16 params/grads as 8 bytes. Arena offsets
+** are 256-aligned, so every tensor starts aligned; a ragged tail (n % 4) runs element by element.
+** Layout must match runtime/cuda.c mt_args.
+*/
+#define DFL_MT_MAX 48
+struct dfl_mt {
+  void *p[DFL_MT_MAX];
+  float *ms[DFL_MT_MAX], *m[DFL_MT_MAX], *v[DFL_MT_MAX];
+  void *g[DFL_MT_MAX];
+  ll n[DFL_MT_MAX];
+  ll ustart[DFL_MT_MAX + 1];  /* first unit (4 elements) of each tensor; ustart[nt] = total */
+  int nt, dtp, dtg, pad;
+};
+__device__ __forceinline__ int mt_find(const dfl_mt &t, ll u) {
+  int lo = 0, hi = t.nt - 1;
+  while (lo < hi) { int mid = (lo + hi + 1) >> 1; if (t.ustart[mid] <= u) lo = mid; else hi = mid - 1; }
+  return lo;
+}
+__device__ __forceinline__ void ld4(const void *p, int dt, ll i, float *x) {
+  if (dt == DT_BF16) {
+    uint2 r = *(const uint2 *)((const unsigned short *)p + i);
+    x[0] = __uint_as_float(r.x << 16); x[1] = __uint_as_float(r.x & 0xffff0000u);
+    x[2] = __uint_as_float(r.y << 16); x[3] = __uint_as_float(r.y & 0xffff0000u);
+  } else if (dt == DT_F32) {
+    float4 r = *(const float4 *)((const float *)p + i);
+    x[0] = r.x; x[1] = r.y; x[2] = r.z; x[3] = r.w;
+  } else for (int k = 0; k < 4; k++) x[k] = ldf(p, dt, i + k);
+}
+__device__ __forceinline__ void st4(void *p, int dt, ll i, const float *x) {
+  if (dt == DT_BF16) {
+    uint2 r;
+    r.x = (unsigned)dfl_f2bf(x[0]) | ((unsigned)dfl_f2bf(x[1]) << 16);
+    r.y = (unsigned)dfl_f2bf(x[2]) | ((unsigned)dfl_f2bf(x[3]) << 16);
+    *(uint2 *)((unsigned short *)p + i) = r;
+  } else if (dt == DT_F32) {
+    *(float4 *)((float *)p + i) = make_float4(x[0], x[1], x[2], x[3]);
+  } else for (int k = 0; k < 4; k++) stf(p, dt, i + k, x[k]);
+}
+/* Same arithmetic as dfl_adamw, element for element. */
+extern "C" __global__ void dfl_adamw_mt(const dfl_mt t, const float *state, float beta1, float beta2, float eps,
+                                        float wd) {
+  float lr = state[1], gs = state[2], bc1 = state[4], bc2 = state[5];
+  float sb2 = sqrtf(bc2), decay = 1.f - lr * wd, step = lr / bc1;
+  GRID_STRIDE(u, t.ustart[t.nt]) {
+    int k = mt_find(t, u);
+    ll i = (u - t.ustart[k]) * 4, n = t.n[k];
+    float *ms = t.ms[k], *m = t.m[k], *v = t.v[k];
+    if (i + 4 <= n) {
+      float g[4], mi[4], vi[4], p[4], z[4] = {0.f, 0.f, 0.f, 0.f};
+      ld4(t.g[k], t.dtg, i, g);
+      float4 m4 = *(const float4 *)(m + i), v4 = *(const float4 *)(v + i), p4 = *(const float4 *)(ms + i);
+      float mo[4] = {m4.x, m4.y, m4.z, m4.w}, vo[4] = {v4.x, v4.y, v4.z, v4.w}, po[4] = {p4.x, p4.y, p4.z, p4.w};
+      for (int e = 0; e < 4; e++) {
+        float ge = g[e] * gs;
+        mi[e] = beta1 * mo[e] + (1.f - beta1) * ge;
+        vi[e] = beta2 * vo[e] + (1.f - beta2) * ge * ge;
+        p[e] = po[e] * decay;
+        p[e] -= step * mi[e] / (sqrtf(vi[e]) / sb2 + eps);
+      }
+      *(float4 *)(m + i) = make_float4(mi[0], mi[1], mi[2], mi[3]);
+      *(float4 *)(v + i) = make_float4(vi[0], vi[1], vi[2], vi[3]);
+      *(float4 *)(ms + i) = make_float4(p[0], p[1], p[2], p[3]);
+      st4(t.p[k], t.dtp, i, p);
+      st4(t.g[k], t.dtg, i, z);
+    } else {
+      for (; i < n; i++) {
+        float g = ldf(t.g[k], t.dtg, i) * gs;
+        float mi = beta1 * m[i] + (1.f - beta1) * g;
+        float vi = beta2 * v[i] + (1.f - beta2) * g * g;
+        float p = ms[i] * decay;
+        p -= step * mi / (sqrtf(vi) / sb2 + eps);
+        m[i] = mi; v[i] = vi; ms[i] = p;
+        stf(t.p[k], t.dtp, i, p);
+        stf(t.g[k], t.dtg, i, 0.f);
+      }
+    }
+  }
+}
+/* Sum of squares of the gradients t.g[0..nt): one partial per block (fixed grid: deterministic),
+** finished by dfl_reduce_final. */
+extern "C" __global__ void dfl_sumsq_mt(float *part, const dfl_mt t) {
+  float s = 0.f;
+  GRID_STRIDE(u, t.ustart[t.nt]) {
+    int k = mt_find(t, u);
+    ll i = (u - t.ustart[k]) * 4, n = t.n[k];
+    if (i + 4 <= n) {
+      float g[4];
+      ld4(t.g[k], t.dtg, i, g);
+      s += g[0] * g[0] + g[1] * g[1] + g[2] * g[2] + g[3] * g[3];
+    } else for (; i < n; i++) { float g = ldf(t.g[k], t.dtg, i); s += g * g; }
+  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}

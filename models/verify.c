@@ -13,6 +13,7 @@
 #include "compiler/cli.h"
 #include "models/models.h"
 #include "models/weights.h"
+#include "runtime/backend.h"
 #include "runtime/cpu.h"
 #include "runtime/safetensors.h"
 
@@ -21,6 +22,8 @@ typedef struct {
   int f64;
   int vocab_chunk;
   int quiet;
+  int cuda;               /* 1: the step runs on the CUDA backend (the CPU backend only stages) */
+  int bf16;               /* with cuda: a bf16 graph (params and activations bf16, masters f32) */
 } verify_opts;
 
 typedef struct {
@@ -149,7 +152,7 @@ static int spec_from_fixture(json_t *root, const dfl_st *st, const verify_opts *
   s->warmup_steps = 0;
   s->steps = 1;
   s->accum = 1;
-  s->precision = DFL_PREC_FP32;
+  s->precision = o->bf16 ? DFL_PREC_BF16 : DFL_PREC_FP32;
   s->vocab_chunk = o->vocab_chunk > 0 ? o->vocab_chunk : s->drafter.vocab;
   s->topk = 0;
 
@@ -164,11 +167,46 @@ static int spec_from_fixture(json_t *root, const dfl_st *st, const verify_opts *
   return DFL_OK;
 }
 
+/* --cuda: runs phase mask `mask` on a CUDA backend with the CPU backend's values as input (every
+** non-activation tensor up), then copies every non-activation tensor back into the CPU backend, so
+** that the comparisons below read the GPU's results through the same code. */
+static int gpu_run(dfl_backend *b, dfl_cpu *cpu, unsigned mask) {
+  const dfl_graph *g = cpu->g;
+  int rc = DFL_OK;
+  for (int dir = 0; dir < 2 && !rc; dir++) {
+    for (int t = 0; t < g->nt && !rc; t++) {
+      const dfl_tensor *x = &g->t[t];
+      if (x->kind == DFL_T_ACT) continue;
+      int64_t n = dfl_tensor_numel(x);
+      float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+      if (!f) return DFL_ENOMEM;
+      if (x->dtype == DFL_I32) {
+        int32_t *v = dfl_cpu_i32(cpu, t);
+        if (dir == 0) {
+          for (int64_t i = 0; i < n; i++) f[i] = (float)v[i];
+          rc = dfl_be_set_f(b, t, f, n);
+        } else if ((rc = dfl_be_get_f(b, t, f, n)) == DFL_OK)
+          for (int64_t i = 0; i < n; i++) v[i] = (int32_t)f[i];
+      } else if (dir == 0) {
+        dfl_cpu_get_f(cpu, t, f, n);
+        rc = dfl_be_set_f(b, t, f, n);
+      } else if ((rc = dfl_be_get_f(b, t, f, n)) == DFL_OK)
+        dfl_cpu_set_f(cpu, t, f, n);
+      free(f);
+    }
+    if (dir == 0 && !rc) rc = dfl_be_run(b, mask);
+    if (dir == 0 && !rc) rc = dfl_be_sync(b);
+  }
+  return rc;
+}
+
 static void usage(FILE *f) {
-  fprintf(f, "usage: dflc verify FIXTURE [--tol X] [--f64] [--vocab-chunk N] [--quiet]\n"
+  fprintf(f, "usage: dflc verify FIXTURE [--tol X] [--f64] [--vocab-chunk N] [--quiet] [--cuda [--fp32|--bf16]]\n"
              "  FIXTURE: path of NAME.json / NAME.safetensors (with or without the extension)\n"
-             "  Runs one DFlash training step on the CPU backend and compares it with the fixture.\n"
-             "  Exit status: 0 PASS, 1 FAIL (an error above --tol, default 1e-4), 2 bad input.\n");
+             "  Runs one DFlash training step on the CPU backend (--cuda: on the CUDA backend, fp32 graph,\n"
+             "  or with --bf16 bf16 params and activations) and compares it with the fixture.\n"
+             "  Exit status: 0 PASS, 1 FAIL (an error above --tol, default 1e-4; --bf16: 5e-2), 2 bad input,\n"
+             "  77 --cuda without a usable GPU.\n");
 }
 
 static int verify_run(const char *base, const verify_opts *o, verify_tally *tally) {
@@ -191,7 +229,11 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
   dfl_spec spec;
   dfl_train_graph tg;
   dfl_cpu cpu;
-  int have_graph = 0, have_cpu = 0;
+  int have_graph = 0, have_cpu = 0, have_gpu = 0;
+  dfl_backend gpu;
+  dfl_plan gplan;
+  memset(&gpu, 0, sizeof gpu);
+  memset(&gplan, 0, sizeof gplan);
   double *buf = NULL, *ref = NULL, *ref2 = NULL;
   double **before = NULL;
 
@@ -239,6 +281,17 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
     }
   }
   dfl_cpu_init_masters(&cpu);
+  if (o->cuda) {
+    if (dfl_be_plan(&gplan, g, DFL_BE_CUDA, 0, stderr) != DFL_OK ||
+        dfl_be_open_cuda(&gpu, g, &gplan, NULL, 0) != DFL_OK) {
+      fprintf(stderr, "verify: cannot open the CUDA backend\n");
+      goto done;
+    }
+    have_gpu = 1;
+    if (!o->quiet)
+      printf("  (CUDA backend, %s graph, arena %.1f MiB = plan %.1f MiB)\n", o->bf16 ? "bf16" : "fp32",
+             gpu.arena_bytes / 1048576.0, gplan.arena_bytes / 1048576.0);
+  }
 
   const int np = tg.drafter.n_params;
   before = calloc((size_t)np, sizeof *before);
@@ -250,7 +303,7 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
   }
 
   /* Forward, loss, backward. */
-  if (dfl_cpu_run(&cpu, DFL_PH_STEP) != DFL_OK) {
+  if (have_gpu ? gpu_run(&gpu, &cpu, DFL_PH_STEP) != DFL_OK : dfl_cpu_run(&cpu, DFL_PH_STEP) != DFL_OK) {
     fprintf(stderr, "verify: the step failed on the CPU backend\n");
     goto done;
   }
@@ -292,7 +345,8 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
   }
 
   /* The optimizer step: clip, AdamW; compare the update (updated - param), not the weights. */
-  if (dfl_cpu_run(&cpu, 1u << DFL_PH_OPTIMIZER) != DFL_OK) {
+  if (have_gpu ? gpu_run(&gpu, &cpu, 1u << DFL_PH_OPTIMIZER) != DFL_OK
+               : dfl_cpu_run(&cpu, 1u << DFL_PH_OPTIMIZER) != DFL_OK) {
     fprintf(stderr, "verify: the optimizer step failed on the CPU backend\n");
     goto done;
   }
@@ -330,6 +384,8 @@ done:
     for (int i = 0; i < tg.drafter.n_params; i++) free(before[i]);
     free(before);
   }
+  if (have_gpu) dfl_be_close(&gpu);
+  if (gplan.offset) dfl_plan_free(&gplan);
   if (have_cpu) dfl_cpu_free(&cpu);
   if (have_graph) dfl_graph_free(&tg.g);
   dfl_st_close(&st);
@@ -338,15 +394,20 @@ done:
 }
 
 int dfl_cmd_verify(int argc, char **argv) {
-  verify_opts o = {1e-4, 0, 0, 0};
+  verify_opts o = {1e-4, 0, 0, 0, 0, 0};
   const char *fixture = NULL;
+  int tol_set = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
     else if (!strcmp(argv[i], "--f64")) o.f64 = 1;
     else if (!strcmp(argv[i], "--quiet")) o.quiet = 1;
+    else if (!strcmp(argv[i], "--cuda")) o.cuda = 1;
+    else if (!strcmp(argv[i], "--fp32")) o.bf16 = 0;
+    else if (!strcmp(argv[i], "--bf16")) o.bf16 = 1;
     else if (!strcmp(argv[i], "--tol") && i + 1 < argc) {
       char *end;
       o.tol = strtod(argv[++i], &end);
+      tol_set = 1;
       if (*end || !(o.tol > 0)) { fprintf(stderr, "dflc verify: --tol needs a positive number, got '%s'\n", argv[i]); return 2; }
     } else if (!strcmp(argv[i], "--vocab-chunk") && i + 1 < argc) {
       char *end;
@@ -361,6 +422,15 @@ int dfl_cmd_verify(int argc, char **argv) {
     else { fprintf(stderr, "dflc verify: one fixture at a time ('%s')\n", argv[i]); return 2; }
   }
   if (!fixture) { usage(stderr); return 2; }
+  if (o.bf16 && !o.cuda) { fprintf(stderr, "dflc verify: --bf16 needs --cuda (the CPU backend computes in f32/f64)\n"); return 2; }
+  if (o.cuda && o.f64) { fprintf(stderr, "dflc verify: --f64 is for the CPU backend; drop it with --cuda\n"); return 2; }
+  if (o.cuda && !dfl_be_cuda_available()) {
+    printf("SKIP: --cuda needs a usable CUDA device (none found, or this build has no CUDA backend)\n");
+    return 77;
+  }
+  /* bf16: the fixture is float64; bf16 params and activations (8 mantissa bits) give ~1e-2
+  ** relative errors, the AdamW update of near-zero gradients more: see docs/performance.md */
+  if (o.bf16 && !tol_set) o.tol = 5e-2;
   char base[DFL_PATH_MAX];
   snprintf(base, sizeof base, "%s", fixture);
   size_t n = strlen(base);
@@ -368,7 +438,7 @@ int dfl_cmd_verify(int argc, char **argv) {
   else if (n > 12 && !strcmp(base + n - 12, ".safetensors")) base[n - 12] = 0;
 
   verify_tally t = {0, "", 0, o.quiet};
-  printf("dflc verify %s (%s, tol %.1e)\n", base, o.f64 ? "f64" : "f32", o.tol);
+  printf("dflc verify %s (%s%s, tol %.1e)\n", base, o.cuda ? "cuda " : "", o.f64 ? "f64" : o.bf16 ? "bf16" : "f32", o.tol);
   int rc = verify_run(base, &o, &t);
   if (rc == 2) {
     printf("FAIL: the fixture could not be checked (see the error above)\n");

@@ -103,10 +103,14 @@ static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
 }
 
 int dfl_be_plan(dfl_plan *p, dfl_graph *g, dfl_backend_kind kind, int64_t budget, FILE *log) {
-  /* Tensors only: the CUDA backend appends its cuBLASLt workspace and op scratch after them. */
+  /* CUDA: the backend's cuBLASLt workspace and op scratch are buffers of the plan (plan.h). */
   dfl_recompute r;
   memset(&r, 0, sizeof r);
-  int rc = dfl_plan_fit(g, budget, kind == DFL_BE_CPU ? cpu_elem : NULL, NULL, NULL, p, &r);
+  dfl_plan_ws *ws = kind == DFL_BE_CUDA ? malloc(sizeof *ws * ((size_t)g->nops + 1)) : NULL;
+  dfl_plan_opts o = {.ws = ws, .n_ws = ws ? dfl_plan_cuda_workspaces(g, ws) : 0};
+  if (kind == DFL_BE_CUDA && !ws) return DFL_ENOMEM;
+  int rc = dfl_plan_fit(g, budget, kind == DFL_BE_CPU ? cpu_elem : NULL, NULL, &o, p, &r);
+  free(ws);
   if (rc != DFL_OK && p->offset) {
     fprintf(log ? log : stderr, "warning: the plan (%.2f GiB) does not fit the budget %.2f GiB\n",
             p->arena_bytes / 1073741824.0, budget / 1073741824.0);

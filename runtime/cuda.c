@@ -31,16 +31,15 @@
   } while (0)
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
-#define BLAS_WS (32u << 20)   /* cuBLASLt workspace: fixed so the captured graph never allocates */
+#define BLAS_WS ((size_t)DFL_CUBLASLT_WS_BYTES) /* fixed so the captured graph never allocates */
 #define ALIGN 256
-#define LCE_KEEP_MAX (1ll << 30) /* keep all logits of a LINEAR_CE (one GEMM pass) up to 1 GiB */
 #define MAX_EXECS 8
 
 enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_LCE_INIT, K_LCE_STATS, K_LCE_GRAD, K_LCE_FINISH, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_COUNT
+  K_LCE_INIT, K_LCE_STATS, K_LCE_GRAD, K_LCE_FINISH, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
 };
 static const char *kname[K_COUNT] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -48,7 +47,18 @@ static const char *kname[K_COUNT] = {
   "dfl_rope", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_init", "dfl_lce_stats", "dfl_lce_grad", "dfl_lce_finish", "dfl_lce_num",
-  "dfl_opt_prep", "dfl_adamw"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
+
+/* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
+#define MT_MAX 48
+typedef struct {
+  void *p[MT_MAX];
+  float *ms[MT_MAX], *m[MT_MAX], *v[MT_MAX];
+  void *g[MT_MAX];
+  long long n[MT_MAX];
+  long long ustart[MT_MAX + 1];
+  int nt, dtp, dtg, pad;
+} mt_args;
 
 typedef struct {
   cublasLtMatmulDesc_t d;
@@ -60,8 +70,10 @@ typedef struct {
 
 typedef struct {
   mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits full chunk, logits tail, dy full, dy tail */
-  int keep_all;     /* LINEAR_CE: all chunks' logits fit the scratch (one logits GEMM per chunk) */
-  int chunk;
+  dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
+  char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
+  int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
+                    ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
 } opstate;
 
 struct dfl_cuda_impl {
@@ -70,8 +82,8 @@ struct dfl_cuda_impl {
   cudaKernel_t k[K_COUNT];
   cublasLtHandle_t lt;
   opstate *ops;
-  char *blas_ws, *scratch;
-  size_t scratch_bytes;
+  char *blas_ws;
+  size_t scratch_bytes; /* op scratch outside the plan (only without a plan's workspaces) */
   int nsm;
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
@@ -82,6 +94,7 @@ struct dfl_cuda_impl {
 static const dfl_tensor *T(dfl_cuda *c, int t) { return &c->g->t[t]; }
 static int64_t numel(dfl_cuda *c, int t) { return dfl_tensor_numel(T(c, t)); }
 static int dt(dfl_cuda *c, int t) { return (int)T(c, t)->dtype; }
+#define P(t) (c->ptr[(t)])
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
 size_t dfl_cuda_elem_size(const dfl_tensor *t, void *ctx) { (void)ctx; return dfl_dtype_size(t->dtype); }
@@ -181,9 +194,8 @@ static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, lo
   return launch(c, K_COPY, n, a);
 }
 /* SUM / SUMSQ: partials into scratch, one block adds them in a fixed order (deterministic). */
-static int reduce(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n, int sq, int acc) {
-  float *part = (float *)c->impl->scratch;
-  int np = c->impl->nsm * 4;
+static int reduce(dfl_cuda *c, float *part, void *out, int dto, const void *x, int dtx, long long n, int sq, int acc) {
+  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
   if ((n + 255) / 256 < np) np = (int)((n + 255) / 256);
   if (np < 1) np = 1;
   void *a1[] = {&part, &x, &dtx, &n, &sq};
@@ -243,35 +255,6 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   return 1;
 }
 
-/* Scratch bytes an op needs besides its tensors (the max over ops is reserved once). */
-static size_t op_scratch(dfl_cuda *c, const dfl_op *op, int nsm, int *keep_all) {
-  const dfl_graph *g = c->g;
-  size_t red = align_up((size_t)nsm * 4 * 4);
-  switch (op->code) {
-  case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return red;
-  case DFL_OP_RMSNORM_BWD: return align_up((size_t)op->a.group * 4);
-  case DFL_OP_SCATTER_ADD: return align_up((size_t)dfl_tensor_numel(&g->t[op->out[0]]) * 4);
-  case DFL_OP_ATTENTION_BWD: { /* f32 dK/dV accumulators (CUDA-core path) or D = rowsum(dO o) (tensor cores) */
-    size_t s = 0;
-    for (int i = 1; i < op->n_out; i++) s += align_up((size_t)dfl_tensor_numel(&g->t[op->out[i]]) * 4);
-    size_t d = align_up((size_t)(dfl_tensor_numel(&g->t[op->in[0]]) / op->a.head_dim) * 4);
-    return s > d ? s : d;
-  }
-  case DFL_OP_LINEAR_CE: {
-    const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
-    int64_t R = Y->shape[0], H = Y->shape[1], V = W->shape[0];
-    int64_t ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
-    if (ch > V) ch = V;
-    const char *km = getenv("DFL_LCE_KEEP_MAX"); /* tests force the two-pass path with 0 */
-    *keep_all = R * V * 4 <= (km ? atoll(km) : LCE_KEEP_MAX);
-    int64_t lg = *keep_all ? R * V : R * ch;
-    return align_up((size_t)R * 6 * 4) + align_up((size_t)lg * 4) + align_up((size_t)(R * ch) * dfl_dtype_size(W->dtype)) +
-           align_up((size_t)(R * H) * 4);
-  }
-  default: return 0;
-  }
-}
-
 static int load_kernels(dfl_cuda *c, const char *arch) {
   struct dfl_cuda_impl *im = c->impl;
   char *src = NULL;
@@ -317,16 +300,18 @@ static int setup_op(dfl_cuda *c, int i) {
   if (op->code == DFL_OP_LINEAR_CE) {
     const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]];
     int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0];
-    int ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
-    if (ch > V) ch = V;
-    os->chunk = ch;
-    int tail = V % ch;
-    int ld = os->keep_all ? V : ch; /* logits row stride */
+    dfl_plan_lce_ws(c->g, op, &os->lce);
+    int ch = os->lce.keep_all ? (op->a.vocab_chunk > 0 && op->a.vocab_chunk < V ? op->a.vocab_chunk : V) : (int)os->lce.cw;
+    os->lce.cw = os->lce.keep_all ? V : ch; /* logits row stride */
+    int tail = V % ch, ld = (int)os->lce.cw;
+    /* dlogits overwrite the logits in place: same row start, so their row stride in elements
+    ** is the logits' bytes per row over the element size */
+    int ldd = (int)(os->lce.cw * 4 / (int64_t)dfl_dtype_size(W->dtype));
     /* logits[R, vc] = y W_c^T (f32 out); dy[R,H] += dlog[R, vc] W_c (f32 accumulator) */
     TRY(mm_setup(c, &os->mm[0], 0, 1, R, ch, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
     if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, R, tail, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
-    TRY(mm_setup(c, &os->mm[2], 0, 0, R, H, ch, W->dtype, W->dtype, DFL_F32, ch, H, H, 1.f, 1.f));
-    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, R, H, tail, W->dtype, W->dtype, DFL_F32, ch, H, H, 1.f, 1.f));
+    TRY(mm_setup(c, &os->mm[2], 0, 0, R, H, ch, W->dtype, W->dtype, DFL_F32, ldd, H, H, 1.f, 1.f));
+    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, R, H, tail, W->dtype, W->dtype, DFL_F32, ldd, H, H, 1.f, 1.f));
     if (Y->dtype != W->dtype) {
       fprintf(stderr, "dflc: cuda backend: linear_ce (%s): y is %s but lm_head is %s\n", op->label,
               dfl_dtype_name(Y->dtype), dfl_dtype_name(W->dtype));
@@ -347,6 +332,79 @@ static int setup_op(dfl_cuda *c, int i) {
       }
   }
   return DFL_OK;
+}
+
+/* Multi-tensor groups: runs of consecutive ADAMW ops (same phase, state, hyper-parameters, dtypes;
+** f32 master and moments) and of SUMSQ_ACC ops into the same sum, at most MT_MAX each. */
+static int mt_same(const dfl_graph *g, const dfl_op *a, const dfl_op *b) {
+  if (a->code != b->code || a->phase != b->phase) return 0;
+  if (a->code == DFL_OP_SUMSQ_ACC) return a->out[0] == b->out[0] && g->t[a->in[1]].dtype == g->t[b->in[1]].dtype;
+  for (int k = 1; k <= 3; k++) if (g->t[a->in[k]].dtype != DFL_F32 || g->t[b->in[k]].dtype != DFL_F32) return 0;
+  return a->in[5] == b->in[5] && g->t[a->in[0]].dtype == g->t[b->in[0]].dtype &&
+         g->t[a->in[4]].dtype == g->t[b->in[4]].dtype && a->a.beta1 == b->a.beta1 && a->a.beta2 == b->a.beta2 &&
+         a->a.eps == b->a.eps && a->a.wd == b->a.wd;
+}
+static void mt_group(dfl_cuda *c) {
+  const dfl_graph *g = c->g;
+  for (int i = 0; i < g->nops; i++) c->impl->ops[i].group = -1;
+  if (getenv("DFL_NO_MT")) return; /* per-tensor kernels: the before/after comparison */
+  for (int i = 0; i < g->nops;) {
+    const dfl_op *op = &g->ops[i];
+    if (op->code != DFL_OP_ADAMW && op->code != DFL_OP_SUMSQ_ACC) { i++; continue; }
+    if (op->code == DFL_OP_ADAMW) {
+      int ok = 1;
+      for (int k = 1; k <= 3; k++) ok &= g->t[op->in[k]].dtype == DFL_F32;
+      if (!ok) { i++; continue; }
+    }
+    int n = 1;
+    while (i + n < g->nops && n < MT_MAX && mt_same(g, op, &g->ops[i + n])) n++;
+    c->impl->ops[i].group = n;
+    for (int k = 1; k < n; k++) c->impl->ops[i + k].group = 0;
+    i += n;
+  }
+}
+static void mt_fill(dfl_cuda *c, int i0, int n, mt_args *t) {
+  memset(t, 0, sizeof *t);
+  long long u = 0;
+  for (int k = 0; k < n; k++) {
+    const dfl_op *op = &c->g->ops[i0 + k];
+    int adam = op->code == DFL_OP_ADAMW, gi = adam ? 4 : 1;
+    if (adam) {
+      t->p[k] = P(op->in[0]); t->ms[k] = P(op->in[1]); t->m[k] = P(op->in[2]); t->v[k] = P(op->in[3]);
+      t->dtp = dt(c, op->in[0]);
+    }
+    t->g[k] = P(op->in[gi]);
+    t->dtg = dt(c, op->in[gi]);
+    t->n[k] = numel(c, op->in[gi]);
+    t->ustart[k] = u;
+    u += (t->n[k] + 3) / 4;
+  }
+  t->ustart[n] = u;
+  t->nt = n;
+}
+/* Launches group i0 (its leader's op): AdamW over all its tensors, or their sum of squares added
+** to the leader's output (partials in the leader's scratch, then dfl_reduce_final). */
+static int mt_run(dfl_cuda *c, int i0) {
+  const dfl_op *op = &c->g->ops[i0];
+  mt_args t;
+  mt_fill(c, i0, c->impl->ops[i0].group, &t);
+  long long units = t.ustart[t.nt];
+  if (op->code == DFL_OP_ADAMW) {
+    void *st = P(op->in[5]);
+    float b1 = (float)op->a.beta1, b2 = (float)op->a.beta2, eps = (float)op->a.eps, wd = (float)op->a.wd;
+    void *a[] = {&t, &st, &b1, &b2, &eps, &wd};
+    return launch(c, K_ADAMW_MT, units, a);
+  }
+  float *part = (float *)c->impl->ops[i0].scratch;
+  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
+  if ((units + 255) / 256 < np) np = (int)((units + 255) / 256);
+  if (np < 1) np = 1;
+  void *a1[] = {&part, &t};
+  TRY(launch2(c, K_SUMSQ_MT, np, 1, 256, 0, a1));
+  void *out = P(op->out[0]);
+  int dto = dt(c, op->out[0]), acc = 1;
+  void *a2[] = {&out, &dto, &part, &np, &acc};
+  return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
 }
 
 int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const char *arch) {
@@ -396,24 +454,45 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
     for (int i = 0; i < g->nt; i++) { off[i] = (int64_t)tb; tb += align_up((size_t)dfl_tensor_bytes(&g->t[i])); }
   }
   tb = align_up(tb);
+  /* Workspaces: the plan's (dfl_plan_cuda_workspaces: the cuBLASLt one and one per op that needs
+  ** scratch, each checked against what the op needs), so the arena is exactly the plan; without
+  ** them (plan NULL, or a plan built without workspaces) one shared scratch is appended. */
+  int64_t blas_off = -1, *scr_off = malloc(sizeof(int64_t) * (size_t)(g->nops ? g->nops : 1));
+  if (!scr_off) { free(off); return DFL_ENOMEM; }
+  for (int i = 0; i < g->nops; i++) scr_off[i] = -1;
+  for (int k = 0; plan && k < plan->n_ws; k++) {
+    const dfl_plan_ws *w = &plan->ws[k];
+    int64_t o = plan->offset[plan->nt + k];
+    if (w->cat == DFL_PCAT_LIBRARY && !strcmp(w->name, "cublaslt.workspace") && w->bytes >= (int64_t)BLAS_WS)
+      blas_off = o;
+    else if (w->op >= 0 && w->op < g->nops && w->bytes >= dfl_plan_cuda_op_scratch(g, &g->ops[w->op]))
+      scr_off[w->op] = o;
+  }
   size_t scratch = 0;
   for (int i = 0; i < g->nops; i++) {
-    size_t s = op_scratch(c, &g->ops[i], im->nsm, &im->ops[i].keep_all);
-    if (s > scratch) scratch = s;
+    size_t s = (size_t)dfl_plan_cuda_op_scratch(g, &g->ops[i]);
+    if (s && scr_off[i] < 0 && s > scratch) scratch = s;
   }
   c->tensor_bytes = tb;
   im->scratch_bytes = scratch;
-  c->arena_bytes = tb + BLAS_WS + scratch;
+  size_t extra_blas = blas_off < 0 ? BLAS_WS : 0;
+  if (plan && (extra_blas || scratch))
+    fprintf(stderr, "dflc: cuda backend: note: the plan lacks the backend's workspaces (dfl_plan_cuda_workspaces); "
+                    "%.1f MiB are allocated beyond it\n", (double)(extra_blas + scratch) / 1048576.0);
+  c->arena_bytes = tb + extra_blas + scratch;
   CU(cudaMalloc((void **)&c->arena, c->arena_bytes)); /* the one allocation */
   CU(cudaMemset(c->arena, 0, tb));
   for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];
   free(off);
-  im->blas_ws = c->arena + tb;
-  im->scratch = im->blas_ws + BLAS_WS;
+  im->blas_ws = blas_off >= 0 ? c->arena + blas_off : c->arena + tb;
+  for (int i = 0; i < g->nops; i++)
+    im->ops[i].scratch = scr_off[i] >= 0 ? c->arena + scr_off[i] : c->arena + tb + extra_blas;
+  free(scr_off);
   CU(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
   LT(cublasLtCreate(&im->lt));
   TRY(load_kernels(c, arch));
   for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
+  mt_group(c);
   return DFL_OK;
 }
 
@@ -434,39 +513,35 @@ void dfl_cuda_free(dfl_cuda *c) {
   memset(c, 0, sizeof *c);
 }
 
-#define P(t) (c->ptr[(t)])
 
 static int op_linear_ce(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   opstate *os = &c->impl->ops[i];
   const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
-  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], ch = os->chunk;
-  char *s = c->impl->scratch;
-  float *st = (float *)s;
-  s += align_up((size_t)R * 6 * 4);
-  float *logits = (float *)s;
-  s += align_up((size_t)(os->keep_all ? (int64_t)R * V : (int64_t)R * ch) * 4);
-  void *dlog = s;
-  s += align_up((size_t)R * ch * dfl_dtype_size(W->dtype));
-  float *dyacc = (float *)s;
+  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0];
+  int keep = os->lce.keep_all, ch = keep ? (op->a.vocab_chunk > 0 && op->a.vocab_chunk < V ? op->a.vocab_chunk : V)
+                                         : (int)os->lce.cw;
+  char *s = os->scratch;
+  float *st = (float *)(s + os->lce.st_off), *dyacc = (float *)(s + os->lce.dy_off), *logits = (float *)(s + os->lce.lg_off);
   void *y = P(op->in[0]), *labels = P(op->in[2]), *w = P(op->in[3]);
-  int ld = os->keep_all ? V : ch, dtl = (int)W->dtype;
+  int ld = (int)os->lce.cw, dtl = (int)W->dtype;
+  int ldd = (int)(os->lce.cw * 4 / (int64_t)dfl_dtype_size(W->dtype)); /* dlogits in place over the logits */
   void *ai[] = {&st, &R};
   TRY(launch(c, K_LCE_INIT, R, ai));
   for (int v0 = 0; v0 < V; v0 += ch) { /* pass 1: running max / sum, argmax, label logit */
     int vc = V - v0 < ch ? V - v0 : ch;
-    float *lg = os->keep_all ? logits + v0 : logits;
+    float *lg = keep ? logits + v0 : logits;
     TRY(mm_run(c, &os->mm[vc == ch ? 0 : 1], y, (char *)P(op->in[1]) + (size_t)v0 * H * dfl_dtype_size(W->dtype), lg));
     void *a[] = {&lg, &ld, &vc, &v0, &labels, &w, &st, &R};
     TRY(launch_warps(c, K_LCE_STATS, R, 0, a));
   }
   for (int v0 = 0; v0 < V; v0 += ch) { /* pass 2: top-K count, dlogits, dy += dlogits W_c */
     int vc = V - v0 < ch ? V - v0 : ch;
-    float *lg = os->keep_all ? logits + v0 : logits;
+    float *lg = keep ? logits + v0 : logits;
     const char *wc = (char *)P(op->in[1]) + (size_t)v0 * H * dfl_dtype_size(W->dtype);
-    if (!os->keep_all) TRY(mm_run(c, &os->mm[vc == ch ? 0 : 1], y, wc, lg));
-    int ldg = os->keep_all ? V : ch;
-    void *a[] = {&lg, &ldg, &vc, &v0, &labels, &w, &st, &dlog, &ch, &dtl, &R}; /* dlog: row stride ch */
+    if (!keep) TRY(mm_run(c, &os->mm[vc == ch ? 0 : 1], y, wc, lg));
+    void *dlog = lg;
+    void *a[] = {&lg, &ld, &vc, &v0, &labels, &w, &st, &dlog, &ldd, &dtl, &R};
     TRY(launch_warps(c, K_LCE_GRAD, R, 0, a));
     if (v0 == 0) CU(cudaMemsetAsync(dyacc, 0, (size_t)R * H * 4, c->impl->stream));
     TRY(mm_run(c, &os->mm[vc == ch ? 2 : 3], dlog, wc, dyacc));
@@ -480,7 +555,7 @@ static int op_linear_ce(dfl_cuda *c, int i) {
   return copy_conv(c, P(op->out[4]), dt(c, op->out[4]), dyacc, DFL_F32, (long long)R * H);
 }
 
-static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd) {
+static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {
   const dfl_attrs *a = &op->a;
   int64_t gx;
   int gy;
@@ -505,7 +580,7 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd) {
     }
     void *o = P(op->in[7]), *lse = P(op->in[8]), *dout = P(op->in[9]);
     void *dq = P(op->out[0]), *dkc = P(op->out[1]), *dvc = P(op->out[2]), *dkn = P(op->out[3]), *dvn = P(op->out[4]);
-    float *D = (float *)c->impl->scratch;
+    float *D = (float *)scratch;
     long long pairs = (long long)numel(c, op->in[0]) / hd;
     void *ad[] = {&D, &o, &dout, &dtq, &pairs, &hd};
     TRY(launch_warps(c, K_ATT_BWD_DOT, pairs, 0, ad));
@@ -524,7 +599,7 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd) {
   int base = dfl ? 7 : 3;
   void *o = P(op->in[base]), *lse = P(op->in[base + 1]), *dout = P(op->in[base + 2]), *dq = P(op->out[0]);
   float *acc[4] = {NULL, NULL, NULL, NULL};
-  char *s = c->impl->scratch;
+  char *s = scratch;
   for (int i = 1; i < op->n_out; i++) {
     size_t n = (size_t)numel(c, op->out[i]) * 4;
     acc[i - 1] = (float *)s;
@@ -585,9 +660,9 @@ static int exec_op(dfl_cuda *c, int i) {
     void *x = P(op->in[1]); int dx = dt(c, op->in[1]);
     void *a[] = {&o0, &d0, &x, &dx, &n}; return launch(c, K_ACCUM, n, a);
   }
-  case DFL_OP_SUM: return reduce(c, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
+  case DFL_OP_SUM: return reduce(c, (float *)im->ops[i].scratch, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
   case DFL_OP_SUMSQ_ACC:
-    return reduce(c, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
+    return reduce(c, (float *)im->ops[i].scratch, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
   case DFL_OP_MATMUL: return mm_run(c, &im->ops[i].mm[0], i0, P(op->in[1]), o0);
   case DFL_OP_RMSNORM: {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
@@ -597,7 +672,7 @@ static int exec_op(dfl_cuda *c, int i) {
   }
   case DFL_OP_RMSNORM_BWD: {
     int Gi = at->group; long long ng = (long long)numel(c, op->in[0]) / Gi;
-    void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->scratch;
+    void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->ops[i].scratch;
     int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]);
     CU(cudaMemsetAsync(dw, 0, (size_t)Gi * 4, im->stream));
     void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ng, &Gi};
@@ -620,7 +695,7 @@ static int exec_op(dfl_cuda *c, int i) {
   case DFL_OP_SCATTER_ADD: {
     const dfl_tensor *to = T(c, op->out[0]);
     long long R = (long long)numel(c, op->in[1]); int H = (int)to->shape[1], V = (int)to->shape[0];
-    float *acc = d0 == DFL_F32 ? (float *)o0 : (float *)im->scratch;
+    float *acc = d0 == DFL_F32 ? (float *)o0 : (float *)im->ops[i].scratch;
     void *ids = P(op->in[1]);
     CU(cudaMemsetAsync(acc, 0, (size_t)V * H * 4, im->stream));
     void *a[] = {&acc, &i0, &d1, &ids, &R, &H, &V};
@@ -641,8 +716,8 @@ static int exec_op(dfl_cuda *c, int i) {
     void *a[] = {&o0, &i0, &w, &hit, &kp, &batch, &N, &B};
     return launch2(c, K_METRICS, 1, 1, 256, (size_t)(5 + 2 * B) * 4, a);
   }
-  case DFL_OP_ATTENTION: return op_attention(c, op, 0);
-  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1);
+  case DFL_OP_ATTENTION: return op_attention(c, op, 0, NULL);
+  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1, im->ops[i].scratch);
   case DFL_OP_LINEAR_CE: return op_linear_ce(c, i);
   case DFL_OP_OPT_PREP: {
     void *sq = P(op->in[0]), *den = P(op->in[1]); int dd = dt(c, op->in[1]);
@@ -670,7 +745,8 @@ int dfl_cuda_run_op(dfl_cuda *c, int i) { return exec_op(c, i); }
 int dfl_cuda_run_eager(dfl_cuda *c, unsigned mask) {
   for (int i = 0; i < c->g->nops; i++)
     if (mask & (1u << c->g->ops[i].phase)) {
-      int rc = exec_op(c, i);
+      int grp = c->impl->ops[i].group;
+      int rc = grp == 0 ? DFL_OK : grp > 0 ? mt_run(c, i) : exec_op(c, i);
       if (rc) {
         fprintf(stderr, "dflc: cuda backend: op %d %s (%s) failed\n", i, dfl_opcode_name(c->g->ops[i].code), c->g->ops[i].label);
         return rc;

@@ -8,7 +8,10 @@
 ** entry), and after every optimizer step every trained parameter.
 ** Tolerances: f32 graphs: loss 1e-4 relative, gradients cos >= 0.9999 and rel <= 5e-3;
 ** bf16 graphs (GPU activations rounded to bf16, the CPU's are not): loss 2e-2, gradients
-** cos >= 0.98. Metric sums: f32 exact up to 1 flip per 50 supervised positions (argmax near ties).
+** cos >= 0.7, params cos >= 0.997: measured on the H200 over 80 seeds (DFL_STEP_SEEDS), the worst
+** gradient cosine per seed has median 0.996, 5% quantile 0.92, minimum 0.805 (k_norm, q_norm,
+** k_proj: small, cancellation-heavy sums, also with the reference attention kernels), the worst
+** param cosine minimum 0.9984 (docs/performance.md). Metric sums: f32 exact up to 1 flip per 50 supervised positions (argmax near ties).
 ** Seed from the time (printed). Exit 77 without a GPU.
 */
 #include <math.h>
@@ -24,6 +27,7 @@
 #include "runtime/data.h"
 
 static int fails;
+static double worst_cos, worst_pcos; /* lowest gradient / parameter cosine of the last run_mode */
 #define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
 #define BATCH 2
 #define S 32
@@ -80,7 +84,11 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
   dfl_train_graph tg;
   if (dfl_model_train_graph(&tg, &s, 1) != DFL_OK) { printf("FAIL %s: train graph\n", mode); fails++; return; }
   dfl_plan plan;
-  CHECK(dfl_plan_build(&plan, &tg.g, dfl_cuda_elem_size, NULL) == DFL_OK, "plan");
+  /* the plan holds the backend's workspaces (cuBLASLt, per-op scratch): the arena is exactly the plan */
+  dfl_plan_ws *ws = malloc(sizeof *ws * ((size_t)tg.g.nops + 1));
+  dfl_plan_opts po = {.ws = ws, .n_ws = dfl_plan_cuda_workspaces(&tg.g, ws)};
+  CHECK(dfl_plan_build_ex(&plan, &tg.g, dfl_cuda_elem_size, NULL, &po) == DFL_OK, "plan");
+  free(ws);
   dfl_cpu c;
   dfl_cuda g;
   dfl_cpu_init(&c, &tg.g, NULL, 0);
@@ -99,8 +107,10 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
   memcpy(dfl_cpu_i32(&c, tg.anchors), anc, sizeof anc);
   memcpy(dfl_cpu_i32(&c, tg.keep), keep, sizeof keep);
   if (dfl_cuda_init(&g, &tg.g, &plan, NULL) != DFL_OK) { printf("FAIL %s: cuda init\n", mode); fails++; goto out; }
-  printf("%s: %d ops, %d tensors, arena %.2f MiB (plan %.2f MiB + workspace)\n", mode, tg.g.nops, tg.g.nt,
-         g.arena_bytes / 1048576.0, plan.arena_bytes / 1048576.0);
+  printf("%s: %d ops, %d tensors, arena %.2f MiB (plan %.2f MiB with %d workspaces)\n", mode, tg.g.nops, tg.g.nt,
+         g.arena_bytes / 1048576.0, plan.arena_bytes / 1048576.0, plan.n_ws);
+  CHECK(g.arena_bytes == (size_t)plan.arena_bytes, "%s: arena %zu bytes != plan %lld", mode, g.arena_bytes,
+        (long long)plan.arena_bytes);
   for (int t = 0; t < tg.g.nt; t++) { /* every persistent tensor and input, CPU -> GPU */
     const dfl_tensor *T = &tg.g.t[t];
     if (!dfl_tensor_is_persistent(T) && T->kind != DFL_T_INPUT) continue;
@@ -111,7 +121,7 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
     dfl_cuda_set_f(&g, t, f, n);
     free(f);
   }
-  double ltol = bf ? 2e-2 : 1e-4, ctol = bf ? 0.98 : 0.9999, rtol = bf ? 1e9 : 5e-3;
+  double ltol = bf ? 2e-2 : 1e-4, ctol = bf ? 0.7 : 0.9999, rtol = bf ? 1e9 : 5e-3;
   for (int step = 0; step < 3; step++) {
     CHECK(dfl_cpu_run(&c, DFL_PH_STEP) == DFL_OK, "cpu step");
     CHECK(dfl_cuda_run(&g, DFL_PH_STEP) == DFL_OK, "gpu step");
@@ -138,6 +148,7 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
       CHECK(cs >= ctol && rel <= rtol, "%s step %d gradient %s", mode, step, tg.g.t[t].name);
     }
     printf("  %s gradients: worst cos %.6f worst rel err %.3g\n", mode, wc, wr);
+    if (wc < worst_cos) worst_cos = wc;
     CHECK(dfl_cpu_run(&c, 1u << DFL_PH_OPTIMIZER) == DFL_OK, "cpu opt");
     CHECK(dfl_cuda_run(&g, 1u << DFL_PH_OPTIMIZER) == DFL_OK, "gpu opt");
     double pc = 1, pr = 0;
@@ -149,7 +160,8 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
       if (rel > pr) pr = rel;
     }
     printf("  %s params after the optimizer: worst cos %.7f worst rel err %.3g\n", mode, pc, pr);
-    CHECK(pc >= (bf ? 0.999 : 0.999999), "%s step %d params", mode, step);
+    if (pc < worst_pcos) worst_pcos = pc;
+    CHECK(pc >= (bf ? 0.997 : 0.999999), "%s step %d params", mode, step);
     float zero = 0, zm[DFL_METRIC_COUNT + 2 * B] = {0};
     dfl_cpu_set_f(&c, tg.loss_num_acc, &zero, 1), dfl_cuda_set_f(&g, tg.loss_num_acc, &zero, 1);
     dfl_cpu_set_f(&c, tg.loss_den_acc, &zero, 1), dfl_cuda_set_f(&g, tg.loss_den_acc, &zero, 1);
@@ -177,7 +189,28 @@ int main(void) {
   const char *e = getenv("DFL_SEED");
   uint64_t seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
   printf("test_step: seed %llu (DFL_SEED reproduces)\n", (unsigned long long)seed);
+  /* DFL_STEP_SEEDS=N: the bf16 step for N consecutive seeds, then the distribution of the worst
+  ** gradient cosine (how the bf16 tolerance was measured: docs/performance.md) */
+  const char *ns = getenv("DFL_STEP_SEEDS");
+  if (ns && atoi(ns) > 0) {
+    int n = atoi(ns);
+    double *w = malloc(sizeof *w * (size_t)n);
+    for (int k = 0; k < n; k++) {
+      worst_cos = worst_pcos = 1;
+      run_mode(DFL_PREC_BF16, seed + (uint64_t)k);
+      w[k] = worst_cos;
+      printf("sweep: seed %llu worst gradient cos %.6f worst param cos %.7f\n", (unsigned long long)(seed + (uint64_t)k),
+             w[k], worst_pcos);
+    }
+    for (int a = 1; a < n; a++) for (int b = a; b > 0 && w[b] < w[b - 1]; b--) { double t = w[b]; w[b] = w[b - 1]; w[b - 1] = t; }
+    printf("sweep: %d seeds from %llu: worst cos min %.6f, 1%% %.6f, 5%% %.6f, median %.6f\n", n,
+           (unsigned long long)seed, w[0], w[n / 100], w[n / 20], w[n / 2]);
+    free(w);
+    return fails ? 1 : 0;
+  }
+  worst_cos = 1;
   run_mode(DFL_PREC_FP32, seed);
+  worst_cos = 1;
   run_mode(DFL_PREC_BF16, seed);
   printf("%s\n", fails ? "FAILED" : "passed");
   return fails ? 1 : 0;
