@@ -28,6 +28,15 @@ foreach(t queue collective launch diag pipeline_equiv pipeline_faults)
     dfl_add_test(test_pipeline_${t} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
   endif()
 endforeach()
+# The bootstrap across real processes: mpirun -np 2 (SKIP 77 without mpirun) and two
+# torchrun-style processes on 127.0.0.1.
+dfl_add_test(test_pipeline_launch_mpi SOURCES tests/pipeline/test_launch_procs.c LIBS dfl_pipeline
+             LABELS pipeline ARGS mpi)
+add_test(NAME test_pipeline_launch_torchrun COMMAND $<TARGET_FILE:test_pipeline_launch_mpi> torchrun
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_pipeline_launch_torchrun PROPERTIES LABELS pipeline ENVIRONMENT "${DFL_TEST_ENV}"
+                     TIMEOUT 90)
+set_tests_properties(test_pipeline_launch_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)
 # GPU (SKIP 77 without one): split target/drafter logical devices on one GPU vs the single-device
 # GPU trainer, diagnostics, and 2 NCCL replicas in 2 processes on 2 GPUs. Static OpenBLAS, as
 # dflc_gpu (the GPU machine has none).

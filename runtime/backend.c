@@ -79,6 +79,15 @@ int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, c
                   "use --cpu\n");
   return DFL_ERR;
 }
+int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
+                         int device) {
+  (void)device;
+  return dfl_be_open_cuda(b, g, plan, inputs, n_inputs);
+}
+void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes) {
+  (void)b; (void)plan; (void)name; (void)bytes;
+  return NULL;
+}
 #endif
 
 /* --- read slots --- */

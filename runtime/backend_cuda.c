@@ -39,9 +39,18 @@ typedef struct cuda_be {
   char *rd_host[DFL_BE_READ_SLOTS]; /* pinned, raw bytes of the snapshotted tensors */
   size_t rd_off[DFL_BE_READ_SLOTS];
   cudaEvent_t rd_ev[DFL_BE_READ_SLOTS];
+  int device;                   /* the CUDA device this backend's arena, stream and kernels live on */
 } cuda_be;
 
 static cuda_be *CB(dfl_backend *b) { return (cuda_be *)b->impl; }
+
+/* Several backends on several GPUs may share a thread: each call makes its own device current
+** (cheap: a thread-local switch), so no caller has to remember which one is. */
+static cuda_be *ON(dfl_backend *b) {
+  cuda_be *cb = CB(b);
+  if (cb) cudaSetDevice(cb->device);
+  return cb;
+}
 
 int dfl_be_cuda_available(void) { return dfl_cuda_available(); }
 
@@ -51,8 +60,8 @@ static int64_t mem_used(void) {
   return (int64_t)(tot - fr);
 }
 
-static int cb_set_f(dfl_backend *b, int t, const float *s, int64_t n) { return dfl_cuda_set_f(&CB(b)->c, t, s, n); }
-static int cb_get_f(dfl_backend *b, int t, float *d, int64_t n) { return dfl_cuda_get_f(&CB(b)->c, t, d, n); }
+static int cb_set_f(dfl_backend *b, int t, const float *s, int64_t n) { return dfl_cuda_set_f(&ON(b)->c, t, s, n); }
+static int cb_get_f(dfl_backend *b, int t, float *d, int64_t n) { return dfl_cuda_get_f(&ON(b)->c, t, d, n); }
 
 static int32_t *cb_input(dfl_backend *b, int t) {
   cuda_be *cb = CB(b);
@@ -69,7 +78,7 @@ static int32_t *cb_input(dfl_backend *b, int t) {
 }
 
 static int cb_commit(dfl_backend *b) {
-  cuda_be *cb = CB(b);
+  cuda_be *cb = ON(b);
   int s = cb->in_slot;
   for (int i = 0; i < cb->n_in; i++) {
     int t = cb->in_t[i];
@@ -82,16 +91,16 @@ static int cb_commit(dfl_backend *b) {
   return DFL_OK;
 }
 
-static int cb_run(dfl_backend *b, unsigned mask) { return dfl_cuda_run(&CB(b)->c, mask); }
+static int cb_run(dfl_backend *b, unsigned mask) { return dfl_cuda_run(&ON(b)->c, mask); }
 
 static int cb_zero(dfl_backend *b, int t) {
-  cuda_be *cb = CB(b);
+  cuda_be *cb = ON(b);
   CK(cudaMemsetAsync(cb->c.ptr[t], 0, (size_t)dfl_tensor_bytes(&b->g->t[t]), cb->stream));
   return DFL_OK;
 }
 
 static int cb_read_add(dfl_backend *b, int slot, int t) {
-  cuda_be *cb = CB(b);
+  cuda_be *cb = ON(b);
   size_t nb = (size_t)dfl_tensor_bytes(&b->g->t[t]);
   if (b->read_n[slot] == 1) cb->rd_off[slot] = 0;
   if (cb->rd_off[slot] + nb > DFL_BE_READ_MAX * 8) return DFL_ESHAPE;
@@ -101,7 +110,7 @@ static int cb_read_add(dfl_backend *b, int slot, int t) {
 }
 
 static int cb_read_end(dfl_backend *b, int slot) {
-  CK(cudaEventRecord(CB(b)->rd_ev[slot], CB(b)->stream));
+  CK(cudaEventRecord(ON(b)->rd_ev[slot], CB(b)->stream));
   return DFL_OK;
 }
 
@@ -122,7 +131,7 @@ static float widen(const char *p, dfl_dtype d) {
 }
 
 static int cb_read_wait(dfl_backend *b, int slot, float *dst) {
-  cuda_be *cb = CB(b);
+  cuda_be *cb = ON(b);
   CK(cudaEventSynchronize(cb->rd_ev[slot]));
   const char *p = cb->rd_host[slot];
   int k = 0;
@@ -135,11 +144,11 @@ static int cb_read_wait(dfl_backend *b, int slot, float *dst) {
   return DFL_OK;
 }
 
-static int cb_sync(dfl_backend *b) { return dfl_cuda_sync(&CB(b)->c); }
-static int64_t cb_bytes(dfl_backend *b) { (void)b; return mem_used(); }
+static int cb_sync(dfl_backend *b) { return dfl_cuda_sync(&ON(b)->c); }
+static int64_t cb_bytes(dfl_backend *b) { ON(b); return mem_used(); }
 
 static void cb_close(dfl_backend *b) {
-  cuda_be *cb = CB(b);
+  cuda_be *cb = ON(b);
   if (!cb) return;
   if (cb->c.impl) dfl_cuda_sync(&cb->c);
   for (int s = 0; s < 2; s++) {
@@ -160,6 +169,22 @@ static const dfl_backend_vt cuda_vt = {cb_set_f, cb_get_f, cb_input, cb_commit, 
                                        cb_read_end, cb_read_wait, cb_sync, cb_bytes, cb_close};
 
 int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs) {
+  return dfl_be_open_cuda_dev(b, g, plan, inputs, n_inputs, 0);
+}
+
+void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes) {
+  if (b->kind != DFL_BE_CUDA || !CB(b) || !plan) return NULL;
+  for (int k = 0; k < plan->n_ws; k++) {
+    int64_t o = plan->offset[plan->nt + k];
+    if (strcmp(plan->ws[k].name, name) || o < 0 || o + plan->ws[k].bytes > (int64_t)CB(b)->c.arena_bytes) continue;
+    if (bytes) *bytes = plan->ws[k].bytes;
+    return CB(b)->c.arena + o;
+  }
+  return NULL;
+}
+
+int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
+                         int device) {
   memset(b, 0, sizeof *b);
   if (n_inputs > MAX_IN) return DFL_ERR;
   if (!dfl_cuda_available()) {
@@ -173,7 +198,8 @@ int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, c
   b->name = "cuda";
   b->g = g;
   b->vt = &cuda_vt;
-  CK(cudaSetDevice(0));
+  cb->device = device;
+  CK(cudaSetDevice(device));
   CK(cudaFree(0));            /* create the context first, so that mem_before excludes it */
   b->mem_before = mem_used();
   int rc = dfl_cuda_init(&cb->c, g, plan, NULL);
@@ -222,7 +248,7 @@ static uint64_t fnv1a(const char *s) {
 static void *init_worker(void *arg) {
   init_job *j = arg;
   const dfl_graph *g = j->b->g;
-  cuda_be *cb = CB(j->b);
+  cuda_be *cb = ON(j->b);   /* a fresh thread: on the backend's device, not device 0 */
   for (;;) {
     pthread_mutex_lock(&j->mu);
     int t = j->next;
@@ -270,7 +296,7 @@ int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, doubl
       return DFL_ERR;
     }
   }
-  CK(cudaStreamSynchronize(CB(b)->stream));
+  CK(cudaStreamSynchronize(ON(b)->stream));
   enum { NT = 16 };
   pthread_t th[NT];
   int nt = 0;

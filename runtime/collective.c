@@ -151,13 +151,13 @@ int dfl_coll_allreduce(dfl_coll *c, int rank, float **bufs, const size_t *lens, 
 ** when nccl.h is on the include path they are checked against it. */
 typedef struct { char internal[DFL_NCCL_ID_BYTES]; } dfl_nccl_id;
 typedef void *dfl_nccl_comm;
-enum { DFL_NCCL_SUCCESS = 0, DFL_NCCL_FLOAT32 = 7, DFL_NCCL_SUM = 0 };
+enum { DFL_NCCL_SUCCESS = 0, DFL_NCCL_FLOAT32 = 7, DFL_NCCL_SUM = 0, DFL_NCCL_IN_PROGRESS = 7 };
 #if defined(__has_include)
 #if __has_include(<nccl.h>)
 #include <nccl.h>
 _Static_assert(sizeof(ncclUniqueId) == sizeof(dfl_nccl_id), "ncclUniqueId size");
 _Static_assert((int)ncclFloat32 == (int)DFL_NCCL_FLOAT32 && (int)ncclSum == (int)DFL_NCCL_SUM &&
-                   (int)ncclSuccess == (int)DFL_NCCL_SUCCESS,
+                   (int)ncclSuccess == (int)DFL_NCCL_SUCCESS && (int)ncclInProgress == (int)DFL_NCCL_IN_PROGRESS,
                "NCCL enum values");
 #endif
 #endif
@@ -243,4 +243,25 @@ int dfl_nccl_allreduce(dfl_coll *c, int local, float **dbufs, const size_t *lens
     return DFL_ERR;
   }
   return DFL_OK;
+}
+
+int dfl_nccl_async_error(dfl_coll *c, int local, char *err, size_t errlen) {
+  typedef int (*get_fn)(dfl_nccl_comm, int *);
+  get_fn f = c->nccl ? (get_fn)dlsym(c->nccl, "ncclCommGetAsyncError") : NULL;
+  if (!f || !c->comms || local >= c->n_local || !c->comms[local]) return DFL_OK;
+  int res = DFL_NCCL_SUCCESS, rc = f(c->comms[local], &res);
+  if (rc != DFL_NCCL_SUCCESS) res = rc;
+  if (res == DFL_NCCL_SUCCESS || res == DFL_NCCL_IN_PROGRESS) return DFL_OK;
+  snprintf(err, errlen, "NCCL reports an error on the communicator: %s", nccl_msg(c, res));
+  return DFL_ERR;
+}
+
+void dfl_nccl_abort(dfl_coll *c) {
+  typedef int (*abort_fn)(dfl_nccl_comm);
+  abort_fn f = c->nccl ? (abort_fn)dlsym(c->nccl, "ncclCommAbort") : NULL;
+  for (int i = 0; f && c->comms && i < c->n_local; i++)
+    if (c->comms[i]) {
+      f(c->comms[i]);
+      c->comms[i] = NULL;   /* aborted: freed by NCCL, never destroyed */
+    }
 }

@@ -83,4 +83,13 @@ int dfl_nccl_init_rank(dfl_coll *c, int local, int n_local, const unsigned char 
 int dfl_nccl_allreduce(dfl_coll *c, int local, float **dbufs, const size_t *lens, int n_segs, char *err,
                        size_t errlen);
 
+/* The communicator's asynchronous error (ncclCommGetAsyncError): DFL_OK while healthy or still in
+** progress, DFL_ERR with the message in err once NCCL reports a failure (a remote peer's, too). */
+int dfl_nccl_async_error(dfl_coll *c, int local, char *err, size_t errlen);
+/* ncclCommAbort on every communicator of this process: the rank's pending NCCL kernels return
+** instead of waiting forever for a peer that failed; dfl_coll_free then skips the destroy. Called
+** by the thread that drives the communicator, on its error path (a failure of its own, or a wait
+** that timed out: the pipeline's DFL_NCCL_TIMEOUT_S). */
+void dfl_nccl_abort(dfl_coll *c);
+
 #endif

@@ -216,8 +216,11 @@ int dfl_launch_bcast_tcp(const dfl_launch *l, void *buf, size_t n, int timeout_m
 }
 
 /* --- MPI through dlopen (OpenMPI's ABI: MPI_COMM_WORLD and MPI_BYTE are addresses of globals) --- */
+static void *mpi_lib;        /* stays loaded once opened */
+static int mpi_we_init;      /* this process called MPI_Init here: dfl_launch_finalize owes MPI_Finalize */
+
 static int bcast_mpi(const dfl_launch *l, void *buf, size_t n, char *err, size_t errlen) {
-  void *h = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
+  void *h = mpi_lib ? mpi_lib : dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
   if (!h) {
     snprintf(err, errlen, "OpenMPI launch but libmpi.so.40 cannot be loaded (%s); export MASTER_ADDR and "
              "MASTER_PORT to use the TCP bootstrap instead", dlerror());
@@ -232,16 +235,27 @@ static int bcast_mpi(const dfl_launch *l, void *buf, size_t n, char *err, size_t
     snprintf(err, errlen, "libmpi.so.40 is not OpenMPI (missing symbols)");
     return DFL_EIO;
   }
-  if (initialized(&flag) == 0 && !flag && init(NULL, NULL) != 0) {
-    snprintf(err, errlen, "MPI_Init failed");
-    return DFL_EIO;
+  mpi_lib = h;
+  if (initialized(&flag) == 0 && !flag) {
+    if (init(NULL, NULL) != 0) {
+      snprintf(err, errlen, "rank %d: MPI_Init failed", l->rank);
+      return DFL_EIO;
+    }
+    mpi_we_init = 1;
   }
   if (bcast(buf, (int)n, byte, 0, world) != 0) {
     snprintf(err, errlen, "rank %d: MPI_Bcast failed", l->rank);
     return DFL_EIO;
   }
-  /* The library stays loaded: MPI_Finalize at exit belongs to whoever called MPI_Init. */
+  /* The library stays loaded: MPI_Finalize belongs to whoever called MPI_Init (dfl_launch_finalize). */
   return DFL_OK;
+}
+
+void dfl_launch_finalize(void) {
+  if (!mpi_we_init) return;
+  int (*fin)(void) = (int (*)(void))dlsym(mpi_lib, "MPI_Finalize");
+  if (fin) fin();
+  mpi_we_init = 0;
 }
 
 int dfl_launch_bcast(const dfl_launch *l, void *buf, size_t n, int timeout_ms, char *err, size_t errlen) {

@@ -40,6 +40,10 @@ int dfl_launch_detect(dfl_launch *l, dfl_getenv_fn get, void *ctx, char *err, si
 ** other ranks for rank 0 (and of rank 0 for the others). */
 int dfl_launch_bcast(const dfl_launch *l, void *buf, size_t n, int timeout_ms, char *err, size_t errlen);
 
+/* MPI_Finalize when dfl_launch_bcast called MPI_Init (mpirun reports a process that exits
+** without it as failed); a no-op otherwise. Call once, when the job's collectives are done. */
+void dfl_launch_finalize(void);
+
 /* The TCP exchange alone (tests call it directly with threads on 127.0.0.1). */
 int dfl_launch_bcast_tcp(const dfl_launch *l, void *buf, size_t n, int timeout_ms, char *err, size_t errlen);
 

@@ -53,12 +53,15 @@ typedef struct dev_s {
   dfl_cpu cpu;
   /* GPU devices: a CUDA backend of their own (arena, stream, captured graphs) */
   int gpu;
+  int phys;                  /* its CUDA device (cudaSetDevice index) */
+  int64_t qslot_bytes;       /* split GPU target: its share of the queue's device slots, in its plan */
   dfl_backend be;
   int be_open;
   float *tok_dev;            /* the step's token count as an all-reduce segment (NCCL) */
   float **dsegs;             /* device pointers of the all-reduce segments (NCCL) */
   int ready;
   double fault_ms;
+  int64_t fail_at;           /* DFL_FAULT "ROLEi=fail@K": error out at this device's K-th micro-batch; -1: never */
   int32_t *stage;            /* target: mask, anchors, keep of the micro-batch in flight */
   pthread_t th;
   int rc;
@@ -80,7 +83,10 @@ struct pipe_s {
   int gpu;                   /* the devices are GPUs (each a CUDA backend) */
   struct dfl_gq *gq;         /* device slots of the hidden-state queue (GPU split) */
   int procs, rank;           /* one process per GPU (NCCL): world size, this process's replica */
+  int gpu_map[64], n_map;    /* DFL_GPU_MAP: CUDA device of logical gpu0, gpu1, ... */
+  int n_cuda;                /* CUDA devices this process sees */
   unsigned char nccl_id[DFL_NCCL_ID_BYTES];
+  double nccl_timeout;       /* seconds an NCCL wait may take before the rank gives up (DFL_NCCL_TIMEOUT_S) */
   int32_t *skip;             /* loader scratch for the other processes' slices */
   dfl_coll coll;
   dfl_diag diag;
@@ -114,7 +120,7 @@ static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
 static void fail(pipe_s *p, const char *who, int rc) {
   pthread_mutex_lock(&p->fail_mu);
   int first = !p->failed;
-  p->failed = rc ? rc : DFL_ERR;
+  if (first) p->failed = rc ? rc : DFL_ERR;   /* the first cause is the run's result */
   pthread_mutex_unlock(&p->fail_mu);
   if (first && who) fprintf(stderr, "dflc: pipeline: %s failed; stopping every device\n", who);
   dfl_queue_close(&p->pre, NULL);
@@ -137,7 +143,7 @@ static double fault_for(const char *f, const char *role, int idx) {
   for (const char *p = f; *p;) {
     const char *end = strchr(p, ',');
     size_t n = end ? (size_t)(end - p) : strlen(p);
-    if (n > rl && !strncmp(p, role, rl)) {
+    if (n > rl && !strncmp(p, role, rl) && !memchr(p, '@', n)) {   /* "=fail@K" is fault_fail_at's */
       const char *q = p + rl;
       char *e;
       if (*q == '=') all = strtod(q + 1, NULL);
@@ -150,6 +156,45 @@ static double fault_for(const char *f, const char *role, int idx) {
     if (*p == ',') p++;
   }
   return one > 0 ? one : all;
+}
+
+/* "ROLE[i]=fail@K" in the fault string: the device (every one of the role, or index i) returns an
+** error when it reaches its own K-th micro-batch (0-based); -1 when none applies. */
+static int64_t fault_fail_at(const char *f, const char *role, int idx) {
+  int64_t at = -1;
+  size_t rl = strlen(role);
+  for (const char *p = f; p && *p;) {
+    const char *end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n > rl && !strncmp(p, role, rl)) {
+      const char *q = p + rl;
+      char *e;
+      long k = -1;
+      if (*q != '=') {
+        k = strtol(q, &e, 10);
+        q = e != q ? e : p;
+      }
+      if (*q == '=' && !strncmp(q + 1, "fail@", 5) && (k < 0 || k == idx)) at = strtoll(q + 6, NULL, 10);
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  return at;
+}
+
+/* A device that DFL_FAULT tells to fail at its n-th micro-batch: says so, naming itself. */
+static int injected_failure(const dev_s *d, int64_t n) {
+  if (d->fail_at < 0 || n != d->fail_at) return 0;
+  fprintf(stderr, "dflc: pipeline: %s (%s %d): injected failure at its micro-batch %" PRId64 " (DFL_FAULT)\n",
+          d->name, d->role == R_TARGET ? "target" : "drafter replica", d->idx, n);
+  return 1;
+}
+
+/* Bytes between two device slots of the hidden-state queue: one micro-batch's features (fp32,
+** the most any features dtype takes), 256-aligned. */
+static int64_t qslot_stride(const pipe_s *p) {
+  int64_t b = (int64_t)p->b * p->S * p->s.n_taps * p->s.target.hidden * 4;
+  return (b + 255) / 256 * 256;
 }
 
 /* One process per GPU: this process's rings carry only its own slices k = rank (mod N), numbered
@@ -246,9 +291,26 @@ static void *loader_main(void *arg) {
 
 /* --- target devices --- */
 
+/* A device thread's first CUDA call: its GPU becomes the thread's current device. */
+static int device_thread_start(dev_s *d) {
+#ifdef DFL_HAVE_CUDA
+  if (d->gpu && dfl_gpu_set_device(d->phys)) {
+    fprintf(stderr, "dflc: %s: cannot make CUDA device %d current\n", d->name, d->phys);
+    return DFL_ERR;
+  }
+#else
+  (void)d;
+#endif
+  return DFL_OK;
+}
+
 static void *target_main(void *arg) {
   dev_s *d = arg;
   pipe_s *p = d->p;
+  if ((d->rc = device_thread_start(d))) {
+    fail(p, d->name, d->rc);
+    return NULL;
+  }
   size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
   int32_t *mask = d->stage, *anc = mask + R, *keep = anc + RA;
   int32_t *ids = d->gpu ? NULL : dfl_cpu_i32(&d->cpu, d->t_ids);
@@ -272,6 +334,10 @@ static void *target_main(void *arg) {
       break;
     }
     sleep_ms(d->fault_ms);
+    if (injected_failure(d, (k - d->idx) / p->M)) {
+      d->rc = DFL_ERR;
+      break;
+    }
     if (d->gpu) {
       if ((d->rc = dfl_be_commit_inputs(&d->be)) || (d->rc = dfl_be_run(&d->be, DFL_PH_ALL))) break;
     } else if ((d->rc = dfl_cpu_run(&d->cpu, DFL_PH_ALL))) {
@@ -400,10 +466,31 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
   return DFL_OK;
 }
 
+#ifdef DFL_HAVE_CUDA
+static int nccl_check(void *ctx, char *err, size_t errlen) {
+  return dfl_nccl_async_error(&((pipe_s *)ctx)->coll, 0, err, errlen);
+}
+
+/* After an NCCL collective: wait for it by polling, never inside CUDA, so that a peer rank that
+** failed (and will never join) costs at most DFL_NCCL_TIMEOUT_S; then the communicator is
+** aborted and this rank fails with a message instead of hanging. */
+static int nccl_wait(pipe_s *p, dev_s *d, const char *what) {
+  char err[256];
+  dfl_diag_set(&p->diag, d->diag_id, DFL_DS_SYNC);
+  int rc = dfl_gpu_poll(dfl_gpu_stream(&d->be), nccl_check, p, p->nccl_timeout, err, sizeof err);
+  dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
+  if (rc == DFL_OK) return DFL_OK;
+  fprintf(stderr, "dflc: %s (rank %d of %d): %s: %s; a peer rank failed or stalled (DFL_NCCL_TIMEOUT_S=%g is the "
+          "limit); aborting the NCCL communicator\n", d->name, p->rank, p->procs, what, err, p->nccl_timeout);
+  dfl_nccl_abort(&p->coll);
+  return DFL_ERR;
+}
+#endif
+
 /* GPU replica, after its accum micro-steps are enqueued: all-reduce (NCCL, one process per GPU),
 ** then the sums are snapshotted before the optimizer phase and its state after, as the trainer
 ** does; one wait per optimizer step for those few floats. */
-static int gpu_optimizer_step(pipe_s *p, dev_s *d, float *sums, int nm, float *tokens, float *opt) {
+static int gpu_optimizer_step(pipe_s *p, dev_s *d, int64_t step, float *sums, int nm, float *tokens, float *opt) {
 #ifdef DFL_HAVE_CUDA
   dfl_train_graph *tg = &d->tg;
   dfl_backend *be = &d->be;
@@ -419,6 +506,9 @@ static int gpu_optimizer_step(pipe_s *p, dev_s *d, float *sums, int nm, float *t
       fprintf(stderr, "dflc: %s: %s\n", d->name, err);
       return rc;
     }
+    char what[64];
+    snprintf(what, sizeof what, "the all-reduce of step %" PRId64, step);
+    if ((rc = nccl_wait(p, d, what))) return rc;
   }
   float v[DFL_METRIC_COUNT + 2 * 64 + 2 + DFL_OPT_COUNT];
   if ((rc = dfl_be_read_begin(be, 0)) || (rc = dfl_be_read_add(be, 0, tg->loss_num_acc)) ||
@@ -433,7 +523,7 @@ static int gpu_optimizer_step(pipe_s *p, dev_s *d, float *sums, int nm, float *t
   if (p->procs > 1 && (rc = dfl_gpu_d2h_sync(tokens, d->tok_dev, 1, st))) return rc;
   return DFL_OK;
 #else
-  (void)p, (void)d, (void)sums, (void)nm, (void)tokens, (void)opt;
+  (void)p, (void)d, (void)step, (void)sums, (void)nm, (void)tokens, (void)opt;
   return DFL_ERR;
 #endif
 }
@@ -444,6 +534,10 @@ static void *drafter_main(void *arg) {
   dfl_train_graph *tg = &d->tg;
   dfl_cpu *c = &d->cpu;
   dfl_queue *src = p->replicated ? &p->pre : &p->hq;
+  if ((d->rc = device_thread_start(d))) {
+    fail(p, d->name, d->rc);
+    return NULL;
+  }
   int g = d->gpu;
   int32_t *ids = g ? NULL : dfl_cpu_i32(c, tg->ids), *mask = g ? NULL : dfl_cpu_i32(c, tg->loss_mask);
   int32_t *anc = g ? NULL : dfl_cpu_i32(c, tg->anchors), *keep = g ? NULL : dfl_cpu_i32(c, tg->keep);
@@ -489,6 +583,10 @@ static void *drafter_main(void *arg) {
         break;
       }
       sleep_ms(d->fault_ms);
+      if (injected_failure(d, step * p->A + a)) {
+        d->rc = DFL_ERR;
+        break;
+      }
       if (g) {
         if ((d->rc = dfl_be_commit_inputs(&d->be)) || (d->rc = dfl_be_run(&d->be, DFL_PH_STEP))) break;
       } else if ((d->rc = dfl_cpu_run(c, DFL_PH_STEP))) {
@@ -498,7 +596,7 @@ static void *drafter_main(void *arg) {
     }
     if (d->rc) break;
     if (g) {
-      if ((d->rc = gpu_optimizer_step(p, d, sums, nm, &tokens, opt))) break;
+      if ((d->rc = gpu_optimizer_step(p, d, step + 1, sums, nm, &tokens, opt))) break;
       if (reporter && (d->rc = step_report(p, d, step + 1, sums, nm, tokens, t0, opt))) break;
       continue;
     }
@@ -527,6 +625,10 @@ static void *drafter_main(void *arg) {
   }
   dfl_diag_set(&p->diag, d->diag_id, DFL_DS_IDLE);
   free(sums);
+  /* one process per GPU: the peers may sit in an all-reduce this rank will never join; abort the
+  ** communicator (its own pending kernels return) and exit with the error: the launcher (mpirun,
+  ** torchrun) ends the job, or the peers' polled waits time out (nccl_wait) */
+  if (d->rc && p->procs > 1) dfl_nccl_abort(&p->coll);
   if (d->rc) fail(p, d->name, d->rc);
   return NULL;
 }
@@ -557,15 +659,31 @@ static int open_gpu(dev_s *d, const dfl_spec *s, const int *live, int n_live, co
   memset(&po, 0, sizeof po);
   po.live_out = live;
   po.n_live_out = n_live;
-  if (n_live) d->planned = dfl_plan_build_ex(&d->plan, d->g, NULL, NULL, &po) == DFL_OK;
-  else d->planned = dfl_be_plan(&d->plan, d->g, DFL_BE_CUDA, d->spec_dev->memory_budget, NULL) == DFL_OK;
+  if (n_live) {
+    /* the backend's own workspaces, plus this target's share of the queue's device slots: the
+    ** plan places them in the one arena (docs/plan.md, `queue.slots`) */
+    dfl_plan_ws *ws = calloc((size_t)d->g->nops + 2, sizeof *ws);
+    if (!ws) return DFL_ENOMEM;
+    int n_ws = dfl_plan_cuda_workspaces(d->g, ws);
+    if (d->qslot_bytes > 0) {
+      snprintf(ws[n_ws].name, sizeof ws[n_ws].name, "queue.slots");
+      ws[n_ws].bytes = d->qslot_bytes;
+      ws[n_ws].cat = DFL_PCAT_QUEUE;
+      ws[n_ws].op = -1;
+      n_ws++;
+    }
+    po.ws = ws;
+    po.n_ws = n_ws;
+    d->planned = dfl_plan_build_ex(&d->plan, d->g, NULL, NULL, &po) == DFL_OK;
+    free(ws);
+  } else d->planned = dfl_be_plan(&d->plan, d->g, DFL_BE_CUDA, d->spec_dev->memory_budget, NULL) == DFL_OK;
   if (d->planned && dfl_plan_check(&d->plan, d->g) != DFL_OK) {
     dfl_plan_free(&d->plan);
     d->planned = 0;
   }
-  int rc = dfl_be_open_cuda(&d->be, d->g, d->planned ? &d->plan : NULL, in, n_in);
+  int rc = dfl_be_open_cuda_dev(&d->be, d->g, d->planned ? &d->plan : NULL, in, n_in, d->phys);
   if (rc) {
-    fprintf(stderr, "dflc: %s: cannot open the CUDA backend\n", d->name);
+    fprintf(stderr, "dflc: %s: cannot open the CUDA backend on CUDA device %d\n", d->name, d->phys);
     return rc;
   }
   d->be_open = 1;
@@ -691,7 +809,7 @@ static int replicas_identical_procs(pipe_s *p, dev_s *d) {
   for (int i = 0; same && i < 4; i++) h[p->rank * 4 + i] = (float)((x >> (16 * i)) & 0xffff);
   size_t len = (size_t)W * 4;
   if (same && (dfl_gpu_h2d(dv, h, W * 4, st) || dfl_nccl_allreduce(&p->coll, 0, &dv, &len, 1, err, sizeof err) ||
-               dfl_gpu_d2h_sync(h, dv, W * 4, st)))
+               nccl_wait(p, d, "the replica hash exchange") || dfl_gpu_d2h_sync(h, dv, W * 4, st)))
     same = 0;
   for (int r = 1; same && r < W; r++)
     if (memcmp(h + 4 * r, h, 4 * sizeof(float))) {
@@ -761,7 +879,9 @@ static int gpu_topology(pipe_s *p, int n_rep) {
   }
   p->procs = l.world;
   p->rank = l.rank;
-  int map[64], n_map = 0;
+  const char *to = getenv("DFL_NCCL_TIMEOUT_S");
+  p->nccl_timeout = to && atof(to) > 0 ? atof(to) : 300;
+  int *map = p->gpu_map, n_map = 0;
   const char *m = getenv("DFL_GPU_MAP");
   for (const char *q = m; q && *q && n_map < 64;) {
     char *e;
@@ -773,19 +893,9 @@ static int gpu_topology(pipe_s *p, int n_rep) {
     map[n_map++] = (int)v;
     q = *e ? e + 1 : e;
   }
-  if (p->procs <= 1) {
-    for (int i = 1; i < n_map; i++)
-      if (map[i] != map[0]) {
-        fprintf(stderr, "dflc: DFL_GPU_MAP=%s: the logical GPU devices of one process share one GPU; run one "
-                "process per GPU (torchrun-style environment) for more\n", m);
-        return DFL_EFORMAT;
-      }
-    if (n_map && map[0] != 0 && !getenv("CUDA_VISIBLE_DEVICES")) {
-      char v[16];
-      snprintf(v, sizeof v, "%d", map[0]);
-      setenv("CUDA_VISIBLE_DEVICES", v, 1);
-    }
-  } else if (!getenv("CUDA_VISIBLE_DEVICES")) {
+  p->n_map = n_map;
+  /* one process: each logical device opens its own CUDA device (gpu_device); several per process */
+  if (p->procs > 1 && !getenv("CUDA_VISIBLE_DEVICES")) {
     char v[16];
     snprintf(v, sizeof v, "%d", l.local_rank < n_map ? map[l.local_rank] : l.local_rank);
     setenv("CUDA_VISIBLE_DEVICES", v, 1);
@@ -797,8 +907,30 @@ static int gpu_topology(pipe_s *p, int n_rep) {
     return DFL_EFORMAT;
   }
   (void)n_rep;
+  p->n_cuda = dfl_gpu_count();
   return DFL_OK;
 #endif
+}
+
+/* CUDA device of logical GPU device gpuN in this process: DFL_GPU_MAP's entry N; else N when the
+** process sees that many GPUs, else 0 (said once). One process per replica: its one visible GPU. */
+static int gpu_device(pipe_s *p, const dfl_device *dv, int *dev) {
+  if (p->procs > 1) {
+    *dev = 0;
+    return DFL_OK;
+  }
+  int n = dv->index;
+  *dev = n < p->n_map ? p->gpu_map[n] : n < p->n_cuda ? n : 0;
+  if (n >= p->n_map && n >= p->n_cuda && !p->o.quiet)
+    fprintf(stderr, "dflc: note: gpu%d runs on CUDA device 0 (this process sees %d GPU%s; DFL_GPU_MAP chooses)\n",
+            n, p->n_cuda, p->n_cuda == 1 ? "" : "s");
+  if (*dev >= p->n_cuda) {
+    fprintf(stderr, "dflc: DFL_GPU_MAP puts gpu%d on CUDA device %d, but this process sees %d GPU%s "
+            "(CUDA_VISIBLE_DEVICES=%s)\n", n, *dev, p->n_cuda, p->n_cuda == 1 ? "" : "s",
+            getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    return DFL_EFORMAT;
+  }
+  return DFL_OK;
 }
 
 /* One process per GPU: NCCL loaded, the unique id from rank 0 to every rank (launch.h). */
@@ -993,6 +1125,13 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     d->idx = idx;
     snprintf(d->name, sizeof d->name, "%s%d", dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
     d->fault_ms = fault_for(fault, is_target ? "target" : "drafter", d->idx);
+    d->fail_at = fault_fail_at(fault, is_target ? "target" : "drafter", d->idx);
+    if (d->gpu && (rc = gpu_device(p, dv, &d->phys))) goto out;
+    if (d->gpu && is_target && p->has_hq && idx < p->hq.depth) {
+      /* queue slot i lives on target i mod M (at i / M in its workspace), as `dflc plan` accounts */
+      int own = (p->hq.depth - idx + M - 1) / M;
+      d->qslot_bytes = own * qslot_stride(p);
+    }
     if ((rc = is_target ? setup_target(p, d) : setup_drafter(p, d))) goto out;
   }
   for (int i = 0; i < p->n_dev; i++) {
@@ -1011,7 +1150,29 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
       rc = DFL_ESHAPE;
       goto out;
     }
-    if ((rc = dfl_gq_init(&p->gq, p->hq.depth, (size_t)dfl_tensor_bytes(tf)))) goto out;
+    /* the slots: inside the targets' arenas (their plans' "queue.slots"); cudaMalloc'ed only if
+    ** a plan could not be built with them */
+    void *at[256];
+    int placed = p->hq.depth <= 256, pdev[256];
+    for (int i = 0; i < p->hq.depth && placed; i++) pdev[i] = p->dev[i % M].phys;
+    for (int i = 0; i < p->hq.depth && placed; i++) {
+      dev_s *t = &p->dev[i % M];
+      int64_t nb = 0;
+      char *base = t->planned ? dfl_be_workspace(&t->be, &t->plan, "queue.slots", &nb) : NULL;
+      int64_t o = (int64_t)(i / M) * qslot_stride(p);
+      placed = base && o + dfl_tensor_bytes(tf) <= nb;
+      at[i] = placed ? base + o : NULL;
+    }
+    p->res->queue_in_arena = placed;
+    if (!placed)
+      fprintf(stderr, "dflc: note: the queue's device slots are allocated outside the plan's arenas\n");
+    if ((rc = dfl_gq_init_at(&p->gq, p->hq.depth, (size_t)dfl_tensor_bytes(tf), placed ? at : NULL,
+                             p->hq.depth <= 256 ? pdev : NULL, p->dev[M].phys))) goto out;
+    /* producer and consumer GPUs reach each other's memory directly where the hardware allows */
+    for (int i = 0; i < M; i++) {
+      dfl_gpu_peer(p->dev[i].phys, p->dev[M].phys);
+      dfl_gpu_peer(p->dev[M].phys, p->dev[i].phys);
+    }
   }
   if (p->gpu) p->diag.mem_fn = dfl_gpu_mem_used;   /* cudaMemGetInfo at every report */
 #endif
@@ -1111,6 +1272,9 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
 out:
   if (p->diag.n || p->diag.t_last > 0) dfl_diag_free(&p->diag);
   teardown(p);
+  /* MPI_Finalize (when the bootstrap initialised MPI) only on success: it waits for every rank,
+  ** and a failed rank must instead exit so that mpirun ends the job */
+  if (p->procs > 1 && rc == DFL_OK) dfl_launch_finalize();
   pthread_mutex_destroy(&p->fail_mu);
   return rc;
 }

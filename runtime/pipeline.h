@@ -42,7 +42,9 @@ typedef struct dfl_pipe_opts {
   int cpu_threads;          /* BLAS threads per device thread; 0: 1 */
   const char *fault;        /* fault injection, NULL: $DFL_FAULT. "target=MS,drafter=MS,loader=MS"
                             ** sleeps MS milliseconds per micro-batch in every device of that role;
-                            ** "target1=MS" only in target device 1 (index within the role). */
+                            ** "target1=MS" only in target device 1 (index within the role);
+                            ** "drafter1=fail@K" makes drafter replica 1 return an error at its K-th
+                            ** micro-batch (0-based): the run must stop every device and say which. */
   int diag_every;           /* diagnostics every this many steps; 0: the spec's log_every */
   /* called on the first replica's thread after each optimizer step (tests) */
   void (*on_step)(void *ctx, const dfl_step_stats *st);
@@ -59,6 +61,7 @@ typedef struct dfl_pipe_result {
   int bound_count[4];       /* verdicts by dfl_bound over the run's reports */
   char last_verdict[256];
   char ckpt[DFL_PATH_MAX];  /* last checkpoint written, "" if none */
+  int queue_in_arena;       /* GPU split: the queue's device slots are the targets' plan workspaces */
 } dfl_pipe_result;
 
 /* Devices with a role: 1 for the single-device trainer's case. */

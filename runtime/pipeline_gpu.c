@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <cuda_runtime.h>
 
 #include "runtime/cuda.h"
@@ -25,10 +26,13 @@ struct dfl_gq {
   int depth;
   size_t bytes;
   void **slot;               /* device memory, one per ring slot */
+  int owned;                 /* slots cudaMalloc'ed here (else in a backend's arena) */
   cudaEvent_t *ready, *done; /* producer's copy in / consumer's copy out, per slot */
 };
 
-int dfl_gq_init(dfl_gq **out, int depth, size_t bytes) {
+int dfl_gq_init(dfl_gq **out, int depth, size_t bytes) { return dfl_gq_init_at(out, depth, bytes, NULL, NULL, 0); }
+
+int dfl_gq_init_at(dfl_gq **out, int depth, size_t bytes, void *const *at, const int *prod_dev, int cons_dev) {
   dfl_gq *q = calloc(1, sizeof *q);
   if (!q) return DFL_ENOMEM;
   *out = q;
@@ -38,10 +42,14 @@ int dfl_gq_init(dfl_gq **out, int depth, size_t bytes) {
   q->ready = calloc((size_t)depth, sizeof *q->ready);
   q->done = calloc((size_t)depth, sizeof *q->done);
   if (!q->slot || !q->ready || !q->done) return DFL_ENOMEM;
+  q->owned = at == NULL;
   for (int i = 0; i < depth; i++) {
-    CK(cudaMalloc(&q->slot[i], bytes));
+    if (at) q->slot[i] = at[i];
+    else CK(cudaMalloc(&q->slot[i], bytes));
     /* never recorded yet: a wait on them is a no-op, which is right for the first occupant */
+    if (prod_dev) CK(cudaSetDevice(prod_dev[i]));
     CK(cudaEventCreateWithFlags(&q->ready[i], cudaEventDisableTiming));
+    if (prod_dev) CK(cudaSetDevice(cons_dev));
     CK(cudaEventCreateWithFlags(&q->done[i], cudaEventDisableTiming));
   }
   return DFL_OK;
@@ -51,7 +59,7 @@ void dfl_gq_free(dfl_gq *q) {
   if (!q) return;
   cudaDeviceSynchronize();
   for (int i = 0; i < q->depth; i++) {
-    if (q->slot && q->slot[i]) cudaFree(q->slot[i]);
+    if (q->owned && q->slot && q->slot[i]) cudaFree(q->slot[i]);
     if (q->ready && q->ready[i]) cudaEventDestroy(q->ready[i]);
     if (q->done && q->done[i]) cudaEventDestroy(q->done[i]);
   }
@@ -124,4 +132,69 @@ int64_t dfl_gpu_mem_used(void *ctx, int dev) {
   size_t fr = 0, tot = 0;
   if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;
   return (int64_t)(tot - fr);
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int dfl_gpu_poll(void *stream, int (*check)(void *ctx, char *err, size_t errlen), void *ctx, double timeout_s,
+                 char *err, size_t errlen) {
+  cudaEvent_t ev;
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ev, (cudaStream_t)stream);
+  if (e != cudaSuccess) {
+    snprintf(err, errlen, "cannot record a CUDA event: %s", cudaGetErrorString(e));
+    return DFL_ERR;
+  }
+  double t0 = mono_s();
+  int rc = DFL_OK;
+  for (;;) {
+    e = cudaEventQuery(ev);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) {
+      snprintf(err, errlen, "CUDA error while waiting: %s", cudaGetErrorString(e));
+      rc = DFL_ERR;
+      break;
+    }
+    if (check && check(ctx, err, errlen)) {
+      rc = DFL_ERR;
+      break;
+    }
+    if (mono_s() - t0 > timeout_s) {
+      snprintf(err, errlen, "not complete after %.0f s", timeout_s);
+      rc = DFL_ERR;
+      break;
+    }
+    struct timespec ts = {0, 1000000};   /* 1 ms: the host thread idles, the GPU runs */
+    nanosleep(&ts, NULL);
+  }
+  cudaEventDestroy(ev);   /* legal while pending: released when it completes (or never) */
+  return rc;
+}
+
+int dfl_gpu_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int dfl_gpu_set_device(int device) {
+  CK(cudaSetDevice(device));
+  return DFL_OK;
+}
+
+void dfl_gpu_peer(int from, int to) {
+  int ok = 0;
+  if (from == to || cudaDeviceCanAccessPeer(&ok, from, to) != cudaSuccess || !ok) return;
+  int cur = 0;
+  cudaGetDevice(&cur);
+  cudaSetDevice(from);
+  if (cudaDeviceEnablePeerAccess(to, 0) != cudaSuccess) cudaGetLastError();   /* already enabled: fine */
+  cudaSetDevice(cur);
 }

@@ -13,10 +13,18 @@
 **      replicas' params/masters/moments bit-identical (hash gathered through NCCL) and fails
 **      otherwise; both ranks log the same losses; they are within LOSS_TOL of one GPU training
 **      the global batch. Skipped (said so) with fewer than 2 GPUs or no libnccl.so.2.
+**  (d) the same 2-process run with DFL_FAULT=drafter1=fail@1 (rank 1's replica errors out at its
+**      micro-batch 1) and DFL_NCCL_TIMEOUT_S=10: both ranks must exit with an error within
+**      DEADLINE_S (rank 0 waits in an all-reduce rank 1 never joins: its polled wait times out and
+**      aborts the communicator), rank 1 naming its device, rank 0 the NCCL wait it gave up on.
+**  (e) two GPUs in one process: (a)'s spec with DFL_GPU_MAP=0,1 (target on CUDA device 0, drafter
+**      on 1, the queue's slots in the target's arena, peer copies): per-step loss within LOSS_TOL
+**      of the single-device trainer. Skipped (said so) with fewer than 2 GPUs.
 ** Seed from the time, printed.
 */
 #include <dlfcn.h>
 #include <math.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -24,6 +32,7 @@
 
 #include "common.h"
 #include "runtime/backend.h"
+#include "runtime/checkpoint.h"
 #include "runtime/pipeline.h"
 #include "runtime/train.h"
 
@@ -137,6 +146,83 @@ static void check_diag(const char *path, int split) {
   EXPECT(n >= STEPS / 2, "%d diagnostics reports (want >= %d)", n, STEPS / 2);
 }
 
+/* Two ranks of the replica spec, torchrun-style env; stderr of rank r to ERRDIR/rank<r>.err when
+** errdir is given; extra env as NAME, VALUE pairs. */
+static void spawn_ranks(const char *spec, const char *seeds, const char *dir, const char *port, const char *errdir,
+                        const char **env, pid_t *pid) {
+  for (int r = 0; r < 2; r++) {
+    pid[r] = fork();
+    if (pid[r] == 0) {
+      char rs[8];
+      snprintf(rs, sizeof rs, "%d", r);
+      setenv("RANK", rs, 1);
+      setenv("LOCAL_RANK", rs, 1);
+      setenv("WORLD_SIZE", "2", 1);
+      setenv("LOCAL_WORLD_SIZE", "2", 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", port, 1);
+      unsetenv("CUDA_VISIBLE_DEVICES");
+      for (const char **kv = env; kv && *kv; kv += 2) setenv(kv[0], kv[1], 1);
+      if (errdir) {
+        char ef[512];
+        snprintf(ef, sizeof ef, "%s/rank%d.err", errdir, r);
+        if (!freopen(ef, "w", stderr)) _exit(126);
+      }
+      execl("/proc/self/exe", "test_pipeline_gpu", "--rank", spec, seeds, dir, (char *)NULL);
+      _exit(127);
+    }
+  }
+}
+
+#define DEADLINE_S 90
+/* (d): one rank fails mid-run; neither may hang. */
+static void rank_failure(uint64_t seed) {
+  const char *spec = "examples/nano-gpu-replicas.dfl";
+  char dir[256], seeds[32], port[16];
+  tmp_dir(dir, sizeof dir, "gpu-nccl-fail");
+  snprintf(seeds, sizeof seeds, "%llu", (unsigned long long)seed);
+  snprintf(port, sizeof port, "%d", 20000 + (int)((getpid() + 7919) % 20000));
+  if (dfl_mkdirs(dir)) {
+    EXPECT(0, "mkdir %s", dir);
+    return;
+  }
+  const char *env[] = {"DFL_FAULT", "drafter1=fail@1", "DFL_NCCL_TIMEOUT_S", "10", NULL};
+  pid_t pid[2];
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  spawn_ranks(spec, seeds, dir, port, dir, env, pid);
+  int st[2] = {0, 0}, left = 2;
+  double el = 0;
+  while (left > 0 && el < DEADLINE_S) {
+    for (int r = 0; r < 2; r++)
+      if (pid[r] > 0 && waitpid(pid[r], &st[r], WNOHANG) == pid[r]) pid[r] = 0, left--;
+    usleep(50000);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    el = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  }
+  for (int r = 0; r < 2; r++)
+    if (pid[r] > 0) {
+      kill(pid[r], SIGKILL);
+      waitpid(pid[r], NULL, 0);
+    }
+  EXPECT(left == 0, "(d) %d rank(s) still running after %d s: a failed rank left its peer hanging", left, DEADLINE_S);
+  char msg[2][8192];
+  for (int r = 0; r < 2; r++) {
+    char ef[512];
+    snprintf(ef, sizeof ef, "%s/rank%d.err", dir, r);
+    FILE *f = fopen(ef, "r");
+    size_t n = f ? fread(msg[r], 1, sizeof msg[r] - 1, f) : 0;
+    msg[r][n] = 0;
+    if (f) fclose(f);
+    printf("(d) rank %d exit status %d after %.1fs; stderr:\n%s", r, WIFEXITED(st[r]) ? WEXITSTATUS(st[r]) : -1, el,
+           msg[r]);
+    EXPECT(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) != 0, "(d) rank %d did not report the failure (status %d)", r, st[r]);
+  }
+  EXPECT(strstr(msg[1], "gpu1 (drafter replica 1): injected failure"), "(d) rank 1 does not name its device");
+  EXPECT(strstr(msg[0], "rank 0 of 2") && strstr(msg[0], "aborting the NCCL communicator"),
+         "(d) rank 0 does not say it gave up on the NCCL wait");
+}
+
 static int two_gpus(uint64_t seed) {
   int ng = 0;
   if (cudaGetDeviceCount(&ng) != cudaSuccess || ng < 2) {
@@ -156,22 +242,7 @@ static int two_gpus(uint64_t seed) {
   snprintf(seeds, sizeof seeds, "%llu", (unsigned long long)seed);
   snprintf(port, sizeof port, "%d", 20000 + (int)(getpid() % 20000));
   pid_t pid[2];
-  for (int r = 0; r < 2; r++) {
-    pid[r] = fork();
-    if (pid[r] == 0) {
-      char rs[8];
-      snprintf(rs, sizeof rs, "%d", r);
-      setenv("RANK", rs, 1);
-      setenv("LOCAL_RANK", rs, 1);
-      setenv("WORLD_SIZE", "2", 1);
-      setenv("LOCAL_WORLD_SIZE", "2", 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", port, 1);
-      unsetenv("CUDA_VISIBLE_DEVICES");
-      execl("/proc/self/exe", "test_pipeline_gpu", "--rank", spec, seeds, dir, (char *)NULL);
-      _exit(127);
-    }
-  }
+  spawn_ranks(spec, seeds, dir, port, NULL, NULL, pid);
   int ok = 1;
   for (int r = 0; r < 2; r++) {
     int st = 0;
@@ -196,6 +267,7 @@ static int two_gpus(uint64_t seed) {
     EXPECT(fabs(l0[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]), "step %d: 2-GPU loss %.6f vs 1 GPU %.6f", i + 1, l0[i], ls[i]);
   }
   check_diag(p0, 0);
+  rank_failure(seed);
   return 0;
 }
 
@@ -228,6 +300,7 @@ int main(int argc, char **argv) {
   o.diag_every = 2;
   int rc = dfl_pipe_run(&s, &o, &r);
   EXPECT(rc == DFL_OK, "split GPU pipeline run: rc %d", rc);
+  EXPECT(rc != DFL_OK || r.queue_in_arena, "(a) the queue's device slots are not inside the target's arena");
   if (rc == DFL_OK) {
     printf("(a) %d target + %d drafter logical devices on one GPU, queue depth 1: %.2fs; %s\n", r.n_target,
            r.n_drafter, r.seconds, r.last_verdict);
@@ -242,6 +315,22 @@ int main(int argc, char **argv) {
     char mp[300];
     snprintf(mp, sizeof mp, "%s/metrics.jsonl", dir);
     check_diag(mp, 1);
+  }
+  if (ng >= 2) {
+    setenv("DFL_GPU_MAP", "0,1", 1);
+    quiet_pipe_opts(&o, dir, sizeof dir, "gpu-split2", STEPS);
+    o.no_ckpt = o.no_export = 1;
+    o.on_step = on_step;
+    memset(pipe_loss, 0, sizeof pipe_loss);
+    rc = dfl_pipe_run(&s, &o, &r);
+    EXPECT(rc == DFL_OK, "(e) split over 2 GPUs in one process: rc %d", rc);
+    for (int i = 0; rc == DFL_OK && i < STEPS; i++) {
+      printf("(e) step %d  loss single %.6f  target GPU0 -> drafter GPU1 %.6f\n", i + 1, ls[i], pipe_loss[i]);
+      EXPECT(isfinite(pipe_loss[i]) && fabs(pipe_loss[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]),
+             "(e) step %d: %.6f vs single %.6f", i + 1, pipe_loss[i], ls[i]);
+    }
+  } else {
+    printf("(e) SKIPPED: %d GPU(s); two GPUs in one process need 2\n", ng);
   }
   if (failures) printf("%d failure(s)\n", failures);
   else printf("PASS\n");
