@@ -9,6 +9,7 @@ int dfl_cmd_export(int argc, char **argv);   /* runtime/cmd_train.c */
 int dfl_cmd_plan(int argc, char **argv);     /* compiler/cmd_plan.c */
 int dfl_cmd_build(int argc, char **argv);    /* runtime/cmd_build.c */
 int dfl_cmd_bench(int argc, char **argv);    /* runtime/bench.c */
+int dfl_cmd_pack(int argc, char **argv);     /* runtime/cmd_pack.c */
 /* `dflc train DIR`: the spec a `dflc build` directory records (else arg itself); runtime/cmd_build.c */
 int dfl_build_resolve(const char *arg, char *spec, unsigned long n);
 #endif

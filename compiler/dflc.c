@@ -16,6 +16,7 @@ static const dfl_command commands[] = {
   {"build", dfl_cmd_build, "build FILE.dfl -o DIR trainer directory: plan, schedule, kernels.cu, cubins"},
   {"bench", dfl_cmd_bench, "bench FILE.dfl        training throughput, phase split, MFU, memory"},
   {"eval", dfl_cmd_eval, "eval FILE.dfl --drafter DIR   tau and per-position accuracy of a drafter"},
+  {"pack", dfl_cmd_pack, "pack IN.jsonl -o OUT    JSONL data -> packed binary data (format = packed)"},
   {"export", dfl_cmd_export, "export CKPT -o DIR    checkpoint -> Hugging Face DFlash drafter"},
 };
 

@@ -170,7 +170,7 @@ int dfl_cmd_eval(int argc, char **argv) {
     }
   }
   if (rc == DFL_OK && threads > 0) dfl_train_set_threads((int)threads);
-  if (rc == DFL_OK && (rc = dfl_data_load(s->eval_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &d)))
+  if (rc == DFL_OK && (rc = dfl_data_load_fmt(s->eval_path, s->format, s->target.vocab, s->seq_len, s->bad_rows, stderr, &d)))
     fprintf(stderr, "dflc eval: data %s refused (see the messages above)\n", s->eval_path);
   int have_data = rc == DFL_OK;
   if (rc == DFL_OK) rc = dfl_eval_open(ev, s);

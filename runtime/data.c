@@ -13,12 +13,15 @@
 **    memory on a file that is not JSONL at all.
 */
 #include "runtime/data.h"
+#include "runtime/data_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define DFL_DATA_MAX_LINE (64u << 20)
@@ -125,9 +128,11 @@ static int row(loader *L, const char *line, size_t len, int64_t lineno) {
       goto bad;
     }
     json_int_t v = json_integer_value(a);
-    if (v < 0 || (L->vocab > 0 && v >= L->vocab)) {
-      snprintf(msg, sizeof msg, "input_ids[%zu] = %lld is outside the vocabulary [0, %d) (data "
-               "tokenized for another model?)", i, (long long)v, L->vocab);
+    /* vocab <= 0 (no model to check against, e.g. `dflc pack` without --vocab): still int32 */
+    int64_t bound = L->vocab > 0 ? L->vocab : (int64_t)INT32_MAX + 1;
+    if (v < 0 || v >= bound) {
+      snprintf(msg, sizeof msg, "input_ids[%zu] = %lld is outside the vocabulary [0, %lld) (data "
+               "tokenized for another model?)", i, (long long)v, (long long)bound);
       goto bad;
     }
     int mv;
@@ -248,54 +253,138 @@ static int load(src *s, const char *path, int vocab, int cap, dfl_badrow_policy 
     beg = scan = nl ? (size_t)(nl - buf) + 1 : end;
     if (!nl) break;
   }
-  if (out->n_lines == 0) {
-    fprintf(L.log, "%s: empty file (no rows)\n", path);
-    rc = DFL_EFORMAT;
-  } else if (policy == DFL_BADROW_REFUSE && out->n_skipped) {
-    fprintf(L.log, "%s: refused: %lld bad row%s (bad_rows = refuse; fix them, or set bad_rows = skip "
-            "to train on the rest)\n", path, (long long)out->n_skipped, out->n_skipped > 1 ? "s" : "");
-    rc = DFL_EFORMAT;
-  } else if (out->n == 0) {
-    fprintf(L.log, "%s: no usable row (%lld lines, %lld bad)\n", path, (long long)out->n_lines,
-            (long long)out->n_skipped);
-    rc = DFL_EFORMAT;
-  }
 done:
   free(buf);
-  if (rc == DFL_ENOMEM) fprintf(L.log, "%s: out of memory after %d rows\n", path, out->n);
+  return dfl_data_finish_(path, L.log, cap, policy, rc, "lines", out);
+}
+
+int dfl_data_finish_(const char *path, FILE *log, int cap, dfl_badrow_policy policy, int rc,
+                     const char *unit, dfl_dataset *out) {
+  if (rc == DFL_OK) {
+    if (out->n_lines == 0) {
+      fprintf(log, "%s: empty file (no rows)\n", path);
+      rc = DFL_EFORMAT;
+    } else if (policy == DFL_BADROW_REFUSE && out->n_skipped) {
+      fprintf(log, "%s: refused: %lld bad row%s (bad_rows = refuse; fix them, or set bad_rows = skip "
+              "to train on the rest)\n", path, (long long)out->n_skipped, out->n_skipped > 1 ? "s" : "");
+      rc = DFL_EFORMAT;
+    } else if (out->n == 0) {
+      fprintf(log, "%s: no usable row (%lld %s, %lld bad)\n", path, (long long)out->n_lines, unit,
+              (long long)out->n_skipped);
+      rc = DFL_EFORMAT;
+    }
+  }
+  if (rc == DFL_ENOMEM) fprintf(log, "%s: out of memory after %d rows\n", path, out->n);
   if (rc) { dfl_data_free(out); return rc; }
-  fprintf(L.log, "%s: %d rows, %lld tokens (%lld supervised), %lld skipped, %lld truncated\n", path,
+  fprintf(log, "%s: %d rows, %lld tokens (%lld supervised), %lld skipped, %lld truncated\n", path,
           out->n, (long long)out->n_tokens, (long long)out->n_supervised, (long long)out->n_skipped,
           (long long)out->n_truncated);
   if (out->n_truncated)
-    fprintf(L.log, "%s: %lld rows were longer than the sequence capacity %d and were cut to it\n",
+    fprintf(log, "%s: %lld rows were longer than the sequence capacity %d and were cut to it\n",
             path, (long long)out->n_truncated, cap);
   return DFL_OK;
 }
 
-int dfl_data_load(const char *path, int vocab, int cap, dfl_badrow_policy policy, FILE *log,
-                  dfl_dataset *out) {
+/* What the first bytes say the file is. */
+enum { KIND_JSONL, KIND_PACKED, KIND_OTHER_PACKED, KIND_GZ_PACKED, KIND_UNKNOWN };
+
+static int sniff(const uint8_t *b, size_t n) {
+  if (n >= 8 && !memcmp(b, DFL_PACKED_MAGIC, 8)) return KIND_PACKED;
+  if (n >= 8 && !memcmp(b, DFL_PACKED_MAGIC, 7)) return KIND_OTHER_PACKED;   /* another version */
+  size_t i = 0;
+  while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
+  return i == n || b[i] == '{' ? KIND_JSONL : KIND_UNKNOWN;   /* blank start: let JSONL judge */
+}
+
+static int load_jsonl(const char *path, int vocab, int cap, dfl_badrow_policy policy, FILE *log,
+                      dfl_dataset *out) {
   src s = {0};
-  memset(out, 0, sizeof *out);
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {   /* gzopen opens a directory; reads then fail */
-    fprintf(log ? log : stderr, "%s: is a directory, not a JSONL data file\n", path);
-    return DFL_EIO;
-  }
   s.gz = gzopen(path, "rb");   /* reads plain files transparently */
   if (!s.gz) {
-    fprintf(log ? log : stderr, "%s: cannot open (%s)\n", path, errno ? strerror(errno) : "zlib");
+    fprintf(log, "%s: cannot open (%s)\n", path, errno ? strerror(errno) : "zlib");
     return DFL_EIO;
   }
   gzbuffer(s.gz, 1u << 18);
   int rc = load(&s, path, vocab, cap, policy, log, out);
   int crc = gzclose_r(s.gz);
   if (!rc && crc != Z_OK) {   /* e.g. a CRC or length trailer that does not match */
-    fprintf(log ? log : stderr, "%s: gzip stream is corrupt (trailer check failed)\n", path);
+    fprintf(log, "%s: gzip stream is corrupt (trailer check failed)\n", path);
     dfl_data_free(out);
     return DFL_EIO;
   }
   return rc;
+}
+
+int dfl_data_load_fmt(const char *path, int format, int vocab, int cap, dfl_badrow_policy policy,
+                      FILE *log, dfl_dataset *out) {
+  memset(out, 0, sizeof *out);
+  if (!log) log = stderr;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(log, "%s: cannot open (%s)\n", path, strerror(errno));
+    return DFL_EIO;
+  }
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {   /* gzopen opens a directory; reads then fail */
+    fprintf(log, "%s: %s\n", path, S_ISDIR(st.st_mode) ? "is a directory, not a data file"
+                                                        : "cannot stat");
+    close(fd);
+    return DFL_EIO;
+  }
+  uint8_t head[64];
+  ssize_t k = pread(fd, head, sizeof head, 0);
+  int kind = sniff(head, k > 0 ? (size_t)k : 0);
+  if (k >= 2 && head[0] == 0x1f && head[1] == 0x8b) {   /* gzip: look at what it holds */
+    gzFile g = gzopen(path, "rb");
+    int n = g ? gzread(g, head, sizeof head) : -1;
+    if (g) gzclose_r(g);
+    kind = n > 0 ? sniff(head, (size_t)n) : KIND_JSONL;   /* a broken stream: JSONL reports it */
+    if (kind == KIND_PACKED || kind == KIND_OTHER_PACKED) kind = KIND_GZ_PACKED;
+  }
+  int rc;
+  const char *fmtname = format == DFL_DATA_PACKED ? "packed" : "jsonl";
+  switch (kind) {
+  case KIND_PACKED:
+    if (format == DFL_DATA_JSONL)
+      fprintf(log, "%s: note: data.format = jsonl but this is a packed file (%s); reading it as "
+              "packed (set format = packed to silence this note)\n", path, DFL_PACKED_MAGIC);
+    rc = dfl_packed_load_fd_(path, fd, (size_t)st.st_size, vocab, cap, policy, log, out);
+    break;
+  case KIND_OTHER_PACKED:
+    fprintf(log, "%s: packed data of another format version (%.8s); this dflc reads %s: re-run "
+            "`dflc pack` on the JSONL source\n", path, (const char *)head, DFL_PACKED_MAGIC);
+    rc = DFL_EFORMAT;
+    break;
+  case KIND_GZ_PACKED:
+    fprintf(log, "%s: a gzip-compressed packed file: packed data is read in place, uncompressed; "
+            "gunzip it first\n", path);
+    rc = DFL_EFORMAT;
+    break;
+  case KIND_UNKNOWN:
+    if (format == DFL_DATA_PACKED) {
+      fprintf(log, "%s: data.format = packed but this is not a dflc packed file (no %s magic, "
+              "not JSONL either): make one with `dflc pack IN.jsonl -o OUT.dflpack`\n", path,
+              DFL_PACKED_MAGIC);
+      rc = DFL_EFORMAT;
+      break;
+    }
+    /* otherwise JSONL reports its rows (e.g. "not JSON") */
+    /* fall through */
+  default:
+    if (format == DFL_DATA_PACKED && st.st_size > 0)
+      fprintf(log, "%s: note: data.format = %s but this is a JSONL file; reading it as JSONL "
+              "(`dflc pack %s -o FILE.dflpack` makes a packed copy that loads faster)\n", path,
+              fmtname, path);
+    rc = load_jsonl(path, vocab, cap, policy, log, out);
+  }
+  close(fd);
+  return rc;
+}
+
+int dfl_data_load(const char *path, int vocab, int cap, dfl_badrow_policy policy, FILE *log,
+                  dfl_dataset *out) {
+  return dfl_data_load_fmt(path, -1, vocab, cap, policy, log, out);
 }
 
 int dfl_data_load_mem(const char *name, const void *buf, size_t len, int vocab, int cap,

@@ -49,6 +49,27 @@ int dfl_data_load_mem(const char *name, const void *buf, size_t len, int vocab, 
                       dfl_badrow_policy policy, FILE *log, dfl_dataset *out);
 void dfl_data_free(dfl_dataset *d);
 
+/* --- packed binary data (runtime/packed.c; the format byte by byte: docs/data.md) ---
+** A file starting with DFL_PACKED_MAGIC is read as packed, whatever its name: dfl_data_load
+** dispatches on the first bytes, not on the spec. dfl_data_load_fmt also takes the spec's
+** data.format (DFL_DATA_JSONL / DFL_DATA_PACKED, or -1: no expectation): when the file is the
+** other kind, a note says so and the file's own kind wins, since its bytes say unambiguously
+** what it is; a file that is neither JSONL nor packed under format = packed is refused. */
+#define DFL_PACKED_MAGIC "DFLPACK1"
+#define DFL_PACKED_VERSION 1
+#define DFL_PACKED_HEADER 64
+int dfl_data_load_fmt(const char *path, int format, int vocab, int cap, dfl_badrow_policy policy,
+                      FILE *log, dfl_dataset *out);
+/* Validate and load a packed file held in memory (LEN bytes, any alignment); NAME stands for
+** the file in messages. Same per-row rules, policies and report as JSONL, rows named
+** "NAME: row R:" (1-based). Structural damage (truncation, checksums, offsets) refuses the file. */
+int dfl_packed_load_mem(const char *name, const void *buf, size_t len, int vocab, int cap,
+                        dfl_badrow_policy policy, FILE *log, dfl_dataset *out);
+/* Write D as a packed file at PATH (through PATH.tmp + rename, so a reader never sees half a
+** file). VOCAB is recorded as the bound the ids were checked against (0: none). Errors are
+** printed to log (stderr if NULL); returns DFL_OK, DFL_EIO or DFL_EFORMAT. */
+int dfl_packed_write(const char *path, const dfl_dataset *d, int vocab, FILE *log);
+
 /* Deterministic epoch order: a permutation of 0..n-1 from (seed, epoch). */
 void dfl_data_order(const dfl_dataset *d, uint64_t seed, int64_t epoch, int shuffle, int *order);
 

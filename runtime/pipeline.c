@@ -1071,7 +1071,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   openblas_set_num_threads(p->o.cpu_threads > 0 ? p->o.cpu_threads : 1);
   const char *fault = p->o.fault ? p->o.fault : getenv("DFL_FAULT");
 
-  if ((rc = dfl_data_load(s->train_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &p->train))) {
+  if ((rc = dfl_data_load_fmt(s->train_path, s->format, s->target.vocab, s->seq_len, s->bad_rows, stderr, &p->train))) {
     fprintf(stderr, "dflc: training data %s refused (see the messages above)\n", s->train_path);
     return rc;
   }

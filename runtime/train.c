@@ -307,12 +307,12 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   tr->random_data = s->format == DFL_DATA_RANDOM;
   if (tr->random_data) {
     /* synthetic: no rows, the ids come from the (checkpointed) RNG step by step */
-  } else if ((rc = dfl_data_load(s->train_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->train))) {
+  } else if ((rc = dfl_data_load_fmt(s->train_path, s->format, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->train))) {
     fprintf(stderr, "dflc: training data %s refused (see the messages above)\n", s->train_path);
     return rc;
   }
   if (s->eval_path[0] && !tr->opts.no_eval && !tr->random_data) {
-    if ((rc = dfl_data_load(s->eval_path, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->eval))) {
+    if ((rc = dfl_data_load_fmt(s->eval_path, s->format, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->eval))) {
       fprintf(stderr, "dflc: eval data %s refused (see the messages above)\n", s->eval_path);
       dfl_train_close(tr);
       return rc;

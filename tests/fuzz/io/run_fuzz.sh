@@ -8,7 +8,7 @@ mkdir -p "$out"
 bin="$out/$h"
 "$clang" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -I"$src" "$src/tests/fuzz/io/$h.c" "$src/runtime/safetensors.c" "$src/runtime/data.c" \
-  "$src/runtime/rng.c" "$src/runtime/anchors.c" "$@" -lm -o "$bin"
+  "$src/runtime/packed.c" "$src/runtime/rng.c" "$src/runtime/anchors.c" "$@" -lm -o "$bin"
 corpus="$out/$h.corpus"
 rm -rf "$corpus"; mkdir -p "$corpus"
 cp "$src/tests/fuzz/io/corpus_${h#fuzz_}/"* "$corpus/"
