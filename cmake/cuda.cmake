@@ -57,6 +57,17 @@ add_executable(bench_attention tests/cuda/bench_attention.c tests/cuda/naive_cbl
 target_link_libraries(bench_attention PRIVATE dfl_cuda dfl_ir m)
 target_link_options(bench_attention PRIVATE -Wl,--as-needed)
 
-# `dflc verify --cuda` is not registered on the two reference fixtures: their drafter has
-# head_dim 16 and the CUDA attention kernels need a multiple of 32 (kernels/attention.cuh), so
-# the backend refuses the graph with that message. Register once attention.cuh takes hd 16.
+# GPU: `dflc verify --cuda` on both reference fixtures (drafter head_dim 16: the CUDA-core attention
+# kernels), fp32 graph within 1e-4 and bf16 graph within verify's bf16 tolerance (5e-2); SKIP (77)
+# without a GPU.
+if(TARGET dflc_gpu)
+  foreach(fx dflash_step_public dflash_step_public_b)
+    foreach(prec fp32 bf16)
+      add_test(NAME verify_cuda_${fx}_${prec}
+               COMMAND dflc_gpu verify tests/fixtures/${fx}.json --cuda --${prec} --quiet
+               WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+      set_tests_properties(verify_cuda_${fx}_${prec} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda_gpu
+                           ENVIRONMENT "${DFL_TEST_ENV}")
+    endforeach()
+  endforeach()
+endif()

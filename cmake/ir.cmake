@@ -3,6 +3,7 @@ add_library(dfl_ir STATIC
   compiler/graph.c
   compiler/autodiff.c
   compiler/optim.c
+  compiler/fuse.c
   runtime/cpu.c
   runtime/cpu_f32.c
   runtime/cpu_f64.c)
@@ -14,3 +15,4 @@ dfl_add_test(ir_attention SOURCES tests/ir/test_attention.c LIBS dfl_ir LABELS i
 dfl_add_test(ir_ops SOURCES tests/ir/test_ops.c LIBS dfl_ir LABELS ir)
 dfl_add_test(ir_optim SOURCES tests/ir/test_optim.c LIBS dfl_ir LABELS ir)
 dfl_add_test(ir_planned SOURCES tests/ir/test_planned.c LIBS dfl_ir LABELS ir)
+dfl_add_test(ir_fuse SOURCES tests/ir/test_fuse.c LIBS dfl_ir LABELS ir)

@@ -7,7 +7,9 @@
 ** forward when colocated); a target-only device gets the target forward for one micro-batch, whose
 ** tapped features are copied into a queue slot (so they stay live to the end of the step). Around
 ** the graph's tensors the plan holds fixed workspaces: hidden-state queue slots on both sides of a
-** split topology, the cuBLASLt workspace on GPUs, and the fused CE's per-chunk scratch.
+** split topology and, on GPUs, exactly the workspaces the CUDA backend allocates
+** (dfl_plan_cuda_workspaces: cuBLASLt's, the fused CE's per-chunk scratch, other ops' scratch), so
+** the total printed is what the trainer's arena holds.
 ** Over a budget, forward ops are recomputed in the backward to fit; if nothing fits, the command
 ** fails with the numbers and, for each shape knob, the largest value that would fit.
 */
@@ -21,8 +23,6 @@
 #include "models/models.h"
 #include "runtime/cpu.h"
 
-#define CUBLASLT_WORKSPACE (32ll << 20) /* what cuBLASLt wants for its best sm_90 kernels */
-
 /* One device's graph, workspaces and plan. */
 typedef struct plan_dev {
   dfl_plan_dev d;
@@ -30,8 +30,8 @@ typedef struct plan_dev {
   dfl_graph *g;           /* the graph planned (tg.g or tgt) */
   dfl_graph tgt;          /* target-only devices */
   dfl_plan p;
-  dfl_plan_ws ws[64];
-  int n_ws;
+  dfl_plan_ws *ws;         /* room for cap_ws: the queue's plus one per op and cuBLASLt's */
+  int n_ws, cap_ws;
   int live_out[4], n_live_out;
   int fits;
 } plan_dev;
@@ -47,7 +47,7 @@ static int64_t queue_slot_bytes(const dfl_spec *s) {
 }
 
 static void add_ws(plan_dev *pd, const char *name, int64_t bytes, dfl_plan_cat cat, int op) {
-  if (pd->n_ws >= (int)(sizeof pd->ws / sizeof pd->ws[0]) || bytes <= 0) return;
+  if (pd->n_ws >= pd->cap_ws || bytes <= 0) return;
   dfl_plan_ws *w = &pd->ws[pd->n_ws++];
   snprintf(w->name, sizeof w->name, "%s", name);
   w->bytes = bytes;
@@ -57,6 +57,8 @@ static void add_ws(plan_dev *pd, const char *name, int64_t bytes, dfl_plan_cat c
 
 static void free_dev(plan_dev *pd) {
   dfl_plan_free(&pd->p);
+  free(pd->ws);
+  pd->ws = NULL;
   if (pd->g) dfl_graph_free(pd->g);
   pd->g = NULL;
 }
@@ -98,25 +100,17 @@ static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, in
   /* workspaces. The queue ring lives on the producers: each target-only device holds its share
   ** of the slots; a drafter-only device holds one landing slot, filled with the next micro-batch
   ** while the graph's INPUT tensors hold the current one. */
+  pd->cap_ws = pd->g->nops + 4;
+  pd->ws = calloc((size_t)pd->cap_ws, sizeof *pd->ws);
+  if (!pd->ws) return DFL_ENOMEM;
   int n_tgt = dfl_spec_count_role(s, 1, 0), split = n_tgt > 0 && dfl_spec_count_role(s, 0, 1) > 0;
   if (split && dv->runs_target && !dv->runs_drafter) {
     int depth = s->queue_depth > 0 ? s->queue_depth : 2 * n_tgt;
     add_ws(pd, "queue.slots", (int64_t)((depth + n_tgt - 1) / n_tgt) * queue_slot_bytes(s), DFL_PCAT_QUEUE, -1);
   } else if (split && dv->runs_drafter && !dv->runs_target)
     add_ws(pd, "queue.landing", queue_slot_bytes(s), DFL_PCAT_QUEUE, -1);
-  if (dv->kind == DFL_DEV_GPU) {
-    add_ws(pd, "cublaslt.workspace", CUBLASLT_WORKSPACE, DFL_PCAT_LIBRARY, -1);
-    for (int i = 0; i < pd->g->nops; i++) {
-      const dfl_op *op = &pd->g->ops[i];
-      if (op->code != DFL_OP_LINEAR_CE) continue;
-      int64_t rows = pd->g->t[op->in[0]].shape[0];
-      int64_t chunk = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : s->vocab_chunk;
-      char nm[DFL_NAME_MAX];
-      snprintf(nm, sizeof nm, "loss.ce_chunk@%d", i);
-      /* f32 logits of one vocabulary chunk + running max, sum, argmax, label logit and top-k per row */
-      add_ws(pd, nm, rows * chunk * 4 + rows * (16 + 8 * (int64_t)(op->a.topk > 0 ? op->a.topk : 0)), DFL_PCAT_LOSS, i);
-    }
-  }
+  if (dv->kind == DFL_DEV_GPU) /* the CUDA backend's own list: `dflc plan` prints what it allocates */
+    pd->n_ws += dfl_plan_cuda_workspaces(pd->g, pd->ws + pd->n_ws);
   dfl_plan_opts o = {.ws = pd->ws, .n_ws = pd->n_ws, .live_out = pd->live_out, .n_live_out = pd->n_live_out,
                      .no_inplace = no_inplace};
   dfl_plan_elem_fn elem = dv->kind == DFL_DEV_GPU ? NULL : cpu_elem;

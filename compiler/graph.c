@@ -308,8 +308,14 @@ static void validate(const vctx *v, const dfl_attrs *a) {
       vfail(v, "output must be [len(ids), table columns]");
     break;
   case DFL_OP_MATMUL: {
-    need_io(v, 2, 1);
+    need_io(v, a->beta != 0 ? 3 : 2, 1);
     need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
+    if (a->beta != 0) {
+      if (a->beta != 1) vfail(v, "beta must be 0 or 1 (accumulate)");
+      if (v->out[0] != v->in[2]) vfail(v, "accumulating: the output must be the accumulator in[2] itself (in place)");
+      if (!dfl_tensor_is_persistent(TI(v, 2)) || TI(v, 2)->dtype != DFL_F32)
+        vfail(v, "accumulating: the accumulator must be a persistent f32 tensor");
+    }
     need_2d_in(v, 0), need_2d_in(v, 1);
     const dfl_tensor *A = TI(v, 0), *B = TI(v, 1), *C = TO(v, 0);
     int64_t M = a->trans_a ? A->shape[1] : A->shape[0], K = a->trans_a ? A->shape[0] : A->shape[1];
@@ -650,7 +656,11 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
     }
     const dfl_attrs *a = &op->a;
     switch (op->code) {
-    case DFL_OP_MATMUL: fprintf(f, " {ta=%d tb=%d alpha=%g}", a->trans_a, a->trans_b, a->alpha); break;
+    case DFL_OP_MATMUL:
+      fprintf(f, " {ta=%d tb=%d alpha=%g", a->trans_a, a->trans_b, a->alpha);
+      if (a->beta != 0) fprintf(f, " beta=%g", a->beta); /* only fused graphs: unfused dumps unchanged */
+      fprintf(f, "}");
+      break;
     case DFL_OP_RMSNORM: case DFL_OP_RMSNORM_BWD: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
     case DFL_OP_ROPE: fprintf(f, " {heads=%d hd=%d theta=%g inv=%d}", a->heads, a->head_dim, a->theta, a->inverse); break;
     case DFL_OP_ATTENTION: case DFL_OP_ATTENTION_BWD:

@@ -56,7 +56,9 @@ typedef enum {
   /* --- differentiable ops --- */
   DFL_OP_GATHER,       /* in: table[V,H], ids[R] i32 -> out[R,H] = table[ids[r]] */
   DFL_OP_MATMUL,       /* in: A, B -> C[M,N] = alpha * op(A) op(B); a.trans_a, a.trans_b, a.alpha
-                          op(A) is [M,K]: A is [M,K], or [K,M] with trans_a. Same for B [K,N]/[N,K]. */
+                          op(A) is [M,K]: A is [M,K], or [K,M] with trans_a. Same for B [K,N]/[N,K].
+                          Accumulating form (a.beta = 1, made by dfl_fuse): in: A, B, acc (f32,
+                          persistent) -> out acc: acc += alpha * op(A) op(B) (in place). */
   DFL_OP_ADD,          /* in: x, y (same shape) -> out = x + y */
   DFL_OP_RMSNORM,      /* in: x[R,D], w[G] -> out y[R,D], rstd[R*D/G] f32
                           y = x * rsqrt(mean_G(x^2) + eps) * w, over groups of G = a.group
@@ -172,6 +174,7 @@ typedef struct dfl_attrs {
   double lr, beta1, beta2, wd, clip;
   int64_t warmup, total;
   int schedule;
+  double beta;                     /* MATMUL: 1 = accumulate into in[2] == out[0] (dfl_fuse); 0 = plain */
 } dfl_attrs;
 
 typedef struct dfl_op {
@@ -240,6 +243,13 @@ int dfl_autodiff(dfl_graph *g, int loss);
 ** persistent grad accumulator (f32 GRAD); appends ACCUM (backward phase), then at the optimizer
 ** phase SUMSQ_ACC, OPT_PREP and ADAMW. `den` is the scalar sum of loss weights of the micro-step,
 ** accumulated into a persistent denominator. Returns the id of the optimizer state tensor. */
+/* --- fusion (compiler/fuse.c), the design's stage 5 ---
+** Rewrites MATMUL -> t ; ACCUM(acc, t), t read by nothing else, into one accumulating MATMUL
+** (a.beta = 1, in: A, B, acc -> out acc): the gradient GEMM adds straight into the f32
+** accumulator instead of writing t and re-reading it. Run after dfl_build_optimizer. t is left
+** in the tensor table untouched by any op. Returns the number of pairs fused (>= 0). */
+int dfl_fuse(dfl_graph *g);
+
 struct dfl_optim_cfg { double lr, beta1, beta2, eps, wd, clip; int64_t warmup, total; int schedule; };
 int dfl_build_optimizer(dfl_graph *g, int den, const struct dfl_optim_cfg *cfg);
 

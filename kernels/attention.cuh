@@ -7,7 +7,8 @@
 **           context key tile is loaded once for B x G (row, head) pairs (reference §6);
 **   CAUSAL: T = 32/G consecutive positions of one sequence.
 ** One CTA (8 warps) takes up to 32 (row, head) pairs of a unit, 4 per warp; a lane owns one key
-** of the tile when scoring and hd/32 output dims when accumulating. Requires hd % 32 == 0, hd <= 256.
+** of the tile when scoring and dims lane + 32 t (t < ceil(hd/32)) when accumulating; lanes past hd
+** still join the shuffles but read 0 and store nothing. Any hd <= 256 (the fixtures' drafters: 16).
 ** Segment 0 is the context (DFLASH) or the sequence itself (CAUSAL); segment 1 the own block.
 ** A row with no allowed key (invalid block) outputs 0, lse = -inf, and passes no gradient.
 */
@@ -103,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd(
   dfl_att_unit u;
   if (!dfl_att_setup(&u, mask, batch, S, N, B, nh, nkv, hd, window, anchors, keep)) return;
   float *qs = smem, *ks = qs + ATT_PAIRS * hd, *vs = ks + 32 * (hd + 1);
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, dpl = hd >> 5;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, dpl = (hd + 31) >> 5;
   for (int t = threadIdx.x; t < ATT_PAIRS * hd; t += blockDim.x) {
     int p = t / hd, d = t % hd;
     qs[t] = p < u.np ? ldf(q, dt, dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd + d) * scale : 0.f;
@@ -142,9 +143,10 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd(
 #pragma unroll
         for (int t = 0; t < ATT_MAXD; t++) {
           if (t < dpl) {
+            int d = lane + 32 * t, dd = d < hd ? d : hd - 1; /* lanes past hd: a valid address, result unused */
             float a = acc[r][t] * corr;
 #pragma unroll 8
-            for (int kk = 0; kk < 32; kk++) a += __shfl_sync(0xffffffffu, pr, kk) * vs[kk * hd + lane + 32 * t];
+            for (int kk = 0; kk < 32; kk++) a += __shfl_sync(0xffffffffu, pr, kk) * vs[kk * hd + dd];
             acc[r][t] = a;
           }
         }
@@ -161,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd(
     float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
 #pragma unroll
     for (int t = 0; t < ATT_MAXD; t++)
-      if (t < dpl) stf(o, dt, row * nh * hd + (ll)h * hd + lane + 32 * t, acc[r][t] * inv);
+      if (t < dpl && lane + 32 * t < hd) stf(o, dt, row * nh * hd + (ll)h * hd + lane + 32 * t, acc[r][t] * inv);
     if (lane == 0) lse[row * nh + h] = l[r] > 0.f ? m[r] + logf(l[r]) : DFL_NINF;
   }
 }
@@ -179,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
   if (!dfl_att_setup(&u, mask, batch, S, N, B, nh, nkv, hd, window, anchors, keep)) return;
   float *qs = smem, *dos = qs + ATT_PAIRS * hd, *ks = dos + ATT_PAIRS * hd, *vs = ks + 32 * (hd + 1);
   float *ps = vs + 32 * (hd + 1), *dss = ps + ATT_PAIRS * 33, *lses = dss + ATT_PAIRS * 33, *Ds = lses + ATT_PAIRS;
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, dpl = hd >> 5;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, dpl = (hd + 31) >> 5;
   for (int t = threadIdx.x; t < ATT_PAIRS * hd; t += blockDim.x) {
     int p = t / hd, d = t % hd;
     float qx = 0.f, dx = 0.f;
@@ -232,9 +234,10 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
 #pragma unroll
           for (int t = 0; t < ATT_MAXD; t++) {
             if (t < dpl) {
+              int d = lane + 32 * t, dd = d < hd ? d : hd - 1;
               float a = dqa[r][t];
 #pragma unroll 8
-              for (int kk = 0; kk < 32; kk++) a += __shfl_sync(0xffffffffu, ds, kk) * ks[kk * (hd + 1) + lane + 32 * t];
+              for (int kk = 0; kk < 32; kk++) a += __shfl_sync(0xffffffffu, ds, kk) * ks[kk * (hd + 1) + dd];
               dqa[r][t] = a;
             }
           }
@@ -259,7 +262,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
     ll off = dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd;
 #pragma unroll
     for (int t = 0; t < ATT_MAXD; t++)
-      if (t < dpl) stf(dq, dt, off + lane + 32 * t, dqa[r][t] * scale);
+      if (t < dpl && lane + 32 * t < hd) stf(dq, dt, off + lane + 32 * t, dqa[r][t] * scale);
   }
 }
 

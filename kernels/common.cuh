@@ -63,4 +63,46 @@ __device__ __forceinline__ float block_sum(float v) {
   v = lane < nw ? red[lane] : 0.f;
   return warp_sum(v);
 }
+/* 16-byte vector access for the memory-bound elementwise kernels: elements [i, i + 8) (i % 8 == 0)
+** of a bf16/f16 tensor are one 16-byte load, of an f32 tensor two; other dtypes go element by
+** element. The caller checks vec_ok on every pointer (and n % 8 == 0) first. */
+__device__ __forceinline__ int vec_ok(const void *p) { return (((unsigned long long)p) & 15) == 0; }
+__device__ __forceinline__ void ld8(const void *p, int dt, ll i, float *v) {
+  if (dt == DT_BF16 || dt == DT_F16) {
+    uint4 u = *(const uint4 *)((const unsigned short *)p + i);
+    unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      unsigned short lo = (unsigned short)(w[k] & 0xffffu), hi = (unsigned short)(w[k] >> 16);
+      v[2 * k] = dt == DT_BF16 ? dfl_bf2f(lo) : dfl_h2f(lo);
+      v[2 * k + 1] = dt == DT_BF16 ? dfl_bf2f(hi) : dfl_h2f(hi);
+    }
+  } else if (dt == DT_F32) {
+    const float4 *q = (const float4 *)((const float *)p + i);
+    float4 a = q[0], b = q[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = ldf(p, dt, i + k);
+  }
+}
+__device__ __forceinline__ void st8(void *p, int dt, ll i, const float *v) {
+  if (dt == DT_BF16 || dt == DT_F16) {
+    unsigned w[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      unsigned lo = dt == DT_BF16 ? dfl_f2bf(v[2 * k]) : dfl_f2h(v[2 * k]);
+      unsigned hi = dt == DT_BF16 ? dfl_f2bf(v[2 * k + 1]) : dfl_f2h(v[2 * k + 1]);
+      w[k] = lo | (hi << 16);
+    }
+    *(uint4 *)((unsigned short *)p + i) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else if (dt == DT_F32) {
+    float4 *q = (float4 *)((float *)p + i);
+    q[0] = make_float4(v[0], v[1], v[2], v[3]);
+    q[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) stf(p, dt, i + k, v[k]);
+  }
+}
 #define GRID_STRIDE(i, n) for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (ll)gridDim.x * blockDim.x)

@@ -2,11 +2,24 @@
 ** elementwise.cuh: IOTA_MOD, ADD, SCALE, COPY, SWIGLU(+BWD), ACCUM, and the deterministic
 ** two-level reductions behind SUM and SUMSQ_ACC (partials per block, then one block adds them in a
 ** fixed order, so a replayed step gives bit-identical sums).
+** ADD, SWIGLU, SWIGLU_BWD (the big ones: [tokens, intermediate] bf16) take 8 elements per thread
+** with 16-byte loads and stores when n % 8 == 0 and every pointer is 16-byte aligned (the plan's
+** offsets are); each thread loads all its inputs before storing, so in-place aliasing is safe.
 */
 extern "C" __global__ void dfl_iota_mod(int *out, ll n, int m) {
   GRID_STRIDE(i, n) out[i] = (int)(i % m);
 }
 extern "C" __global__ void dfl_add(void *out, int dto, const void *x, int dtx, const void *y, int dty, ll n) {
+  if ((n & 7) == 0 && vec_ok(out) && vec_ok(x) && vec_ok(y)) {
+    GRID_STRIDE(j, n >> 3) {
+      float a[8], b[8];
+      ld8(x, dtx, j * 8, a); ld8(y, dty, j * 8, b);
+#pragma unroll
+      for (int k = 0; k < 8; k++) a[k] += b[k];
+      st8(out, dto, j * 8, a);
+    }
+    return;
+  }
   GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i) + ldf(y, dty, i));
 }
 /* out = x * (s ? s[0] : 1) * alpha */
@@ -20,6 +33,16 @@ extern "C" __global__ void dfl_copy(void *out, int dto, const void *x, int dtx, 
 }
 __device__ __forceinline__ float dfl_sigmoid(float g) { return 1.f / (1.f + __expf(-g)); }
 extern "C" __global__ void dfl_swiglu(void *out, int dto, const void *g, int dtg, const void *u, int dtu, ll n) {
+  if ((n & 7) == 0 && vec_ok(out) && vec_ok(g) && vec_ok(u)) {
+    GRID_STRIDE(j, n >> 3) {
+      float a[8], b[8];
+      ld8(g, dtg, j * 8, a); ld8(u, dtu, j * 8, b);
+#pragma unroll
+      for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigmoid(a[k]) * b[k];
+      st8(out, dto, j * 8, a);
+    }
+    return;
+  }
   GRID_STRIDE(i, n) {
     float a = ldf(g, dtg, i);
     stf(out, dto, i, a * dfl_sigmoid(a) * ldf(u, dtu, i));
@@ -28,6 +51,20 @@ extern "C" __global__ void dfl_swiglu(void *out, int dto, const void *g, int dtg
 /* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))) */
 extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
                                          const void *u, int dtu, const void *dy, int dtdy, ll n) {
+  if ((n & 7) == 0 && vec_ok(dg) && vec_ok(du) && vec_ok(g) && vec_ok(u) && vec_ok(dy)) {
+    GRID_STRIDE(j, n >> 3) {
+      float a[8], b[8], d[8], og[8], ou[8];
+      ld8(g, dtg, j * 8, a); ld8(u, dtu, j * 8, b); ld8(dy, dtdy, j * 8, d);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float sg = dfl_sigmoid(a[k]);
+        og[k] = d[k] * b[k] * sg * (1.f + a[k] * (1.f - sg));
+        ou[k] = d[k] * a[k] * sg;
+      }
+      st8(dg, dtdg, j * 8, og); st8(du, dtdu, j * 8, ou);
+    }
+    return;
+  }
   GRID_STRIDE(i, n) {
     float a = ldf(g, dtg, i), b = ldf(u, dtu, i), d = ldf(dy, dtdy, i);
     float sg = dfl_sigmoid(a);

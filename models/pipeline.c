@@ -85,6 +85,8 @@ int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated)
   cfg.schedule = (int)s->schedule;
   tg->opt_state = dfl_build_optimizer(g, tg->drafter.den, &cfg);
   if (tg->opt_state < 0) return DFL_ERR;
+  /* stage 5: weight-gradient GEMMs accumulate straight into their f32 accumulators */
+  if (dfl_fuse(g) < 0) return DFL_ENOMEM;
   return DFL_OK;
 }
 

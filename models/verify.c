@@ -44,6 +44,23 @@ static double rel_err(const double *ours, const double *ref, int64_t n) {
   return isfinite(e) ? e : INFINITY;
 }
 
+/* rel_err with each element weighted by |g|, g the reference gradient. The bf16 update check: the
+** first AdamW step is ~ -lr sign(g), so where |g| is below the bf16 gradient noise (~1e-2 of its
+** rms) the sign, hence the update, is a coin flip on any correct bf16 backend: on the H200 the plain
+** update error reached 0.06-0.25 with every gradient within 1.3e-2 (docs/performance.md). Weighting
+** by |g| keeps what an optimizer bug would break (lr, bias correction, clip, sign: O(1) errors)
+** and drops those coin flips (simulated at the measured gradient errors: <= 3.3e-3). */
+static double rel_err_weighted(const double *ours, const double *ref, const double *g, int64_t n) {
+  double d = 0, r = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double w = fabs(g[i]);
+    d += (ours[i] - ref[i]) * (ours[i] - ref[i]) * w * w;
+    r += ref[i] * ref[i] * w * w;
+  }
+  double e = r > 0 ? sqrt(d) / sqrt(r) : sqrt(d);
+  return isfinite(e) ? e : INFINITY;
+}
+
 static void report(verify_tally *t, const char *name, double e) {
   if (!t->quiet) printf("  %-52s %.3e\n", name, e);
   if (t->n == 0 || !(e <= t->worst)) {   /* NaN counts as worst */
@@ -206,7 +223,8 @@ static void usage(FILE *f) {
              "  Runs one DFlash training step on the CPU backend (--cuda: on the CUDA backend, fp32 graph,\n"
              "  or with --bf16 bf16 params and activations) and compares it with the fixture.\n"
              "  Exit status: 0 PASS, 1 FAIL (an error above --tol, default 1e-4; --bf16: 5e-2), 2 bad input,\n"
-             "  77 --cuda without a usable GPU.\n");
+             "  77 --cuda without a usable GPU. --bf16 judges the AdamW update weighted by |grad| (the sign\n"
+             "  of a near-zero bf16 gradient, hence its first-step update, is noise).\n");
 }
 
 static int verify_run(const char *base, const verify_opts *o, verify_tally *tally) {
@@ -369,7 +387,17 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
       ref[j] -= ref2[j];
     }
     snprintf(name, sizeof name, "update.%s", t->name);
-    report(tally, name, rel_err(buf, ref, n));
+    if (o->bf16) {
+      /* judged |grad|-weighted (rel_err_weighted); the plain error is printed for information */
+      double plain = rel_err(buf, ref, n);
+      free(ref2); ref2 = NULL;
+      snprintf(name, sizeof name, "grad.%s", t->name);
+      if (!(ref2 = ref_read(&st, name, t->ndim, t->shape, err, sizeof err))) { fprintf(stderr, "%s\n", err); goto done; }
+      snprintf(name, sizeof name, "update.%s", t->name);
+      if (!tally->quiet) printf("  %-52s %.3e (plain; not judged in bf16)\n", name, plain);
+      report(tally, name, rel_err_weighted(buf, ref, ref2, n));
+    } else
+      report(tally, name, rel_err(buf, ref, n));
     free(buf); buf = NULL;
     free(ref); ref = NULL;
     free(ref2); ref2 = NULL;

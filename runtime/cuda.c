@@ -295,7 +295,7 @@ static int setup_op(dfl_cuda *c, int i) {
     int M = (int)C->shape[0], N = (int)C->shape[1], K = (int)(op->a.trans_a ? A->shape[0] : A->shape[1]);
     float alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
     return mm_setup(c, &os->mm[0], op->a.trans_a, op->a.trans_b, M, N, K, A->dtype, B->dtype, C->dtype,
-                    (int)A->shape[1], (int)B->shape[1], N, alpha, 0.f);
+                    (int)A->shape[1], (int)B->shape[1], N, alpha, (float)op->a.beta); /* beta 1: fused accumulate */
   }
   if (op->code == DFL_OP_LINEAR_CE) {
     const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]];
@@ -320,8 +320,8 @@ static int setup_op(dfl_cuda *c, int i) {
   }
   if (op->code == DFL_OP_ATTENTION || op->code == DFL_OP_ATTENTION_BWD) {
     int hd = op->a.head_dim;
-    if (hd % 32 || hd > 256 || op->a.kv_heads <= 0 || op->a.heads % op->a.kv_heads) {
-      fprintf(stderr, "dflc: cuda backend: attention (%s): head_dim %d must be a multiple of 32 and <= 256, and heads "
+    if (hd < 2 || hd % 2 || hd > 256 || op->a.kv_heads <= 0 || op->a.heads % op->a.kv_heads) {
+      fprintf(stderr, "dflc: cuda backend: attention (%s): head_dim %d must be even and <= 256, and heads "
                       "a multiple of kv_heads\n", op->label, hd);
       return DFL_ESHAPE;
     }
@@ -420,13 +420,14 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
                     "the CPU backend\n");
     return DFL_ERR;
   }
-  CU(cudaSetDevice(0));
-  CU(cudaDeviceGetAttribute(&im->nsm, cudaDevAttrMultiProcessorCount, 0));
+  int dev = 0;   /* the caller's current device (dfl_be_open_cuda_dev chose it) */
+  CU(cudaGetDevice(&dev));
+  CU(cudaDeviceGetAttribute(&im->nsm, cudaDevAttrMultiProcessorCount, dev));
   char archbuf[32];
   if (!arch) {
     int maj = 0, min = 0;
-    CU(cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, 0));
-    CU(cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, 0));
+    CU(cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev));
+    CU(cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev));
     snprintf(archbuf, sizeof archbuf, "sm_%d%d", maj, min);
     arch = archbuf;
   }

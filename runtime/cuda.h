@@ -32,7 +32,8 @@ int dfl_cuda_available(void);
 /* Bytes per element the CUDA backend stores (its dtype): the plan's element function. */
 size_t dfl_cuda_elem_size(const dfl_tensor *t, void *ctx);
 /* plan NULL: tensors are packed end to end without overlap. arch NULL: from the device. Persistent
-** tensors start zeroed. */
+** tensors start zeroed. Runs on the calling thread's current CUDA device (cudaSetDevice before to
+** choose one; 0 by default); every later call must find that device current. */
 int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const struct dfl_plan *plan, const char *arch);
 void dfl_cuda_free(dfl_cuda *c);
 

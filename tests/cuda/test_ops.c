@@ -134,9 +134,29 @@ static void case_matmul(void) {
     }
 }
 
-static void case_elementwise(void) {
+/* The fused form (compiler/fuse.c): acc (f32, persistent, random start) += alpha op(A) op(B),
+** A and B in the graph's dtype: cuBLASLt beta = 1 with C = D = the f32 accumulator. */
+static void case_matmul_accum(void) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      dfl_graph g; dfl_graph_init(&g);
+      int M = 48, N = 40, K = 72;
+      int A = ta ? t2(&g, "A", ACT, DFL_T_INPUT, K, M) : t2(&g, "A", ACT, DFL_T_INPUT, M, K);
+      int B = tb ? t2(&g, "B", ACT, DFL_T_INPUT, N, K) : t2(&g, "B", ACT, DFL_T_INPUT, K, N);
+      int acc = t2(&g, "acc", DFL_F32, DFL_T_GRAD, M, N);
+      dfl_attrs a = {0}; a.trans_a = ta; a.trans_b = tb; a.alpha = tb ? 0.25 : 0; a.beta = 1;
+      op(&g, DFL_OP_MATMUL, 3, (int[]){A, B, acc}, 1, &acc, &a);
+      char nm[40]; snprintf(nm, sizeof nm, "matmul-accum ta%d tb%d", ta, tb);
+      double sc_[8] = {0};
+      sc_[acc] = 4; /* the start value matters: beta = 0 would be caught */
+      run_case(nm, &g, NULL, 0, sc_, NULL);
+      dfl_graph_free(&g);
+    }
+}
+
+/* R * C % 8 == 0 takes the 16-byte vector path of ADD / SWIGLU / SWIGLU_BWD, otherwise the scalar one. */
+static void case_elementwise(int R, int C) {
   dfl_graph g; dfl_graph_init(&g);
-  int R = 19, C = 77;
   int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), y = t2(&g, "y", ACT, DFL_T_INPUT, R, C), dy = t2(&g, "dy", ACT, DFL_T_INPUT, R, C);
   int s = t1(&g, "s", DFL_F32, DFL_T_INPUT, 1);
   int add = t2(&g, "add", ACT, DFL_T_ACT, R, C), sw = t2(&g, "swiglu", ACT, DFL_T_ACT, R, C);
@@ -166,7 +186,8 @@ static void case_elementwise(void) {
   op(&g, DFL_OP_IOTA_MOD, 0, NULL, 1, &io, &ai);
   double sc_[64] = {0};
   sc_[x] = 3; /* swiglu over a useful range of the sigmoid */
-  run_case("elementwise", &g, NULL, 0, sc_, NULL);
+  char nm[40]; snprintf(nm, sizeof nm, "elementwise %dx%d", R, C);
+  run_case(nm, &g, NULL, 0, sc_, NULL);
   free(ids);
   dfl_graph_free(&g);
 }
@@ -384,7 +405,9 @@ int main(void) {
   for (int mi = 0; mi < 2; mi++) {
     ACT = modes[mi];
     case_matmul();
-    case_elementwise();
+    case_matmul_accum();
+    case_elementwise(19, 77);
+    case_elementwise(16, 96);
     case_rmsnorm(256);
     case_rmsnorm(64);
     case_rope();
@@ -395,6 +418,11 @@ int main(void) {
     case_attention(1, 0, 64, 4, 1);
     case_attention(1, 0, 128, 8, 2);
     case_attention(1, 6, 64, 4, 2);
+    /* head_dim not a multiple of 32: the fixtures' drafters (16) and a partial last lane group (48) */
+    case_attention(1, 0, 16, 4, 2);
+    case_attention(0, 5, 16, 2, 1);
+    case_attention(1, 3, 48, 4, 2);
+    case_attention(0, 0, 48, 4, 4);
     if (ACT == DFL_BF16) { /* the tensor-core kernels (bf16 only) at realistic shapes */
       case_attention_tc(1, 300, 20, 16, 0, 128, 16, 4, 0);
       case_attention_tc(1, 300, 12, 16, 0, 128, 16, 4, 2);
