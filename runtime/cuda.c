@@ -407,6 +407,18 @@ static int mt_run(dfl_cuda *c, int i0) {
   return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
 }
 
+/* DFL_MEMTRACE=1: device memory in use at each stage of init and of the first replays, to tell
+** the plan's arena from what the driver and libraries take for themselves. */
+static void memtrace(const char *what) {
+  static int on = -1;
+  if (on < 0) on = getenv("DFL_MEMTRACE") != NULL;
+  if (!on) return;
+  size_t fr = 0, tot = 0;
+  cudaDeviceSynchronize();
+  if (cudaMemGetInfo(&fr, &tot) == cudaSuccess)
+    fprintf(stderr, "memtrace: %-28s %10.1f MiB in use\n", what, (double)(tot - fr) / 1048576.0);
+}
+
 int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const char *arch) {
   memset(c, 0, sizeof *c);
   c->g = g;
@@ -481,7 +493,9 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
     fprintf(stderr, "dflc: cuda backend: note: the plan lacks the backend's workspaces (dfl_plan_cuda_workspaces); "
                     "%.1f MiB are allocated beyond it\n", (double)(extra_blas + scratch) / 1048576.0);
   c->arena_bytes = tb + extra_blas + scratch;
+  memtrace("init: before the arena");
   CU(cudaMalloc((void **)&c->arena, c->arena_bytes)); /* the one allocation */
+  memtrace("init: arena allocated");
   CU(cudaMemset(c->arena, 0, tb));
   for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];
   free(off);
@@ -491,9 +505,12 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
   free(scr_off);
   CU(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
   LT(cublasLtCreate(&im->lt));
+  memtrace("init: cuBLASLt handle");
   TRY(load_kernels(c, arch));
+  memtrace("init: kernels loaded");
   for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
   mt_group(c);
+  memtrace("init: ops set up");
   return DFL_OK;
 }
 
@@ -782,7 +799,9 @@ int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
   }
   im->execs[im->nexec].mask = mask;
   im->execs[im->nexec++].exec = ex;
+  memtrace("run: graph captured");
   CU(cudaGraphLaunch(ex, im->stream));
+  memtrace("run: first replay");
   return DFL_OK;
 }
 

@@ -680,11 +680,20 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   }
   fflush(tr->mjsonl);
   if ((rc = dfl_be_sync(&tr->be))) return rc;
-  if (tr->be.kind == DFL_BE_CUDA && tr->mem_max > 0)
+  if (tr->be.kind == DFL_BE_CUDA && tr->mem_max > 0) {
+    /* growth over the CUDA context (measured when the backend opened) is what the plan predicts */
+    double growth = (double)(tr->mem_max - tr->be.mem_before), plan = tr->planned ? (double)tr->plan.arena_bytes : 0;
+    /* the evaluator is a second graph with its own planned arena on the same device */
+    int ev = tr->ev.ready && tr->ev.be.kind == DFL_BE_CUDA;
+    double ev_plan = ev && tr->ev.planned ? (double)tr->ev.plan.arena_bytes : 0;
     fprintf(log, "device memory in use: %.1f MiB after step 1, %.1f .. %.1f MiB over steps 2..%" PRId64
             " (backend arena %.1f MiB, plan %.1f MiB)\n", tr->mem_first / 1048576.0, tr->mem_min / 1048576.0,
-            tr->mem_max / 1048576.0, tr->step, tr->be.arena_bytes / 1048576.0,
-            tr->planned ? tr->plan.arena_bytes / 1048576.0 : 0.0);
+            tr->mem_max / 1048576.0, tr->step, tr->be.arena_bytes / 1048576.0, plan / 1048576.0);
+    if (plan > 0)
+      fprintf(log, "device memory above the CUDA context: %.1f MiB = plans %.1f MiB (training %.1f%s) %+.2f%% "
+              "(the rest: kernels, cuBLASLt, graphs)\n", growth / 1048576.0, (plan + ev_plan) / 1048576.0,
+              plan / 1048576.0, ev ? " + evaluation" : "", 100.0 * (growth - plan - ev_plan) / (plan + ev_plan));
+  }
   if (ckpts) {
     if ((rc = dfl_train_checkpoint(tr))) return rc;
     fprintf(log, "checkpoint: %s\n", tr->last_ckpt);
