@@ -14,18 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
+#include "runtime/cuda_check.h"
 
 #include "runtime/cuda.h"
 #include "runtime/data.h"
 
-#define CK(call)                                                                                     \
-  do {                                                                                               \
-    cudaError_t e_ = (call);                                                                         \
-    if (e_ != cudaSuccess) {                                                                         \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
-      return DFL_ERR;                                                                                \
-    }                                                                                                \
-  } while (0)
+#define CK(call) DFL_CU(call)
 
 #define MAX_IN 8
 

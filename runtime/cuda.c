@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
+#include "runtime/cuda_check.h"
 #include <cublasLt.h>
 #include "runtime/cuda.h"
 #include "compiler/emit.h"
@@ -13,14 +14,7 @@
 #include "compiler/spec.h"
 
 /* Every CUDA / cuBLASLt call goes through these: they name the call and file:line (llm.c style). */
-#define CU(call)                                                                                     \
-  do {                                                                                               \
-    cudaError_t e_ = (call);                                                                         \
-    if (e_ != cudaSuccess) {                                                                         \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
-      return DFL_ERR;                                                                                \
-    }                                                                                                \
-  } while (0)
+#define CU(call) DFL_CU(call)
 #define LT(call)                                                                                     \
   do {                                                                                               \
     cublasStatus_t s_ = (call);                                                                      \
