@@ -4,6 +4,7 @@
 add_library(dfl_pipeline STATIC
   ${CMAKE_SOURCE_DIR}/runtime/pipeline.c
   ${CMAKE_SOURCE_DIR}/runtime/queue.c
+  ${CMAKE_SOURCE_DIR}/runtime/topo.c
   ${CMAKE_SOURCE_DIR}/runtime/collective.c
   ${CMAKE_SOURCE_DIR}/runtime/launch.c
   ${CMAKE_SOURCE_DIR}/runtime/diag.c)
@@ -23,7 +24,7 @@ if(DFL_NCCL_INCLUDE)
                               INCLUDE_DIRECTORIES ${DFL_NCCL_INCLUDE})
 endif()
 
-foreach(t queue collective launch diag pipeline_equiv pipeline_faults)
+foreach(t queue collective launch diag topo pipeline_equiv pipeline_faults pipeline_mixed)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/pipeline/test_${t}.c)
     dfl_add_test(test_pipeline_${t} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
   endif()
@@ -46,12 +47,24 @@ if(TARGET dflc_gpu)
   target_link_options(test_pipeline_gpu PRIVATE -Wl,--as-needed -Wl,--undefined=cblas_sgemm
                       -Wl,--undefined=cblas_dgemm -Wl,--undefined=openblas_set_num_threads)
   set_tests_properties(test_pipeline_gpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # (f) 2 GPU replicas in one process (NCCL ncclCommInitAll), (g) target and drafter in 2 processes
+  # (ncclSend/ncclRecv); SKIP 77 with fewer than 2 GPUs
+  add_test(NAME test_pipeline_gpu_topo COMMAND $<TARGET_FILE:test_pipeline_gpu> --topo
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_pipeline_gpu_topo PROPERTIES LABELS pipeline_gpu SKIP_RETURN_CODE 77 TIMEOUT 300
+                       ENVIRONMENT "${DFL_TEST_ENV}")
 endif()
 # `dflc check` and `dflc plan` accept the 2 target + 2 drafter example
 foreach(cmd check plan)
   add_test(NAME pipeline_example_${cmd} COMMAND $<TARGET_FILE:dflc> ${cmd} examples/nano-pipeline.dfl
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(pipeline_example_${cmd} PROPERTIES LABELS pipeline ENVIRONMENT "${DFL_TEST_ENV}")
+endforeach()
+# and the mixed example (cpu0 colocated, cpu1 drafter-only fed by cpu2 target-only)
+foreach(cmd check plan)
+  add_test(NAME pipeline_example_mixed_${cmd} COMMAND $<TARGET_FILE:dflc> ${cmd} examples/nano-mixed.dfl
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(pipeline_example_mixed_${cmd} PROPERTIES LABELS pipeline ENVIRONMENT "${DFL_TEST_ENV}")
 endforeach()
 
 # `dflc train` (runtime/cmd_train.c, in dfl_models) hands multi-device specs to dfl_pipe_run, so

@@ -151,13 +151,15 @@ int dfl_coll_allreduce(dfl_coll *c, int rank, float **bufs, const size_t *lens, 
 ** when nccl.h is on the include path they are checked against it. */
 typedef struct { char internal[DFL_NCCL_ID_BYTES]; } dfl_nccl_id;
 typedef void *dfl_nccl_comm;
-enum { DFL_NCCL_SUCCESS = 0, DFL_NCCL_FLOAT32 = 7, DFL_NCCL_SUM = 0, DFL_NCCL_IN_PROGRESS = 7 };
+enum { DFL_NCCL_SUCCESS = 0, DFL_NCCL_FLOAT32 = 7, DFL_NCCL_SUM = 0, DFL_NCCL_IN_PROGRESS = 7, DFL_NCCL_INT8 = 0,
+       DFL_NCCL_NOCOLOR = -1 };
 #if defined(__has_include)
 #if __has_include(<nccl.h>)
 #include <nccl.h>
 _Static_assert(sizeof(ncclUniqueId) == sizeof(dfl_nccl_id), "ncclUniqueId size");
 _Static_assert((int)ncclFloat32 == (int)DFL_NCCL_FLOAT32 && (int)ncclSum == (int)DFL_NCCL_SUM &&
-                   (int)ncclSuccess == (int)DFL_NCCL_SUCCESS && (int)ncclInProgress == (int)DFL_NCCL_IN_PROGRESS,
+                   (int)ncclSuccess == (int)DFL_NCCL_SUCCESS && (int)ncclInProgress == (int)DFL_NCCL_IN_PROGRESS &&
+                   (int)ncclInt8 == (int)DFL_NCCL_INT8 && NCCL_SPLIT_NOCOLOR == DFL_NCCL_NOCOLOR,
                "NCCL enum values");
 #endif
 #endif
@@ -227,6 +229,32 @@ int dfl_nccl_init_rank(dfl_coll *c, int local, int n_local, const unsigned char 
   return DFL_OK;
 }
 
+int dfl_nccl_init_all(dfl_coll *c, int n, const int *devs, void *const *streams, char *err, size_t errlen) {
+  typedef int (*init_all_fn)(dfl_nccl_comm *, int, const int *);
+  init_all_fn f = (init_all_fn)sym(c, "ncclCommInitAll", err, errlen);
+  if (!f) return DFL_ERR;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++)
+      if (devs[i] == devs[j]) {
+        snprintf(err, errlen, "replicas %d and %d are both on CUDA device %d: NCCL needs one GPU per replica "
+                 "(DFL_GPU_MAP / the topology's gpuN)", j, i, devs[i]);
+        return DFL_EFORMAT;
+      }
+  c->comms = calloc((size_t)n * 2, sizeof *c->comms);
+  if (!c->comms) return DFL_ENOMEM;
+  c->streams = c->comms + n;
+  c->n_local = n;
+  c->world = n;
+  int rc = f(c->comms, n, devs);
+  if (rc != DFL_NCCL_SUCCESS) {
+    snprintf(err, errlen, "ncclCommInitAll(%d GPUs): %s", n, nccl_msg(c, rc));
+    memset(c->comms, 0, sizeof(void *) * (size_t)n);
+    return DFL_ERR;
+  }
+  for (int i = 0; i < n; i++) c->streams[i] = streams[i];
+  return DFL_OK;
+}
+
 int dfl_nccl_allreduce(dfl_coll *c, int local, float **dbufs, const size_t *lens, int n_segs, char *err,
                        size_t errlen) {
   nccl_allreduce_fn ar = (nccl_allreduce_fn)sym(c, "ncclAllReduce", err, errlen);
@@ -240,6 +268,40 @@ int dfl_nccl_allreduce(dfl_coll *c, int local, float **dbufs, const size_t *lens
   if (rc == DFL_NCCL_SUCCESS) rc = rc2;
   if (rc != DFL_NCCL_SUCCESS) {
     snprintf(err, errlen, "ncclAllReduce: %s", nccl_msg(c, rc));
+    return DFL_ERR;
+  }
+  return DFL_OK;
+}
+
+int dfl_nccl_split(dfl_coll *c, int from, int to, int color, int key, void *stream, char *err, size_t errlen) {
+  typedef int (*split_fn)(dfl_nccl_comm, int, int, dfl_nccl_comm *, void *);
+  split_fn f = (split_fn)sym(c, "ncclCommSplit", err, errlen);
+  if (!f) {
+    snprintf(err, errlen, "libnccl has no ncclCommSplit (NCCL >= 2.18 needed for split topologies across processes)");
+    return DFL_ERR;
+  }
+  if (!c->comms || from >= c->n_local || to >= c->n_local || !c->comms[from]) {
+    snprintf(err, errlen, "ncclCommSplit: no communicator %d to split", from);
+    return DFL_ERR;
+  }
+  int rc = f(c->comms[from], color < 0 ? DFL_NCCL_NOCOLOR : color, key, &c->comms[to], NULL);
+  if (rc != DFL_NCCL_SUCCESS) {
+    snprintf(err, errlen, "ncclCommSplit: %s", nccl_msg(c, rc));
+    return DFL_ERR;
+  }
+  c->streams[to] = stream;
+  return DFL_OK;
+}
+
+int dfl_nccl_p2p(dfl_coll *c, int local, int send, void *buf, size_t bytes, int peer, void *stream, char *err,
+                 size_t errlen) {
+  typedef int (*p2p_fn)(void *, size_t, int, int, dfl_nccl_comm, void *);
+  p2p_fn f = (p2p_fn)sym(c, send ? "ncclSend" : "ncclRecv", err, errlen);
+  if (!f) return DFL_ERR;
+  int rc = f(buf, bytes, DFL_NCCL_INT8, peer, c->comms[local], stream ? stream : c->streams[local]);
+  if (rc != DFL_NCCL_SUCCESS) {
+    snprintf(err, errlen, "%s(peer rank %d, %zu bytes): %s", send ? "ncclSend" : "ncclRecv", peer, bytes,
+             nccl_msg(c, rc));
     return DFL_ERR;
   }
   return DFL_OK;

@@ -10,7 +10,7 @@
 **   NCCL: libnccl.so.2 is opened with dlopen at run time (nothing links NCCL at build time);
 **         one communicator per GPU, ncclAllReduce(ncclSum) over fp32 buffers on the device's
 **         stream. The unique id comes from dfl_launch (runtime/launch.h) across processes, or
-**         ncclGetUniqueId in-process. Not exercised here: no GPU (docs/pipeline.md).
+**         ncclCommInitAll in-process. Run on H200s only (docs/pipeline.md, "Evidence").
 ** Every call with the same (comm, rank) must pass the same list shape on every rank.
 ** A failed or aborted collective returns an error on every rank: never a hang.
 */
@@ -79,9 +79,23 @@ int dfl_nccl_unique_id(dfl_coll *c, unsigned char id[DFL_NCCL_ID_BYTES], char *e
 ** pipeline runner does this from each device thread, so this call is per thread: */
 int dfl_nccl_init_rank(dfl_coll *c, int local, int n_local, const unsigned char id[DFL_NCCL_ID_BYTES],
                        int world, int rank, void *stream, char *err, size_t errlen);
+/* Several replicas' GPUs in this process (one thread each): ncclCommInitAll over CUDA devices
+** devs[0..n-1] (distinct), local i = rank i, its collectives on streams[i]. Called once, from any
+** thread, before the device threads start. */
+int dfl_nccl_init_all(dfl_coll *c, int n, const int *devs, void *const *streams, char *err, size_t errlen);
 /* Sum fp32 device buffers on the rank's stream (grouped: one NCCL launch for all segments). */
 int dfl_nccl_allreduce(dfl_coll *c, int local, float **dbufs, const size_t *lens, int n_segs, char *err,
                        size_t errlen);
+
+/* ncclCommSplit of communicator `from` into `to` (color < 0: this rank joins none; its `to` stays
+** NULL); collective over `from`'s ranks. The drafter replicas' all-reduce communicator when target
+** and drafter devices are different processes. NCCL >= 2.18. */
+int dfl_nccl_split(dfl_coll *c, int from, int to, int color, int key, void *stream, char *err, size_t errlen);
+/* ncclSend (send = 1) / ncclRecv of `bytes` bytes with peer rank `peer` of communicator `local`, on
+** `stream` (NULL: the communicator's). Stream-ordered: the send's kernel completes once the peer's
+** matching receive has taken the bytes. */
+int dfl_nccl_p2p(dfl_coll *c, int local, int send, void *buf, size_t bytes, int peer, void *stream, char *err,
+                 size_t errlen);
 
 /* The communicator's asynchronous error (ncclCommGetAsyncError): DFL_OK while healthy or still in
 ** progress, DFL_ERR with the message in err once NCCL reports a failure (a remote peer's, too). */

@@ -20,6 +20,7 @@
 #include "models/weights.h"
 #include "runtime/launch.h"
 #include "runtime/queue.h"
+#include "runtime/topo.h"
 #include "runtime/train_export.h"
 #ifdef DFL_HAVE_CUDA
 #include "runtime/pipeline_gpu.h"
@@ -35,6 +36,7 @@ typedef struct pipe_s pipe_s;
 typedef struct dev_s {
   pipe_s *p;
   int role, idx, diag_id;
+  int coloc;                 /* drafter replica that runs its own target (reads the prefetch ring) */
   const dfl_device *spec_dev;
   char name[48];
   /* target-only devices */
@@ -63,13 +65,15 @@ typedef struct dev_s {
   double fault_ms;
   int64_t fail_at;           /* DFL_FAULT "ROLEi=fail@K": error out at this device's K-th micro-batch; -1: never */
   int32_t *stage;            /* target: mask, anchors, keep of the micro-batch in flight */
+  struct dfl_gsend *gs;      /* target whose drafters are other processes: send slots (pipeline_gpu.h) */
   pthread_t th;
   int rc;
 } dev_s;
 
 struct pipe_s {
   dfl_spec s;                /* per-device micro-batch: s.batch = global batch / N */
-  int G, b, S, NA, A, M, N, replicated;
+  int G, b, S, NA, A, M, N, replicated;   /* replicated: every replica colocated, no queue */
+  dfl_topo tp;               /* micro-batch assignment (topo.h): mixed topologies too */
   int64_t steps, total;      /* optimizer steps, micro-batches */
   dfl_pipe_opts o;
   FILE *log, *mjsonl;
@@ -83,6 +87,11 @@ struct pipe_s {
   int gpu;                   /* the devices are GPUs (each a CUDA backend) */
   struct dfl_gq *gq;         /* device slots of the hidden-state queue (GPU split) */
   int procs, rank;           /* one process per GPU (NCCL): world size, this process's replica */
+  int nccl_local;            /* several GPU replicas in this process: one communicator each (ncclCommInitAll) */
+  int xproc;                 /* target and drafter devices in different processes: one device per process,
+                             ** features by NCCL send/recv (communicator 0: every rank; 1: the replicas) */
+  dev_s *rep0;               /* this process's first drafter replica (NULL: a target-only process) */
+  int writer;                /* this process writes metrics.jsonl, checkpoints, the export (has replica 0) */
   int gpu_map[64], n_map;    /* DFL_GPU_MAP: CUDA device of logical gpu0, gpu1, ... */
   int n_cuda;                /* CUDA devices this process sees */
   unsigned char nccl_id[DFL_NCCL_ID_BYTES];
@@ -201,6 +210,13 @@ static int64_t qslot_stride(const pipe_s *p) {
 ** k / N; in one process the ring sequence is the global micro-batch number. */
 static int64_t ring_seq(const pipe_s *p, int64_t k) { return p->procs > 1 ? k / p->N : k; }
 
+/* Slice k's sequence in this process's loader ring, -1 when no device of this process uses it. */
+static int64_t local_seq(const pipe_s *p, int64_t k) {
+  if (p->procs <= 1) return k;
+  if (p->xproc) return dfl_topo_local_seq(&p->tp, p->rank, k);
+  return k % p->N == p->rank ? k / p->N : -1;
+}
+
 /* Slot k of q, to read or to write; the wait shows in the device's diagnostics state. */
 static dfl_slot *wait_slot(pipe_s *p, dev_s *d, dfl_queue *q, int64_t k, int write) {
   dfl_diag_set(&p->diag, d->diag_id, write ? DFL_DS_WAIT_OUT : DFL_DS_WAIT_IN);
@@ -256,8 +272,9 @@ static void *loader_main(void *arg) {
   size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
   for (int64_t k = 0; k < p->total; k++) {
     /* another process's slice: drawn all the same (the RNG and the cursor walk every slice) */
-    int mine = p->procs <= 1 || k % p->N == p->rank;
-    dfl_slot *sl = mine ? wait_slot(p, d, &p->pre, ring_seq(p, k), 1) : NULL;
+    int64_t ls = local_seq(p, k);
+    int mine = ls >= 0;
+    dfl_slot *sl = mine ? wait_slot(p, d, &p->pre, ls, 1) : NULL;
     if (mine && !sl) {
       d->rc = DFL_ERR;
       break;
@@ -291,6 +308,10 @@ static void *loader_main(void *arg) {
 
 /* --- target devices --- */
 
+#ifdef DFL_HAVE_CUDA
+static int nccl_wait_on(pipe_s *p, dev_s *d, void *stream, const char *what);
+#endif
+
 /* A device thread's first CUDA call: its GPU becomes the thread's current device. */
 static int device_thread_start(dev_s *d) {
 #ifdef DFL_HAVE_CUDA
@@ -316,8 +337,11 @@ static void *target_main(void *arg) {
   int32_t *ids = d->gpu ? NULL : dfl_cpu_i32(&d->cpu, d->t_ids);
   const float *feat = d->gpu ? NULL : dfl_cpu_f32(&d->cpu, d->t_features);
   size_t fbytes = d->gpu ? 0 : p->hq.field_bytes[F_FEATURES];
-  for (int64_t k = d->idx; k < p->total && !d->rc; k += p->M) {
-    dfl_slot *in = wait_slot(p, d, &p->pre, k, 0);
+  /* hidden-state queue items h = idx, idx + M, ...: slice dfl_topo_slice(h) of the global order */
+  int64_t nh = dfl_topo_hcount(&p->tp, p->total);
+  for (int64_t h = d->idx; h < nh && !d->rc; h += p->M) {
+    int64_t k = dfl_topo_slice(&p->tp, h);
+    dfl_slot *in = wait_slot(p, d, &p->pre, p->xproc ? h / p->M : k, 0);
     if (!in) {
       d->rc = DFL_ERR;
       break;
@@ -334,7 +358,7 @@ static void *target_main(void *arg) {
       break;
     }
     sleep_ms(d->fault_ms);
-    if (injected_failure(d, (k - d->idx) / p->M)) {
+    if (injected_failure(d, (h - d->idx) / p->M)) {
       d->rc = DFL_ERR;
       break;
     }
@@ -343,14 +367,34 @@ static void *target_main(void *arg) {
     } else if ((d->rc = dfl_cpu_run(&d->cpu, DFL_PH_ALL))) {
       break;
     }
-    dfl_slot *out = wait_slot(p, d, &p->hq, k, 1);
+#ifdef DFL_HAVE_CUDA
+    if (p->xproc) {   /* to the replica's process: staged in a send slot, sent on the send stream */
+      int i = (int)((h / p->M) % p->s.queue_depth);
+      void *slot = NULL;
+      char err[256];
+      int peer = p->tp.rdev[p->tp.drep[h % p->tp.D]];
+      if ((d->rc = dfl_gsend_stage(d->gs, i, dfl_gpu_stream(&d->be), dfl_gpu_ptr(&d->be, d->t_features), &slot)))
+        break;
+      if ((d->rc = dfl_nccl_p2p(&p->coll, 0, 1, slot, (size_t)dfl_tensor_bytes(&d->g->t[d->t_features]), peer,
+                                dfl_gsend_stream(d->gs), err, sizeof err))) {
+        fprintf(stderr, "dflc: %s: %s\n", d->name, err);
+        break;
+      }
+      if ((d->rc = dfl_gsend_sent(d->gs, i))) break;
+      dfl_diag_item(&p->diag, d->diag_id);
+      continue;
+    }
+#endif
+    dfl_slot *out = wait_slot(p, d, &p->hq, h, 1);
     if (!out) {
       d->rc = DFL_ERR;
       break;
     }
 #ifdef DFL_HAVE_CUDA
     /* enqueued after the forward on this device's stream, after the slot's previous reader */
-    if (d->gpu && (d->rc = dfl_gq_put(p->gq, out->index, dfl_gpu_stream(&d->be), dfl_gpu_ptr(&d->be, d->t_features))))
+    /* the slot's previous occupant, h - depth, went to drafter-only replica (h - depth) mod D */
+    if (d->gpu && (d->rc = dfl_gq_put(p->gq, out->index, d->idx, h >= p->hq.depth ? (int)((h - p->hq.depth) % p->tp.D) : -1,
+                                      dfl_gpu_stream(&d->be), dfl_gpu_ptr(&d->be, d->t_features))))
       break;
 #endif
     if (!d->gpu) memcpy(out->field[F_FEATURES], feat, fbytes);
@@ -363,7 +407,12 @@ static void *target_main(void *arg) {
     }
     dfl_diag_item(&p->diag, d->diag_id);
   }
+#ifdef DFL_HAVE_CUDA
+  /* the last sends complete when the replicas have taken them (or a peer failed: timeout) */
+  if (!d->rc && p->xproc) d->rc = nccl_wait_on(p, d, dfl_gsend_stream(d->gs), "the last sends to the drafter replicas");
+#endif
   dfl_diag_set(&p->diag, d->diag_id, DFL_DS_IDLE);
+  if (d->rc && p->procs > 1) dfl_nccl_abort(&p->coll);
   if (d->rc) fail(p, d->name, d->rc);
   return NULL;
 }
@@ -458,7 +507,7 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
     snprintf(p->res->last_verdict, sizeof p->res->last_verdict, "%s", v);
     if (p->o.on_diag) p->o.on_diag(p->o.ctx, step, b, v);
   }
-  if (!p->o.no_ckpt && p->rank == 0 && p->s.ckpt_every > 0 && step % p->s.ckpt_every == 0 && step < p->steps) {
+  if (!p->o.no_ckpt && p->writer && p->s.ckpt_every > 0 && step % p->s.ckpt_every == 0 && step < p->steps) {
     int rc = checkpoint(p, d, step);
     if (rc) return rc;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);
@@ -467,24 +516,43 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
 }
 
 #ifdef DFL_HAVE_CUDA
+/* this process's communicator of replica d; several in one process (nccl_local), else one */
+static int nccl_local_of(const pipe_s *p, const dev_s *d) {
+  return p->nccl_local ? d->idx : p->xproc && d->role == R_DRAFTER ? 1 : 0;
+}
+
 static int nccl_check(void *ctx, char *err, size_t errlen) {
-  return dfl_nccl_async_error(&((pipe_s *)ctx)->coll, 0, err, errlen);
+  dev_s *d = ctx;
+  pipe_s *p = d->p;
+  if (p->nccl_local && p->failed) {   /* another replica thread of this process failed */
+    snprintf(err, errlen, "another device of this process failed");
+    return DFL_ERR;
+  }
+  if (p->xproc && dfl_nccl_async_error(&p->coll, 0, err, errlen)) return DFL_ERR;   /* the send/recv one */
+  return dfl_nccl_async_error(&p->coll, nccl_local_of(p, d), err, errlen);
 }
 
 /* After an NCCL collective: wait for it by polling, never inside CUDA, so that a peer rank that
 ** failed (and will never join) costs at most DFL_NCCL_TIMEOUT_S; then the communicator is
 ** aborted and this rank fails with a message instead of hanging. */
-static int nccl_wait(pipe_s *p, dev_s *d, const char *what) {
+static int nccl_wait_on(pipe_s *p, dev_s *d, void *stream, const char *what) {
   char err[256];
   dfl_diag_set(&p->diag, d->diag_id, DFL_DS_SYNC);
-  int rc = dfl_gpu_poll(dfl_gpu_stream(&d->be), nccl_check, p, p->nccl_timeout, err, sizeof err);
+  int rc = dfl_gpu_poll(stream, nccl_check, d, p->nccl_timeout, err, sizeof err);
   dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
   if (rc == DFL_OK) return DFL_OK;
+  if (p->nccl_local) {   /* the communicators are aborted once, by the main thread after the joins */
+    if (!p->failed)
+      fprintf(stderr, "dflc: %s: %s: %s (DFL_NCCL_TIMEOUT_S=%g is the limit)\n", d->name, what, err, p->nccl_timeout);
+    return DFL_ERR;
+  }
   fprintf(stderr, "dflc: %s (rank %d of %d): %s: %s; a peer rank failed or stalled (DFL_NCCL_TIMEOUT_S=%g is the "
           "limit); aborting the NCCL communicator\n", d->name, p->rank, p->procs, what, err, p->nccl_timeout);
   dfl_nccl_abort(&p->coll);
   return DFL_ERR;
 }
+
+static int nccl_wait(pipe_s *p, dev_s *d, const char *what) { return nccl_wait_on(p, d, dfl_gpu_stream(&d->be), what); }
 #endif
 
 /* GPU replica, after its accum micro-steps are enqueued: all-reduce (NCCL, one process per GPU),
@@ -496,11 +564,12 @@ static int gpu_optimizer_step(pipe_s *p, dev_s *d, int64_t step, float *sums, in
   dfl_backend *be = &d->be;
   void *st = dfl_gpu_stream(be);
   int rc;
-  if (p->procs > 1) {
+  int nccl = p->procs > 1 || p->nccl_local;
+  if (nccl) {
     char err[256];
     if ((rc = dfl_gpu_h2d(d->tok_dev, tokens, 1, st))) return rc;
     dfl_diag_set(&p->diag, d->diag_id, DFL_DS_SYNC);
-    rc = dfl_nccl_allreduce(&p->coll, 0, d->dsegs, d->seg_len, d->n_segs, err, sizeof err);
+    rc = dfl_nccl_allreduce(&p->coll, nccl_local_of(p, d), d->dsegs, d->seg_len, d->n_segs, err, sizeof err);
     dfl_diag_set(&p->diag, d->diag_id, DFL_DS_BUSY);
     if (rc) {
       fprintf(stderr, "dflc: %s: %s\n", d->name, err);
@@ -520,7 +589,7 @@ static int gpu_optimizer_step(pipe_s *p, dev_s *d, int64_t step, float *sums, in
   if ((rc = dfl_be_read_wait(be, 0, v))) return rc;
   memcpy(sums, v, sizeof(float) * (size_t)(2 + nm));
   memcpy(opt, v + 2 + nm, sizeof(float) * DFL_OPT_COUNT);
-  if (p->procs > 1 && (rc = dfl_gpu_d2h_sync(tokens, d->tok_dev, 1, st))) return rc;
+  if (nccl && (rc = dfl_gpu_d2h_sync(tokens, d->tok_dev, 1, st))) return rc;
   return DFL_OK;
 #else
   (void)p, (void)d, (void)step, (void)sums, (void)nm, (void)tokens, (void)opt;
@@ -533,7 +602,8 @@ static void *drafter_main(void *arg) {
   pipe_s *p = d->p;
   dfl_train_graph *tg = &d->tg;
   dfl_cpu *c = &d->cpu;
-  dfl_queue *src = p->replicated ? &p->pre : &p->hq;
+  int from_pre = d->coloc || p->xproc;   /* its own loader's slices (features by NCCL when split) */
+  dfl_queue *src = from_pre ? &p->pre : &p->hq;
   if ((d->rc = device_thread_start(d))) {
     fail(p, d->name, d->rc);
     return NULL;
@@ -541,8 +611,8 @@ static void *drafter_main(void *arg) {
   int g = d->gpu;
   int32_t *ids = g ? NULL : dfl_cpu_i32(c, tg->ids), *mask = g ? NULL : dfl_cpu_i32(c, tg->loss_mask);
   int32_t *anc = g ? NULL : dfl_cpu_i32(c, tg->anchors), *keep = g ? NULL : dfl_cpu_i32(c, tg->keep);
-  float *feat = p->replicated || g ? NULL : dfl_cpu_f32(c, tg->features);
-  int reporter = d == p->dev + (p->replicated ? 0 : p->M);   /* the first replica of this process */
+  float *feat = d->coloc || g ? NULL : dfl_cpu_f32(c, tg->features);
+  int reporter = d == p->rep0;   /* the first replica of this process */
   int nm = DFL_METRIC_COUNT + 2 * p->s.block_size;
   float *sums = calloc((size_t)(2 + nm), sizeof(float)), tokens = 0, opt[DFL_OPT_COUNT];
   if (!sums) {
@@ -556,7 +626,8 @@ static void *drafter_main(void *arg) {
     tokens = 0;
     for (int a = 0; a < p->A && !d->rc; a++) {
       int64_t k = (step * p->A + a) * p->N + d->idx;
-      dfl_slot *in = wait_slot(p, d, src, ring_seq(p, k), 0);
+      /* colocated: slice k from the loader; drafter-only: its hidden-state queue item */
+      dfl_slot *in = wait_slot(p, d, src, from_pre ? ring_seq(p, k) : dfl_topo_hseq(&p->tp, k), 0);
       if (!in) {
         d->rc = DFL_ERR;
         break;
@@ -573,8 +644,18 @@ static void *drafter_main(void *arg) {
       if (feat) memcpy(feat, in->field[F_FEATURES], src->field_bytes[F_FEATURES]);
 #ifdef DFL_HAVE_CUDA
       /* features: device to device out of the producer's slot, ordered by the slot's events */
-      if (g && !p->replicated &&
-          (d->rc = dfl_gq_get(p->gq, in->index, dfl_gpu_stream(&d->be), dfl_gpu_ptr(&d->be, tg->features))))
+      if (g && !d->coloc && p->xproc) {   /* from the producing target's process, before this step */
+        char err[256];
+        int64_t h = dfl_topo_hseq(&p->tp, k);
+        const dfl_tensor *ft = &d->g->t[tg->features];
+        if ((d->rc = dfl_nccl_p2p(&p->coll, 0, 0, dfl_gpu_ptr(&d->be, tg->features), (size_t)dfl_tensor_bytes(ft),
+                                  p->tp.tdev[dfl_topo_producer(&p->tp, h)], dfl_gpu_stream(&d->be), err, sizeof err))) {
+          fprintf(stderr, "dflc: %s: %s\n", d->name, err);
+          break;
+        }
+      } else if (g && !d->coloc &&
+          (d->rc = dfl_gq_get(p->gq, in->index, dfl_topo_producer(&p->tp, dfl_topo_hseq(&p->tp, k)),
+                              p->tp.dpos[d->idx], dfl_gpu_stream(&d->be), dfl_gpu_ptr(&d->be, tg->features))))
         break;
 #endif
       tokens += (float)in->tokens;
@@ -629,6 +710,8 @@ static void *drafter_main(void *arg) {
   ** communicator (its own pending kernels return) and exit with the error: the launcher (mpirun,
   ** torchrun) ends the job, or the peers' polled waits time out (nccl_wait) */
   if (d->rc && p->procs > 1) dfl_nccl_abort(&p->coll);
+  /* several replicas in this process: the others leave their polled waits (nccl_check sees the
+  ** failure) and the main thread aborts the communicators after the joins */
   if (d->rc) fail(p, d->name, d->rc);
   return NULL;
 }
@@ -721,7 +804,7 @@ static int setup_target(pipe_s *p, dev_s *d) {
 }
 
 static int setup_drafter(pipe_s *p, dev_s *d) {
-  int rc = dfl_model_train_graph(&d->tg, &p->s, p->replicated);
+  int rc = dfl_model_train_graph(&d->tg, &p->s, d->coloc);
   if (rc) {
     fprintf(stderr, "dflc: %s: cannot build the training graph\n", d->name);
     return rc;
@@ -766,9 +849,11 @@ static int setup_drafter(pipe_s *p, dev_s *d) {
     d->seg_len[d->n_segs++] = (size_t)dfl_tensor_numel(&g->t[extra[i]]);
   }
 #ifdef DFL_HAVE_CUDA
-  if (d->gpu && p->procs > 1) {
-    if (!(d->tok_dev = dfl_gpu_floats(1))) return DFL_ENOMEM;
+  if (d->gpu && (p->procs > 1 || p->nccl_local)) {
+    if (dfl_gpu_set_device(d->phys) || !(d->tok_dev = dfl_gpu_floats(1))) return DFL_ENOMEM;
     d->dsegs[d->n_segs] = d->tok_dev;
+  }
+  if (d->gpu && p->procs > 1 && !p->xproc) {
     char err[256];
     /* ncclCommInitRank blocks until every rank has joined: one communicator per process */
     rc = dfl_nccl_init_rank(&p->coll, 0, 1, p->nccl_id, p->procs, p->rank, dfl_gpu_stream(&d->be), err, sizeof err);
@@ -800,20 +885,21 @@ static uint64_t state_hash(dev_s *d, int *ok) {
 ** (rank r fills its four 16-bit pieces, exact in fp32, zeros elsewhere); equal to rank 0's? */
 static int replicas_identical_procs(pipe_s *p, dev_s *d) {
 #ifdef DFL_HAVE_CUDA
-  int ok, W = p->procs;
+  int ok, W = p->N, me = d->idx;   /* the replicas' communicator: replica j is its rank j */
   uint64_t x = state_hash(d, &ok);
   float *h = calloc((size_t)W * 4, sizeof(float)), *dv = dfl_gpu_floats((int64_t)W * 4);
   void *st = dfl_gpu_stream(&d->be);
   char err[256];
   int same = ok && h && dv;
-  for (int i = 0; same && i < 4; i++) h[p->rank * 4 + i] = (float)((x >> (16 * i)) & 0xffff);
+  for (int i = 0; same && i < 4; i++) h[me * 4 + i] = (float)((x >> (16 * i)) & 0xffff);
   size_t len = (size_t)W * 4;
-  if (same && (dfl_gpu_h2d(dv, h, W * 4, st) || dfl_nccl_allreduce(&p->coll, 0, &dv, &len, 1, err, sizeof err) ||
+  if (same && (dfl_gpu_h2d(dv, h, W * 4, st) ||
+               dfl_nccl_allreduce(&p->coll, nccl_local_of(p, d), &dv, &len, 1, err, sizeof err) ||
                nccl_wait(p, d, "the replica hash exchange") || dfl_gpu_d2h_sync(h, dv, W * 4, st)))
     same = 0;
   for (int r = 1; same && r < W; r++)
     if (memcmp(h + 4 * r, h, 4 * sizeof(float))) {
-      fprintf(stderr, "dflc: replica %d (process rank %d) differs from replica 0\n", r, r);
+      fprintf(stderr, "dflc: replica %d (process rank %d) differs from replica 0\n", r, p->tp.rdev[r]);
       same = 0;
     }
   free(h);
@@ -827,11 +913,19 @@ static int replicas_identical_procs(pipe_s *p, dev_s *d) {
 
 /* Are all replicas' persistent drafter tensors bit-identical to replica 0's? */
 static int replicas_identical(pipe_s *p) {
-  dev_s *r0 = &p->dev[p->replicated ? 0 : p->M];
+  dev_s *r0 = p->rep0;
+  if (!r0) return 1;   /* a target-only process: the replicas' processes check */
   if (p->procs > 1) return replicas_identical_procs(p, r0);
-  if (r0->gpu) {   /* one process drives one GPU replica (the runner refuses more) */
+  if (r0->gpu) {   /* GPU replicas of this process: their pulled states' hashes */
     int ok;
-    state_hash(r0, &ok);
+    uint64_t x0 = state_hash(r0, &ok);
+    for (int j = 1; ok && j < p->N; j++) {
+      uint64_t x = state_hash(r0 + j, &ok);
+      if (ok && x != x0) {
+        fprintf(stderr, "dflc: replica %d (%s) differs from replica 0 (%s)\n", j, r0[j].name, r0->name);
+        return 0;
+      }
+    }
     return ok;
   }
   for (int j = 1; j < p->N; j++) {
@@ -953,6 +1047,7 @@ static void teardown(pipe_s *p) {
     if (d->be_open) dfl_be_close(&d->be);
 #ifdef DFL_HAVE_CUDA
     dfl_gpu_free(d->tok_dev);
+    dfl_gsend_free(d->gs);
 #endif
     free(d->dsegs);
     if (d->cpu.g) dfl_cpu_free(&d->cpu);
@@ -990,40 +1085,35 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   int rc = DFL_OK;
 
   /* roles */
-  int M = 0, N = 0, both = 0, n_gpu = 0, n_cpu = 0;
+  int n_gpu = 0, n_cpu = 0, roles[DFL_TOPO_MAX] = {0}, n_roles = 0;
   for (int i = 0; i < s->n_devices; i++) {
     const dfl_device *dv = &s->devices[i];
     if (!dv->runs_target && !dv->runs_drafter) continue;
     if (dv->kind == DFL_DEV_GPU && !p->o.emulate_gpus) n_gpu++;
     else n_cpu++;
-    if (dv->runs_target && dv->runs_drafter) both++;
-    else if (dv->runs_target) M++;
-    else N++;
+    if (n_roles < DFL_TOPO_MAX) roles[n_roles] = (dv->runs_target ? 1 : 0) | (dv->runs_drafter ? 2 : 0);
+    n_roles++;
   }
+  {
+    char err[256];
+    if (dfl_topo_init(&p->tp, roles, n_roles, err, sizeof err)) {
+      fprintf(stderr, "%s: topology: %s\n", s->file, err);
+      return DFL_EFORMAT;
+    }
+  }
+  /* M target-only devices feed the D drafter-only replicas; the C colocated ones feed themselves */
+  int M = p->tp.M, N = p->tp.N;
+  p->replicated = p->tp.D == 0;
   if (n_gpu && n_cpu) {
     fprintf(stderr, "%s: topology mixes GPU and CPU devices; the runner drives all-GPU or all-CPU pipelines\n",
             s->file);
     return DFL_EFORMAT;
   }
   p->gpu = n_gpu > 0;
-  if ((rc = gpu_topology(p, both ? both : N))) return rc;
+  if ((rc = gpu_topology(p, N))) return rc;
   if (s->n_nodes > 1 && !p->gpu) {
     fprintf(stderr, "%s: %d nodes: the CPU runner is one process (logical devices are threads); multi-node runs "
             "need the CUDA backend with NCCL (docs/pipeline.md)\n", s->file, s->n_nodes);
-    return DFL_EFORMAT;
-  }
-  if (both && (M || N)) {
-    fprintf(stderr, "%s: topology mixes devices that run target+drafter with target-only/drafter-only devices; "
-            "the runner supports all-colocated replicas or disjoint target and drafter devices\n", s->file);
-    return DFL_EFORMAT;
-  }
-  if (both) {
-    p->replicated = 1;
-    N = both;
-    M = 0;
-  }
-  if (N < 1 || (!p->replicated && M < 1)) {
-    fprintf(stderr, "%s: the topology needs at least one target and one drafter device\n", s->file);
     return DFL_EFORMAT;
   }
   if (s->batch % N) {
@@ -1034,21 +1124,21 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     fprintf(stderr, "%s: block_size %d: the trainer reports at most 64 block positions\n", s->file, s->block_size);
     return DFL_EFORMAT;
   }
-  if (p->procs > 1 && !p->replicated) {
-    fprintf(stderr, "%s: one process per GPU runs colocated replicas (target + drafter on each GPU, "
-            "`colocate = true`); split target/drafter devices run in one process\n", s->file);
+  /* split or mixed across processes: one device per process, rank r = the r-th device with a role */
+  p->xproc = p->procs > 1 && !p->replicated;
+  if (p->xproc && p->procs != p->tp.n_dev) {
+    fprintf(stderr, "%s: %d processes for %d devices (%d target-only, %d drafter): a split topology across "
+            "processes runs one process per device, rank r = the r-th device of the topology\n", s->file, p->procs,
+            p->tp.n_dev, M, N);
     return DFL_EFORMAT;
   }
-  if (p->procs > 1 && p->procs != N) {
+  if (p->procs > 1 && !p->xproc && p->procs != N) {
     fprintf(stderr, "%s: %d processes for %d drafter replicas: launch one process per replica GPU\n", s->file,
             p->procs, N);
     return DFL_EFORMAT;
   }
-  if (p->gpu && p->procs <= 1 && N > 1) {
-    fprintf(stderr, "%s: %d GPU drafter replicas in one process: NCCL needs one process per GPU; launch them with "
-            "torchrun/mpirun/srun (docs/pipeline.md, \"GPUs\")\n", s->file, N);
-    return DFL_EFORMAT;
-  }
+  /* several GPU replicas in one process: one NCCL communicator per replica GPU (ncclCommInitAll) */
+  p->nccl_local = p->gpu && p->procs <= 1 && N > 1;
   p->M = M;
   p->N = N;
   p->G = s->batch;
@@ -1077,7 +1167,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
   p->order = malloc(sizeof(int) * (size_t)p->train.n);
   p->snaps = calloc((size_t)p->steps + 1, sizeof *p->snaps);
-  p->n_dev = p->procs > 1 ? 1 : M + N;   /* one process per GPU: its own replica only */
+  p->n_dev = p->procs > 1 ? 1 : M + N;   /* one process per GPU: its own device only */
   p->dev = calloc((size_t)p->n_dev, sizeof *p->dev);
   if (!p->order || !p->snaps || !p->dev) {
     rc = DFL_ENOMEM;
@@ -1091,10 +1181,11 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   size_t fb[5] = {R * 4, R * 4, RA * 4, RA * 4, R * (size_t)s->n_taps * s->target.hidden * sizeof(float)};
   int pre_depth = s->prefetch > 0 ? s->prefetch : 1;
   /* every consumer of the prefetch ring must be able to hold one slot without stalling the rest */
-  int consumers = p->replicated ? N : M;
+  int consumers = p->procs > 1 ? 1 : M + p->tp.C;
   if (pre_depth < consumers) pre_depth = consumers;
   if ((rc = dfl_queue_init(&p->pre, "prefetch", pre_depth, fb, 4, !p->o.no_check))) goto out;
-  if (!p->replicated) {
+  if (p->xproc && s->queue_depth <= 0) s->queue_depth = 2;   /* send slots per target process */
+  if (!p->replicated && !p->xproc) {
     int depth = s->queue_depth > 0 ? s->queue_depth : 2 * M;
     /* GPU: the features live in device slots (pipeline_gpu.h), the host ring carries the rest */
     if ((rc = dfl_queue_init(&p->hq, "hidden", depth, fb, p->gpu ? 4 : 5, !p->o.no_check))) goto out;
@@ -1110,18 +1201,19 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   p->fault_loader = fault_for(fault, "loader", 0);
 
   /* devices, in spec order: targets then drafters */
-  int ti = 0, di = 0;
+  int ti = 0, di = 0, ri = 0;
   for (int i = 0; i < s->n_devices; i++) {
     const dfl_device *dv = &s->devices[i];
     if (!dv->runs_target && !dv->runs_drafter) continue;
-    int is_target = !p->replicated && dv->runs_target;
+    int is_target = dv->runs_target && !dv->runs_drafter;
     int idx = is_target ? ti++ : di++;
-    if (p->procs > 1 && idx != p->rank) continue;
+    if (p->procs > 1 && ri++ != p->rank) continue;   /* replicated: every device is a replica, ri = idx */
     dev_s *d = &p->dev[p->procs > 1 ? 0 : is_target ? idx : M + idx];
     d->p = p;
     d->spec_dev = dv;
     d->gpu = p->gpu;
     d->role = is_target ? R_TARGET : R_DRAFTER;
+    d->coloc = !is_target && dv->runs_target;
     d->idx = idx;
     snprintf(d->name, sizeof d->name, "%s%d", dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
     d->fault_ms = fault_for(fault, is_target ? "target" : "drafter", d->idx);
@@ -1134,16 +1226,36 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     }
     if ((rc = is_target ? setup_target(p, d) : setup_drafter(p, d))) goto out;
   }
+  for (int i = 0; i < p->n_dev && !p->rep0; i++)
+    if (p->dev[i].role == R_DRAFTER) p->rep0 = &p->dev[i];
+  p->writer = p->rep0 && p->rep0->idx == 0;
+#ifdef DFL_HAVE_CUDA
+  if (p->xproc) {
+    /* communicator 0 over every process (the features' send/recv), 1 split off for the replicas'
+    ** all-reduce; a target process also gets its send slots */
+    dev_s *d = &p->dev[0];
+    char err[512];
+    void *st = dfl_gpu_stream(&d->be);
+    if ((rc = dfl_nccl_init_rank(&p->coll, 0, 2, p->nccl_id, p->procs, p->rank, st, err, sizeof err)) ||
+        (rc = dfl_nccl_split(&p->coll, 0, 1, d->role == R_DRAFTER ? 0 : -1, d->idx, st, err, sizeof err)) ||
+        (d->role == R_TARGET &&
+         (rc = dfl_gsend_init(&d->gs, s->queue_depth, (size_t)dfl_tensor_bytes(&d->g->t[d->t_features]), d->phys)))) {
+      fprintf(stderr, "dflc: %s (rank %d of %d): %s\n", d->name, p->rank, p->procs, rc == DFL_ENOMEM ? "out of memory" : err);
+      goto out;
+    }
+  }
+#endif
   for (int i = 0; i < p->n_dev; i++) {
     dev_s *d = &p->dev[i];
     d->diag_id = dfl_diag_add_dev(&p->diag, d->name,
-                                  d->role == R_TARGET ? DFL_DR_TARGET : p->replicated ? DFL_DR_BOTH : DFL_DR_DRAFTER,
+                                  d->role == R_TARGET ? DFL_DR_TARGET : d->coloc ? DFL_DR_BOTH : DFL_DR_DRAFTER,
                                   dev_bytes(d));
   }
 #ifdef DFL_HAVE_CUDA
   if (p->gpu && p->has_hq) {
     /* the device slots hold the target's features exactly as the drafter's INPUT takes them */
-    const dfl_tensor *tf = &p->dev[0].g->t[p->dev[0].t_features], *df = &p->dev[M].g->t[p->dev[M].tg.features];
+    dev_s *cons = &p->dev[M + p->tp.drep[0]];   /* the first drafter-only replica (all take the same shape) */
+    const dfl_tensor *tf = &p->dev[0].g->t[p->dev[0].t_features], *df = &cons->g->t[cons->tg.features];
     if (dfl_tensor_bytes(tf) != dfl_tensor_bytes(df)) {
       fprintf(stderr, "dflc: pipeline: target features (%lld bytes) and drafter input (%lld bytes) differ\n",
               (long long)dfl_tensor_bytes(tf), (long long)dfl_tensor_bytes(df));
@@ -1153,8 +1265,9 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     /* the slots: inside the targets' arenas (their plans' "queue.slots"); cudaMalloc'ed only if
     ** a plan could not be built with them */
     void *at[256];
-    int placed = p->hq.depth <= 256, pdev[256];
-    for (int i = 0; i < p->hq.depth && placed; i++) pdev[i] = p->dev[i % M].phys;
+    int placed = p->hq.depth <= 256, pdev[DFL_TOPO_MAX], cdev[DFL_TOPO_MAX];
+    for (int i = 0; i < M; i++) pdev[i] = p->dev[i].phys;
+    for (int q = 0; q < p->tp.D; q++) cdev[q] = p->dev[M + p->tp.drep[q]].phys;
     for (int i = 0; i < p->hq.depth && placed; i++) {
       dev_s *t = &p->dev[i % M];
       int64_t nb = 0;
@@ -1166,12 +1279,27 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     p->res->queue_in_arena = placed;
     if (!placed)
       fprintf(stderr, "dflc: note: the queue's device slots are allocated outside the plan's arenas\n");
-    if ((rc = dfl_gq_init_at(&p->gq, p->hq.depth, (size_t)dfl_tensor_bytes(tf), placed ? at : NULL,
-                             p->hq.depth <= 256 ? pdev : NULL, p->dev[M].phys))) goto out;
+    if ((rc = dfl_gq_init_at(&p->gq, p->hq.depth, (size_t)dfl_tensor_bytes(tf), placed ? at : NULL, M, pdev,
+                             p->tp.D, cdev))) goto out;
     /* producer and consumer GPUs reach each other's memory directly where the hardware allows */
-    for (int i = 0; i < M; i++) {
-      dfl_gpu_peer(p->dev[i].phys, p->dev[M].phys);
-      dfl_gpu_peer(p->dev[M].phys, p->dev[i].phys);
+    for (int i = 0; i < M; i++)
+      for (int q = 0; q < p->tp.D; q++) {
+        dfl_gpu_peer(pdev[i], cdev[q]);
+        dfl_gpu_peer(cdev[q], pdev[i]);
+      }
+  }
+  if (p->nccl_local) {
+    /* one communicator per replica GPU of this process, all made at once (no bootstrap needed) */
+    char err[512];
+    int devs[DFL_TOPO_MAX];
+    void *streams[DFL_TOPO_MAX];
+    for (int j = 0; j < N; j++) {
+      devs[j] = p->dev[M + j].phys;
+      streams[j] = dfl_gpu_stream(&p->dev[M + j].be);
+    }
+    if ((rc = dfl_nccl_load(&p->coll, err, sizeof err)) || (rc = dfl_nccl_init_all(&p->coll, N, devs, streams, err, sizeof err))) {
+      fprintf(stderr, "dflc: NCCL for %d GPU replicas in one process: %s\n", N, err);
+      goto out;
     }
   }
   if (p->gpu) p->diag.mem_fn = dfl_gpu_mem_used;   /* cudaMemGetInfo at every report */
@@ -1193,7 +1321,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     goto out;
   }
   char path[DFL_PATH_MAX + 32];
-  int pn = p->rank ? snprintf(path, sizeof path, "%s/metrics-rank%d.jsonl", p->out_dir, p->rank)
+  int pn = !p->writer ? snprintf(path, sizeof path, "%s/metrics-rank%d.jsonl", p->out_dir, p->rank)
                    : snprintf(path, sizeof path, "%s/metrics.jsonl", p->out_dir);
   if (pn >= (int)sizeof path ||
       !(p->mjsonl = fopen(path, "w"))) {
@@ -1204,7 +1332,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   if (!p->o.quiet) {
     fprintf(p->log, "pipeline: %s, %s; %d target device%s -> %d drafter replica%s, global batch %d (%d per replica) "
             "x %d tokens, accum %d, %" PRId64 " steps; queue depth %d, prefetch %d\n", s->file,
-            p->replicated ? "replicated target+drafter" : "split target/drafter", M, M == 1 ? "" : "s", N,
+            p->replicated ? "replicated target+drafter" : p->tp.C ? "mixed colocated + split" : "split target/drafter", M, M == 1 ? "" : "s", N,
             N == 1 ? "" : "s", p->G, p->b, p->S, p->A, p->steps, p->has_hq ? p->hq.depth : 0, p->pre.depth);
     fprintf(p->log, "run directory: %s\n", p->out_dir);
     fflush(p->log);
@@ -1229,6 +1357,9 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   p->res->n_drafter = N;
   if (p->failed) {
     rc = p->failed;
+    /* replicas of this process may have left an all-reduce pending on their streams: abort the
+    ** communicators so that those kernels return before the backends are closed */
+    if (p->nccl_local) dfl_nccl_abort(&p->coll);
     goto out;
   }
   p->res->steps = p->steps;
@@ -1237,8 +1368,8 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     rc = DFL_ERR;
     goto out;
   }
-  dev_s *r0 = &p->dev[p->replicated ? 0 : M];
-  if (p->rank > 0) p->o.no_ckpt = p->o.no_export = 1;   /* rank 0 writes the run's files */
+  dev_s *r0 = p->rep0;
+  if (!p->writer) p->o.no_ckpt = p->o.no_export = 1;   /* replica 0's process writes the run's files */
   if (!p->o.no_ckpt) {
     if ((rc = checkpoint(p, r0, p->steps))) goto out;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);

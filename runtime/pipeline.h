@@ -5,6 +5,9 @@
 **   split:      M target-only devices feed N drafter-only devices through the hidden-state queue
 **               (runtime/queue.h); the drafters are data-parallel replicas.
 **   replicated: N devices each run target + drafter (colocate = true); no queue, data parallel.
+**   mixed:      colocated replicas together with drafter-only replicas fed by target-only devices
+**               (runtime/topo.h: slice k -> replica k mod N; the drafter-only replicas' slices form
+**               the queue, item h from target h mod M).
 **   one device running both is the single-device trainer (runtime/train.h): dflc train routes
 **   there, and dfl_pipe_run accepts it too (as replicated with N = 1).
 ** Host side: one thread per device, one loader thread (rows, packing, anchors) ahead of the
@@ -18,8 +21,10 @@
 **
 ** The CPU backend runs every device as a thread of this process ("logical devices"). GPU devices
 ** each get their own CUDA backend (arena, stream, graphs) on the process's GPU, the hidden-state
-** queue's features move device to device ordered by CUDA events; data-parallel GPU replicas run
-** one process per GPU (torchrun-style environment) with an NCCL all-reduce: docs/pipeline.md.
+** queue's features move device to device ordered by CUDA events; several GPU replicas of one
+** process all-reduce through NCCL (ncclCommInitAll); with a launcher environment (torchrun-style)
+** there is one process per GPU replica, or, for split/mixed topologies, one per device, the
+** features going target -> replica by ncclSend/ncclRecv: docs/pipeline.md.
 */
 #ifndef DFL_PIPELINE_H
 #define DFL_PIPELINE_H

@@ -23,34 +23,46 @@ dfl_cuda *dfl_be_cuda_state(dfl_backend *b); /* backend_cuda.c */
   } while (0)
 
 struct dfl_gq {
-  int depth;
+  int depth, n_prod, n_cons;
   size_t bytes;
   void **slot;               /* device memory, one per ring slot */
   int owned;                 /* slots cudaMalloc'ed here (else in a backend's arena) */
-  cudaEvent_t *ready, *done; /* producer's copy in / consumer's copy out, per slot */
+  /* producer m's copy in of slot i: ready[i * n_prod + m] (on m's device); consumer c's copy out:
+  ** done[i * n_cons + c] (on c's device). An event must be recorded by a stream of its own device,
+  ** and a slot's occupants come from different producers and go to different consumers. */
+  cudaEvent_t *ready, *done;
 };
 
-int dfl_gq_init(dfl_gq **out, int depth, size_t bytes) { return dfl_gq_init_at(out, depth, bytes, NULL, NULL, 0); }
+int dfl_gq_init(dfl_gq **out, int depth, size_t bytes) {
+  return dfl_gq_init_at(out, depth, bytes, NULL, 1, NULL, 1, NULL);
+}
 
-int dfl_gq_init_at(dfl_gq **out, int depth, size_t bytes, void *const *at, const int *prod_dev, int cons_dev) {
+int dfl_gq_init_at(dfl_gq **out, int depth, size_t bytes, void *const *at, int n_prod, const int *prod_dev,
+                   int n_cons, const int *cons_dev) {
   dfl_gq *q = calloc(1, sizeof *q);
   if (!q) return DFL_ENOMEM;
   *out = q;
   q->depth = depth;
+  q->n_prod = n_prod;
+  q->n_cons = n_cons;
   q->bytes = bytes;
   q->slot = calloc((size_t)depth, sizeof *q->slot);
-  q->ready = calloc((size_t)depth, sizeof *q->ready);
-  q->done = calloc((size_t)depth, sizeof *q->done);
+  q->ready = calloc((size_t)depth * (size_t)n_prod, sizeof *q->ready);
+  q->done = calloc((size_t)depth * (size_t)n_cons, sizeof *q->done);
   if (!q->slot || !q->ready || !q->done) return DFL_ENOMEM;
   q->owned = at == NULL;
   for (int i = 0; i < depth; i++) {
     if (at) q->slot[i] = at[i];
     else CK(cudaMalloc(&q->slot[i], bytes));
     /* never recorded yet: a wait on them is a no-op, which is right for the first occupant */
-    if (prod_dev) CK(cudaSetDevice(prod_dev[i]));
-    CK(cudaEventCreateWithFlags(&q->ready[i], cudaEventDisableTiming));
-    if (prod_dev) CK(cudaSetDevice(cons_dev));
-    CK(cudaEventCreateWithFlags(&q->done[i], cudaEventDisableTiming));
+    for (int m = 0; m < n_prod; m++) {
+      if (prod_dev) CK(cudaSetDevice(prod_dev[m]));
+      CK(cudaEventCreateWithFlags(&q->ready[i * n_prod + m], cudaEventDisableTiming));
+    }
+    for (int c = 0; c < n_cons; c++) {
+      if (cons_dev) CK(cudaSetDevice(cons_dev[c]));
+      CK(cudaEventCreateWithFlags(&q->done[i * n_cons + c], cudaEventDisableTiming));
+    }
   }
   return DFL_OK;
 }
@@ -60,8 +72,10 @@ void dfl_gq_free(dfl_gq *q) {
   cudaDeviceSynchronize();
   for (int i = 0; i < q->depth; i++) {
     if (q->owned && q->slot && q->slot[i]) cudaFree(q->slot[i]);
-    if (q->ready && q->ready[i]) cudaEventDestroy(q->ready[i]);
-    if (q->done && q->done[i]) cudaEventDestroy(q->done[i]);
+    for (int m = 0; q->ready && m < q->n_prod; m++)
+      if (q->ready[i * q->n_prod + m]) cudaEventDestroy(q->ready[i * q->n_prod + m]);
+    for (int c = 0; q->done && c < q->n_cons; c++)
+      if (q->done[i * q->n_cons + c]) cudaEventDestroy(q->done[i * q->n_cons + c]);
   }
   free(q->slot);
   free(q->ready);
@@ -69,19 +83,79 @@ void dfl_gq_free(dfl_gq *q) {
   free(q);
 }
 
-int dfl_gq_put(dfl_gq *q, int i, void *stream, const void *src) {
+int dfl_gq_put(dfl_gq *q, int i, int prod, int prev_cons, void *stream, const void *src) {
   cudaStream_t s = (cudaStream_t)stream;
-  CK(cudaStreamWaitEvent(s, q->done[i], 0));   /* the previous occupant has been copied out */
+  if (prev_cons >= 0)   /* the previous occupant has been copied out by its consumer */
+    CK(cudaStreamWaitEvent(s, q->done[i * q->n_cons + prev_cons], 0));
   CK(cudaMemcpyAsync(q->slot[i], src, q->bytes, cudaMemcpyDeviceToDevice, s));
-  CK(cudaEventRecord(q->ready[i], s));
+  CK(cudaEventRecord(q->ready[i * q->n_prod + prod], s));
   return DFL_OK;
 }
 
-int dfl_gq_get(dfl_gq *q, int i, void *stream, void *dst) {
+int dfl_gq_get(dfl_gq *q, int i, int prod, int cons, void *stream, void *dst) {
   cudaStream_t s = (cudaStream_t)stream;
-  CK(cudaStreamWaitEvent(s, q->ready[i], 0));  /* the producer's copy in has landed */
+  CK(cudaStreamWaitEvent(s, q->ready[i * q->n_prod + prod], 0));  /* the producer's copy in has landed */
   CK(cudaMemcpyAsync(dst, q->slot[i], q->bytes, cudaMemcpyDeviceToDevice, s));
-  CK(cudaEventRecord(q->done[i], s));
+  CK(cudaEventRecord(q->done[i * q->n_cons + cons], s));
+  return DFL_OK;
+}
+
+struct dfl_gsend {
+  int depth;
+  size_t bytes;
+  void **slot;
+  cudaStream_t send;         /* the NCCL sends, in the queue's order */
+  cudaEvent_t *ready, *sent; /* per slot: copy in on the compute stream / its send complete */
+};
+
+int dfl_gsend_init(dfl_gsend **out, int depth, size_t bytes, int dev) {
+  dfl_gsend *q = calloc(1, sizeof *q);
+  if (!q) return DFL_ENOMEM;
+  *out = q;
+  q->depth = depth;
+  q->bytes = bytes;
+  q->slot = calloc((size_t)depth, sizeof *q->slot);
+  q->ready = calloc((size_t)depth, sizeof *q->ready);
+  q->sent = calloc((size_t)depth, sizeof *q->sent);
+  if (!q->slot || !q->ready || !q->sent) return DFL_ENOMEM;
+  CK(cudaSetDevice(dev));
+  CK(cudaStreamCreateWithFlags(&q->send, cudaStreamNonBlocking));
+  for (int i = 0; i < depth; i++) {
+    CK(cudaMalloc(&q->slot[i], bytes));
+    CK(cudaEventCreateWithFlags(&q->ready[i], cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&q->sent[i], cudaEventDisableTiming));
+  }
+  return DFL_OK;
+}
+
+void dfl_gsend_free(dfl_gsend *q) {
+  if (!q) return;
+  for (int i = 0; i < q->depth; i++) {
+    if (q->slot && q->slot[i]) cudaFree(q->slot[i]);
+    if (q->ready && q->ready[i]) cudaEventDestroy(q->ready[i]);
+    if (q->sent && q->sent[i]) cudaEventDestroy(q->sent[i]);
+  }
+  if (q->send) cudaStreamDestroy(q->send);
+  free(q->slot);
+  free(q->ready);
+  free(q->sent);
+  free(q);
+}
+
+void *dfl_gsend_stream(dfl_gsend *q) { return q->send; }
+
+int dfl_gsend_stage(dfl_gsend *q, int i, void *compute, const void *src, void **slot) {
+  cudaStream_t s = (cudaStream_t)compute;
+  CK(cudaStreamWaitEvent(s, q->sent[i], 0));      /* the slot's previous occupant has been sent */
+  CK(cudaMemcpyAsync(q->slot[i], src, q->bytes, cudaMemcpyDeviceToDevice, s));
+  CK(cudaEventRecord(q->ready[i], s));
+  CK(cudaStreamWaitEvent(q->send, q->ready[i], 0));
+  *slot = q->slot[i];
+  return DFL_OK;
+}
+
+int dfl_gsend_sent(dfl_gsend *q, int i) {
+  CK(cudaEventRecord(q->sent[i], q->send));
   return DFL_OK;
 }
 

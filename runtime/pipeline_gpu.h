@@ -5,12 +5,12 @@
 ** Device slot ring (the hidden-state queue's payload on the GPU): the host ring (queue.h) keeps
 ** the sequence numbers and the small host fields (ids, mask, anchors, keep); the features live in
 ** `depth` device slots, and the data dependencies are CUDA events, never host waits:
-**   put (producer, after acquire_write(k) returned slot i):
-**       cudaStreamWaitEvent(prod, done[i]); memcpyAsync(slot[i] <- features, prod);
-**       cudaEventRecord(ready[i], prod)                      ... then commit publishes slot i
-**   get (consumer, after acquire_read(k) returned slot i):
-**       cudaStreamWaitEvent(cons, ready[i]); memcpyAsync(features <- slot[i], cons);
-**       cudaEventRecord(done[i], cons)                       ... then release frees slot i
+**   put (producer m, after acquire_write(h) returned slot i; c = consumer of h - depth):
+**       cudaStreamWaitEvent(prod, done[i][c]); memcpyAsync(slot[i] <- features, prod);
+**       cudaEventRecord(ready[i][m], prod)                   ... then commit publishes slot i
+**   get (consumer c, after acquire_read(h) returned slot i; m = producer of h):
+**       cudaStreamWaitEvent(cons, ready[i][m]); memcpyAsync(features <- slot[i], cons);
+**       cudaEventRecord(done[i][c], cons)                    ... then release frees slot i
 ** The host ring orders the records before the waits (a record happens before the commit/release
 ** that lets the other side reach its wait), so each wait sees the event of the right occupant.
 */
@@ -26,10 +26,27 @@ typedef struct dfl_gq dfl_gq;
 
 int dfl_gq_init(dfl_gq **q, int depth, size_t bytes);
 /* The same on slots the caller placed (slot[i]: `bytes` of device memory each, in a backend's
-** arena: the plan's "queue.slots" workspace); not freed by dfl_gq_free. An event must live on the
-** device of the stream that records it: ready[i] on slot i's producer's device prod_dev[i],
-** done[i] on the consumer's cons_dev (prod_dev NULL: the current device for all). */
-int dfl_gq_init_at(dfl_gq **q, int depth, size_t bytes, void *const *slot, const int *prod_dev, int cons_dev);
+** arena: the plan's "queue.slots" workspace); not freed by dfl_gq_free. n_prod producers on
+** devices prod_dev[], n_cons consumers on cons_dev[] (NULL: the current device): each slot gets an
+** event per producer and per consumer, since an event lives on the device of the stream that
+** records it and a slot's occupants come from / go to different devices. */
+int dfl_gq_init_at(dfl_gq **q, int depth, size_t bytes, void *const *slot, int n_prod, const int *prod_dev,
+                   int n_cons, const int *cons_dev);
+
+/* A target whose drafters are other processes (NCCL send/recv): `depth` device slots on its GPU and
+** a send stream. The credit protocol of the host queue becomes stream order: slot i is
+** overwritten only after its previous send completed (event sent[i]), and an NCCL send completes
+** only once the receiving replica has posted the matching receive, i.e. has taken that item; so
+** a target runs at most `depth` items ahead of its consumers, and never waits on the host.
+**   stage(i): compute stream waits sent[i], copies the features into slot i, records ready[i];
+**             the send stream waits ready[i]      ... then the caller's ncclSend on the send stream
+**   sent(i):  records sent[i] on the send stream after that send. */
+typedef struct dfl_gsend dfl_gsend;
+int dfl_gsend_init(dfl_gsend **q, int depth, size_t bytes, int dev);
+void dfl_gsend_free(dfl_gsend *q);
+void *dfl_gsend_stream(dfl_gsend *q);
+int dfl_gsend_stage(dfl_gsend *q, int slot, void *compute, const void *src, void **slot_ptr);
+int dfl_gsend_sent(dfl_gsend *q, int slot);
 
 /* Number of CUDA devices this process sees (0 on error). */
 int dfl_gpu_count(void);
@@ -39,8 +56,10 @@ int dfl_gpu_set_device(int device);
 ** the pair supports it; otherwise copies between them are staged by the driver. */
 void dfl_gpu_peer(int from, int to);
 void dfl_gq_free(dfl_gq *q);
-int dfl_gq_put(dfl_gq *q, int slot, void *stream, const void *src);
-int dfl_gq_get(dfl_gq *q, int slot, void *stream, void *dst);
+/* Producer `prod` puts an occupant into slot; prev_cons: the consumer of the slot's previous
+** occupant (-1: none). Consumer `cons` gets the occupant producer `prod` put there. */
+int dfl_gq_put(dfl_gq *q, int slot, int prod, int prev_cons, void *stream, const void *src);
+int dfl_gq_get(dfl_gq *q, int slot, int prod, int cons, void *stream, void *dst);
 
 /* Device pointer and stream of a CUDA backend's tensor. */
 void *dfl_gpu_ptr(dfl_backend *b, int t);

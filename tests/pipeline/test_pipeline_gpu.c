@@ -20,6 +20,14 @@
 **  (e) two GPUs in one process: (a)'s spec with DFL_GPU_MAP=0,1 (target on CUDA device 0, drafter
 **      on 1, the queue's slots in the target's arena, peer copies): per-step loss within LOSS_TOL
 **      of the single-device trainer. Skipped (said so) with fewer than 2 GPUs.
+**  `test_pipeline_gpu --topo` (2 GPUs, NCCL; the topologies of docs/pipeline.md's issue-7 list):
+**  (f) two GPU replicas in ONE process: examples/nano-gpu-replicas.dfl without a launcher
+**      environment, DFL_GPU_MAP=0,1: one NCCL communicator per GPU (ncclCommInitAll), each replica
+**      thread all-reduces on its own: replicas bit-identical, per-step loss within LOSS_TOL of one
+**      GPU training the global batch.
+**  (g) split across processes: examples/nano-gpu-pipeline.dfl in 2 processes (torchrun-style env):
+**      rank 0 the target on GPU 0, rank 1 the drafter on GPU 1, features by ncclSend/ncclRecv:
+**      rank 1 (replica 0) writes metrics.jsonl; its losses within LOSS_TOL of one GPU.
 ** Seed from the time, printed.
 */
 #include <dlfcn.h>
@@ -271,8 +279,83 @@ static int two_gpus(uint64_t seed) {
   return 0;
 }
 
+/* --topo: (g) first (children before this process holds a CUDA context), then (f). */
+static int topo_parts(uint64_t seed) {
+  int ng = 0;
+  if (cudaGetDeviceCount(&ng) != cudaSuccess || ng < 2) {
+    printf("SKIP: %d GPU(s); --topo needs 2\n", ng);
+    return 77;
+  }
+  /* (g) */
+  const char *gspec = "examples/nano-gpu-pipeline.dfl";
+  char dir[256], seeds[32], port[16];
+  tmp_dir(dir, sizeof dir, "gpu-xproc");
+  snprintf(seeds, sizeof seeds, "%llu", (unsigned long long)seed);
+  snprintf(port, sizeof port, "%d", 20000 + (int)((getpid() + 3571) % 20000));
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid_t pid[2];
+  spawn_ranks(gspec, seeds, dir, port, NULL, NULL, pid);
+  int ok = 1;
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    waitpid(pid[r], &st, 0);
+    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(g) rank %d of the split run failed (status %d)", r, st);
+    ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("(g) target rank 0 (GPU 0) -> drafter rank 1 (GPU 1), NCCL send/recv: %s in %.1fs\n", ok ? "done" : "FAILED",
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+  double lg[STEPS], ls[STEPS];
+  dfl_spec s;
+  if (ok) {
+    char p1[300];
+    snprintf(p1, sizeof p1, "%s/metrics.jsonl", dir);
+    EXPECT(read_losses(p1, lg, STEPS) == STEPS, "(g) replica 0's process logged %d steps in %s", STEPS, p1);
+    if (load(gspec, seed, &s) || single(&s, ls)) EXPECT(0, "(g) single-GPU reference run");
+    else
+      for (int i = 0; i < STEPS; i++) {
+        printf("(g) step %d  loss 1 GPU %.6f  split across processes %.6f\n", i + 1, ls[i], lg[i]);
+        EXPECT(isfinite(lg[i]) && fabs(lg[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]), "(g) step %d: %.6f vs 1 GPU %.6f",
+               i + 1, lg[i], ls[i]);
+      }
+  }
+  /* (f) */
+  const char *fspec = "examples/nano-gpu-replicas.dfl";
+  setenv("DFL_GPU_MAP", "0,1", 1);
+  if (load(fspec, seed, &s)) return 1;
+  dfl_pipe_opts o;
+  dfl_pipe_result r;
+  quiet_pipe_opts(&o, dir, sizeof dir, "gpu-inproc", STEPS);
+  o.no_ckpt = o.no_export = 1;
+  o.on_step = on_step;
+  memset(pipe_loss, 0, sizeof pipe_loss);
+  int rc = dfl_pipe_run(&s, &o, &r);
+  EXPECT(rc == DFL_OK && r.replicas_identical, "(f) 2 GPU replicas in one process: rc %d, identical %d", rc,
+         r.replicas_identical);
+  if (rc == DFL_OK) {
+    printf("(f) %d replicas on GPUs 0,1 in one process (NCCL, ncclCommInitAll): %.2fs, replicas bit-identical\n",
+           r.n_drafter, r.seconds);
+    if (single(&s, ls)) EXPECT(0, "(f) single-GPU reference run");
+    else
+      for (int i = 0; i < STEPS; i++) {
+        printf("(f) step %d  loss 1 GPU %.6f  2 replicas in one process %.6f\n", i + 1, ls[i], pipe_loss[i]);
+        EXPECT(isfinite(pipe_loss[i]) && fabs(pipe_loss[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]),
+               "(f) step %d: %.6f vs 1 GPU %.6f", i + 1, pipe_loss[i], ls[i]);
+      }
+  }
+  if (failures) printf("--topo: %d failure(s)\n", failures);
+  else printf("--topo: PASS\n");
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--rank")) return rank_main(argv[2], strtoull(argv[3], NULL, 10), argv[4]);
+  if (argc == 2 && !strcmp(argv[1], "--topo")) {
+    uint64_t seed = (uint64_t)time(NULL);
+    printf("test_pipeline_gpu --topo: seed %llu\n", (unsigned long long)seed);
+    return topo_parts(seed);
+  }
   uint64_t seed = (uint64_t)time(NULL);
   printf("test_pipeline_gpu: seed %llu\n", (unsigned long long)seed);
   /* (b) first: the children must start before this process holds a CUDA context */
