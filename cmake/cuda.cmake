@@ -71,3 +71,8 @@ if(TARGET dflc_gpu)
     endforeach()
   endforeach()
 endif()
+
+# CI (no GPU): dflc build on every single-device example emits and NVRTC-compiles its kernels.
+add_test(NAME cuda_build_examples COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/build_examples.sh $<TARGET_FILE:dflc>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda_build_examples PROPERTIES LABELS cuda TIMEOUT 300)
