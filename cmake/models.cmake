@@ -61,6 +61,10 @@ if(TARGET dfl_ir AND TARGET dfl_io AND TARGET dfl_plan)
   if(TARGET test_train_nano)
     add_dependencies(test_train_nano dflc)   # it runs `dflc export` and `dflc eval`
   endif()
+  # `dflc bench --drafter-only` (issue 6) on the CPU: a nano drafter alone, and the 27B one refused.
+  add_test(NAME test_bench_drafter COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_bench_drafter.sh
+           $<TARGET_FILE:dflc> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(test_bench_drafter PROPERTIES LABELS train ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 120)
 endif()
 
 # dflc_gpu: dflc with OpenBLAS linked statically, for GPU machines without OpenBLAS (the CPU

@@ -10,6 +10,12 @@
 **    backward / optimizer;
 ** 3. FLOPs per step from dfl_op_flops, achieved TFLOP/s and MFU against 989 TFLOP/s (H200 dense
 **    bf16, the peer baseline's peak).
+**
+** --drafter-only (issue 6): the drafter step alone (dfl_train_opts.drafter_only: no target on the
+** graph, random unit-scale features written once, random frozen embedding/head), reporting drafter
+** positions/s = anchors x block x batch x accum / step time, and the FLOPs also by the peer's count
+** (SpecForge's, which adds the frozen head's weight gradient, one more T x H x V GEMM that dflc
+** never computes) so that the two MFUs compare.
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -93,13 +99,16 @@ static int phase_times(dfl_trainer *tr, int reps, double ms[DFL_PH_COUNT]) {
 int dfl_cmd_bench(int argc, char **argv) {
   const char *spec_file = NULL, *json = NULL;
   int64_t steps = 20, warmup = 3, reps = 3;
-  int fp32 = 0, cpu = 0;
+  int fp32 = 0, cpu = 0, drafter_only = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: dflc bench SPEC.dfl [--steps N] [--warmup W] [--phase-steps R] [--json FILE] [--fp32] [--cpu]\n"
+             "                 [--drafter-only]\n"
              "  Training throughput on the spec's device: sequence tokens/s, step time split by phase,\n"
-             "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured.\n", PEAK_TFLOPS);
+             "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured.\n"
+             "  --drafter-only  the drafter step alone (no target; random features written once): drafter\n"
+             "                  positions/s, MFU by dflc's FLOP count and by the peer's\n", PEAK_TFLOPS);
       return 0;
     } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--phase-steps")) {
       char *end;
@@ -123,6 +132,8 @@ int dfl_cmd_bench(int argc, char **argv) {
       fp32 = 1;
     } else if (!strcmp(a, "--cpu")) {
       cpu = 1;
+    } else if (!strcmp(a, "--drafter-only")) {
+      drafter_only = 1;
     } else if (a[0] == '-' || spec_file) {
       fprintf(stderr, "dflc bench: unexpected argument '%s'\n", a);
       return 2;
@@ -142,8 +153,19 @@ int dfl_cmd_bench(int argc, char **argv) {
     free(s);
     return 1;
   }
+  /* The CPU reference backend would need hours (and tens of GiB) for a production-sized vocabulary
+  ** head: refuse before allocating anything. */
+  if ((cpu || !dfl_be_cuda_available()) && (double)s->target.hidden * s->target.vocab > 2e8) {
+    fprintf(stderr, "dflc bench: %s: hidden %d x vocabulary %d is too large for the CPU reference backend "
+            "(%s); run it on a GPU, or bench a small spec (e.g. examples/nano.dfl)\n",
+            spec_file, s->target.hidden, s->target.vocab, cpu ? "--cpu given" : "no usable GPU here");
+    free(tr);
+    free(s);
+    return 1;
+  }
   dfl_train_opts o;
   memset(&o, 0, sizeof o);
+  o.drafter_only = drafter_only;
   o.steps = warmup + steps + 1;
   o.no_eval = o.no_export = o.no_ckpt = o.quiet = 1;
   o.fp32 = fp32;
@@ -167,8 +189,12 @@ int dfl_cmd_bench(int argc, char **argv) {
     if (op->phase != DFL_PH_OPTIMIZER) prev_ph = op->phase;
   }
   for (int p = 0; p < DFL_PH_COUNT; p++) fl_step += fl[p];
-  printf("bench: %s on %s (%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
-         tr->be.name, tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32", tr->tg.batch, tr->tg.S, tr->tg.N,
+  /* drafter positions per step, and the frozen head's dW GEMM the peer counts and dflc skips */
+  double positions = (double)tr->tg.N * tr->spec.block_size * tr->tg.batch * accum;
+  double fl_peer_extra = 2.0 * positions * tr->spec.target.hidden * tr->spec.target.vocab;
+  printf("bench: %s%s on %s (%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
+         drafter_only ? " (drafter alone: random features, no target)" : "", tr->be.name,
+         tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32", tr->tg.batch, tr->tg.S, tr->tg.N,
          tr->spec.block_size, accum, t_open);
   fflush(stdout);
 
@@ -207,11 +233,19 @@ int dfl_cmd_bench(int argc, char **argv) {
   printf("FLOPs/step: %.2f TFLOP (", fl_step / 1e12);
   for (int p = 0; p < DFL_PH_COUNT; p++) printf("%s%s %.2f", p ? ", " : "", ph_name[p], fl[p] / 1e12);
   printf("); achieved %.1f TFLOP/s, MFU %.1f%% of %.0f\n", tflops, 100 * tflops / PEAK_TFLOPS, PEAK_TFLOPS);
+  double tflops_peer = (fl_step + fl_peer_extra) / (step_ms * 1e-3) / 1e12;
+  if (drafter_only) {
+    printf("drafter positions/s: %.0f (%.0f positions/step, %.1f ms/step)\n", positions / (step_ms * 1e-3),
+           positions, step_ms);
+    printf("by the peer's count (+ frozen head dW, %.2f TFLOP): %.2f TFLOP/step, %.1f TFLOP/s, MFU %.1f%% of %.0f\n",
+           fl_peer_extra / 1e12, (fl_step + fl_peer_extra) / 1e12, tflops_peer, 100 * tflops_peer / PEAK_TFLOPS,
+           PEAK_TFLOPS);
+  }
   double sum_ph = 0;
   for (int p = 0; p < DFL_PH_COUNT; p++) sum_ph += ms_ph[p];
   printf("phases (separate timing run, one graph per phase, %" PRId64 " steps%s):\n", reps,
          monotone ? "" : "; NOTE: phases interleave in the schedule, the split is approximate");
-  for (int p = 0; p < DFL_PH_COUNT; p++)
+  for (int p = drafter_only ? 1 : 0; p < DFL_PH_COUNT; p++)
     printf("  %-16s %8.2f ms  %6.1f TFLOP/s\n", ph_name[p], ms_ph[p], ms_ph[p] > 0 ? fl[p] / (ms_ph[p] * 1e-3) / 1e12 : 0);
   printf("  %-16s %8.2f ms\n", "sum", sum_ph);
   printf("graph launches per step: %d (%d step graph%s + 1 optimizer graph), plus %d async copies and 3 memsets\n",
@@ -233,8 +267,10 @@ int dfl_cmd_bench(int argc, char **argv) {
       status = 1;
     } else {
       fprintf(f, "{\"spec\":\"%s\",\"backend\":\"%s\",\"steps\":%" PRId64 ",\"step_ms\":%.3f,\"seq_tokens_per_s\":%.1f,"
-              "\"tflop_per_step\":%.4f,\"tflops\":%.2f,\"mfu\":%.4f,\"phase_ms\":{", spec_file, tr->be.name, done,
-              step_ms, tps, fl_step / 1e12, tflops, tflops / PEAK_TFLOPS);
+              "\"tflop_per_step\":%.6f,\"tflops\":%.2f,\"mfu\":%.4f,\"drafter_only\":%d,\"positions_per_s\":%.1f,"
+              "\"tflop_per_step_peer_count\":%.6f,\"mfu_peer_count\":%.4f,\"phase_ms\":{", spec_file, tr->be.name,
+              done, step_ms, tps, fl_step / 1e12, tflops, tflops / PEAK_TFLOPS, drafter_only,
+              positions / (step_ms * 1e-3), (fl_step + fl_peer_extra) / 1e12, tflops_peer / PEAK_TFLOPS);
       for (int p = 0; p < DFL_PH_COUNT; p++) fprintf(f, "%s\"%s\":%.3f", p ? "," : "", ph_name[p], ms_ph[p]);
       fprintf(f, "},\"plan_bytes\":%" PRId64 ",\"arena_bytes\":%" PRId64 ",\"mem_min\":%" PRId64 ",\"mem_max\":%" PRId64
               ",\"mem_before\":%" PRId64 ",\"graph_launches_per_step\":%d}\n", tr->planned ? tr->plan.arena_bytes : 0,

@@ -238,6 +238,27 @@ static int ckpt_root(const dfl_trainer *tr, char *out, size_t n) {
   return k >= 0 && (size_t)k < n ? DFL_OK : DFL_ERR;
 }
 
+/* Drafter alone: the context features (normally a target's tapped hidden states) are random,
+** N(0, 1) like normalized hidden states, written once; the plan keeps INPUTs for the whole run. */
+static int fill_features(dfl_trainer *tr) {
+  const dfl_tensor *t = &tr->tg.g.t[tr->tg.features];
+  int64_t n = t->shape[0] * t->shape[1];
+  float *f = malloc(sizeof(float) * (size_t)n);
+  if (!f) return DFL_ENOMEM;
+  dfl_rng r;
+  dfl_rng_seed(&r, tr->spec.seed ^ 0x66656174ull);
+  for (int64_t i = 0; i + 1 < n; i += 2) {   /* Box-Muller, two values per draw */
+    double u1 = ((double)(dfl_rng_next(&r) >> 11) + 1.0) * 0x1.0p-53, u2 = (double)(dfl_rng_next(&r) >> 11) * 0x1.0p-53;
+    double m = sqrt(-2.0 * log(u1));
+    f[i] = (float)(m * cos(6.283185307179586 * u2));
+    f[i + 1] = (float)(m * sin(6.283185307179586 * u2));
+  }
+  if (n % 2) f[n - 1] = 0.5f;
+  int rc = dfl_be_set_f(&tr->be, tr->tg.features, f, n);
+  free(f);
+  return rc;
+}
+
 int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *opts) {
   memset(tr, 0, sizeof *tr);
   tr->spec = *spec;
@@ -311,7 +332,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     fprintf(stderr, "dflc: training data %s refused (see the messages above)\n", s->train_path);
     return rc;
   }
-  if (s->eval_path[0] && !tr->opts.no_eval && !tr->random_data) {
+  if (s->eval_path[0] && !tr->opts.no_eval && !tr->random_data && !tr->opts.drafter_only) {
     if ((rc = dfl_data_load_fmt(s->eval_path, s->format, s->target.vocab, s->seq_len, s->bad_rows, stderr, &tr->eval))) {
       fprintf(stderr, "dflc: eval data %s refused (see the messages above)\n", s->eval_path);
       dfl_train_close(tr);
@@ -320,7 +341,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     tr->has_eval = 1;
   }
 
-  if ((rc = dfl_model_train_graph(&tr->tg, s, 1))) {
+  if ((rc = dfl_model_train_graph(&tr->tg, s, !tr->opts.drafter_only))) {
     fprintf(stderr, "dflc: cannot build the training graph of %s\n", s->file);
     dfl_train_close(tr);
     return rc;
@@ -344,6 +365,10 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     return rc;
   }
   if ((rc = dfl_be_load_weights(&tr->be, s, s->init_from))) {
+    dfl_train_close(tr);
+    return rc;
+  }
+  if (tr->opts.drafter_only && tr->tg.features >= 0 && (rc = fill_features(tr))) {
     dfl_train_close(tr);
     return rc;
   }

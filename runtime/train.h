@@ -37,6 +37,8 @@ typedef struct dfl_train_opts {
                           ** DFL_TRAIN_BE_CPU (--cpu) or DFL_TRAIN_BE_CUDA (--cuda: a GPU or an error) */
   int fp32;               /* --fp32: precision and target dtype fp32 (verification) */
   int no_ckpt;            /* no checkpoints (benchmarks) */
+  int drafter_only;       /* no target on the graph: features are an INPUT filled once with random
+                          ** values of unit scale (`dflc bench --drafter-only`); no eval */
   FILE *log;              /* progress lines; NULL = stdout */
 } dfl_train_opts;
 

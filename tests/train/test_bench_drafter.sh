@@ -1,0 +1,66 @@
+#!/bin/bash
+# test_bench_drafter.sh DFLC: `dflc bench --drafter-only` (issue 6) on the CPU backend with a nano
+# drafter (random ids, fresh seed each run): it completes, reports drafter positions/s, its JSON is
+# consistent (positions/s = anchors x block x batch / step time; the peer's FLOP count = dflc's +
+# one 2 x positions x hidden x vocab GEMM; no target forward: fewer FLOPs than the colocated
+# step); and the 27B drafter spec checks, plans, and is refused cleanly on the CPU.
+# Run from the repository root (ctest does).
+set -u
+DFLC=${1:?usage: test_bench_drafter.sh PATH/TO/dflc}
+DFLC=$(realpath "$DFLC") || exit 2
+[ -f examples/nano.dfl ] || { echo "run from the repository root (no examples/nano.dfl)"; exit 2; }
+ROOT=$(pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/dfl_benchd_XXXXXX") || exit 2
+trap 'rm -rf "$T"' EXIT
+SEED=$(( $(date +%s%N) % 1000000007 ))
+echo "seed $SEED"
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# nano.dfl with absolute paths, synthetic ids and this run's seeds
+sed -e "s|\"models/nano\"|\"$ROOT/examples/models/nano\"|" -e "s|^  train *=.*|  format = random|" \
+    -e "/^  eval *=/d" -e "s|^  seed *= *0|  seed = $SEED|" -e "s|^  seed *= *1|  seed = $((SEED + 1))|" \
+    -e "s|\"../runs/nano\"|\"$T/ckpt\"|" examples/nano.dfl > "$T/nano.dfl"
+grep -q "format = random" "$T/nano.dfl" || fail "could not rewrite nano.dfl"
+
+(cd "$T" && "$DFLC" bench nano.dfl --drafter-only --cpu --steps 3 --warmup 1 --phase-steps 1 --json d.json) > "$T/d.log" 2>&1
+rc=$?; cat "$T/d.log"
+[ $rc -eq 0 ] || fail "drafter-only bench exited $rc"
+grep -Eq "^drafter positions/s: [0-9]+" "$T/d.log" || fail "no 'drafter positions/s' line"
+grep -q "drafter alone" "$T/d.log" || fail "the header does not say drafter alone"
+grep -q "^  target forward" "$T/d.log" && fail "a target forward phase in drafter-only mode"
+(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 2 --warmup 1 --phase-steps 1 --json c.json) > "$T/c.log" 2>&1 \
+  || fail "colocated bench exited $?"
+
+num() { sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/" "$1"; }
+H=$(sed -nE 's/.*"hidden_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
+V=$(sed -nE 's/.*"vocab_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
+A=$(sed -nE 's/^  anchors *= *([0-9]+).*/\1/p' "$T/nano.dfl"); K=$(sed -nE 's/^  block_size *= *([0-9]+).*/\1/p' "$T/nano.dfl")
+Bt=$(sed -nE 's/^  batch *= *([0-9]+).*/\1/p' "$T/nano.dfl")
+if [ -f "$T/d.json" ] && [ -f "$T/c.json" ]; then
+  awk -v pps="$(num "$T/d.json" positions_per_s)" -v ms="$(num "$T/d.json" step_ms)" \
+      -v fd="$(num "$T/d.json" tflop_per_step)" -v fp="$(num "$T/d.json" tflop_per_step_peer_count)" \
+      -v fc="$(num "$T/c.json" tflop_per_step)" -v a="$A" -v k="$K" -v b="$Bt" -v h="$H" -v v="$V" 'BEGIN {
+    want = a * k * b / (ms * 1e-3); bad = 0
+    # tolerance: JSON rounding (0.1 positions/s, 1e-3 ms, 1e-6 TFLOP)
+    if (!(pps > 0) || (pps - want) ^ 2 > (1e-3 * want + 0.2) ^ 2) { print "positions/s " pps " != " want; bad = 1 }
+    extra = 2 * a * k * b * h * v / 1e12
+    if ((fp - fd - extra) ^ 2 > (2e-6 + 1e-6 * fp) ^ 2) { print "peer count " fp " != " fd " + " extra; bad = 1 }
+    if (!(fd > 0) || !(fd < fc)) { print "drafter-only FLOPs " fd " not below colocated " fc; bad = 1 }
+    printf "positions/s %.1f (want %.1f); TFLOP/step drafter-only %.6f, peer count %.6f (extra %.6f), colocated %.6f\n", pps, want, fd, fp, extra, fc
+    exit bad }' || fail "JSON numbers inconsistent"
+  grep -q '"drafter_only":1' "$T/d.json" || fail "d.json does not say drafter_only"
+else
+  fail "no JSON written"
+fi
+
+# the 27B drafter spec: checkable, plannable, refused (not attempted) on the CPU
+"$DFLC" check examples/qwen36-27b-drafter.dfl > "$T/chk.log" 2>&1 || { cat "$T/chk.log"; fail "check of the 27B drafter spec"; }
+"$DFLC" plan examples/qwen36-27b-drafter.dfl --quiet > "$T/plan.log" 2>&1 || { cat "$T/plan.log"; fail "plan of the 27B drafter spec"; }
+"$DFLC" bench examples/qwen36-27b-drafter.dfl --drafter-only --cpu > "$T/r.log" 2>&1
+rc=$?; cat "$T/r.log"
+[ $rc -eq 1 ] || fail "27B drafter on the CPU: exit $rc, want 1"
+grep -q "qwen36-27b-drafter.dfl.*too large for the CPU reference backend" "$T/r.log" || fail "no clear refusal message"
+
+[ $fails -eq 0 ] && echo "PASS test_bench_drafter" || echo "$fails failure(s)"
+[ $fails -eq 0 ]
