@@ -14,37 +14,7 @@
 #include "tests/pipeline/common.h"
 
 #define STEPS 4
-
-typedef struct { double loss[STEPS + 1], gnorm[STEPS + 1], tokens[STEPS + 1]; int n; } trace;
-
-static void on_step(void *ctx, const dfl_step_stats *st) {
-  trace *t = ctx;
-  if (st->step >= 1 && st->step <= STEPS) {
-    t->loss[st->step] = st->loss;
-    t->gnorm[st->step] = st->gnorm;
-    t->tokens[st->step] = st->tokens;
-  }
-  t->n++;
-}
-
-static void single(const dfl_spec *s, trace *t) {
-  dfl_trainer tr;
-  dfl_train_opts o;
-  memset(&o, 0, sizeof o);
-  char dir[256];
-  tmp_dir(dir, sizeof dir, "single");
-  o.steps = STEPS;
-  o.out_dir = dir;
-  o.no_eval = o.no_export = o.quiet = 1;
-  o.cpu_threads = 1;
-  CHECK(dfl_train_open(&tr, s, &o) == DFL_OK, "single-device trainer did not open");
-  for (int i = 1; i <= STEPS; i++) {
-    dfl_step_stats st;
-    CHECK(dfl_train_step(&tr, &st) == DFL_OK, "single step %d", i);
-    on_step(t, &st);
-  }
-  dfl_train_close(&tr);
-}
+#include "tests/pipeline/equiv.h"
 
 static void pipe_run(const dfl_spec *s, trace *t, const char *what, int export) {
   dfl_pipe_opts o;
@@ -82,16 +52,9 @@ static void pipe_run(const dfl_spec *s, trace *t, const char *what, int export) 
   printf("%s: %.2fs, verdict: %s\n", what, r.seconds, r.last_verdict);
 }
 
-static void compare(const trace *a, const trace *b, const char *what) {
-  for (int i = 1; i <= STEPS; i++) {
-    double dl = fabs(a->loss[i] - b->loss[i]) / fabs(a->loss[i]);
-    double dg = fabs(a->gnorm[i] - b->gnorm[i]) / fabs(a->gnorm[i]);
-    printf("  step %d  single loss %.7f gnorm %.5f   %s loss %.7f gnorm %.5f  (rel %.1e, %.1e)\n", i, a->loss[i],
-           a->gnorm[i], what, b->loss[i], b->gnorm[i], dl, dg);
-    CHECK(isfinite(b->loss[i]) && dl <= 2e-5, "%s: step %d loss %.8g vs single %.8g", what, i, b->loss[i], a->loss[i]);
-    CHECK(dg <= 1e-4, "%s: step %d gnorm %.8g vs single %.8g", what, i, b->gnorm[i], a->gnorm[i]);
-    CHECK(a->tokens[i] == b->tokens[i], "%s: step %d tokens %.0f vs %.0f", what, i, b->tokens[i], a->tokens[i]);
-  }
+/* the single device must also learn: a pipeline matching a flat curve would prove little */
+static void compare_learning(const trace *a, const trace *b, const char *what) {
+  compare(a, b, what);
   CHECK(a->loss[STEPS] < a->loss[1], "training does not lower the loss (%.4f -> %.4f)", a->loss[1], a->loss[STEPS]);
 }
 
@@ -105,15 +68,15 @@ int main(void) {
   s.ckpt_every = 0;
   /* single device: the whole global batch (8 sequences) per micro-step */
   static trace one, split, rep;
-  single(&s, &one);
+  single(&s, &one, "single");
   /* 2 targets -> 2 drafters (4 sequences each), the example's queue */
   set_topology(&s, 2, 2);
   pipe_run(&s, &split, "split-2x2", 1);
-  compare(&one, &split, "split");
+  compare_learning(&one, &split, "split");
   /* 2 colocated replicas */
   set_topology(&s, 0, 2);
   pipe_run(&s, &rep, "replicated-2", 0);
-  compare(&one, &rep, "replicated");
+  compare_learning(&one, &rep, "replicated");
   /* same N, same data: the two pipelines sum the same gradients in the same order */
   for (int i = 1; i <= STEPS; i++)
     CHECK(split.loss[i] == rep.loss[i], "step %d: split %.9g vs replicated %.9g: not bit-equal", i, split.loss[i],

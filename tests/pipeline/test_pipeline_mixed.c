@@ -18,18 +18,7 @@
 #include "tests/pipeline/common.h"
 
 #define STEPS 4
-
-typedef struct { double loss[STEPS + 1], gnorm[STEPS + 1], tokens[STEPS + 1]; int n; } trace;
-
-static void on_step(void *ctx, const dfl_step_stats *st) {
-  trace *t = ctx;
-  if (st->step >= 1 && st->step <= STEPS) {
-    t->loss[st->step] = st->loss;
-    t->gnorm[st->step] = st->gnorm;
-    t->tokens[st->step] = st->tokens;
-  }
-  t->n++;
-}
+#include "tests/pipeline/equiv.h"
 
 /* roles: one letter per device cpuI: C colocated, D drafter-only, T target-only */
 static void set_roles(dfl_spec *s, const char *roles) {
@@ -42,25 +31,6 @@ static void set_roles(dfl_spec *s, const char *roles) {
     s->devices[i].runs_target = roles[i] != 'D';
     s->devices[i].runs_drafter = roles[i] != 'T';
   }
-}
-
-static void single(const dfl_spec *s, trace *t) {
-  dfl_trainer tr;
-  dfl_train_opts o;
-  memset(&o, 0, sizeof o);
-  char dir[256];
-  tmp_dir(dir, sizeof dir, "mixed-single");
-  o.steps = STEPS;
-  o.out_dir = dir;
-  o.no_eval = o.no_export = o.quiet = 1;
-  o.cpu_threads = 1;
-  CHECK(dfl_train_open(&tr, s, &o) == DFL_OK, "single-device trainer did not open");
-  for (int i = 1; i <= STEPS; i++) {
-    dfl_step_stats st;
-    CHECK(dfl_train_step(&tr, &st) == DFL_OK, "single step %d", i);
-    on_step(t, &st);
-  }
-  dfl_train_close(&tr);
 }
 
 static int pipe_run(const dfl_spec *s, trace *t, const char *what, const char *fault, int export) {
@@ -91,18 +61,6 @@ static int pipe_run(const dfl_spec *s, trace *t, const char *what, const char *f
   return rc;
 }
 
-static void compare(const trace *a, const trace *b, const char *what) {
-  for (int i = 1; i <= STEPS; i++) {
-    double dl = fabs(a->loss[i] - b->loss[i]) / fabs(a->loss[i]);
-    double dg = fabs(a->gnorm[i] - b->gnorm[i]) / fabs(a->gnorm[i]);
-    printf("  step %d  single loss %.7f gnorm %.5f   %s loss %.7f gnorm %.5f  (rel %.1e, %.1e)\n", i, a->loss[i],
-           a->gnorm[i], what, b->loss[i], b->gnorm[i], dl, dg);
-    CHECK(isfinite(b->loss[i]) && dl <= 2e-5, "%s: step %d loss %.8g vs single %.8g", what, i, b->loss[i], a->loss[i]);
-    CHECK(dg <= 1e-4, "%s: step %d gnorm %.8g vs single %.8g", what, i, b->gnorm[i], a->gnorm[i]);
-    CHECK(a->tokens[i] == b->tokens[i], "%s: step %d tokens %.0f vs %.0f", what, i, b->tokens[i], a->tokens[i]);
-  }
-}
-
 static void bit_equal(const trace *a, const trace *b, const char *wa, const char *wb) {
   for (int i = 1; i <= STEPS; i++)
     CHECK(a->loss[i] == b->loss[i] && a->gnorm[i] == b->gnorm[i], "step %d: %s %.9g vs %s %.9g: not bit-equal", i,
@@ -119,7 +77,7 @@ int main(void) {
   s.accum = 2;
   s.ckpt_every = 0;
   static trace one, rep2, mix3, rep4, mix5, one6, s53, bad;
-  single(&s, &one);
+  single(&s, &one, "mixed-single");
 
   /* N = 2: the example vs one device and vs two colocated replicas */
   set_roles(&s, "CC");
@@ -147,7 +105,7 @@ int main(void) {
   s.batch = 6;
   s.queue_depth = 5 + rand() % 6;
   s.prefetch = 2;
-  single(&s, &one6);
+  single(&s, &one6, "mixed-single");
   set_roles(&s, "TTTTTDDD");
   printf("5x3: queue depth %d\n", s.queue_depth);
   CHECK(pipe_run(&s, &s53, "split-5x3", "", 0) == DFL_OK, "5 targets -> 3 drafters failed");

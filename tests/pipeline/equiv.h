@@ -1,0 +1,57 @@
+/*
+** equiv.h: what the pipeline equivalence tests share: a per-step trace of loss, gradient norm and
+** tokens, the single-device reference run, and the comparison with its tolerances (2e-5 relative
+** on the loss, 1e-4 on the gradient norm: the replicas sum their gradients in another order than
+** one device does, in fp32). Include after common.h; STEPS must be defined.
+*/
+#ifndef DFL_TEST_PIPELINE_EQUIV_H
+#define DFL_TEST_PIPELINE_EQUIV_H
+
+#include <math.h>
+#include "runtime/train.h"
+
+typedef struct { double loss[STEPS + 1], gnorm[STEPS + 1], tokens[STEPS + 1]; int n; } trace;
+
+static void on_step(void *ctx, const dfl_step_stats *st) {
+  trace *t = ctx;
+  if (st->step >= 1 && st->step <= STEPS) {
+    t->loss[st->step] = st->loss;
+    t->gnorm[st->step] = st->gnorm;
+    t->tokens[st->step] = st->tokens;
+  }
+  t->n++;
+}
+
+/* The single-device trainer on the whole global batch: the reference every pipeline must match. */
+static void single(const dfl_spec *s, trace *t, const char *what) {
+  dfl_trainer tr;
+  dfl_train_opts o;
+  memset(&o, 0, sizeof o);
+  char dir[256];
+  tmp_dir(dir, sizeof dir, what);
+  o.steps = STEPS;
+  o.out_dir = dir;
+  o.no_eval = o.no_export = o.quiet = 1;
+  o.cpu_threads = 1;
+  CHECK(dfl_train_open(&tr, s, &o) == DFL_OK, "single-device trainer did not open");
+  for (int i = 1; i <= STEPS; i++) {
+    dfl_step_stats st;
+    CHECK(dfl_train_step(&tr, &st) == DFL_OK, "single step %d", i);
+    on_step(t, &st);
+  }
+  dfl_train_close(&tr);
+}
+
+static void compare(const trace *a, const trace *b, const char *what) {
+  for (int i = 1; i <= STEPS; i++) {
+    double dl = fabs(a->loss[i] - b->loss[i]) / fabs(a->loss[i]);
+    double dg = fabs(a->gnorm[i] - b->gnorm[i]) / fabs(a->gnorm[i]);
+    printf("  step %d  single loss %.7f gnorm %.5f   %s loss %.7f gnorm %.5f  (rel %.1e, %.1e)\n", i, a->loss[i],
+           a->gnorm[i], what, b->loss[i], b->gnorm[i], dl, dg);
+    CHECK(isfinite(b->loss[i]) && dl <= 2e-5, "%s: step %d loss %.8g vs single %.8g", what, i, b->loss[i], a->loss[i]);
+    CHECK(dg <= 1e-4, "%s: step %d gnorm %.8g vs single %.8g", what, i, b->gnorm[i], a->gnorm[i]);
+    CHECK(a->tokens[i] == b->tokens[i], "%s: step %d tokens %.0f vs %.0f", what, i, b->tokens[i], a->tokens[i]);
+  }
+}
+
+#endif
