@@ -11,7 +11,7 @@ foreach(l dfl_plan dfl_ir dfl_io dfl_front)
     target_link_libraries(dfl_models PUBLIC ${l})
   endif()
 endforeach()
-target_link_libraries(dfl_models PUBLIC ${JANSSON_LIB} m)
+target_link_libraries(dfl_models PUBLIC ${JANSSON_LIB} m Threads::Threads)
 
 # The trainer's backend interface (runtime/backend*.c), `dflc bench` and `dflc build`: the CPU
 # backend always, the CUDA one when the toolkit is there (cuda.cmake defines dfl_cuda under the

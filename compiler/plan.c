@@ -377,20 +377,22 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
   int64_t R = Y->shape[0], H = Y->shape[1], V = W->shape[0];
   int64_t ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
   if (ch > V) ch = V;
-  /* All logits kept (one GEMM pass instead of two) when they fit in what one chunk plus the dY
-  ** accumulator take anyway, or up to 1 GiB; DFL_LCE_KEEP_MAX (bytes) overrides: tests force the
-  ** two-pass path with 0. */
-  const char *km = getenv("DFL_LCE_KEEP_MAX");
-  int64_t keep_max = km ? atoll(km) : (1ll << 30);
-  l->keep_all = R * V * 4 <= keep_max;
-  /* Two-pass: as many chunks as vocab_chunk asks for, balanced (no narrow tail GEMM) and rounded
-  ** up to 128 columns: 8B's 151936 / 32768 -> 5 chunks of 30464. */
-  int64_t nch = (V + ch - 1) / ch, cw = ((V + nch - 1) / nch + 127) / 128 * 128;
-  l->cw = l->keep_all ? V : cw < V ? cw : V;
-  l->st_off = 0;
-  l->dy_off = ws_align(R * 6 * 4);
-  l->lg_off = l->dy_off + ws_align(R * H * 4);
-  l->bytes = l->lg_off + ws_align(R * l->cw * 4);
+  int64_t rc = R * (ch + H) / (V > 0 ? V : 1);
+  /* DFL_LCE_ROWS forces the rows per chunk: tests cover several chunks and a short last one */
+  const char *fr = getenv("DFL_LCE_ROWS");
+  if (fr && atoll(fr) > 0) rc = atoll(fr);
+  else if (rc >= 128) rc = rc / 128 * 128; /* GEMM-tile multiples */
+  if (rc < 1) rc = 1;
+  if (rc >= R) rc = R;
+  else if (!(fr && atoll(fr) > 0)) { /* balanced: no narrow last chunk (8B: 5 x 1664 rows, not 4 x 1920 + 512) */
+    int64_t nch = (R + rc - 1) / rc, bal = (R + nch - 1) / nch;
+    if (rc >= 128) bal = (bal + 127) / 128 * 128;
+    if (bal < rc) rc = bal;
+  }
+  l->rows = rc;
+  l->ld = V;
+  l->lg_off = 0;
+  l->bytes = ws_align(rc * V * 4);
 }
 
 int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {

@@ -99,13 +99,17 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g);
 ** for reductions, RMSNORM_BWD, SCATTER_ADD and ATTENTION_BWD (cat ACT). */
 #define DFL_CUBLASLT_WS_BYTES (32ll << 20)
 #define DFL_RED_PARTS 1024          /* partial sums of SUM / SUMSQ_ACC reductions, at most */
-/* LINEAR_CE workspace layout: row state (6 x R f32), the f32 dY accumulator [R, H], and f32 logits
-** [R, cw] (cw = V when all logits are kept for one GEMM pass, else the vocabulary sub-chunk
-** width); dlogits are written in place over the logits (bf16 or f32, same row start). */
+/* LINEAR_CE workspace layout: the f32 logits of one chunk of rows over the whole vocabulary,
+** [rows, V] (row stride V). Rows, not vocabulary columns, are chunked so that every row's softmax
+** is complete after ONE logits GEMM: per chunk, logits GEMM -> row kernel (lse, ce, argmax, top-K,
+** dlogits written in place over the logits, bf16 or f32 from the same row start) -> dY GEMM straight
+** into the dY tensor. Two vocabulary GEMMs per row, no recomputation and no dY accumulator. The
+** chunk holds as many values as vocab_chunk columns over all rows plus the [R, H] accumulator the
+** column-chunked design needed, so the spec's vocab_chunk knob still bounds the workspace. */
 typedef struct dfl_lce_ws {
-  int64_t cw;             /* logits columns per chunk (row stride of the logits) */
-  int keep_all;           /* 1: cw = V, one logits GEMM pass */
-  int64_t st_off, dy_off, lg_off, bytes;
+  int64_t rows;           /* rows per chunk (the last chunk may be shorter) */
+  int64_t ld;             /* logits row stride in f32 elements (= V) */
+  int64_t lg_off, bytes;
 } dfl_lce_ws;
 void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l);
 /* Bytes of scratch op needs on the CUDA backend (0: none). */

@@ -1,92 +1,120 @@
 /*
-** lce.cuh: the row kernels of the fused linear cross-entropy (LINEAR_CE). The host streams the
-** vocabulary in chunks: a cuBLASLt GEMM writes a chunk of f32 logits [R, vc] (row stride ld) and
-**   dfl_lce_stats  updates the running max / sum of exp (online softmax), argmax and label logit;
-** once every chunk has been seen the lse is final, and per chunk (logits kept from the first pass
-** when the workspace holds them all, else recomputed)
-**   dfl_lce_grad   counts logits above the label's (top-K) and writes dlogits = w (softmax - onehot)
-**                  for the dY GEMM;
-**   dfl_lce_finish writes ce, correct, topk_hit per row, and dfl_lce_num the weighted sum.
-** Rows with weight 0 are skipped (their dlogits are 0). Row state: 6 arrays of R floats
-** (max, sum, label logit, best logit, count above label, argmax as int bits).
+** lce.cuh: the row kernel of the fused linear cross-entropy (LINEAR_CE). The host chunks the ROWS
+** (compiler/plan.c dfl_plan_lce_ws): per chunk a cuBLASLt GEMM writes the f32 logits of those rows
+** over the whole vocabulary, [rows, V] with row stride ld, then
+**   dfl_lce_row  (one CTA per row) finds max, sum of exp, argmax and the number of logits above the
+**                label's in one read, writes ce / correct / topk_hit for the row, and in a second read
+**                writes dlogits = w (softmax - onehot) in place over the logits for the dY GEMM;
+** and after the last chunk dfl_lce_num writes the weighted sum. Every row's softmax is complete
+** within its chunk, so each vocabulary GEMM runs once per row (no recomputed logits).
+** Rows with weight 0 are skipped: their dlogits are 0 and ce / correct / topk_hit are 0.
 */
-#define LCE_M 0
-#define LCE_S 1
-#define LCE_LAB 2
-#define LCE_BEST 3
-#define LCE_CNT 4
-#define LCE_IDX 5
+#define LCE_T 512
+#define LCE_L2E 1.4426950408889634f
 
-extern "C" __global__ void dfl_lce_init(float *st, int R) {
-  GRID_STRIDE(r, R) {
-    st[LCE_M * R + r] = DFL_NINF; st[LCE_S * R + r] = 0.f; st[LCE_LAB * R + r] = DFL_NINF;
-    st[LCE_BEST * R + r] = DFL_NINF; st[LCE_CNT * R + r] = 0.f; ((int *)st)[LCE_IDX * R + r] = 0;
+struct lce_acc {
+  float m, s, cnt; /* running max, sum of exp2((x - m) log2e), logits above the label's */
+  int i;           /* argmax (lowest index among ties) */
+};
+__device__ __forceinline__ void lce_add(lce_acc *a, float x, int c, float xl) {
+  a->cnt += x > xl ? 1.f : 0.f;
+  if (x > a->m) {
+    a->s = (a->m == DFL_NINF ? 0.f : a->s * exp2f((a->m - x) * LCE_L2E)) + 1.f;
+    a->m = x; a->i = c;
+  } else {
+    a->s += exp2f((x - a->m) * LCE_L2E);
   }
 }
-/* One warp per row. Ties in the argmax go to the lowest vocabulary index. */
-extern "C" __global__ void dfl_lce_stats(const float *logits, int ld, int vc, int v0, const int *labels,
-                                         const float *w, float *st, int R) {
-  int lane = threadIdx.x & 31;
-  ll warp = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nw = ((ll)gridDim.x * blockDim.x) >> 5;
-  for (ll r = warp; r < R; r += nw) {
-    if (!(w[r] > 0.f)) continue;
-    const float *x = logits + r * ld;
-    float cm = DFL_NINF; int ci = 0x7fffffff;
-    for (int c = lane; c < vc; c += 32) if (x[c] > cm) { cm = x[c]; ci = c; }
-    for (int o = 16; o > 0; o >>= 1) {
-      float om = __shfl_xor_sync(0xffffffffu, cm, o); int oi = __shfl_xor_sync(0xffffffffu, ci, o);
-      if (om > cm || (om == cm && oi < ci)) { cm = om; ci = oi; }
-    }
-    float m = st[LCE_M * R + r], mn = fmaxf(m, cm), cs = 0.f;
-    for (int c = lane; c < vc; c += 32) cs += __expf(x[c] - mn);
-    cs = warp_sum(cs);
-    if (lane == 0) {
-      st[LCE_S * R + r] = st[LCE_S * R + r] * __expf(m - mn) + cs;
-      st[LCE_M * R + r] = mn;
-      if (cm > st[LCE_BEST * R + r]) { st[LCE_BEST * R + r] = cm; ((int *)st)[LCE_IDX * R + r] = v0 + ci; }
-      int lab = labels[r] - v0;
-      if (lab >= 0 && lab < vc) st[LCE_LAB * R + r] = x[lab];
-    }
-  }
+__device__ __forceinline__ void lce_merge(lce_acc *a, float m, float s, int i, float cnt) {
+  float mn = fmaxf(a->m, m);
+  if (mn != DFL_NINF) a->s = (a->m == DFL_NINF ? 0.f : a->s * exp2f((a->m - mn) * LCE_L2E)) +
+                             (m == DFL_NINF ? 0.f : s * exp2f((m - mn) * LCE_L2E));
+  if (m > a->m || (m == a->m && i < a->i)) a->i = i;
+  a->m = mn;
+  a->cnt += cnt;
 }
-extern "C" __global__ void dfl_lce_grad(const float *logits, int ld, int vc, int v0, const int *labels,
-                                        const float *w, float *st, void *dlog, int ldd, int dtl, int R) {
-  int lane = threadIdx.x & 31;
-  ll warp = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nw = ((ll)gridDim.x * blockDim.x) >> 5;
-  for (ll r = warp; r < R; r += nw) {
-    float wr = w[r];
-    if (!(wr > 0.f)) {
-      for (int c = lane; c < vc; c += 32) stf(dlog, dtl, r * ldd + c, 0.f);
-      continue;
+
+/* vec: V % 4 == 0 and the logits 16-byte aligned (float4 reads, 4 dlogits per store). */
+extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(float *logits, ll ld, int V, int r0,
+                                                                const int *labels, const float *w, float *ce,
+                                                                float *correct, float *topk_hit, int topk, int dtl,
+                                                                int vec) {
+  __shared__ float sm[32], ss[32], sc[32];
+  __shared__ int si[32];
+  __shared__ float s_lse;
+  int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5, nw = blockDim.x >> 5;
+  ll r = blockIdx.x, row = r0 + r;
+  float *x = logits + r * ld;
+  /* dlogits in place: same row start; a bf16 row's stride is 2 ld elements */
+  ll ldd = dtl == DT_BF16 || dtl == DT_F16 ? 2 * ld : ld;
+  void *dl = logits;
+  float wr = w[row];
+  int lab = labels[row];
+  if (!(wr > 0.f)) {
+    for (int c = tid; c < V; c += blockDim.x) stf(dl, dtl, r * ldd + c, 0.f);
+    if (tid == 0) ce[row] = correct[row] = topk_hit[row] = 0.f;
+    return;
+  }
+  float xl = lab >= 0 && lab < V ? x[lab] : DFL_NINF; /* as the CPU: an out-of-range label gives ce = inf */
+  lce_acc a = {DFL_NINF, 0.f, 0.f, 0x7fffffff};
+  if (vec) {
+    const float4 *x4 = (const float4 *)x;
+    for (int f = tid; f < V / 4; f += blockDim.x) {
+      float4 v = x4[f];
+      lce_add(&a, v.x, 4 * f, xl); lce_add(&a, v.y, 4 * f + 1, xl);
+      lce_add(&a, v.z, 4 * f + 2, xl); lce_add(&a, v.w, 4 * f + 3, xl);
     }
-    const float *x = logits + r * ld;
-    float lse = st[LCE_M * R + r] + logf(st[LCE_S * R + r]), lab = st[LCE_LAB * R + r];
-    int lb = labels[r] - v0;
-    float cnt = 0.f;
-    /* dlog may overwrite the logits in place (same row start; a bf16 element c lands on f32 element
-    ** c/2 <= c): the warp reads its 32 logits, syncs, then writes, so no lane overwrites a logit
-    ** another lane has yet to read. */
-    for (int c0 = 0; c0 < vc; c0 += 32) {
-      int c = c0 + lane;
-      float xv = c < vc ? x[c] : 0.f;
-      __syncwarp();
-      if (c < vc) {
-        cnt += xv > lab ? 1.f : 0.f;
-        stf(dlog, dtl, r * ldd + c, wr * (__expf(xv - lse) - (c == lb ? 1.f : 0.f)));
+  } else {
+    for (int c = tid; c < V; c += blockDim.x) lce_add(&a, x[c], c, xl);
+  }
+  for (int o = 16; o > 0; o >>= 1)
+    lce_merge(&a, __shfl_xor_sync(0xffffffffu, a.m, o), __shfl_xor_sync(0xffffffffu, a.s, o),
+              __shfl_xor_sync(0xffffffffu, a.i, o), __shfl_xor_sync(0xffffffffu, a.cnt, o));
+  if (lane == 0) { sm[wp] = a.m; ss[wp] = a.s; si[wp] = a.i; sc[wp] = a.cnt; }
+  __syncthreads();
+  if (tid == 0) {
+    lce_acc b = {DFL_NINF, 0.f, 0.f, 0x7fffffff};
+    for (int k = 0; k < nw; k++) lce_merge(&b, sm[k], ss[k], si[k], sc[k]); /* fixed order */
+    float lse = b.m + logf(b.s);
+    s_lse = lse;
+    ce[row] = lse - xl;
+    correct[row] = b.i == lab ? 1.f : 0.f;
+    topk_hit[row] = topk > 0 && b.cnt < (float)topk ? 1.f : 0.f;
+  }
+  __syncthreads();
+  float lse = s_lse;
+  /* Second read: dlogits. With a 2-byte dtype the writes of pass i land on f32 logits read in pass
+  ** <= i, so one barrier per pass (all reads of the pass done before any write) is enough; f32
+  ** dlogits overwrite exactly the element just read. The pass count is uniform over the CTA. */
+  int T = blockDim.x, two = ldd != ld;
+  if (vec) {
+    const float4 *x4 = (const float4 *)x;
+    for (int f0 = 0; f0 < V / 4; f0 += T) {
+      int f = f0 + tid, ok = f < V / 4;
+      float4 v = ok ? x4[f] : make_float4(0.f, 0.f, 0.f, 0.f);
+      if (two) __syncthreads();
+      if (ok) {
+        float d[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) d[k] = wr * (exp2f((d[k] - lse) * LCE_L2E) - (4 * f + k == lab ? 1.f : 0.f));
+        if (dtl == DT_F32) {
+          ((float4 *)x)[f] = make_float4(d[0], d[1], d[2], d[3]);
+        } else {
+          unsigned short h[4];
+#pragma unroll
+          for (int k = 0; k < 4; k++) h[k] = dtl == DT_BF16 ? dfl_f2bf(d[k]) : dfl_f2h(d[k]);
+          *(uint2 *)((unsigned short *)dl + r * ldd + 4 * f) =
+              make_uint2(h[0] | ((unsigned)h[1] << 16), h[2] | ((unsigned)h[3] << 16));
+        }
       }
     }
-    cnt = warp_sum(cnt);
-    if (lane == 0) st[LCE_CNT * R + r] += cnt;
-  }
-}
-extern "C" __global__ void dfl_lce_finish(float *ce, float *correct, float *topk_hit, const float *st,
-                                          const int *labels, const float *w, int R, int topk) {
-  GRID_STRIDE(r, R) {
-    int sup = w[r] > 0.f;
-    float lse = st[LCE_M * R + r] + logf(st[LCE_S * R + r]);
-    ce[r] = sup ? lse - st[LCE_LAB * R + r] : 0.f;
-    correct[r] = sup && ((const int *)st)[LCE_IDX * R + r] == labels[r] ? 1.f : 0.f;
-    topk_hit[r] = sup && topk > 0 && st[LCE_CNT * R + r] < (float)topk ? 1.f : 0.f;
+  } else {
+    for (int c0 = 0; c0 < V; c0 += T) {
+      int c = c0 + tid, ok = c < V;
+      float v = ok ? x[c] : 0.f;
+      if (two) __syncthreads();
+      if (ok) stf(dl, dtl, r * ldd + c, wr * (exp2f((v - lse) * LCE_L2E) - (c == lab ? 1.f : 0.f)));
+    }
   }
 }
 /* One block, fixed order: num[0] = sum_r w[r] ce[r]. */

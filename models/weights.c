@@ -5,6 +5,8 @@
 #include "models/weights.h"
 
 #include <jansson.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,21 +81,54 @@ static uint64_t fnv1a(const char *s) {
   return h;
 }
 
-void dfl_weights_init(dfl_cpu *c, unsigned kind_mask, uint64_t seed, double std) {
-  const dfl_graph *g = c->g;
-  for (int t = 0; t < g->nt; t++) {
-    const dfl_tensor *tt = &g->t[t];
-    if (!(kind_mask & DFL_KIND_BIT(tt->kind))) continue;
-    if (tt->dtype == DFL_I32 || tt->dtype == DFL_I64) continue;
-    int64_t n = dfl_tensor_numel(tt);
-    dfl_rng r;
-    dfl_rng_seed(&r, seed ^ fnv1a(tt->name));
-    for (int64_t i = 0; i < n; i++) {
-      double v = tt->ndim == 1 ? 1.0 : std * (double)dfl_rng_normal(&r);
-      if (c->f64) dfl_cpu_f64(c, t)[i] = v;
-      else dfl_cpu_f32(c, t)[i] = (float)v;
-    }
+/* One RNG stream per tensor, seeded from (seed, name), so tensors are independent: host threads
+** take whole tensors (values identical to one thread's). A fresh 27B-shaped drafter is 1.7 B values,
+** about 36 s on one thread. */
+typedef struct {
+  dfl_cpu *c;
+  unsigned kind_mask;
+  uint64_t seed;
+  double std;
+  int next; /* next tensor to take (atomic) */
+} init_job;
+
+static void init_tensor(dfl_cpu *c, int t, uint64_t seed, double std) {
+  const dfl_tensor *tt = &c->g->t[t];
+  int64_t n = dfl_tensor_numel(tt);
+  dfl_rng r;
+  dfl_rng_seed(&r, seed ^ fnv1a(tt->name));
+  for (int64_t i = 0; i < n; i++) {
+    double v = tt->ndim == 1 ? 1.0 : std * (double)dfl_rng_normal(&r);
+    if (c->f64) dfl_cpu_f64(c, t)[i] = v;
+    else dfl_cpu_f32(c, t)[i] = (float)v;
   }
+}
+
+static void *init_worker(void *arg) {
+  init_job *j = arg;
+  const dfl_graph *g = j->c->g;
+  for (;;) {
+    int t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+    if (t >= g->nt) return NULL;
+    const dfl_tensor *tt = &g->t[t];
+    if (!(j->kind_mask & DFL_KIND_BIT(tt->kind)) || tt->dtype == DFL_I32 || tt->dtype == DFL_I64) continue;
+    init_tensor(j->c, t, j->seed, j->std);
+  }
+}
+
+void dfl_weights_init(dfl_cpu *c, unsigned kind_mask, uint64_t seed, double std) {
+  init_job j = {c, kind_mask, seed, std, 0};
+  int64_t total = 0;
+  for (int t = 0; t < c->g->nt; t++)
+    if (kind_mask & DFL_KIND_BIT(c->g->t[t].kind)) total += dfl_tensor_numel(&c->g->t[t]);
+  long np = sysconf(_SC_NPROCESSORS_ONLN);
+  int nth = total < (1 << 22) ? 1 : np < 1 ? 1 : np > 32 ? 32 : (int)np; /* small models: no threads */
+  pthread_t th[32];
+  int started = 0;
+  for (; started < nth - 1; started++)
+    if (pthread_create(&th[started], NULL, init_worker, &j)) break;
+  init_worker(&j);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
 int dfl_weights_bind(dfl_cpu *c, const dfl_spec *s, char *err, size_t errlen) {

@@ -96,19 +96,86 @@ static int phase_times(dfl_trainer *tr, int reps, double ms[DFL_PH_COUNT]) {
   return DFL_OK;
 }
 
+/* --ops: every op of one step launched on its own between CUDA events (no graph: launch gaps are
+** not counted, since an event pair brackets only the op's own kernels), summed per (phase, op kind),
+** with FLOPs and the bytes of the op's tensors (each input read once, each output written once: a
+** lower bound on its traffic) against the measured ceilings. Printed largest first. */
+typedef struct { int ph, code, n; double ms, fl, by; } prof_row;
+static int prof_cmp(const void *a, const void *b) {
+  double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
+  return (x < y) - (x > y);
+}
+static int op_profile(dfl_trainer *tr, int reps) {
+#ifdef DFL_HAVE_CUDA
+  dfl_cuda *c = dfl_be_cuda_state(&tr->be);
+  if (!c) return DFL_OK;
+  const dfl_graph *g = &tr->tg.g;
+  cudaStream_t st = (cudaStream_t)dfl_cuda_stream(c);
+  cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(g->nops + 1));
+  double *ms = calloc((size_t)g->nops, sizeof(double));
+  prof_row *rows = calloc((size_t)g->nops, sizeof(prof_row));
+  int rc = ev && ms && rows ? DFL_OK : DFL_ENOMEM, nev = 0;
+  for (; rc == DFL_OK && nev <= g->nops; nev++)
+    if (cudaEventCreate(&ev[nev]) != cudaSuccess) rc = DFL_ERR;
+  for (int r = 0; r <= reps && rc == DFL_OK; r++) { /* r = 0: warm-up, not counted */
+    cudaEventRecord(ev[0], st);
+    for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
+      rc = dfl_cuda_run_op(c, i);
+      cudaEventRecord(ev[i + 1], st);
+    }
+    if (rc == DFL_OK && cudaStreamSynchronize(st) != cudaSuccess) rc = DFL_ERR;
+    for (int i = 0; i < g->nops && rc == DFL_OK && r > 0; i++) {
+      float t = 0;
+      cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
+      ms[i] += t / reps;
+    }
+  }
+  int nr = 0;
+  double total = 0;
+  for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
+    const dfl_op *op = &g->ops[i];
+    int k = 0;
+    while (k < nr && (rows[k].ph != (int)op->phase || rows[k].code != (int)op->code)) k++;
+    if (k == nr) rows[nr++] = (prof_row){(int)op->phase, (int)op->code, 0, 0, 0, 0};
+    double by = 0;
+    for (int j = 0; j < op->n_in; j++) by += (double)dfl_tensor_bytes(&g->t[op->in[j]]);
+    for (int j = 0; j < op->n_out; j++) by += (double)dfl_tensor_bytes(&g->t[op->out[j]]);
+    rows[k].n++; rows[k].ms += ms[i]; rows[k].fl += dfl_op_flops(g, op); rows[k].by += by;
+    total += ms[i];
+  }
+  if (rc == DFL_OK) {
+    qsort(rows, (size_t)nr, sizeof *rows, prof_cmp);
+    printf("ops (each op launched alone between CUDA events, mean of %d steps; %.2f ms in all):\n", reps, total);
+    printf("  %-16s %-16s %5s %9s %6s %9s %9s\n", "phase", "op", "count", "ms", "share", "TFLOP/s", "GB/s(min)");
+    for (int k = 0; k < nr; k++)
+      printf("  %-16s %-16s %5d %9.3f %5.1f%% %9.1f %9.0f\n", ph_name[rows[k].ph], dfl_opcode_name((dfl_opcode)rows[k].code),
+             rows[k].n, rows[k].ms, 100 * rows[k].ms / total, rows[k].ms > 0 ? rows[k].fl / (rows[k].ms * 1e-3) / 1e12 : 0,
+             rows[k].ms > 0 ? rows[k].by / (rows[k].ms * 1e-3) / 1e9 : 0);
+  }
+  for (int i = 0; i < nev; i++) cudaEventDestroy(ev[i]);
+  free(ev); free(ms); free(rows);
+  return rc;
+#else
+  (void)tr; (void)reps;
+  return DFL_OK;
+#endif
+}
+
 int dfl_cmd_bench(int argc, char **argv) {
   const char *spec_file = NULL, *json = NULL;
   int64_t steps = 20, warmup = 3, reps = 3;
-  int fp32 = 0, cpu = 0, drafter_only = 0;
+  int fp32 = 0, cpu = 0, drafter_only = 0, ops = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: dflc bench SPEC.dfl [--steps N] [--warmup W] [--phase-steps R] [--json FILE] [--fp32] [--cpu]\n"
-             "                 [--drafter-only]\n"
+             "                 [--drafter-only] [--ops]\n"
              "  Training throughput on the spec's device: sequence tokens/s, step time split by phase,\n"
              "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured.\n"
              "  --drafter-only  the drafter step alone (no target; random features written once): drafter\n"
-             "                  positions/s, MFU by dflc's FLOP count and by the peer's\n", PEAK_TFLOPS);
+             "                  positions/s, MFU by dflc's FLOP count and by the peer's\n"
+             "  --ops           also time every op alone (CUDA events) and print the time per phase and\n"
+             "                  op kind, with TFLOP/s and the GB/s of its tensors\n", PEAK_TFLOPS);
       return 0;
     } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--phase-steps")) {
       char *end;
@@ -134,6 +201,8 @@ int dfl_cmd_bench(int argc, char **argv) {
       cpu = 1;
     } else if (!strcmp(a, "--drafter-only")) {
       drafter_only = 1;
+    } else if (!strcmp(a, "--ops")) {
+      ops = 1;
     } else if (a[0] == '-' || spec_file) {
       fprintf(stderr, "dflc bench: unexpected argument '%s'\n", a);
       return 2;
@@ -218,6 +287,7 @@ int dfl_cmd_bench(int argc, char **argv) {
   double dt = now_s() - t0;
   double ms_ph[DFL_PH_COUNT] = {0};
   if (rc == DFL_OK) rc = phase_times(tr, (int)reps, ms_ph);
+  if (rc == DFL_OK && ops) rc = op_profile(tr, (int)reps);
   if (rc) {
     fprintf(stderr, "dflc bench: failed\n");
     dfl_train_close(tr);

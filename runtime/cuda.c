@@ -33,14 +33,14 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_LCE_INIT, K_LCE_STATS, K_LCE_GRAD, K_LCE_FINISH, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
 };
 static const char *kname[K_COUNT] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
   "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
   "dfl_rope", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
-  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_init", "dfl_lce_stats", "dfl_lce_grad", "dfl_lce_finish", "dfl_lce_num",
+  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -63,7 +63,7 @@ typedef struct {
 } mm_t;
 
 typedef struct {
-  mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits full chunk, logits tail, dy full, dy tail */
+  mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
   dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
   char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
   int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
@@ -292,25 +292,23 @@ static int setup_op(dfl_cuda *c, int i) {
                     (int)A->shape[1], (int)B->shape[1], N, alpha, (float)op->a.beta); /* beta 1: fused accumulate */
   }
   if (op->code == DFL_OP_LINEAR_CE) {
-    const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]];
+    const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]], *DY = &t[op->out[4]];
     int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0];
-    dfl_plan_lce_ws(c->g, op, &os->lce);
-    int ch = os->lce.keep_all ? (op->a.vocab_chunk > 0 && op->a.vocab_chunk < V ? op->a.vocab_chunk : V) : (int)os->lce.cw;
-    os->lce.cw = os->lce.keep_all ? V : ch; /* logits row stride */
-    int tail = V % ch, ld = (int)os->lce.cw;
-    /* dlogits overwrite the logits in place: same row start, so their row stride in elements
-    ** is the logits' bytes per row over the element size */
-    int ldd = (int)(os->lce.cw * 4 / (int64_t)dfl_dtype_size(W->dtype));
-    /* logits[R, vc] = y W_c^T (f32 out); dy[R,H] += dlog[R, vc] W_c (f32 accumulator) */
-    TRY(mm_setup(c, &os->mm[0], 0, 1, R, ch, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
-    if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, R, tail, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
-    TRY(mm_setup(c, &os->mm[2], 0, 0, R, H, ch, W->dtype, W->dtype, DFL_F32, ldd, H, H, 1.f, 1.f));
-    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, R, H, tail, W->dtype, W->dtype, DFL_F32, ldd, H, H, 1.f, 1.f));
     if (Y->dtype != W->dtype) {
       fprintf(stderr, "dflc: cuda backend: linear_ce (%s): y is %s but lm_head is %s\n", op->label,
               dfl_dtype_name(Y->dtype), dfl_dtype_name(W->dtype));
       return DFL_ESHAPE;
     }
+    dfl_plan_lce_ws(c->g, op, &os->lce);
+    int rc = (int)os->lce.rows, tail = R % rc, ld = (int)os->lce.ld;
+    /* dlogits overwrite the logits in place: same row start, so their row stride in elements is
+    ** the logits' bytes per row over the element size */
+    int ldd = (int)(os->lce.ld * 4 / (int64_t)dfl_dtype_size(W->dtype));
+    /* logits[rc, V] = y_c W^T (f32 out); dy_c[rc, H] = dlogits W (straight into dY's dtype) */
+    TRY(mm_setup(c, &os->mm[0], 0, 1, rc, V, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
+    if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, tail, V, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
+    TRY(mm_setup(c, &os->mm[2], 0, 0, rc, H, V, W->dtype, W->dtype, DY->dtype, ldd, H, H, 1.f, 0.f));
+    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, tail, H, V, W->dtype, W->dtype, DY->dtype, ldd, H, H, 1.f, 0.f));
   }
   if (op->code == DFL_OP_ATTENTION || op->code == DFL_OP_ATTENTION_BWD) {
     int hd = op->a.head_dim;
@@ -530,41 +528,24 @@ static int op_linear_ce(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   opstate *os = &c->impl->ops[i];
   const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
-  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0];
-  int keep = os->lce.keep_all, ch = keep ? (op->a.vocab_chunk > 0 && op->a.vocab_chunk < V ? op->a.vocab_chunk : V)
-                                         : (int)os->lce.cw;
-  char *s = os->scratch;
-  float *st = (float *)(s + os->lce.st_off), *dyacc = (float *)(s + os->lce.dy_off), *logits = (float *)(s + os->lce.lg_off);
-  void *y = P(op->in[0]), *labels = P(op->in[2]), *w = P(op->in[3]);
-  int ld = (int)os->lce.cw, dtl = (int)W->dtype;
-  int ldd = (int)(os->lce.cw * 4 / (int64_t)dfl_dtype_size(W->dtype)); /* dlogits in place over the logits */
-  void *ai[] = {&st, &R};
-  TRY(launch(c, K_LCE_INIT, R, ai));
-  for (int v0 = 0; v0 < V; v0 += ch) { /* pass 1: running max / sum, argmax, label logit */
-    int vc = V - v0 < ch ? V - v0 : ch;
-    float *lg = keep ? logits + v0 : logits;
-    TRY(mm_run(c, &os->mm[vc == ch ? 0 : 1], y, (char *)P(op->in[1]) + (size_t)v0 * H * dfl_dtype_size(W->dtype), lg));
-    void *a[] = {&lg, &ld, &vc, &v0, &labels, &w, &st, &R};
-    TRY(launch_warps(c, K_LCE_STATS, R, 0, a));
-  }
-  for (int v0 = 0; v0 < V; v0 += ch) { /* pass 2: top-K count, dlogits, dy += dlogits W_c */
-    int vc = V - v0 < ch ? V - v0 : ch;
-    float *lg = keep ? logits + v0 : logits;
-    const char *wc = (char *)P(op->in[1]) + (size_t)v0 * H * dfl_dtype_size(W->dtype);
-    if (!keep) TRY(mm_run(c, &os->mm[vc == ch ? 0 : 1], y, wc, lg));
-    void *dlog = lg;
-    void *a[] = {&lg, &ld, &vc, &v0, &labels, &w, &st, &dlog, &ldd, &dtl, &R};
-    TRY(launch_warps(c, K_LCE_GRAD, R, 0, a));
-    if (v0 == 0) CU(cudaMemsetAsync(dyacc, 0, (size_t)R * H * 4, c->impl->stream));
-    TRY(mm_run(c, &os->mm[vc == ch ? 2 : 3], dlog, wc, dyacc));
-  }
+  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], rc = (int)os->lce.rows;
+  float *logits = (float *)(os->scratch + os->lce.lg_off);
+  char *y = P(op->in[0]), *dy = P(op->out[4]);
+  const void *wl = P(op->in[1]);
+  void *labels = P(op->in[2]), *w = P(op->in[3]);
   float *ce = P(op->out[1]), *cor = P(op->out[2]), *hit = P(op->out[3]), *num = P(op->out[0]);
-  int topk = op->a.topk;
-  void *af[] = {&ce, &cor, &hit, &st, &labels, &w, &R, &topk};
-  TRY(launch(c, K_LCE_FINISH, R, af));
+  long long ld = os->lce.ld;
+  int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 4 == 0 && ((uintptr_t)logits & 15) == 0;
+  size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
+  for (int r0 = 0; r0 < R; r0 += rc) {
+    int rn = R - r0 < rc ? R - r0 : rc, full = rn == rc;
+    TRY(mm_run(c, &os->mm[full ? 0 : 1], y + (size_t)r0 * H * ey, wl, logits));
+    void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec};
+    TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
+    TRY(mm_run(c, &os->mm[full ? 2 : 3], logits, wl, dy + (size_t)r0 * H * ed));
+  }
   void *an[] = {&num, &ce, &w, &R};
-  TRY(launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an));
-  return copy_conv(c, P(op->out[4]), dt(c, op->out[4]), dyacc, DFL_F32, (long long)R * H);
+  return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);
 }
 
 static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {

@@ -308,7 +308,8 @@ static void case_attention(int dflash, int window, int hd, int nh, int nkv) {
 }
 
 /* Realistic shapes for the tensor-core kernels (bf16, head_dim 64/128, GQA, B = 16 blocks):
-** amode 0 anchors uniform over [0, S) with ~20% invalid blocks, 1 near 0 (0..3), 2 near S. */
+** amode 0 anchors uniform over [0, S) with ~20% invalid blocks, 1 near 0 (0..3), 2 near S, 3 as 0
+** but sorted within each sample. */
 static void case_attention_tc(int dflash, int S, int N, int B, int window, int hd, int nh, int nkv, int amode) {
   dfl_graph g; dfl_graph_init(&g);
   int batch = 2, qr = dflash ? batch * N * B : batch * S, kr = batch * S;
@@ -332,9 +333,16 @@ static void case_attention_tc(int dflash, int S, int N, int B, int window, int h
     op(&g, DFL_OP_ATTENTION_BWD, 10, (int[]){q, kc, vc, kn, vn, anc, kp, o, lse, dout}, 5, (int[]){dq, dk, dv, dkn, dvn}, &a);
     for (int i = 0; i < batch * N; i++) {
       va[i] = amode == 1 ? irand(4) : amode == 2 ? S - 1 - irand(4) : irand(S);
-      vk[i] = amode != 0 || irand(5) != 0;
+      vk[i] = (amode != 0 && amode != 3) || irand(5) != 0;
       if (!vk[i]) va[i] = 0;
     }
+    if (amode == 3) /* sorted per sample, as runtime/anchors.c makes them (the forward pairs neighbours) */
+      for (int b = 0; b < batch; b++)
+        for (int i = 1; i < N; i++)
+          for (int k = b * N + i; k > b * N && va[k - 1] > va[k]; k--) {
+            int32_t x = va[k]; va[k] = va[k - 1]; va[k - 1] = x;
+            x = vk[k]; vk[k] = vk[k - 1]; vk[k - 1] = x;
+          }
     f[0] = (ifill){anc, va}, f[1] = (ifill){kp, vk};
     nf = 2;
   } else {
@@ -345,16 +353,19 @@ static void case_attention_tc(int dflash, int S, int N, int B, int window, int h
   sc[q] = 2.5;
   char nm[128];
   snprintf(nm, sizeof nm, "attention-tc %s S %d N %d B %d window %d hd %d nh %d nkv %d anchors %s", dflash ? "dflash" : "causal",
-           S, N, B, window, hd, nh, nkv, amode == 1 ? "near-0" : amode == 2 ? "near-S" : "uniform+invalid");
+           S, N, B, window, hd, nh, nkv, amode == 1 ? "near-0" : amode == 2 ? "near-S" : amode == 3 ? "sorted+invalid" : "uniform+invalid");
   run_case(nm, &g, f, nf, sc, NULL);
   free(va), free(vk);
   dfl_graph_free(&g);
 }
 
-static void case_linear_ce(int two_pass) {
-  if (two_pass) setenv("DFL_LCE_KEEP_MAX", "0", 1); else unsetenv("DFL_LCE_KEEP_MAX");
+/* mode 0: one chunk of rows; 1: 16-row chunks (several, and a short last one); 2: V % 4 != 0 (the
+** kernel's scalar path) in 32-row chunks. */
+static void case_linear_ce(int mode) {
+  static const char *rows[] = {NULL, "16", "32"};
+  if (rows[mode]) setenv("DFL_LCE_ROWS", rows[mode], 1); else unsetenv("DFL_LCE_ROWS");
   dfl_graph g; dfl_graph_init(&g);
-  int R = 70, H = 64, V = 1000;
+  int R = 70, H = 64, V = mode == 2 ? 998 : 1000;
   int y = t2(&g, "y", ACT, DFL_T_INPUT, R, H), W = t2(&g, "w_lm", ACT, DFL_T_FROZEN, V, H);
   int lab = t1(&g, "labels", DFL_I32, DFL_T_INPUT, R), w = t1(&g, "weights", DFL_F32, DFL_T_INPUT, R);
   int num = t1(&g, "num", DFL_F32, DFL_T_ACT, 1), ce = t1(&g, "ce", DFL_F32, DFL_T_ACT, R);
@@ -369,9 +380,10 @@ static void case_linear_ce(int two_pass) {
   bin[cor] = bin[hit] = 1;
   double sc[64] = {0};
   sc[y] = 2;
-  run_case(two_pass ? "linear_ce two-pass" : "linear_ce one-pass", &g, f, 2, sc, bin);
+  static const char *nm[] = {"linear_ce one chunk", "linear_ce 16-row chunks", "linear_ce V 998, 32-row chunks"};
+  run_case(nm[mode], &g, f, 2, sc, bin);
   dfl_graph_free(&g);
-  unsetenv("DFL_LCE_KEEP_MAX");
+  unsetenv("DFL_LCE_ROWS");
 }
 
 static void case_optimizer(void) {
@@ -434,9 +446,19 @@ int main(void) {
       case_attention_tc(0, 200, 0, 1, 0, 128, 8, 2, 0);
       case_attention_tc(0, 150, 0, 1, 50, 64, 16, 4, 0);
       case_attention_tc(0, 77, 0, 1, 0, 64, 3, 3, 0);        /* G = 1 */
+      /* the forward's 128-row CTAs: two blocks per CTA (odd N: a last CTA of one block), sorted
+      ** anchors (the pairs' context ranges overlap), windows, rows not a multiple of 32 */
+      case_attention_tc(1, 300, 13, 16, 0, 128, 16, 4, 3);
+      case_attention_tc(1, 300, 13, 16, 0, 128, 16, 4, 0);
+      case_attention_tc(1, 260, 11, 16, 30, 64, 8, 2, 3);
+      case_attention_tc(1, 120, 9, 16, 0, 64, 8, 2, 1);
+      case_attention_tc(1, 100, 7, 6, 20, 128, 15, 3, 3);     /* B G = 30: 4 blocks per CTA */
+      case_attention_tc(0, 100, 0, 1, 0, 128, 6, 2, 0);       /* G = 3: 42 positions per CTA */
+      case_attention_tc(0, 130, 0, 1, 37, 128, 10, 2, 0);     /* G = 5, window */
     }
     case_linear_ce(0);
     case_linear_ce(1);
+    case_linear_ce(2);
     case_optimizer();
   }
   printf("%d cases, %d failures\n", cases, fails);
