@@ -398,7 +398,7 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
 int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {
   switch (op->code) {
   case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return DFL_RED_PARTS * 4;
-  case DFL_OP_RMSNORM_BWD: return ws_align((int64_t)op->a.group * 4);
+  case DFL_OP_RMSNORM_BWD: return ws_align((int64_t)DFL_RMS_PARTS * op->a.group * 4); /* partial dw rows */
   case DFL_OP_SCATTER_ADD:
     return g->t[op->out[0]].dtype == DFL_F32 ? 0 : ws_align(dfl_tensor_numel(&g->t[op->out[0]]) * 4);
   case DFL_OP_ATTENTION_BWD: { /* f32 dK/dV accumulators (CUDA-core path) or D = rowsum(dO o) (tensor cores) */

@@ -43,3 +43,109 @@ extern "C" __global__ void dfl_rmsnorm_bwd(void *dx, int dtdx, float *dw, const 
   __syncthreads();
   for (int i = threadIdx.x; i < G; i += blockDim.x) atomicAdd(&dw[i], sdw[i]);
 }
+
+/*
+** Vector path (runtime/cuda.c picks it when G % 8 == 0, G / 8 is a power of two <= 32 or a multiple
+** of 32 <= 1024, every pointer is 16-byte aligned and the dtypes are bf16/f16/f32): a group is
+** L = G / 8 threads, each holding 8 consecutive features in registers, so x and dy are read once
+** with 16-byte loads (the warp-per-group kernels above read 2 bytes per lane, twice). The block
+** (blockDim.x = a multiple of L) covers blockDim.x / L groups per pass, grid-stride over groups.
+*/
+/* Sum over the L threads of a group: a sub-warp shuffle (L <= 32), or shared memory (L % 32 == 0;
+** then the block is one group wide). Every thread of the block must call it (barriers). */
+__device__ __forceinline__ float rms_group_sum(float v, int L, float *red) {
+  if (L <= 32) {
+    for (int o = L >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  }
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) red[w] = v;
+  __syncthreads();
+  float s = 0.f;
+  for (int k = 0; k < nw; k++) s += red[k]; /* fixed order */
+  return s;
+}
+extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_v(void *y, int dty, float *rstd, const void *x,
+                                                                 int dtx, const void *w, int dtw, ll ngroups, int G,
+                                                                 float eps) {
+  __shared__ float red[32];
+  int L = G / 8, per = blockDim.x / L, sub = threadIdx.x / L, f = (threadIdx.x % L) * 8;
+  float wv[8];
+  ld8(w, dtw, f, wv);
+  /* the pass count is uniform over the block (barriers inside rms_group_sum) */
+  for (ll g0 = (ll)blockIdx.x * per; g0 < ngroups; g0 += (ll)gridDim.x * per) {
+    ll gi = g0 + sub;
+    int ok = gi < ngroups;
+    float v[8], ss = 0.f;
+    if (ok) ld8(x, dtx, gi * G + f, v);
+    else for (int k = 0; k < 8; k++) v[k] = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) ss += v[k] * v[k];
+    ss = rms_group_sum(ss, L, red);
+    float r = rsqrtf(ss / G + eps);
+    if (ok) {
+      if (f == 0) rstd[gi] = r;
+#pragma unroll
+      for (int k = 0; k < 8; k++) v[k] = v[k] * r * wv[k];
+      st8(y, dty, gi * G + f, v);
+    }
+  }
+}
+/* dx as dfl_rmsnorm_bwd; dw: each thread sums dy xh of its 8 features over the groups it visits,
+** the block adds its sub-groups in a fixed order and writes part[blockIdx.x][G] (no atomics:
+** deterministic); dfl_rmsnorm_dw adds the gridDim.x partial rows in order. */
+extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_bwd_v(void *dx, int dtdx, float *part, const void *x,
+                                                                     int dtx, const void *w, int dtw,
+                                                                     const float *rstd, const void *dy, int dtdy,
+                                                                     ll ngroups, int G) {
+  __shared__ float red[32];
+  extern __shared__ float sdw[]; /* [blockDim.x / L][G] */
+  int L = G / 8, per = blockDim.x / L, sub = threadIdx.x / L, f = (threadIdx.x % L) * 8;
+  float wv[8], dwp[8];
+  ld8(w, dtw, f, wv);
+#pragma unroll
+  for (int k = 0; k < 8; k++) dwp[k] = 0.f;
+  for (ll g0 = (ll)blockIdx.x * per; g0 < ngroups; g0 += (ll)gridDim.x * per) {
+    ll gi = g0 + sub;
+    int ok = gi < ngroups;
+    float xv[8], d[8], dot = 0.f, r = 0.f;
+    if (ok) {
+      r = rstd[gi];
+      ld8(x, dtx, gi * G + f, xv);
+      ld8(dy, dtdy, gi * G + f, d);
+    } else {
+      for (int k = 0; k < 8; k++) xv[k] = d[k] = 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      xv[k] *= r; /* xh */
+      dot += d[k] * wv[k] * xv[k];
+      dwp[k] += d[k] * xv[k];
+    }
+    dot = rms_group_sum(dot, L, red) / G;
+    if (ok) {
+      float o[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) o[k] = r * (d[k] * wv[k] - xv[k] * dot);
+      st8(dx, dtdx, gi * G + f, o);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 8; k++) sdw[sub * G + f + k] = dwp[k];
+  __syncthreads();
+  for (int i = threadIdx.x; i < G; i += blockDim.x) {
+    float s = 0.f;
+    for (int q = 0; q < per; q++) s += sdw[q * G + i];
+    part[(ll)blockIdx.x * G + i] = s;
+  }
+}
+/* dw[i] = sum over the np partial rows, in order. */
+extern "C" __global__ void dfl_rmsnorm_dw(void *dw, int dtdw, const float *part, int np, int G) {
+  GRID_STRIDE(i, G) {
+    float s = 0.f;
+    for (int b = 0; b < np; b++) s += part[(ll)b * G + i];
+    stf(dw, dtdw, i, s);
+  }
+}

@@ -31,14 +31,14 @@
 
 enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
-  K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
+  K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_LCE_ROW, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
 };
 static const char *kname[K_COUNT] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
   "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
-  "dfl_rope", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
+  "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
@@ -388,7 +388,9 @@ static int mt_run(dfl_cuda *c, int i0) {
     return launch(c, K_ADAMW_MT, units, a);
   }
   float *part = (float *)c->impl->ops[i0].scratch;
-  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
+  /* a full machine of threads (8 x 256 per SM): one 16-byte load per thread and pass, so the
+  ** loads in flight, not the arithmetic, set the rate (4 blocks per SM ran at 1.2 TB/s) */
+  int np = c->impl->nsm * 8 < DFL_RED_PARTS ? c->impl->nsm * 8 : DFL_RED_PARTS;
   if ((units + 255) / 256 < np) np = (int)((units + 255) / 256);
   if (np < 1) np = 1;
   void *a1[] = {&part, &t};
@@ -607,6 +609,22 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {
   return DFL_OK;
 }
 
+/* The 16-byte vector kernels: every pointer 16-byte aligned, every dtype bf16, f16 or f32. */
+static int vec_dtypes(const void *const *p, const int *d, int n) {
+  for (int k = 0; k < n; k++)
+    if (((uintptr_t)p[k] & 15) || (d[k] != DFL_F32 && d[k] != DFL_BF16 && d[k] != DFL_F16)) return 0;
+  return 1;
+}
+/* Block size of the vector RMSNorm kernels (kernels/rmsnorm.cuh) for group size G, 0 when they do
+** not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per block) or a
+** multiple of 32 <= 1024 (one group per block). */
+static int rms_vec_block(int G, const void *const *p, const int *d, int n) {
+  int L = G / 8;
+  if (G % 8 || L < 1 || !vec_dtypes(p, d, n)) return 0;
+  if (L <= 32) return (L & (L - 1)) ? 0 : 512;
+  return L % 32 == 0 && L <= 1024 ? L : 0;
+}
+
 static int exec_op(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   const dfl_attrs *at = &op->a;
@@ -661,14 +679,29 @@ static int exec_op(dfl_cuda *c, int i) {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
     int Gi = (int)G, dw = dt(c, op->in[1]); void *w = P(op->in[1]), *rs = P(op->out[1]);
     float eps = (float)at->eps;
-    void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps}; return launch_warps(c, K_RMSNORM, ng, 0, a);
+    void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps};
+    int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
+    if (blk) {
+      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = (int64_t)im->nsm * (2048 / blk);
+      return launch2(c, K_RMSNORM_V, nb < cap ? nb : cap, 1, blk, 0, a);
+    }
+    return launch_warps(c, K_RMSNORM, ng, 0, a);
   }
   case DFL_OP_RMSNORM_BWD: {
     int Gi = at->group; long long ng = (long long)numel(c, op->in[0]) / Gi;
     void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->ops[i].scratch;
     int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]);
-    CU(cudaMemsetAsync(dw, 0, (size_t)Gi * 4, im->stream));
     void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ng, &Gi};
+    int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w, dy}, (const int[]){d0, d1, dtw, ddy}, 4);
+    if (blk) { /* dw from DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
+      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per;
+      int np = (int)(nb < DFL_RMS_PARTS ? nb : DFL_RMS_PARTS), dto = dt(c, op->out[1]);
+      TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
+      void *wout = P(op->out[1]);
+      void *a2[] = {&wout, &dto, &dw, &np, &Gi};
+      return launch(c, K_RMSNORM_DW, Gi, a2);
+    }
+    CU(cudaMemsetAsync(dw, 0, (size_t)Gi * 4, im->stream));
     TRY(launch_warps(c, K_RMSNORM_BWD, ng, (size_t)Gi * 4, a));
     return copy_conv(c, P(op->out[1]), dt(c, op->out[1]), dw, DFL_F32, Gi);
   }
@@ -677,6 +710,8 @@ static int exec_op(dfl_cuda *c, int i) {
     long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
     double th = at->theta; void *pos = P(op->in[1]);
     void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
+    if (hd % 16 == 0 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2))
+      return launch(c, K_ROPE_V, rows * (hd / 16) * ((nh + 3) / 4), a);
     return launch(c, K_ROPE, rows * nh * (hd / 2), a);
   }
   case DFL_OP_GATHER: {

@@ -17,7 +17,7 @@ static int fails;
 static const char *kernels[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
   "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
-  "dfl_rope", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
+  "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num",
   "dfl_opt_prep", "dfl_adamw"};

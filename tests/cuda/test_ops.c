@@ -192,32 +192,40 @@ static void case_elementwise(int R, int C) {
   dfl_graph_free(&g);
 }
 
-static void case_rmsnorm(int G) {
+/* The vector kernels take G = 8 L with L a power of two <= 32 (several groups per block) or a
+** multiple of 32 (one group per block); the others (G = 40 here) take the warp-per-group kernels.
+** Enough groups for several blocks and grid-stride passes with a partial last one. */
+static void case_rmsnorm(int R, int D, int G) {
   dfl_graph g; dfl_graph_init(&g);
-  int R = 23, D = 256;
   int x = t2(&g, "x", ACT, DFL_T_INPUT, R, D), w = t1(&g, "w", ACT, DFL_T_PARAM, G), dy = t2(&g, "dy", ACT, DFL_T_INPUT, R, D);
-  int y = t2(&g, "y", ACT, DFL_T_ACT, R, D), rs = t1(&g, "rstd", DFL_F32, DFL_T_ACT, R * D / G);
+  int y = t2(&g, "y", ACT, DFL_T_ACT, R, D), rs = t1(&g, "rstd", DFL_F32, DFL_T_ACT, (int64_t)R * D / G);
   int dx = t2(&g, "dx", ACT, DFL_T_ACT, R, D), dw = t1(&g, "dw", DFL_F32, DFL_T_ACT, G);
   dfl_attrs a = {0}; a.group = G; a.eps = 1e-6;
   op(&g, DFL_OP_RMSNORM, 2, (int[]){x, w}, 2, (int[]){y, rs}, &a);
   op(&g, DFL_OP_RMSNORM_BWD, 4, (int[]){x, w, rs, dy}, 2, (int[]){dx, dw}, &a);
-  run_case(G == D ? "rmsnorm row" : "rmsnorm per-head", &g, NULL, 0, NULL, NULL);
+  char nm[96];
+  snprintf(nm, sizeof nm, "rmsnorm R %d D %d G %d", R, D, G);
+  run_case(nm, &g, NULL, 0, NULL, NULL);
   dfl_graph_free(&g);
 }
 
-static void case_rope(void) {
+/* hd % 16 == 0 takes the vector kernel (heads in chunks of 4: nh = 3 and 9 leave partial chunks),
+** hd = 24 the scalar one. */
+static void case_rope(int R, int nh, int hd) {
   dfl_graph g; dfl_graph_init(&g);
-  int R = 29, nh = 3, hd = 64;
   int x = t2(&g, "x", ACT, DFL_T_INPUT, R, nh * hd), pos = t1(&g, "pos", DFL_I32, DFL_T_INPUT, R);
   int y = t2(&g, "y", ACT, DFL_T_ACT, R, nh * hd), z = t2(&g, "z", ACT, DFL_T_ACT, R, nh * hd);
   dfl_attrs a = {0}; a.heads = nh; a.head_dim = hd; a.theta = 1e6;
   op(&g, DFL_OP_ROPE, 2, (int[]){x, pos}, 1, &y, &a);
   a.inverse = 1;
   op(&g, DFL_OP_ROPE, 2, (int[]){y, pos}, 1, &z, &a);
-  int32_t p[29];
+  int32_t *p = malloc(sizeof(int32_t) * (size_t)R);
   for (int i = 0; i < R; i++) p[i] = irand(40000);
   ifill f = {pos, p};
-  run_case("rope", &g, &f, 1, NULL, NULL);
+  char nm[96];
+  snprintf(nm, sizeof nm, "rope R %d nh %d hd %d", R, nh, hd);
+  run_case(nm, &g, &f, 1, NULL, NULL);
+  free(p);
   dfl_graph_free(&g);
 }
 
@@ -420,9 +428,15 @@ int main(void) {
     case_matmul_accum();
     case_elementwise(19, 77);
     case_elementwise(16, 96);
-    case_rmsnorm(256);
-    case_rmsnorm(64);
-    case_rope();
+    case_rmsnorm(23, 256, 256);
+    case_rmsnorm(23, 256, 64);
+    case_rmsnorm(50, 256, 128);
+    case_rmsnorm(300, 512, 512);
+    case_rmsnorm(37, 5120, 5120);
+    case_rmsnorm(31, 200, 40);
+    case_rope(29, 3, 64);
+    case_rope(45, 9, 128);
+    case_rope(17, 2, 24);
     case_gather();
     case_dflash_data();
     case_attention(0, 0, 64, 4, 2);
