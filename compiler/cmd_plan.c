@@ -197,7 +197,7 @@ static int64_t parse_bytes(const char *s) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: dflc plan SPEC.dfl [--device N] [--yaml FILE] [--html FILE] [--diff OLD.yaml]\n"
-             "                 [--budget BYTES] [--no-inplace] [--quiet]\n"
+             "                 [--budget BYTES] [--no-inplace] [--quiet] [--graph FILE]\n"
              "  Plans every device's memory from the spec alone (no weights are read) and prints, per device,\n"
              "  the total and its parts, the peak and where it happens, the lower bound and the ratio, the\n"
              "  largest buffers live at the peak and the FLOPs per step.\n"
@@ -207,11 +207,13 @@ static void usage(FILE *f) {
              "  --diff OLD.yaml compare with an earlier plan: per part and per buffer, bytes before/after\n"
              "  --budget BYTES  override every device's memory_budget (e.g. 80GiB, 512MiB)\n"
              "  --no-inplace    do not let elementwise outputs take their dying input's bytes\n"
-             "  --quiet         no table (with --yaml/--html/--diff)\n");
+             "  --quiet         no table (with --yaml/--html/--diff)\n"
+             "  --graph FILE    write each planned device's graph as text: persistent tensors, then every op\n"
+             "                  in schedule order with its phase, label, tensor shapes and attributes\n");
 }
 
 int dfl_cmd_plan(int argc, char **argv) {
-  const char *spec_file = NULL, *yaml = NULL, *html = NULL, *diff = NULL;
+  const char *spec_file = NULL, *yaml = NULL, *html = NULL, *diff = NULL, *graph = NULL;
   int device = -1, no_inplace = 0, quiet = 0;
   int64_t budget = 0;
   for (int i = 1; i < argc; i++) {
@@ -219,7 +221,7 @@ int dfl_cmd_plan(int argc, char **argv) {
     int more = i + 1 < argc;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
     else if (!more && (!strcmp(a, "--device") || !strcmp(a, "--yaml") || !strcmp(a, "--html") ||
-                       !strcmp(a, "--diff") || !strcmp(a, "--budget"))) {
+                       !strcmp(a, "--diff") || !strcmp(a, "--budget") || !strcmp(a, "--graph"))) {
       fprintf(stderr, "dflc plan: %s needs a value (see `dflc plan --help`)\n", a);
       return 2;
     } else if (!strcmp(a, "--device") && more) {
@@ -229,6 +231,7 @@ int dfl_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(a, "--yaml") && more) yaml = argv[++i];
     else if (!strcmp(a, "--html") && more) html = argv[++i];
     else if (!strcmp(a, "--diff") && more) diff = argv[++i];
+    else if (!strcmp(a, "--graph") && more) graph = argv[++i];
     else if (!strcmp(a, "--budget") && more) {
       budget = parse_bytes(argv[++i]);
       if (budget <= 0) {
@@ -282,6 +285,19 @@ int dfl_cmd_plan(int argc, char **argv) {
       status = 1;
     }
     if (f) fclose(f);
+  }
+  if (graph) {
+    FILE *f = fopen(graph, "w");
+    if (!f) {
+      fprintf(stderr, "dflc plan: cannot write '%s': %s\n", graph, strerror(errno));
+      status = 1;
+    } else {
+      for (int k = 0; k < n; k++) {
+        fprintf(f, "# device %d of %s\n", lo + k, spec_file);
+        dfl_graph_dump(pd[k].g, f);
+      }
+      if (fclose(f)) status = 1;
+    }
   }
   if (diff) {
     dfl_plan_doc before, after;

@@ -270,16 +270,17 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
 ** ---- Tensor-core path (bf16, head_dim 64 or 128): FlashAttention-2 style ----
 ** mma.sync.m16n8k16 bf16 -> f32, K/V (or Q/dO) tiles staged by cp.async into shared memory
 ** (double buffered), rows padded by 16 bytes so fragment loads and ldmatrix are conflict free.
-** A warp owns 16 rows of the score tile. Scores live in the log2 domain (scale * log2 e folded in)
-** so the softmax is ex2.approx; lse is stored in natural log like the reference.
+** A warp owns 32 rows of the score tile in the forward, 16 in the backward. Scores live in the log2
+** domain (scale * log2 e folded in) so the softmax is ex2.approx; lse is stored in natural log like
+** the reference.
 **
 ** Row order in a CTA (DFLASH and CAUSAL alike): r = j * G + h, j the query position in the unit,
 ** h the head within the GQA group, so one staged K/V tile serves all G heads of the group.
 ** Every mask of reference §1.4 is an interval of keys per row, which is what the kernels test.
 **
 ** Kernels (runtime/cuda.c picks them; f32 graphs and other head dims use the kernels above):
-**   dfl_attn_fwd_tc{64,128}    forward, both masks; DFLASH: one CTA per (sample, block, kv head),
-**                              B*G rows; CAUSAL: 128-row CTAs of 128/G positions.
+**   dfl_attn_fwd_tc{64,128}    forward, both masks, 128-row CTAs (4 warps); DFLASH: 128/(B*G) whole
+**                              blocks of one (sample, kv head); CAUSAL: 128/G positions.
 **   dfl_attn_bwd_dot           D = rowsum(dO * O) per (row, head), f32.
 **   dfl_attn_bwdq_tc{64,128}   DFLASH backward, query-major: dQ over context + own block, and the
 **                              own block's dKn/dVn (only this CTA's rows see those keys).
@@ -348,7 +349,8 @@ __device__ __forceinline__ void tc_mma_rowsT(float (*acc)[4], const unsigned *a,
   }
 }
 
-/* Unit geometry shared by the forward and the query-major backward. */
+/* Unit geometry of the query-major backward (one block per CTA; the CAUSAL branch is unused since
+** the forward has its own 128-row geometry, tc_fwd). */
 struct tc_unit {
   int b, n, a, kp, s0, P, G, g;
   ll qrow0;
@@ -359,7 +361,8 @@ __device__ __forceinline__ int tc_setup(tc_unit *u, int mask, int batch, int S, 
   int G = nh / nkv;
   u->G = G; u->g = blockIdx.y; u->n = 0; u->a = 0; u->kp = 1; u->s0 = 0;
   if (mask == 1) {
-    u->b = blockIdx.x / N; u->n = blockIdx.x % N;
+    int bx = gridDim.x - 1 - blockIdx.x; /* heaviest blocks (largest anchors) first */
+    u->b = bx / N; u->n = bx % N;
     if (u->b >= batch) return 0;
     u->a = anchors[(ll)u->b * N + u->n]; u->kp = keep[(ll)u->b * N + u->n] != 0;
     u->P = B * G; u->qrow0 = (ll)u->b * N * B + (ll)u->n * B;
@@ -417,125 +420,273 @@ __device__ __forceinline__ void tc_load_rows(tc_bf *dst, const tc_bf *src, ll qr
   }
 }
 
-template <int HD>
+/* A fragment (16 x 16 bf16, row-major at p with row stride sr) by ldmatrix: lane l addresses row l & 15,
+** column 8 (l >> 4) of the 16 x 16 tile. Also two B fragments (two 8-key n tiles) of K stored
+** [key][d], with the lane addresses of tc_koff. */
+__device__ __forceinline__ void tc_ldsm4(unsigned *r, const tc_bf *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(tc_saddr(p))
+               : "memory");
+}
+/* Lane offsets (elements, row stride sr) for ldmatrix: A fragments; K as B operand (matrices: keys
+** 0-7 d 0-7, keys 0-7 d 8-15, keys 8-15 d 0-7, keys 8-15 d 8-15); V as B operand (.trans). */
+__device__ __forceinline__ int tc_aoff(int lane, int sr) { return (lane & 15) * sr + (lane >> 4) * 8; }
+__device__ __forceinline__ int tc_koff(int lane, int sr) { return ((lane & 7) + (lane >> 4) * 8) * sr + ((lane >> 3) & 1) * 8; }
+__device__ __forceinline__ int tc_voff(int lane, int sr) { return ((lane & 7) + ((lane >> 3) & 1) * 8) * sr + (lane >> 4) * 8; }
+
+/* Scores of a warp's 32 rows against the first 16 NC keys of a tile (NC = 0: kn decides, 16-key
+** chunks past kn skipped; no row of the warp sees those keys). */
+template <int HD, int KH, int NC>
+__device__ __forceinline__ void tf_qk(float (&s)[2][KH / 8][4], const tc_bf *qa, const tc_bf *kp, int kn) {
+  constexpr int SR = HD + 8;
+#pragma unroll
+  for (int ks = 0; ks < HD / 16; ks++) {
+    unsigned a0[4], a1[4];
+    tc_ldsm4(a0, qa + ks * 16);
+    tc_ldsm4(a1, qa + 16 * SR + ks * 16);
+#pragma unroll
+    for (int c2 = 0; c2 < KH / 16; c2++) {
+      if (NC ? c2 < NC : c2 * 16 < kn) {
+        unsigned b[4];
+        tc_ldsm4(b, kp + c2 * 16 * SR + ks * 16);
+        tc_mma(s[0][2 * c2], a0, b[0], b[1]);
+        tc_mma(s[0][2 * c2 + 1], a0, b[2], b[3]);
+        tc_mma(s[1][2 * c2], a1, b[0], b[1]);
+        tc_mma(s[1][2 * c2 + 1], a1, b[2], b[3]);
+      }
+    }
+  }
+}
+/* oacc += P V over the first 16 NC keys of a tile (NC = 0: kn decides). */
+template <int HD, int KH, int NC>
+__device__ __forceinline__ void tf_pv(float (&oacc)[2][HD / 8][4], const unsigned (&pf)[2][KH / 16][4],
+                                      const tc_bf *vp, int kn) {
+  constexpr int SR = HD + 8;
+#pragma unroll
+  for (int kk = 0; kk < KH / 16; kk++) {
+    if (NC ? kk < NC : kk * 16 < kn) {
+#pragma unroll
+      for (int d2 = 0; d2 < HD / 16; d2++) {
+        unsigned b[4];
+        tc_ldsm4t(b, vp + kk * 16 * SR + d2 * 16);
+        tc_mma(oacc[0][2 * d2], pf[0][kk], b[0], b[1]);
+        tc_mma(oacc[0][2 * d2 + 1], pf[0][kk], b[2], b[3]);
+        tc_mma(oacc[1][2 * d2], pf[1][kk], b[0], b[1]);
+        tc_mma(oacc[1][2 * d2 + 1], pf[1][kk], b[2], b[3]);
+      }
+    }
+  }
+}
+
+/*
+** Forward: 128 rows per CTA, 4 warps of 32 rows (two m16 tiles, so every K/V fragment read from
+** shared memory feeds two mma). Row r of a CTA is (query row qrow0 + r / G, head g G + r % G):
+**   DFLASH: NB = 128 / (B G) whole blocks n0 .. n0 + nb - 1 of one sample; the context segment is
+**           the union of their ranges (anchors are sorted in practice, so the union is barely more
+**           than the last block's), the own segment their nb * B consecutive own keys, of which
+**           block i's rows see [i B, i B + B) (window: [i B, i B + j + 1)).
+**   CAUSAL: 128 / G consecutive positions from s0.
+** Q stays in shared memory (A fragments by ldmatrix), K/V tiles of 64 keys double buffered and
+** consumed KH = TF_KH keys at a time (32: the score and P registers of a 64-key step leave the
+** compiler too few registers to overlap loads with mma; measured 1.02 ms against 1.20 ms for 64 on
+** the 8B DFLASH layer, docs/performance.md); K B-fragments by ldmatrix (non-transposed), V by
+** ldmatrix.trans, each fragment feeding the warp's two m16 tiles. Per KH keys, a warp skips them
+** when none of its rows sees any of them, and skips the per-element range test when all of its
+** rows see all of them (warp-uniform tests on per-warp aggregates of the row ranges). The running
+** max is kept on raw scores; the scale (log2 domain) is folded into the exponent's FMA.
+** CTAs are issued heaviest first (reversed unit order). 128 threads.
+*/
+#define TF_R 128
+#ifndef TF_KH
+#define TF_KH 32
+#endif
+template <int HD, int KH = TF_KH>
 __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, const tc_bf *k1, const tc_bf *v1,
                                        const tc_bf *k2, const tc_bf *v2, const int *anchors, const int *keep, int mask,
                                        int batch, int S, int N, int B, int nh, int nkv, int W, float scale) {
-  constexpr int SR = HD + 8;
+  constexpr int SR = HD + 8, R = TF_R;
   extern __shared__ __align__(16) tc_bf tc_sm[];
-  int nw = blockDim.x >> 5, R = nw * 16, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
-  tc_unit u;
-  if (!tc_setup(&u, mask, batch, S, N, B, nh, nkv, W, anchors, keep, R)) return;
-  int G = u.G, g = u.g;
-  int nt0 = (u.hi0 - u.lo0 + TC_KT - 1) / TC_KT, nt = nt0 + (u.hi1 + TC_KT - 1) / TC_KT;
-  ll kvrow1 = (ll)u.b * S, kvrow2 = u.qrow0; /* context rows by sample; own-block rows = query rows */
-  /* Q through shared memory into registers; the space is then reused for K/V */
-  tc_load_rows<HD>(tc_sm, q, u.qrow0, G, g, u.P, R, nh);
-  tc_commit();
-  tc_wait<0>();
-  __syncthreads();
-  unsigned qf[HD / 16][4];
-#pragma unroll
-  for (int ks = 0; ks < HD / 16; ks++) tc_lda(qf[ks], tc_sm + (warp * 16 + gid) * SR + ks * 16 + 2 * t4, SR);
-  __syncthreads();
-  tc_bf *kvb = tc_sm; /* stage s: K at kvb + 2 s KT SR, V after it */
-  int jr[2];
-  jr[0] = (warp * 16 + gid) / G; jr[1] = (warp * 16 + gid + 8) / G;
-  float oacc[HD / 8][4], m[2] = {DFL_NINF, DFL_NINF}, l[2] = {0.f, 0.f};
-#pragma unroll
-  for (int d = 0; d < HD / 8; d++) oacc[d][0] = oacc[d][1] = oacc[d][2] = oacc[d][3] = 0.f;
-  const float sl2 = scale * TC_LOG2E;
-  if (nt > 0) {
-    int seg, k0, khi;
-    tc_tile(&u, nt0, 0, &seg, &k0, &khi);
-    tc_load_kv<HD>(kvb, kvb + TC_KT * SR, seg ? k2 : k1, seg ? v2 : v1, seg ? kvrow2 : kvrow1, k0, khi, nkv, g);
-    tc_commit();
+  tc_bf *qs = tc_sm, *kvb = qs + R * SR; /* stage s: K at kvb + 2 s KT SR, V after it */
+  int *rng = (int *)(kvb + 4 * TC_KT * SR); /* [seg][lo, hi][R] */
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int G = nh / nkv, g = blockIdx.y, gi = gridDim.x - 1 - blockIdx.x; /* heaviest units first */
+  int P, lo0, hi0, hi1, n0 = 0, s0 = 0, PB = B * G;
+  ll qrow0, kvrow1;
+  if (mask == 1) {
+    int NB = R / PB, ngr = (N + NB - 1) / NB, b = gi / ngr;
+    if (b >= batch) return;
+    n0 = (gi % ngr) * NB;
+    int nb = N - n0 < NB ? N - n0 : NB;
+    P = nb * PB; qrow0 = ((ll)b * N + n0) * B; kvrow1 = (ll)b * S;
+    lo0 = 0x7fffffff; hi0 = 0; hi1 = 0;
+    for (int i = 0; i < nb; i++) {
+      if (!keep[(ll)b * N + n0 + i]) continue;
+      int a = anchors[(ll)b * N + n0 + i], l = W > 0 ? a - (W - 1) : 0;
+      l = l < 0 ? 0 : l;
+      lo0 = l < lo0 ? l : lo0; hi0 = a > hi0 ? a : hi0; hi1 = nb * B;
+    }
+    if (lo0 > hi0) lo0 = hi0;
+    anchors += (ll)b * N + n0; keep += (ll)b * N + n0;
+  } else {
+    int T = R / G, ups = (S + T - 1) / T, b = gi / ups;
+    if (b >= batch) return;
+    s0 = (gi % ups) * T;
+    int U = S - s0 < T ? S - s0 : T;
+    P = U * G; qrow0 = (ll)b * S + s0; kvrow1 = qrow0 - s0;
+    int lo = W > 0 ? s0 - (W - 1) : 0;
+    lo0 = lo < 0 ? 0 : lo; hi0 = s0 + U; hi1 = 0;
   }
+  int nt0 = (hi0 - lo0 + TC_KT - 1) / TC_KT, nt = nt0 + (hi1 + TC_KT - 1) / TC_KT;
+  /* this thread's 16-byte pieces of a K/V tile: keys lr + RPI i, dims 8 ld8 .. 8 ld8 + 7 */
+  constexpr int C = HD / 8, RPI = TF_R / C, NI = TC_KT / RPI;
+  const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
+  const ll kstep = (ll)RPI * nkv * HD;
+  auto load_tile = [&](int t) {
+    int seg = t >= nt0, k0 = seg ? (t - nt0) * TC_KT : lo0 + t * TC_KT, khi = seg ? hi1 : hi0;
+    ll off = (((seg ? qrow0 : kvrow1) + k0 + lr) * nkv + g) * HD + ld8 * 8; /* own-block keys: the query rows */
+    const tc_bf *kg = (seg ? k2 : k1) + off, *vg = (seg ? v2 : v1) + off;
+    tc_bf *kd = kvb + (t & 1) * 2 * TC_KT * SR + lr * SR + ld8 * 8, *vd = kd + TC_KT * SR;
+#pragma unroll
+    for (int i = 0; i < NI; i++) {
+      int ok = k0 + lr + i * RPI < khi;
+      tc_cp16(kd + i * RPI * SR, ok ? kg + i * kstep : k1, ok);
+      tc_cp16(vd + i * RPI * SR, ok ? vg + i * kstep : v1, ok);
+    }
+  };
+  tc_load_rows<HD>(qs, q, qrow0, G, g, P, R, nh);
+  if (nt > 0) load_tile(0);
+  tc_commit();
+  /* allowed keys of every row, per segment (padding rows: none) */
+  for (int r = threadIdx.x; r < R; r += blockDim.x) {
+    int l0 = 0, h0 = 0, l1 = 0, h1 = 0;
+    if (r < P) {
+      if (mask == 1) {
+        int bi = r / PB, j = (r / G) % B;
+        if (keep[bi]) {
+          int a = anchors[bi];
+          l0 = W > 0 ? a + j - (W - 1) : 0; h0 = a;
+          l1 = bi * B; h1 = bi * B + (W > 0 ? (j + 1 < B ? j + 1 : B) : B);
+        }
+      } else {
+        int s = s0 + r / G;
+        l0 = W > 0 ? s - (W - 1) : 0; h0 = s + 1;
+      }
+    }
+    rng[r] = l0; rng[R + r] = h0; rng[2 * R + r] = l1; rng[3 * R + r] = h1;
+  }
+  __syncthreads();
+  /* per-warp aggregates, per segment: union [ulo, uhi) of the nonempty rows, intersection [ilo, ihi)
+  ** of all rows (kept in shared memory: registers are short) */
+  int *wag = rng + 4 * R + warp * 8;
+#pragma unroll
+  for (int sg = 0; sg < 2; sg++) {
+    int r = warp * 32 + lane, l = rng[2 * sg * R + r], h = rng[(2 * sg + 1) * R + r], v = r < P, ne = v && l < h;
+    int a0 = __reduce_min_sync(0xffffffffu, ne ? l : 0x7fffffff), a1 = __reduce_max_sync(0xffffffffu, ne ? h : 0);
+    int a2 = __reduce_max_sync(0xffffffffu, v ? l : -0x7fffffff);
+    int a3 = __reduce_min_sync(0xffffffffu, v ? (l < h ? h : -0x7fffffff) : 0x7fffffff);
+    if (lane == 0) { wag[4 * sg] = a0; wag[4 * sg + 1] = a1; wag[4 * sg + 2] = a2; wag[4 * sg + 3] = a3; }
+  }
+  __syncwarp();
+  const int gid = lane >> 2, t4 = lane & 3;
+  float oacc[2][HD / 8][4], m[4], l[4]; /* m: running max of the raw scores */
+#pragma unroll
+  for (int i = 0; i < 4; i++) { m[i] = DFL_NINF; l[i] = 0.f; }
+#pragma unroll
+  for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+    for (int d = 0; d < HD / 8; d++) oacc[mt][d][0] = oacc[mt][d][1] = oacc[mt][d][2] = oacc[mt][d][3] = 0.f;
+  const float sl2 = scale * TC_LOG2E;
+  const tc_bf *qa = qs + warp * 32 * SR + tc_aoff(lane, SR);
+  const int koff = tc_koff(lane, SR), voff = tc_voff(lane, SR);
   for (int t = 0; t < nt; t++) {
-    int seg, k0, khi;
     if (t + 1 < nt) {
-      tc_tile(&u, nt0, t + 1, &seg, &k0, &khi);
-      tc_bf *kd = kvb + ((t + 1) & 1) * 2 * TC_KT * SR;
-      tc_load_kv<HD>(kd, kd + TC_KT * SR, seg ? k2 : k1, seg ? v2 : v1, seg ? kvrow2 : kvrow1, k0, khi, nkv, g);
+      load_tile(t + 1);
       tc_commit();
       tc_wait<1>();
     } else {
       tc_wait<0>();
     }
     __syncthreads();
-    tc_tile(&u, nt0, t, &seg, &k0, &khi);
-    const tc_bf *ks_ = kvb + (t & 1) * 2 * TC_KT * SR, *vs_ = ks_ + TC_KT * SR;
-    int kn = khi - k0;
-    int lo[2], hi[2];
-    tc_row_range(&u, mask, W, B, jr[0], seg, &lo[0], &hi[0]);
-    tc_row_range(&u, mask, W, B, jr[1], seg, &lo[1], &hi[1]);
-    float s[TC_KT / 8][4];
+    int seg = t >= nt0, khi = seg ? hi1 : hi0;
+    const int *wa = wag + 4 * seg;
+    int wuhi = wa[1];
 #pragma unroll
-    for (int c = 0; c < TC_KT / 8; c++) {
-      s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.f;
-      if (c * 8 < kn) {
+    for (int hh = 0; hh < TC_KT / KH; hh++) { /* KH keys at a time: fewer live registers */
+      int k0 = (seg ? (t - nt0) * TC_KT : lo0 + t * TC_KT) + hh * KH;
+      if (k0 < wuhi && k0 < khi && k0 + KH > wa[0]) { /* some row of this warp sees some key of these */
+        const int full = k0 >= wa[2] && k0 + KH <= wa[3];
+        const int kn = (khi < wuhi ? khi : wuhi) - k0; /* keys past kn: no row of the warp sees them */
+        const tc_bf *ks_ = kvb + (t & 1) * 2 * TC_KT * SR + hh * KH * SR, *vs_ = ks_ + TC_KT * SR;
+        float s[2][KH / 8][4];
 #pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++) {
-          const tc_bf *p = ks_ + (c * 8 + gid) * SR + ks * 16 + 2 * t4;
-          tc_mma(s[c], qf[ks], tc_ld32(p), tc_ld32(p + 8));
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+          for (int c = 0; c < KH / 8; c++) s[mt][c][0] = s[mt][c][1] = s[mt][c][2] = s[mt][c][3] = 0.f;
+        if (KH == TC_KT) tf_qk<HD, KH, 0>(s, qa, ks_ + koff, kn);
+        else tf_qk<HD, KH, KH / 16>(s, qa, ks_ + koff, kn); /* branch free: keys past kn are masked or zero */
+        if (!full) {
+          const int *rl = rng + 2 * seg * R + warp * 32 + gid, *rh = rl + R;
+#pragma unroll
+          for (int mt = 0; mt < 2; mt++) {
+            int lo_[2] = {rl[mt * 16], rl[mt * 16 + 8]}, hi_[2] = {rh[mt * 16], rh[mt * 16 + 8]};
+#pragma unroll
+            for (int c = 0; c < KH / 8; c++)
+#pragma unroll
+              for (int e = 0; e < 4; e++) {
+                int kv = k0 + c * 8 + 2 * t4 + (e & 1);
+                if (!(kv >= lo_[e >> 1] && kv < hi_[e >> 1])) s[mt][c][e] = DFL_NINF;
+              }
+          }
         }
-      }
-    }
-    float mx[2] = {DFL_NINF, DFL_NINF};
+        float mu[4];
 #pragma unroll
-    for (int c = 0; c < TC_KT / 8; c++)
+        for (int i = 0; i < 4; i++) { /* row i: m tile i >> 1, half i & 1 */
+          float mx = DFL_NINF;
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int i = e >> 1, kv = k0 + c * 8 + 2 * t4 + (e & 1);
-        float x = kv >= lo[i] && kv < hi[i] ? s[c][e] * sl2 : DFL_NINF;
-        s[c][e] = x;
-        mx[i] = fmaxf(mx[i], x);
-      }
-    float mu[2];
+          for (int c = 0; c < KH / 8; c++) mx = fmaxf(mx, fmaxf(s[i >> 1][c][2 * (i & 1)], s[i >> 1][c][2 * (i & 1) + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          float mn = fmaxf(m[i], mx);
+          mu[i] = mn == DFL_NINF ? 0.f : mn * sl2; /* a row with nothing allowed yet: exp2(-inf - 0) = 0 */
+          float corr = tc_ex2(m[i] * sl2 - mu[i]);
+          m[i] = mn;
+          l[i] *= corr;
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      float mn = fmaxf(m[i], mx[i]);
-      mu[i] = mn == DFL_NINF ? 0.f : mn; /* a row with nothing allowed yet: exp2(-inf - 0) = 0 */
-      float corr = tc_ex2(m[i] - mu[i]);
-      m[i] = mn;
-      l[i] *= corr;
+          for (int d = 0; d < HD / 8; d++) { oacc[i >> 1][d][2 * (i & 1)] *= corr; oacc[i >> 1][d][2 * (i & 1) + 1] *= corr; }
+        }
+        unsigned pf[2][KH / 16][4];
 #pragma unroll
-      for (int d = 0; d < HD / 8; d++) { oacc[d][2 * i] *= corr; oacc[d][2 * i + 1] *= corr; }
-    }
+        for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-    for (int c = 0; c < TC_KT / 8; c++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float p = tc_ex2(s[c][e] - mu[e >> 1]);
-        l[e >> 1] += p;
-        s[c][e] = p;
-      }
-#pragma unroll
-    for (int kk = 0; kk < TC_KT / 16; kk++) {
-      if (kk * 16 < kn) {
-        unsigned a[4];
-        tc_c2a(a, s[2 * kk], s[2 * kk + 1]);
-        tc_mma_rowsT<HD>(oacc, a, vs_ + kk * 16 * SR, SR, lane);
+          for (int c = 0; c < KH / 8; c++) {
+            float p0 = tc_ex2(fmaf(s[mt][c][0], sl2, -mu[2 * mt])), p1 = tc_ex2(fmaf(s[mt][c][1], sl2, -mu[2 * mt]));
+            float p2 = tc_ex2(fmaf(s[mt][c][2], sl2, -mu[2 * mt + 1])), p3 = tc_ex2(fmaf(s[mt][c][3], sl2, -mu[2 * mt + 1]));
+            l[2 * mt] += p0 + p1; l[2 * mt + 1] += p2 + p3;
+            pf[mt][c >> 1][2 * (c & 1)] = tc_pack(p0, p1);
+            pf[mt][c >> 1][2 * (c & 1) + 1] = tc_pack(p2, p3);
+          }
+        if (KH == TC_KT && kn < TC_KT) tf_pv<HD, KH, 0>(oacc, pf, vs_ + voff, kn);
+        else tf_pv<HD, KH, KH / 16>(oacc, pf, vs_ + voff, kn);
       }
     }
     __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 4; i++) {
     float lq = l[i];
     lq += __shfl_xor_sync(0xffffffffu, lq, 1);
     lq += __shfl_xor_sync(0xffffffffu, lq, 2);
-    int r = warp * 16 + gid + 8 * i;
-    if (r >= u.P) continue;
-    ll row = u.qrow0 + r / G;
+    int r = warp * 32 + (i >> 1) * 16 + gid + 8 * (i & 1);
+    if (r >= P) continue;
+    ll row = qrow0 + r / G;
     int h = g * G + r % G;
     float inv = lq > 0.f ? 1.f / lq : 0.f;
     tc_bf *op = o + row * nh * HD + (ll)h * HD + 2 * t4;
 #pragma unroll
-    for (int d = 0; d < HD / 8; d++) *(unsigned *)(op + d * 8) = tc_pack(oacc[d][2 * i] * inv, oacc[d][2 * i + 1] * inv);
-    if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * TC_LN2 + logf(lq) : DFL_NINF;
+    for (int d = 0; d < HD / 8; d++)
+      *(unsigned *)(op + d * 8) = tc_pack(oacc[i >> 1][d][2 * (i & 1)] * inv, oacc[i >> 1][d][2 * (i & 1) + 1] * inv);
+    if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * sl2 * TC_LN2 + logf(lq) : DFL_NINF;
   }
 }
 
@@ -600,7 +751,7 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
     tc_lda(qf[ks], qs + (warp * 16 + gid) * SR + ks * 16 + 2 * t4, SR);
     tc_lda(df[ks], dos + (warp * 16 + gid) * SR + ks * 16 + 2 * t4, SR);
   }
-  int rr[2] = {warp * 16 + gid, warp * 16 + gid + 8}, jr[2] = {rr[0] / G, rr[1] / G};
+  int rr[2] = {warp * 16 + gid, warp * 16 + gid + 8}, jr[2] = {rr[0] / G, rr[1] / G}, koff = tc_koff(lane, SR);
   float lr[2] = {ls[rr[0]], ls[rr[1]]}, Dr[2] = {ds_[rr[0]], ds_[rr[1]]};
   float dqa[HD / 8][4];
 #pragma unroll
@@ -623,18 +774,22 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
     int kn = khi - k0, lo[2], hi[2];
     tc_row_range(&u, 1, W, B, jr[0], seg, &lo[0], &hi[0]);
     tc_row_range(&u, 1, W, B, jr[1], seg, &lo[1], &hi[1]);
-    for (int kk = 0; kk < TC_KT / 16 && kk * 16 < kn; kk++) {
+    auto chunk = [&](int kk) {
       float s[2][4], dp[2][4];
 #pragma unroll
       for (int c = 0; c < 2; c++) {
         s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.f;
         dp[c][0] = dp[c][1] = dp[c][2] = dp[c][3] = 0.f;
+      }
 #pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++) {
-          int off = (kk * 16 + c * 8 + gid) * SR + ks * 16 + 2 * t4;
-          tc_mma(s[c], qf[ks], tc_ld32(ks_ + off), tc_ld32(ks_ + off + 8));
-          tc_mma(dp[c], df[ks], tc_ld32(vs_ + off), tc_ld32(vs_ + off + 8));
-        }
+      for (int ks = 0; ks < HD / 16; ks++) { /* K and V B-fragments of keys kk 16 .. + 15 by ldmatrix */
+        unsigned bk[4], bv[4];
+        tc_ldsm4(bk, ks_ + kk * 16 * SR + koff + ks * 16);
+        tc_ldsm4(bv, vs_ + kk * 16 * SR + koff + ks * 16);
+        tc_mma(s[0], qf[ks], bk[0], bk[1]);
+        tc_mma(s[1], qf[ks], bk[2], bk[3]);
+        tc_mma(dp[0], df[ks], bv[0], bv[1]);
+        tc_mma(dp[1], df[ks], bv[2], bv[3]);
       }
 #pragma unroll
       for (int c = 0; c < 2; c++)
@@ -649,6 +804,12 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
       unsigned a[4];
       tc_c2a(a, dp[0], dp[1]);
       tc_mma_rowsT<HD>(dqa, a, ks_ + kk * 16 * SR, SR, lane);
+    };
+    if (kn >= TC_KT) { /* whole tile: unrolled, so the chunks' loads and mma can overlap */
+#pragma unroll
+      for (int kk = 0; kk < TC_KT / 16; kk++) chunk(kk);
+    } else {
+      for (int kk = 0; kk < TC_KT / 16 && kk * 16 < kn; kk++) chunk(kk);
     }
     __syncthreads();
   }
@@ -660,16 +821,29 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
     for (int d = 0; d < HD / 8; d++) *(unsigned *)(p + d * 8) = tc_pack(dqa[d][2 * i] * scale, dqa[d][2 * i + 1] * scale);
   }
   __syncthreads();
-  /* own-block keys: dKn = scale dS^T Q, dVn = P^T dO over the CTA's rows (B x HD, small) */
-  for (int c = threadIdx.x; c < B * HD; c += blockDim.x) {
-    int key = c / HD, d = c % HD;
-    float gk = 0.f, gv = 0.f;
+  /* own-block keys: dKn = scale dS^T Q, dVn = P^T dO over the CTA's rows (B x HD, small); a thread
+  ** owns 8 dims of a key (16-byte loads of Q and dO rows, 16-byte stores) */
+  for (int c = threadIdx.x; c < B * (HD / 8); c += blockDim.x) {
+    int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8;
+    float gk[8], gv[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
     for (int r = 0; r < P; r++) {
-      gk += dss[r * BP + key] * dfl_bf2f(qs[r * SR + d]);
-      gv += ps[r * BP + key] * dfl_bf2f(dos[r * SR + d]);
+      float ds = dss[r * BP + key], pp = ps[r * BP + key];
+      uint4 qv = *(const uint4 *)(qs + r * SR + d8), dv = *(const uint4 *)(dos + r * SR + d8);
+      unsigned qw[4] = {qv.x, qv.y, qv.z, qv.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+      for (int i = 0; i < 4; i++) { /* bf16 pair -> two floats: low half first */
+        gk[2 * i] += ds * __uint_as_float(qw[i] << 16); gk[2 * i + 1] += ds * __uint_as_float(qw[i] & 0xffff0000u);
+        gv[2 * i] += pp * __uint_as_float(dw[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dw[i] & 0xffff0000u);
+      }
     }
-    ll off = ((u.qrow0 + key) * nkv + g) * HD + d;
-    dk2[off] = dfl_f2bf(gk * scale); dv2[off] = dfl_f2bf(gv);
+    ll off = ((u.qrow0 + key) * nkv + g) * HD + d8;
+    uint4 ko, vo;
+    ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
+    ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
+    vo.x = tc_pack(gv[0], gv[1]); vo.y = tc_pack(gv[2], gv[3]); vo.z = tc_pack(gv[4], gv[5]); vo.w = tc_pack(gv[6], gv[7]);
+    *(uint4 *)(dk2 + off) = ko; *(uint4 *)(dv2 + off) = vo;
   }
 }
 
@@ -728,7 +902,8 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
   }
   const float sl2 = scale * TC_LOG2E;
   if (nl > 0) { load_blk(0, 0); tc_commit(); }
-  const tc_bf *kw = ks_ + (warp * 16 + gid) * SR + 2 * t4, *vw = vs_ + (warp * 16 + gid) * SR + 2 * t4;
+  const tc_bf *kw = ks_ + warp * 16 * SR + tc_aoff(lane, SR), *vw = vs_ + warp * 16 * SR + tc_aoff(lane, SR);
+  const int koff = tc_koff(lane, SR);
   int key0 = k0 + warp * 16 + gid;
   for (int i = 0; i < nl; i++) {
     if (i + 1 < nl) { load_blk(i + 1, (i + 1) & 1); tc_commit(); tc_wait<1>(); }
@@ -746,16 +921,16 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
         dt_[c][0] = dt_[c][1] = dt_[c][2] = dt_[c][3] = 0.f;
       }
 #pragma unroll
-      for (int ks = 0; ks < HD / 16; ks++) {
-        unsigned ka[4], va[4];
-        tc_lda(ka, kw + ks * 16, SR);
-        tc_lda(va, vw + ks * 16, SR);
-#pragma unroll
-        for (int c = 0; c < 2; c++) {
-          int off = (rc * 16 + c * 8 + gid) * SR + ks * 16 + 2 * t4;
-          tc_mma(st[c], ka, tc_ld32(qs + off), tc_ld32(qs + off + 8));
-          tc_mma(dt_[c], va, tc_ld32(dos + off), tc_ld32(dos + off + 8));
-        }
+      for (int ks = 0; ks < HD / 16; ks++) { /* every fragment by ldmatrix */
+        unsigned ka[4], va[4], bq[4], bd[4];
+        tc_ldsm4(ka, kw + ks * 16);
+        tc_ldsm4(va, vw + ks * 16);
+        tc_ldsm4(bq, qs + rc * 16 * SR + koff + ks * 16);
+        tc_ldsm4(bd, dos + rc * 16 * SR + koff + ks * 16);
+        tc_mma(st[0], ka, bq[0], bq[1]);
+        tc_mma(st[1], ka, bq[2], bq[3]);
+        tc_mma(dt_[0], va, bd[0], bd[1]);
+        tc_mma(dt_[1], va, bd[2], bd[3]);
       }
 #pragma unroll
       for (int c = 0; c < 2; c++)
@@ -800,11 +975,11 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
   tc_bf *dk1, tc_bf *dv1, const tc_bf *q, const tc_bf *k1, const tc_bf *v1, const int *anchors, const int *keep,  \
       const float *lse, const float *D, const tc_bf *dout, int batch, int S, int N, int B, int nh, int nkv,        \
       int window, float scale
-extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd_tc64(TC_FWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_fwd_tc64(TC_FWD_ARGS) {
   (void)dt; (void)hd;
   tc_fwd<64>(o, lse, q, k1, v1, k2, v2, anchors, keep, mask, batch, S, N, B, nh, nkv, window, scale);
 }
-extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd_tc128(TC_FWD_ARGS) {
+extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_fwd_tc128(TC_FWD_ARGS) {
   (void)dt; (void)hd;
   tc_fwd<128>(o, lse, q, k1, v1, k2, v2, anchors, keep, mask, batch, S, N, B, nh, nkv, window, scale);
 }

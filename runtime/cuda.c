@@ -242,7 +242,7 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->kfwd = hd == 64 ? K_ATT_FWD_TC64 : K_ATT_FWD_TC128;
   t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
   t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
-  t->sf = 4 * 64 * SR2;
+  t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
   t->sq = (2 * (size_t)R + 4 * 64) * SR2 + (2 * (size_t)R + 2 * (size_t)R * (a->B + 1)) * 4;
   t->skv = (2 * 64 + 4 * (size_t)R) * SR2 + 4 * (size_t)R * 4 + (2 * (size_t)R + a->N + 3) * 4;
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
@@ -388,9 +388,7 @@ static int mt_run(dfl_cuda *c, int i0) {
     return launch(c, K_ADAMW_MT, units, a);
   }
   float *part = (float *)c->impl->ops[i0].scratch;
-  /* a full machine of threads (8 x 256 per SM): one 16-byte load per thread and pass, so the
-  ** loads in flight, not the arithmetic, set the rate (4 blocks per SM ran at 1.2 TB/s) */
-  int np = c->impl->nsm * 8 < DFL_RED_PARTS ? c->impl->nsm * 8 : DFL_RED_PARTS;
+  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
   if ((units + 255) / 256 < np) np = (int)((units + 255) / 256);
   if (np < 1) np = 1;
   void *a1[] = {&part, &t};
@@ -570,8 +568,10 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {
       void *o = P(op->out[0]), *lse = P(op->out[1]);
       void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
                       &win, &scale};
-      int64_t units = dfl ? (int64_t)batch * N : (int64_t)batch * ((S + 128 / G - 1) / (128 / G));
-      return launch2(c, tc.kfwd, units, nkv, 32 * tc.nw, tc.sf, args);
+      /* 128-row CTAs: DFLASH 128 / (B G) whole blocks, CAUSAL 128 / G positions */
+      int per = dfl ? 128 / (B * G) : 128 / G;
+      int64_t units = (int64_t)batch * (((dfl ? N : S) + per - 1) / per);
+      return launch2(c, tc.kfwd, units, nkv, 128, tc.sf, args);
     }
     void *o = P(op->in[7]), *lse = P(op->in[8]), *dout = P(op->in[9]);
     void *dq = P(op->out[0]), *dkc = P(op->out[1]), *dvc = P(op->out[2]), *dkn = P(op->out[3]), *dvn = P(op->out[4]);

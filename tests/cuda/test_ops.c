@@ -416,6 +416,38 @@ static void case_optimizer(void) {
   dfl_graph_free(&g);
 }
 
+/* Three tensors of ragged sizes in one multi-tensor launch each (consecutive SUMSQ_ACC / ADAMW ops
+** with one state): the kernels' table search crosses tensors, and each tensor has a ragged tail. */
+static void case_optimizer_mt(void) {
+  dfl_graph g; dfl_graph_init(&g);
+  static const int sz[3] = {37, 301, 1030};
+  int p[3], ms[3], m[3], v[3], gr[3];
+  for (int k = 0; k < 3; k++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "param%d", k); p[k] = t1(&g, nm, ACT, DFL_T_PARAM, sz[k]);
+    snprintf(nm, sizeof nm, "master%d", k); ms[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
+    snprintf(nm, sizeof nm, "m%d", k); m[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
+    snprintf(nm, sizeof nm, "v%d", k); v[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
+    snprintf(nm, sizeof nm, "grad%d", k); gr[k] = t1(&g, nm, DFL_F32, DFL_T_GRAD, sz[k]);
+  }
+  int st = t1(&g, "state", DFL_F32, DFL_T_STATE, DFL_OPT_COUNT);
+  int ssq = t1(&g, "sumsq", DFL_F32, DFL_T_STATE, 1), den = t1(&g, "den", DFL_F32, DFL_T_STATE, 1);
+  dfl_attrs a = {0};
+  a.lr = 6e-4; a.warmup = 3; a.total = 20; a.schedule = DFL_SCHED_COSINE; a.clip = 1.0; a.beta1 = 0.9; a.beta2 = 0.999;
+  a.eps = 1e-8; a.wd = 0.01;
+  a.alpha = 1;
+  for (int k = 0; k < 3; k++) op(&g, DFL_OP_SUMSQ_ACC, 2, (int[]){ssq, gr[k]}, 1, &ssq, &a);
+  op(&g, DFL_OP_OPT_PREP, 3, (int[]){ssq, den, st}, 1, &st, &a);
+  for (int k = 0; k < 3; k++)
+    op(&g, DFL_OP_ADAMW, 6, (int[]){p[k], ms[k], m[k], v[k], gr[k], st}, 5, (int[]){p[k], ms[k], m[k], v[k], gr[k]}, &a);
+  int32_t sv[DFL_OPT_COUNT] = {5, 0, 0, 0, 0, 0}, dv[1] = {37}, sq[1] = {0};
+  ifill f[] = {{st, sv}, {den, dv}, {ssq, sq}};
+  double sc[64] = {0};
+  for (int k = 0; k < 3; k++) sc[gr[k]] = 30, sc[v[k]] = 1e-3;
+  run_case("sumsq+opt_prep+adamw, 3 tensors (multi-tensor)", &g, f, 3, sc, NULL);
+  dfl_graph_free(&g);
+}
+
 int main(void) {
   if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
   const char *e = getenv("DFL_SEED");
@@ -474,6 +506,7 @@ int main(void) {
     case_linear_ce(1);
     case_linear_ce(2);
     case_optimizer();
+    case_optimizer_mt();
   }
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
