@@ -270,7 +270,8 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
 ** ---- Tensor-core path (bf16, head_dim 64 or 128): FlashAttention-2 style ----
 ** mma.sync.m16n8k16 bf16 -> f32, K/V (or Q/dO) tiles staged by cp.async into shared memory
 ** (double buffered), rows padded by 16 bytes so fragment loads and ldmatrix are conflict free.
-** A warp owns 32 rows of the score tile in the forward, 16 in the backward. Scores live in the log2
+** A warp owns 32 rows (forward, query-major backward) or 32 keys (key-major backward) of the score
+** tile, so every fragment read from shared memory feeds at least two mma. Scores live in the log2
 ** domain (scale * log2 e folded in) so the softmax is ex2.approx; lse is stored in natural log like
 ** the reference.
 **
@@ -282,10 +283,12 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
 **   dfl_attn_fwd_tc{64,128}    forward, both masks, 128-row CTAs (4 warps); DFLASH: 128/(B*G) whole
 **                              blocks of one (sample, kv head); CAUSAL: 128/G positions.
 **   dfl_attn_bwd_dot           D = rowsum(dO * O) per (row, head), f32.
-**   dfl_attn_bwdq_tc{64,128}   DFLASH backward, query-major: dQ over context + own block, and the
-**                              own block's dKn/dVn (only this CTA's rows see those keys).
-**   dfl_attn_bwdkv_tc{64,128}  DFLASH backward, key-major: one CTA per (64 context keys, sample, kv
-**                              head) loops over the blocks whose rows see its keys and owns dKc/dVc.
+**   dfl_attn_bwdq_tc{64,128}   DFLASH backward, query-major, the forward's 128-row CTAs (4 warps): dQ
+**                              over context + own blocks, and the own blocks' dKn/dVn (only this
+**                              CTA's rows see those keys).
+**   dfl_attn_bwdkv_tc{64,128}  DFLASH backward, key-major: one CTA (8 warps) per (128 context keys,
+**                              sample, kv head) loops over the blocks whose rows see its keys and
+**                              owns dKc/dVc.
 ** No atomics: every output element has exactly one writer, and untouched keys are written 0.
 */
 #define TC_KT 64
@@ -327,75 +330,9 @@ __device__ __forceinline__ float tc_ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ unsigned tc_ld32(const tc_bf *p) { return *(const unsigned *)p; }
-/* A fragment (16 rows x 16 cols at p, row stride sr) for mma m16n8k16. */
-__device__ __forceinline__ void tc_lda(unsigned *a, const tc_bf *p, int sr) {
-  a[0] = tc_ld32(p); a[1] = tc_ld32(p + 8 * sr); a[2] = tc_ld32(p + 8); a[3] = tc_ld32(p + 8 * sr + 8);
-}
 /* The C fragments of two adjacent 8-column tiles as the A fragment of the next product. */
 __device__ __forceinline__ void tc_c2a(unsigned *a, const float *c0, const float *c1) {
   a[0] = tc_pack(c0[0], c0[1]); a[1] = tc_pack(c0[2], c0[3]); a[2] = tc_pack(c1[0], c1[1]); a[3] = tc_pack(c1[2], c1[3]);
-}
-/* acc[HD/8][4] += A(16 x 16) @ M[16 rows at m][HD], M row-major with stride sr (ldmatrix.trans). */
-template <int HD>
-__device__ __forceinline__ void tc_mma_rowsT(float (*acc)[4], const unsigned *a, const tc_bf *m, int sr, int lane) {
-  const tc_bf *base = m + ((lane & 7) + ((lane >> 3) & 1) * 8) * sr + (lane >> 4) * 8;
-#pragma unroll
-  for (int d2 = 0; d2 < HD / 16; d2++) {
-    unsigned b[4];
-    tc_ldsm4t(b, base + d2 * 16);
-    tc_mma(acc[2 * d2], a, b[0], b[1]);
-    tc_mma(acc[2 * d2 + 1], a, b[2], b[3]);
-  }
-}
-
-/* Unit geometry of the query-major backward (one block per CTA; the CAUSAL branch is unused since
-** the forward has its own 128-row geometry, tc_fwd). */
-struct tc_unit {
-  int b, n, a, kp, s0, P, G, g;
-  ll qrow0;
-  int lo0, hi0, hi1; /* context segment [lo0, hi0), own-block segment [0, hi1) */
-};
-__device__ __forceinline__ int tc_setup(tc_unit *u, int mask, int batch, int S, int N, int B, int nh, int nkv,
-                                        int W, const int *anchors, const int *keep, int R) {
-  int G = nh / nkv;
-  u->G = G; u->g = blockIdx.y; u->n = 0; u->a = 0; u->kp = 1; u->s0 = 0;
-  if (mask == 1) {
-    int bx = gridDim.x - 1 - blockIdx.x; /* heaviest blocks (largest anchors) first */
-    u->b = bx / N; u->n = bx % N;
-    if (u->b >= batch) return 0;
-    u->a = anchors[(ll)u->b * N + u->n]; u->kp = keep[(ll)u->b * N + u->n] != 0;
-    u->P = B * G; u->qrow0 = (ll)u->b * N * B + (ll)u->n * B;
-    u->hi0 = u->kp ? u->a : 0;
-    int lo = W > 0 ? u->a - (W - 1) : 0;
-    u->lo0 = lo < 0 ? 0 : lo > u->hi0 ? u->hi0 : lo;
-    u->hi1 = u->kp ? B : 0;
-  } else {
-    int T = R / G, ups = (S + T - 1) / T;
-    u->b = blockIdx.x / ups; u->s0 = (blockIdx.x % ups) * T;
-    if (u->b >= batch) return 0;
-    int U = S - u->s0 < T ? S - u->s0 : T;
-    u->P = U * G; u->qrow0 = (ll)u->b * S + u->s0;
-    int lo = W > 0 ? u->s0 - (W - 1) : 0;
-    u->lo0 = lo < 0 ? 0 : lo; u->hi0 = u->s0 + U; u->hi1 = 0;
-  }
-  return 1;
-}
-/* Allowed keys [lo, hi) of row j in segment seg (reference §1.4; CAUSAL has segment 0 only). */
-__device__ __forceinline__ void tc_row_range(const tc_unit *u, int mask, int W, int B, int j, int seg, int *lo, int *hi) {
-  if (!u->kp) { *lo = *hi = 0; return; }
-  if (mask == 1) {
-    if (seg == 0) { *lo = W > 0 ? u->a + j - (W - 1) : 0; *hi = u->a; }
-    else { *lo = 0; *hi = W > 0 ? (j + 1 < B ? j + 1 : B) : B; }
-  } else {
-    int s = u->s0 + j;
-    *lo = W > 0 ? s - (W - 1) : 0; *hi = s + 1;
-  }
-}
-/* Tile t of the unit's key sequence: context tiles first, then the own block. */
-__device__ __forceinline__ void tc_tile(const tc_unit *u, int nt0, int t, int *seg, int *k0, int *khi) {
-  if (t < nt0) { *seg = 0; *k0 = u->lo0 + t * TC_KT; *khi = u->hi0; }
-  else { *seg = 1; *k0 = (t - nt0) * TC_KT; *khi = u->hi1; }
 }
 /* Stage keys [k0, k0 + 64) of a segment (K and V) for kv head g; keys >= khi are zero. */
 template <int HD>
@@ -690,10 +627,31 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   }
 }
 
-/* D[row * nh + h] = sum_d dO * O: one warp per (row, head). */
+/* D[row * nh + h] = sum_d dO * O. bf16 with hd / 8 a power of two <= 32 (the tensor-core path):
+** hd / 8 lanes per (row, head), 16-byte loads; otherwise one warp per (row, head). */
 extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd_dot(float *D, const void *o, const void *dout, int dt,
                                                                   ll pairs, int hd) {
-  int lane = threadIdx.x & 31;
+  int lane = threadIdx.x & 31, L = hd >> 3;
+  if (dt == DT_BF16 && (hd & 7) == 0 && L <= 32 && (L & (L - 1)) == 0 && (((unsigned long long)o | (unsigned long long)dout) & 15) == 0) {
+    ll nth = (ll)gridDim.x * blockDim.x;
+    /* whole warps step together (nth is a multiple of 32), so the shuffles see converged lanes */
+    for (ll t = (ll)blockIdx.x * blockDim.x + threadIdx.x; t - lane < pairs * L; t += nth) {
+      ll w = t / L;
+      float s = 0.f;
+      if (w < pairs) {
+        uint4 a = *(const uint4 *)((const tc_bf *)o + w * hd + (t % L) * 8);
+        uint4 b = *(const uint4 *)((const tc_bf *)dout + w * hd + (t % L) * 8);
+        unsigned aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          s += __uint_as_float(aw[i] << 16) * __uint_as_float(bw[i] << 16) +
+               __uint_as_float(aw[i] & 0xffff0000u) * __uint_as_float(bw[i] & 0xffff0000u);
+      }
+      for (int off = L >> 1; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (w < pairs && t % L == 0) D[w] = s;
+    }
+    return;
+  }
   for (ll w = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < pairs; w += ((ll)gridDim.x * blockDim.x) >> 5) {
     float s = 0.f;
     for (int d = lane; d < hd; d += 32) s += ldf(o, dt, w * hd + d) * ldf(dout, dt, w * hd + d);
@@ -702,134 +660,205 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd_dot(float *D, con
   }
 }
 
-/* Query-major DFLASH backward: dQ, and dKn/dVn of the own block. */
+/*
+** Query-major DFLASH backward: dQ, and dKn/dVn of the own blocks. Same CTA geometry as the forward:
+** 128 rows, NB = 128 / (B G) whole blocks n0 .. n0 + nb - 1 of one (sample, kv head), 4 warps of
+** 32 rows (two m16 tiles, so every K/V fragment feeds two mma). The context segment is the union
+** of the blocks' ranges, the own segment their nb B consecutive own keys (block i's rows see
+** [i B, i B + B), window: [i B, i B + j + 1)). K/V tiles of 32 keys, double buffered; per tile
+** and warp: S = Q K^T and dP = dO V^T (Q, dO fragments by ldmatrix from shared memory, 16
+** independent accumulator chains), P and dS = P (dP - D) in registers, dQ += dS K (K by
+** ldmatrix.trans). Own-block P and dS go to shared memory in bf16 ([row][key of its block]); after
+** the loop dKn = scale dS^T Q and dVn = P^T dO over each block's rows (16-byte loads, 8 dims per
+** thread). Rows of an invalid block have empty ranges: dq, dKn, dVn come out 0. 128 threads.
+*/
+#define TQ_KT 32
 template <int HD>
 __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const tc_bf *q, const tc_bf *k1,
                                         const tc_bf *v1, const tc_bf *k2, const tc_bf *v2, const int *anchors,
                                         const int *keep, const float *lse, const float *Dg, const tc_bf *dout,
                                         int batch, int S, int N, int B, int nh, int nkv, int W, float scale) {
-  constexpr int SR = HD + 8;
+  constexpr int SR = HD + 8, R = TF_R, KT = TQ_KT;
   extern __shared__ __align__(16) tc_bf tc_sm[];
-  int nw = blockDim.x >> 5, R = nw * 16, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
-  tc_unit u;
-  if (!tc_setup(&u, 1, batch, S, N, B, nh, nkv, W, anchors, keep, R)) return;
-  int G = u.G, g = u.g, P = u.P, BP = B + 1;
-  if (!u.kp) { /* an invalid block passes no gradient */
-    for (int c = threadIdx.x; c < P * HD; c += blockDim.x) {
-      int r = c / HD, d = c % HD;
-      dq[(u.qrow0 + r / G) * nh * HD + (ll)(g * G + r % G) * HD + d] = 0;
-    }
-    for (int c = threadIdx.x; c < B * HD; c += blockDim.x) {
-      ll off = ((u.qrow0 + c / HD) * nkv + g) * HD + c % HD;
-      dk2[off] = 0; dv2[off] = 0;
-    }
-    return;
+  tc_bf *qs = tc_sm, *dos = qs + R * SR, *kvb = dos + R * SR; /* stage s: K at kvb + 2 s KT SR, V after it */
+  int *rng = (int *)(kvb + 4 * KT * SR);                       /* [seg][lo, hi][R] */
+  float *lsr = (float *)(rng + 4 * R), *dsr = lsr + R;         /* per row: lse (log2 domain), D */
+  tc_bf *ps = (tc_bf *)(dsr + R), *dss = ps + R * B;            /* own-block P, dS: [R][B] bf16 */
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
+  const int G = nh / nkv, g = blockIdx.y, gi = gridDim.x - 1 - blockIdx.x; /* heaviest units first */
+  const int PB = B * G, NB = R / PB, ngr = (N + NB - 1) / NB, b = gi / ngr;
+  if (b >= batch) return;
+  const int n0 = (gi % ngr) * NB, nb = N - n0 < NB ? N - n0 : NB, P = nb * PB;
+  const ll qrow0 = ((ll)b * N + n0) * B, kvrow1 = (ll)b * S;
+  anchors += (ll)b * N + n0; keep += (ll)b * N + n0;
+  int lo0 = 0x7fffffff, hi0 = 0, hi1 = 0;
+  for (int i = 0; i < nb; i++) {
+    if (!keep[i]) continue;
+    int a = anchors[i], l = W > 0 ? a - (W - 1) : 0;
+    l = l < 0 ? 0 : l;
+    lo0 = l < lo0 ? l : lo0; hi0 = a > hi0 ? a : hi0; hi1 = nb * B;
   }
-  tc_bf *qs = tc_sm, *dos = qs + R * SR, *kvb = dos + R * SR;
-  float *ls = (float *)(kvb + 4 * TC_KT * SR), *ds_ = ls + R, *ps = ds_ + R, *dss = ps + R * BP;
-  tc_load_rows<HD>(qs, q, u.qrow0, G, g, P, R, nh);
-  tc_load_rows<HD>(dos, dout, u.qrow0, G, g, P, R, nh);
+  if (lo0 > hi0) lo0 = hi0;
+  const int nt0 = (hi0 - lo0 + KT - 1) / KT, nt = nt0 + (hi1 + KT - 1) / KT;
+  /* this thread's 16-byte pieces of a K/V tile: keys lr + RPI i, dims 8 ld8 .. 8 ld8 + 7 */
+  constexpr int C = HD / 8, RPI = 128 / C, NI = KT / RPI;
+  const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
+  const ll kstep = (ll)RPI * nkv * HD;
+  auto load_tile = [&](int t) {
+    int seg = t >= nt0, k0 = seg ? (t - nt0) * KT : lo0 + t * KT, khi = seg ? hi1 : hi0;
+    ll off = (((seg ? qrow0 : kvrow1) + k0 + lr) * nkv + g) * HD + ld8 * 8; /* own-block keys: the query rows */
+    const tc_bf *kg = (seg ? k2 : k1) + off, *vg = (seg ? v2 : v1) + off;
+    tc_bf *kd = kvb + (t & 1) * 2 * KT * SR + lr * SR + ld8 * 8, *vd = kd + KT * SR;
+#pragma unroll
+    for (int i = 0; i < NI; i++) {
+      int ok = k0 + lr + i * RPI < khi;
+      tc_cp16(kd + i * RPI * SR, ok ? kg + i * kstep : k1, ok);
+      tc_cp16(vd + i * RPI * SR, ok ? vg + i * kstep : v1, ok);
+    }
+  };
+  tc_load_rows<HD>(qs, q, qrow0, G, g, P, R, nh);
+  tc_load_rows<HD>(dos, dout, qrow0, G, g, P, R, nh);
+  if (nt > 0) load_tile(0);
   tc_commit();
+  /* allowed keys of every row, per segment (padding rows and invalid blocks: none) */
   for (int r = threadIdx.x; r < R; r += blockDim.x) {
-    ll idx = (u.qrow0 + r / G) * nh + g * G + r % G;
-    ls[r] = r < P ? lse[idx] * TC_LOG2E : DFL_INF; /* padding rows: p = exp2(-inf) = 0 */
-    ds_[r] = r < P ? Dg[idx] : 0.f;
+    int l0 = 0, h0 = 0, l1 = 0, h1 = 0;
+    if (r < P) {
+      int bi = r / PB, j = (r / G) % B;
+      if (keep[bi]) {
+        int a = anchors[bi];
+        l0 = W > 0 ? a + j - (W - 1) : 0; h0 = a;
+        l1 = bi * B; h1 = bi * B + (W > 0 ? (j + 1 < B ? j + 1 : B) : B);
+      }
+    }
+    rng[r] = l0; rng[R + r] = h0; rng[2 * R + r] = l1; rng[3 * R + r] = h1;
   }
-  int nt0 = (u.hi0 - u.lo0 + TC_KT - 1) / TC_KT, nt = nt0 + (u.hi1 + TC_KT - 1) / TC_KT;
-  ll kvrow1 = (ll)u.b * S, kvrow2 = u.qrow0;
-  {
-    int seg, k0, khi;
-    tc_tile(&u, nt0, 0, &seg, &k0, &khi);
-    tc_load_kv<HD>(kvb, kvb + TC_KT * SR, seg ? k2 : k1, seg ? v2 : v1, seg ? kvrow2 : kvrow1, k0, khi, nkv, g);
-    tc_commit();
+  for (int c = threadIdx.x; c < R * B; c += blockDim.x) { ps[c] = 0; dss[c] = 0; }
+  for (int r = threadIdx.x; r < R; r += blockDim.x) {
+    ll idx = (qrow0 + r / G) * nh + g * G + r % G;
+    lsr[r] = r < P ? lse[idx] * TC_LOG2E : 0.f;
+    dsr[r] = r < P ? Dg[idx] : 0.f;
   }
-  tc_wait<1>();
-  __syncthreads();
-  unsigned qf[HD / 16][4], df[HD / 16][4];
+  float dqa[2][HD / 8][4];
 #pragma unroll
-  for (int ks = 0; ks < HD / 16; ks++) {
-    tc_lda(qf[ks], qs + (warp * 16 + gid) * SR + ks * 16 + 2 * t4, SR);
-    tc_lda(df[ks], dos + (warp * 16 + gid) * SR + ks * 16 + 2 * t4, SR);
-  }
-  int rr[2] = {warp * 16 + gid, warp * 16 + gid + 8}, jr[2] = {rr[0] / G, rr[1] / G}, koff = tc_koff(lane, SR);
-  float lr[2] = {ls[rr[0]], ls[rr[1]]}, Dr[2] = {ds_[rr[0]], ds_[rr[1]]};
-  float dqa[HD / 8][4];
+  for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-  for (int d = 0; d < HD / 8; d++) dqa[d][0] = dqa[d][1] = dqa[d][2] = dqa[d][3] = 0.f;
+    for (int d = 0; d < HD / 8; d++) dqa[mt][d][0] = dqa[mt][d][1] = dqa[mt][d][2] = dqa[mt][d][3] = 0.f;
   const float sl2 = scale * TC_LOG2E;
+  const tc_bf *qa = qs + warp * 32 * SR + tc_aoff(lane, SR), *da = dos + warp * 32 * SR + tc_aoff(lane, SR);
+  const int koff = tc_koff(lane, SR), voff = tc_voff(lane, SR);
   for (int t = 0; t < nt; t++) {
-    int seg, k0, khi;
     if (t + 1 < nt) {
-      tc_tile(&u, nt0, t + 1, &seg, &k0, &khi);
-      tc_bf *kd = kvb + ((t + 1) & 1) * 2 * TC_KT * SR;
-      tc_load_kv<HD>(kd, kd + TC_KT * SR, seg ? k2 : k1, seg ? v2 : v1, seg ? kvrow2 : kvrow1, k0, khi, nkv, g);
+      load_tile(t + 1);
       tc_commit();
       tc_wait<1>();
     } else {
       tc_wait<0>();
     }
     __syncthreads();
-    tc_tile(&u, nt0, t, &seg, &k0, &khi);
-    const tc_bf *ks_ = kvb + (t & 1) * 2 * TC_KT * SR, *vs_ = ks_ + TC_KT * SR;
-    int kn = khi - k0, lo[2], hi[2];
-    tc_row_range(&u, 1, W, B, jr[0], seg, &lo[0], &hi[0]);
-    tc_row_range(&u, 1, W, B, jr[1], seg, &lo[1], &hi[1]);
-    auto chunk = [&](int kk) {
-      float s[2][4], dp[2][4];
+    const int seg = t >= nt0, k0 = seg ? (t - nt0) * KT : lo0 + t * KT;
+    const tc_bf *ks_ = kvb + (t & 1) * 2 * KT * SR, *vs_ = ks_ + KT * SR;
+    float s[2][KT / 8][4], dp[2][KT / 8][4];
 #pragma unroll
-      for (int c = 0; c < 2; c++) {
-        s[c][0] = s[c][1] = s[c][2] = s[c][3] = 0.f;
-        dp[c][0] = dp[c][1] = dp[c][2] = dp[c][3] = 0.f;
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+      for (int c = 0; c < KT / 8; c++) {
+        s[mt][c][0] = s[mt][c][1] = s[mt][c][2] = s[mt][c][3] = 0.f;
+        dp[mt][c][0] = dp[mt][c][1] = dp[mt][c][2] = dp[mt][c][3] = 0.f;
       }
 #pragma unroll
-      for (int ks = 0; ks < HD / 16; ks++) { /* K and V B-fragments of keys kk 16 .. + 15 by ldmatrix */
+    for (int ks = 0; ks < HD / 16; ks++) {
+      unsigned aq[2][4], ad[2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; mt++) {
+        tc_ldsm4(aq[mt], qa + mt * 16 * SR + ks * 16);
+        tc_ldsm4(ad[mt], da + mt * 16 * SR + ks * 16);
+      }
+#pragma unroll
+      for (int c2 = 0; c2 < KT / 16; c2++) {
         unsigned bk[4], bv[4];
-        tc_ldsm4(bk, ks_ + kk * 16 * SR + koff + ks * 16);
-        tc_ldsm4(bv, vs_ + kk * 16 * SR + koff + ks * 16);
-        tc_mma(s[0], qf[ks], bk[0], bk[1]);
-        tc_mma(s[1], qf[ks], bk[2], bk[3]);
-        tc_mma(dp[0], df[ks], bv[0], bv[1]);
-        tc_mma(dp[1], df[ks], bv[2], bv[3]);
-      }
+        tc_ldsm4(bk, ks_ + c2 * 16 * SR + koff + ks * 16);
+        tc_ldsm4(bv, vs_ + c2 * 16 * SR + koff + ks * 16);
 #pragma unroll
-      for (int c = 0; c < 2; c++)
+        for (int mt = 0; mt < 2; mt++) {
+          tc_mma(s[mt][2 * c2], aq[mt], bk[0], bk[1]);
+          tc_mma(s[mt][2 * c2 + 1], aq[mt], bk[2], bk[3]);
+          tc_mma(dp[mt][2 * c2], ad[mt], bv[0], bv[1]);
+          tc_mma(dp[mt][2 * c2 + 1], ad[mt], bv[2], bv[3]);
+        }
+      }
+    }
+    const int *rl = rng + 2 * seg * R + warp * 32 + gid, *rh = rl + R;
+    const float *lw = lsr + warp * 32 + gid, *dw = dsr + warp * 32 + gid;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+      int lo_[2] = {rl[mt * 16], rl[mt * 16 + 8]}, hi_[2] = {rh[mt * 16], rh[mt * 16 + 8]};
+      float lq[2] = {lw[mt * 16], lw[mt * 16 + 8]}, dq_[2] = {dw[mt * 16], dw[mt * 16 + 8]};
+#pragma unroll
+      for (int c = 0; c < KT / 8; c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          int i = e >> 1, kv = k0 + kk * 16 + c * 8 + 2 * t4 + (e & 1);
-          float p = kv >= lo[i] && kv < hi[i] ? tc_ex2(s[c][e] * sl2 - lr[i]) : 0.f;
-          float d = p * (dp[c][e] - Dr[i]);
-          s[c][e] = p; dp[c][e] = d;
-          if (seg && kv < B) { ps[rr[i] * BP + kv] = p; dss[rr[i] * BP + kv] = d; }
+          int h = e >> 1, kv = k0 + c * 8 + 2 * t4 + (e & 1);
+          float p = kv >= lo_[h] && kv < hi_[h] ? tc_ex2(s[mt][c][e] * sl2 - lq[h]) : 0.f;
+          float d = p * (dp[mt][c][e] - dq_[h]);
+          s[mt][c][e] = p; dp[mt][c][e] = d;
         }
-      unsigned a[4];
-      tc_c2a(a, dp[0], dp[1]);
-      tc_mma_rowsT<HD>(dqa, a, ks_ + kk * 16 * SR, SR, lane);
-    };
-    if (kn >= TC_KT) { /* whole tile: unrolled, so the chunks' loads and mma can overlap */
+    }
+    if (seg) { /* own keys: keep P and dS of the keys of the row's block ([l1, h1) lies in it) */
 #pragma unroll
-      for (int kk = 0; kk < TC_KT / 16; kk++) chunk(kk);
-    } else {
-      for (int kk = 0; kk < TC_KT / 16 && kk * 16 < kn; kk++) chunk(kk);
+      for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          int r = warp * 32 + mt * 16 + gid + 8 * h, kb = r < P ? (r / PB) * B : 0;
+#pragma unroll
+          for (int c = 0; c < KT / 8; c++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+              int kk = k0 + c * 8 + 2 * t4 + e - kb;
+              if (r < P && kk >= 0 && kk < B) {
+                ps[r * B + kk] = (tc_bf)(tc_pack(s[mt][c][2 * h + e], 0.f) & 0xffffu);
+                dss[r * B + kk] = (tc_bf)(tc_pack(dp[mt][c][2 * h + e], 0.f) & 0xffffu);
+              }
+            }
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < KT / 16; kk++) { /* dQ += dS K, 16 keys at a time */
+      unsigned a0[4], a1[4];
+      tc_c2a(a0, dp[0][2 * kk], dp[0][2 * kk + 1]);
+      tc_c2a(a1, dp[1][2 * kk], dp[1][2 * kk + 1]);
+#pragma unroll
+      for (int d2 = 0; d2 < HD / 16; d2++) {
+        unsigned bk[4];
+        tc_ldsm4t(bk, ks_ + kk * 16 * SR + voff + d2 * 16);
+        tc_mma(dqa[0][2 * d2], a0, bk[0], bk[1]);
+        tc_mma(dqa[0][2 * d2 + 1], a0, bk[2], bk[3]);
+        tc_mma(dqa[1][2 * d2], a1, bk[0], bk[1]);
+        tc_mma(dqa[1][2 * d2 + 1], a1, bk[2], bk[3]);
+      }
     }
     __syncthreads();
   }
+  tc_wait<0>(); /* no tile at all: the Q/dO group is still outstanding */
 #pragma unroll
-  for (int i = 0; i < 2; i++) {
-    if (rr[i] >= P) continue;
-    tc_bf *p = dq + (u.qrow0 + jr[i]) * nh * HD + (ll)(g * G + rr[i] % G) * HD + 2 * t4;
+  for (int i = 0; i < 4; i++) {
+    int r = warp * 32 + (i >> 1) * 16 + gid + 8 * (i & 1);
+    if (r >= P) continue;
+    tc_bf *p = dq + (qrow0 + r / G) * nh * HD + (ll)(g * G + r % G) * HD + 2 * t4;
 #pragma unroll
-    for (int d = 0; d < HD / 8; d++) *(unsigned *)(p + d * 8) = tc_pack(dqa[d][2 * i] * scale, dqa[d][2 * i + 1] * scale);
+    for (int d = 0; d < HD / 8; d++)
+      *(unsigned *)(p + d * 8) = tc_pack(dqa[i >> 1][d][2 * (i & 1)] * scale, dqa[i >> 1][d][2 * (i & 1) + 1] * scale);
   }
   __syncthreads();
-  /* own-block keys: dKn = scale dS^T Q, dVn = P^T dO over the CTA's rows (B x HD, small); a thread
-  ** owns 8 dims of a key (16-byte loads of Q and dO rows, 16-byte stores) */
-  for (int c = threadIdx.x; c < B * (HD / 8); c += blockDim.x) {
-    int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8;
+  /* own-block keys: dKn = scale dS^T Q, dVn = P^T dO over the block's rows (a thread owns 8 dims of
+  ** a key: 16-byte loads of Q and dO rows, 16-byte stores) */
+  for (int c = threadIdx.x; c < nb * B * (HD / 8); c += blockDim.x) {
+    int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8, bi = key / B, kk = key % B;
     float gk[8], gv[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
-    for (int r = 0; r < P; r++) {
-      float ds = dss[r * BP + key], pp = ps[r * BP + key];
+    for (int r = bi * PB; r < bi * PB + PB; r++) {
+      float ds = __uint_as_float((unsigned)dss[r * B + kk] << 16), pp = __uint_as_float((unsigned)ps[r * B + kk] << 16);
       uint4 qv = *(const uint4 *)(qs + r * SR + d8), dv = *(const uint4 *)(dos + r * SR + d8);
       unsigned qw[4] = {qv.x, qv.y, qv.z, qv.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
 #pragma unroll
@@ -838,7 +867,7 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
         gv[2 * i] += pp * __uint_as_float(dw[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dw[i] & 0xffff0000u);
       }
     }
-    ll off = ((u.qrow0 + key) * nkv + g) * HD + d8;
+    ll off = ((qrow0 + key) * nkv + g) * HD + d8;
     uint4 ko, vo;
     ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
     ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
@@ -847,23 +876,47 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   }
 }
 
-/* Key-major DFLASH backward: dKc, dVc of 64 context keys of one (sample, kv head). */
+/*
+** Key-major DFLASH backward (FlashAttention-2 layout): one CTA of 8 warps per (128 context keys,
+** sample, kv head) owns dKc/dVc of those keys and loops over the blocks whose rows see some of them,
+** last block first (for full attention every CTA then reads the same block at about the same time,
+** so Q/dO come from L2), 64 query rows (one row group of a block) per step:
+**   phase A: S^T = K Q^T and dP^T = V dO^T, warp w: keys 32 (w & 3) .. + 31 x rows 32 (w >> 2) .. + 31
+**            (every K/V fragment feeds four mma, every Q/dO fragment two); P^T and dS^T go to shared
+**            memory in bf16 (key-major, the A operand of phase B);
+**   phase B: dV += P^T dO, dK += dS^T Q, warp w: keys 32 (w & 3) .. + 31 x dims HD/2 (w >> 2) .. :
+**            every dO/Q fragment feeds four mma, accumulators 2 x 32 keys x HD/2 dims per warp.
+** Q/dO of the next step are staged by cp.async while this one computes. Keys no block sees get 0.
+*/
+#define TK_KT 128 /* keys per CTA (8 warps) */
+#define TK_RG 64  /* query rows per step: a block's rows in groups of 64, the last zero padded */
+template <int HD>
+__device__ __forceinline__ void tk_load_rows(tc_bf *dst, const tc_bf *src, ll qrow0, int r0, int G, int g, int P, int nh) {
+  constexpr int SR = HD + 8, C = HD / 8;
+  for (int c = threadIdx.x; c < TK_RG * C; c += blockDim.x) {
+    int r = c / C, d8 = c % C, R = r0 + r, ok = R < P;
+    ll off = ok ? (qrow0 + R / G) * nh * HD + (ll)(g * G + R % G) * HD + d8 * 8 : 0;
+    tc_cp16(dst + r * SR + d8 * 8, src + off, ok);
+  }
+}
 template <int HD>
 __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q, const tc_bf *k1, const tc_bf *v1,
                                          const int *anchors, const int *keep, const float *lse, const float *Dg,
                                          const tc_bf *dout, int batch, int S, int N, int B, int nh, int nkv, int W,
                                          float scale) {
-  constexpr int SR = HD + 8;
+  constexpr int SR = HD + 8, KT = TK_KT, RG = TK_RG, PR = RG + 8; /* PR: row stride of P^T / dS^T */
   extern __shared__ __align__(16) tc_bf tc_sm[];
-  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
-  int G = nh / nkv, P = B * G, Rb = (P + 15) / 16 * 16;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
+  const int G = nh / nkv, P = B * G, ng = (P + RG - 1) / RG;
   /* heaviest tiles (small k0: most anchors lie past them) first, across every sample and head */
-  int tile = blockIdx.x / (batch * nkv), rem = blockIdx.x % (batch * nkv), b = rem / nkv, g = rem % nkv;
-  int k0 = tile * TC_KT;
-  tc_bf *ks_ = tc_sm, *vs_ = ks_ + TC_KT * SR, *qb = vs_ + TC_KT * SR; /* qb: [2][q, dO][Rb][SR] */
-  float *ls = (float *)(qb + 4 * Rb * SR), *dsv = ls + 2 * Rb;
-  int *lov = (int *)(dsv + 2 * Rb), *list = lov + 2 * Rb, *cnt = list + N, *anc = cnt + 1;
+  const int tile = blockIdx.x / (batch * nkv), rem = blockIdx.x % (batch * nkv), b = rem / nkv, g = rem % nkv;
+  const int k0 = tile * KT;
+  tc_bf *ks_ = tc_sm, *vs_ = ks_ + KT * SR, *qb = vs_ + KT * SR; /* qb: [2][q, dO][RG][SR] */
+  tc_bf *pt = qb + 4 * RG * SR, *dst = pt + KT * PR;              /* P^T, dS^T: [KT][PR] bf16 */
+  float *ls = (float *)(dst + KT * PR), *dsv = ls + 2 * RG;
+  int *lov = (int *)(dsv + 2 * RG), *list = lov + 2 * RG, *cnt = list + N, *anc = cnt + 1;
   tc_load_kv<HD>(ks_, vs_, k1, v1, (ll)b * S, k0, S, nkv, g);
+  tc_load_kv<HD>(ks_ + TC_KT * SR, vs_ + TC_KT * SR, k1, v1, (ll)b * S, k0 + TC_KT, S, nkv, g);
   tc_commit();
   if (warp == 0) { /* the blocks whose rows see some key of the tile, in order */
     int c = 0;
@@ -871,7 +924,7 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
       int n = base + lane, rel = 0;
       if (n < N && keep[(ll)b * N + n]) {
         int a = anchors[(ll)b * N + n];
-        rel = k0 < a && (W == 0 || k0 + TC_KT - 1 >= a - (W - 1));
+        rel = k0 < a && (W == 0 || k0 + KT - 1 >= a - (W - 1));
       }
       unsigned bal = __ballot_sync(0xffffffffu, rel);
       if (rel) list[c + __popc(bal & ((1u << lane) - 1u))] = n;
@@ -880,87 +933,136 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
     if (lane == 0) *cnt = c;
   }
   __syncthreads();
-  int nl = *cnt;
-  auto load_blk = [&](int i, int s) {
-    int n = list[i], a = anchors[(ll)b * N + n];
+  const int nit = *cnt * ng;
+  auto load_item = [&](int i, int s) { /* step i: block list[nl - 1 - i / ng], rows 64 (i % ng) .. */
+    int n = list[*cnt - 1 - i / ng], r0 = (i % ng) * RG, a = anchors[(ll)b * N + n];
     ll qrow0 = (ll)b * N * B + (ll)n * B;
-    tc_load_rows<HD>(qb + (2 * s) * Rb * SR, q, qrow0, G, g, P, Rb, nh);
-    tc_load_rows<HD>(qb + (2 * s + 1) * Rb * SR, dout, qrow0, G, g, P, Rb, nh);
-    for (int r = threadIdx.x; r < Rb; r += blockDim.x) {
-      ll idx = (qrow0 + r / G) * nh + g * G + r % G;
-      ls[s * Rb + r] = r < P ? lse[idx] * TC_LOG2E : DFL_INF;
-      dsv[s * Rb + r] = r < P ? Dg[idx] : 0.f;
-      lov[s * Rb + r] = r >= P ? a : W > 0 ? a + r / G - (W - 1) : 0;
+    tk_load_rows<HD>(qb + (2 * s) * RG * SR, q, qrow0, r0, G, g, P, nh);
+    tk_load_rows<HD>(qb + (2 * s + 1) * RG * SR, dout, qrow0, r0, G, g, P, nh);
+    for (int r = threadIdx.x; r < RG; r += blockDim.x) {
+      int R = r0 + r;
+      ll idx = (qrow0 + R / G) * nh + g * G + R % G;
+      ls[s * RG + r] = R < P ? lse[idx] * TC_LOG2E : DFL_INF; /* padding rows: p = 0 */
+      dsv[s * RG + r] = R < P ? Dg[idx] : 0.f;
+      lov[s * RG + r] = R >= P ? a : W > 0 ? a + R / G - (W - 1) : 0;
     }
     if (threadIdx.x == 0) anc[s] = a;
   };
-  float dka[HD / 8][4], dva[HD / 8][4];
+  if (nit > 0) load_item(0, 0);
+  tc_commit();
+  const int kq = (warp & 3) * 32, rh = (warp >> 2) * 32, dh = (warp >> 2) * (HD / 2);
+  float dka[2][HD / 16][4], dva[2][HD / 16][4]; /* [key m tile][dim n8 tile of this warp's half] */
 #pragma unroll
-  for (int d = 0; d < HD / 8; d++) {
-    dka[d][0] = dka[d][1] = dka[d][2] = dka[d][3] = 0.f;
-    dva[d][0] = dva[d][1] = dva[d][2] = dva[d][3] = 0.f;
-  }
-  const float sl2 = scale * TC_LOG2E;
-  if (nl > 0) { load_blk(0, 0); tc_commit(); }
-  const tc_bf *kw = ks_ + warp * 16 * SR + tc_aoff(lane, SR), *vw = vs_ + warp * 16 * SR + tc_aoff(lane, SR);
-  const int koff = tc_koff(lane, SR);
-  int key0 = k0 + warp * 16 + gid;
-  for (int i = 0; i < nl; i++) {
-    if (i + 1 < nl) { load_blk(i + 1, (i + 1) & 1); tc_commit(); tc_wait<1>(); }
-    else tc_wait<0>();
-    __syncthreads();
-    int s = i & 1, a = anc[s];
-    const tc_bf *qs = qb + (2 * s) * Rb * SR, *dos = qb + (2 * s + 1) * Rb * SR;
-    const float *lsb = ls + s * Rb, *dsb = dsv + s * Rb;
-    const int *lob = lov + s * Rb;
-    for (int rc = 0; rc < Rb / 16; rc++) {
-      float st[2][4], dt_[2][4];
+  for (int m = 0; m < 2; m++)
 #pragma unroll
-      for (int c = 0; c < 2; c++) {
-        st[c][0] = st[c][1] = st[c][2] = st[c][3] = 0.f;
-        dt_[c][0] = dt_[c][1] = dt_[c][2] = dt_[c][3] = 0.f;
-      }
-#pragma unroll
-      for (int ks = 0; ks < HD / 16; ks++) { /* every fragment by ldmatrix */
-        unsigned ka[4], va[4], bq[4], bd[4];
-        tc_ldsm4(ka, kw + ks * 16);
-        tc_ldsm4(va, vw + ks * 16);
-        tc_ldsm4(bq, qs + rc * 16 * SR + koff + ks * 16);
-        tc_ldsm4(bd, dos + rc * 16 * SR + koff + ks * 16);
-        tc_mma(st[0], ka, bq[0], bq[1]);
-        tc_mma(st[1], ka, bq[2], bq[3]);
-        tc_mma(dt_[0], va, bd[0], bd[1]);
-        tc_mma(dt_[1], va, bd[2], bd[3]);
-      }
-#pragma unroll
-      for (int c = 0; c < 2; c++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          int key = key0 + 8 * (e >> 1), r = rc * 16 + c * 8 + 2 * t4 + (e & 1);
-          float p = key < a && key >= lob[r] ? tc_ex2(st[c][e] * sl2 - lsb[r]) : 0.f;
-          st[c][e] = p;
-          dt_[c][e] = p * (dt_[c][e] - dsb[r]);
-        }
-      unsigned pa[4], da[4];
-      tc_c2a(pa, st[0], st[1]);
-      tc_c2a(da, dt_[0], dt_[1]);
-      tc_mma_rowsT<HD>(dva, pa, dos + rc * 16 * SR, SR, lane);
-      tc_mma_rowsT<HD>(dka, da, qs + rc * 16 * SR, SR, lane);
+    for (int d = 0; d < HD / 16; d++) {
+      dka[m][d][0] = dka[m][d][1] = dka[m][d][2] = dka[m][d][3] = 0.f;
+      dva[m][d][0] = dva[m][d][1] = dva[m][d][2] = dva[m][d][3] = 0.f;
     }
-    __syncthreads();
+  const float sl2 = scale * TC_LOG2E;
+  const int aoff = tc_aoff(lane, SR), koff = tc_koff(lane, SR), voff = tc_voff(lane, SR), poff = tc_aoff(lane, PR);
+  for (int i = 0; i < nit; i++) {
+    tc_wait<0>();
+    __syncthreads(); /* step i staged; every warp is past step i - 1 (its stage and P^T/dS^T are free) */
+    if (i + 1 < nit) load_item(i + 1, (i + 1) & 1);
+    tc_commit();
+    const int s = i & 1, a = anc[s];
+    const tc_bf *qs = qb + (2 * s) * RG * SR, *dos = qb + (2 * s + 1) * RG * SR;
+    { /* phase A */
+      const float *lsb = ls + s * RG, *dsb = dsv + s * RG;
+      const int *lob = lov + s * RG;
+      float st[2][4][4], dt_[2][4][4]; /* [key m tile][row n8 tile][4] */
+#pragma unroll
+      for (int m = 0; m < 2; m++)
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          st[m][c][0] = st[m][c][1] = st[m][c][2] = st[m][c][3] = 0.f;
+          dt_[m][c][0] = dt_[m][c][1] = dt_[m][c][2] = dt_[m][c][3] = 0.f;
+        }
+#pragma unroll
+      for (int ks = 0; ks < HD / 16; ks++) {
+        unsigned ka[2][4], va[2][4], bq[2][4], bd[2][4];
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+          tc_ldsm4(ka[m], ks_ + (kq + 16 * m) * SR + aoff + ks * 16);
+          tc_ldsm4(va[m], vs_ + (kq + 16 * m) * SR + aoff + ks * 16);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          tc_ldsm4(bq[h], qs + (rh + 16 * h) * SR + koff + ks * 16);
+          tc_ldsm4(bd[h], dos + (rh + 16 * h) * SR + koff + ks * 16);
+        }
+#pragma unroll
+        for (int m = 0; m < 2; m++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            tc_mma(st[m][2 * h], ka[m], bq[h][0], bq[h][1]);
+            tc_mma(st[m][2 * h + 1], ka[m], bq[h][2], bq[h][3]);
+            tc_mma(dt_[m][2 * h], va[m], bd[h][0], bd[h][1]);
+            tc_mma(dt_[m][2 * h + 1], va[m], bd[h][2], bd[h][3]);
+          }
+      }
+#pragma unroll
+      for (int c = 0; c < 4; c++) {
+        int r = rh + c * 8 + 2 * t4; /* rows r, r + 1 (8-byte aligned pairs) */
+        float2 lv = *(const float2 *)(lsb + r), dv = *(const float2 *)(dsb + r);
+        int2 lw = *(const int2 *)(lob + r);
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+          float p[4], d[4];
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            int key = k0 + kq + 16 * m + gid + 8 * (e >> 1), lo = e & 1 ? lw.y : lw.x;
+            p[e] = key < a && key >= lo ? tc_ex2(st[m][c][e] * sl2 - (e & 1 ? lv.y : lv.x)) : 0.f;
+            d[e] = p[e] * (dt_[m][c][e] - (e & 1 ? dv.y : dv.x));
+          }
+          int o = (kq + 16 * m + gid) * PR + r;
+          *(unsigned *)(pt + o) = tc_pack(p[0], p[1]);
+          *(unsigned *)(pt + o + 8 * PR) = tc_pack(p[2], p[3]);
+          *(unsigned *)(dst + o) = tc_pack(d[0], d[1]);
+          *(unsigned *)(dst + o + 8 * PR) = tc_pack(d[2], d[3]);
+        }
+      }
+    }
+    __syncthreads(); /* P^T, dS^T complete */
+    /* phase B */
+#pragma unroll
+    for (int kr = 0; kr < RG / 16; kr++) {
+      unsigned pa[2][4], da[2][4];
+#pragma unroll
+      for (int m = 0; m < 2; m++) {
+        tc_ldsm4(pa[m], pt + (kq + 16 * m) * PR + poff + kr * 16);
+        tc_ldsm4(da[m], dst + (kq + 16 * m) * PR + poff + kr * 16);
+      }
+#pragma unroll
+      for (int d2 = 0; d2 < HD / 32; d2++) {
+        unsigned bv[4], bk[4];
+        tc_ldsm4t(bv, dos + kr * 16 * SR + voff + dh + d2 * 16);
+        tc_ldsm4t(bk, qs + kr * 16 * SR + voff + dh + d2 * 16);
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+          tc_mma(dva[m][2 * d2], pa[m], bv[0], bv[1]);
+          tc_mma(dva[m][2 * d2 + 1], pa[m], bv[2], bv[3]);
+          tc_mma(dka[m][2 * d2], da[m], bk[0], bk[1]);
+          tc_mma(dka[m][2 * d2 + 1], da[m], bk[2], bk[3]);
+        }
+      }
+    }
   }
   tc_wait<0>(); /* no block at all: the K/V group is still outstanding */
 #pragma unroll
-  for (int i = 0; i < 2; i++) {
-    int key = key0 + 8 * i;
-    if (key >= S) continue;
-    ll off = (((ll)b * S + key) * nkv + g) * HD + 2 * t4;
+  for (int m = 0; m < 2; m++)
 #pragma unroll
-    for (int d = 0; d < HD / 8; d++) {
-      *(unsigned *)(dk1 + off + d * 8) = tc_pack(dka[d][2 * i] * scale, dka[d][2 * i + 1] * scale);
-      *(unsigned *)(dv1 + off + d * 8) = tc_pack(dva[d][2 * i], dva[d][2 * i + 1]);
+    for (int i = 0; i < 2; i++) {
+      int key = k0 + kq + 16 * m + gid + 8 * i;
+      if (key >= S) continue;
+      ll off = (((ll)b * S + key) * nkv + g) * HD + dh + 2 * t4;
+#pragma unroll
+      for (int d = 0; d < HD / 16; d++) {
+        *(unsigned *)(dk1 + off + d * 8) = tc_pack(dka[m][d][2 * i] * scale, dka[m][d][2 * i + 1] * scale);
+        *(unsigned *)(dv1 + off + d * 8) = tc_pack(dva[m][d][2 * i], dva[m][d][2 * i + 1]);
+      }
     }
-  }
 }
 
 #define TC_FWD_ARGS                                                                                                \
@@ -983,15 +1085,15 @@ extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_fwd_tc128(TC_FWD_A
   (void)dt; (void)hd;
   tc_fwd<128>(o, lse, q, k1, v1, k2, v2, anchors, keep, mask, batch, S, N, B, nh, nkv, window, scale);
 }
-extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdq_tc64(TC_BWDQ_ARGS) {
+extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_bwdq_tc64(TC_BWDQ_ARGS) {
   tc_bwdq<64>(dq, dk2, dv2, q, k1, v1, k2, v2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 }
-extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdq_tc128(TC_BWDQ_ARGS) {
+extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_bwdq_tc128(TC_BWDQ_ARGS) {
   tc_bwdq<128>(dq, dk2, dv2, q, k1, v1, k2, v2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) dfl_attn_bwdkv_tc64(TC_BWDKV_ARGS) {
+extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc64(TC_BWDKV_ARGS) {
   tc_bwdkv<64>(dk1, dv1, q, k1, v1, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) dfl_attn_bwdkv_tc128(TC_BWDKV_ARGS) {
+extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc128(TC_BWDKV_ARGS) {
   tc_bwdkv<128>(dk1, dv1, q, k1, v1, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 }

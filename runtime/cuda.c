@@ -243,8 +243,10 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
   t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
   t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
-  t->sq = (2 * (size_t)R + 4 * 64) * SR2 + (2 * (size_t)R + 2 * (size_t)R * (a->B + 1)) * 4;
-  t->skv = (2 * 64 + 4 * (size_t)R) * SR2 + 4 * (size_t)R * 4 + (2 * (size_t)R + a->N + 3) * 4;
+  /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS (bf16) */
+  t->sq = (2 * 128 + 4 * 32) * SR2 + (4 * 128 + 2 * 128) * 4 + 2 * 128 * (size_t)a->B * 2;
+  /* key-major pass: K/V of 128 keys, 2 stages of q/dO (64 rows), P^T and dS^T (128 x 72 bf16), row data, block list */
+  t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + ((size_t)a->N + 3) * 4;
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
   return 1;
 }
@@ -581,9 +583,10 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {
     TRY(launch_warps(c, K_ATT_BWD_DOT, pairs, 0, ad));
     void *aq[] = {&dq, &dkn, &dvn, &q, &k1, &v1, &k2, &v2, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh,
                   &nkv, &win, &scale};
-    TRY(launch2(c, tc.kbq, (int64_t)batch * N, nkv, 32 * tc.nw, tc.sq, aq));
+    int per = 128 / (B * G); /* 128-row CTAs of whole blocks, as the forward */
+    TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
     void *ak[] = {&dkc, &dvc, &q, &k1, &v1, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
-    return launch2(c, tc.kbkv, (int64_t)((S + 63) / 64) * batch * nkv, 1, 128, tc.skv, ak);
+    return launch2(c, tc.kbkv, (int64_t)((S + 127) / 128) * batch * nkv, 1, 256, tc.skv, ak); /* 128 keys, 8 warps */
   }
   if (!bwd) {
     void *o = P(op->out[0]), *lse = P(op->out[1]);
