@@ -377,14 +377,16 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
   int64_t R = Y->shape[0], H = Y->shape[1], V = W->shape[0];
   int64_t ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
   if (ch > V) ch = V;
-  int64_t rc = R * (ch + H) / (V > 0 ? V : 1);
+  /* logits in the head's dtype (bf16 as the reference's matmul rounds them; the sums are f32) */
+  int64_t es = (int64_t)dfl_dtype_size(W->dtype);
+  int64_t rc = R * (ch + H) * 4 / (V > 0 ? V * es : 1);
   /* DFL_LCE_ROWS forces the rows per chunk: tests cover several chunks and a short last one */
   const char *fr = getenv("DFL_LCE_ROWS");
   if (fr && atoll(fr) > 0) rc = atoll(fr);
   else if (rc >= 128) rc = rc / 128 * 128; /* GEMM-tile multiples */
   if (rc < 1) rc = 1;
   if (rc >= R) rc = R;
-  else if (!(fr && atoll(fr) > 0)) { /* balanced: no narrow last chunk (8B: 5 x 1664 rows, not 4 x 1920 + 512) */
+  else if (!(fr && atoll(fr) > 0)) { /* balanced: no narrow last chunk (8B: 3 x 2816 rows, not 2 x 3968 + 256) */
     int64_t nch = (R + rc - 1) / rc, bal = (R + nch - 1) / nch;
     if (rc >= 128) bal = (bal + 127) / 128 * 128;
     if (bal < rc) rc = bal;
@@ -392,7 +394,7 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
   l->rows = rc;
   l->ld = V;
   l->lg_off = 0;
-  l->bytes = ws_align(rc * V * 4);
+  l->bytes = ws_align(rc * V * es);
 }
 
 int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {

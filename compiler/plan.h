@@ -100,16 +100,17 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g);
 #define DFL_CUBLASLT_WS_BYTES (32ll << 20)
 #define DFL_RED_PARTS 1024          /* partial sums of SUM / SUMSQ_ACC reductions, at most */
 #define DFL_RMS_PARTS 256           /* partial dw rows of the vector RMSNORM_BWD kernel, at most */
-/* LINEAR_CE workspace layout: the f32 logits of one chunk of rows over the whole vocabulary,
-** [rows, V] (row stride V). Rows, not vocabulary columns, are chunked so that every row's softmax
-** is complete after ONE logits GEMM: per chunk, logits GEMM -> row kernel (lse, ce, argmax, top-K,
-** dlogits written in place over the logits, bf16 or f32 from the same row start) -> dY GEMM straight
-** into the dY tensor. Two vocabulary GEMMs per row, no recomputation and no dY accumulator. The
-** chunk holds as many values as vocab_chunk columns over all rows plus the [R, H] accumulator the
+/* LINEAR_CE workspace layout: the logits of one chunk of rows over the whole vocabulary, [rows, V]
+** (row stride V) in the head's dtype: bf16 logits, as the reference's bf16 matmul rounds them,
+** with the log-sum-exp, argmax and counts taken in f32. Rows, not vocabulary columns, are chunked
+** so that every row's softmax is complete after ONE logits GEMM: per chunk, logits GEMM -> row
+** kernel (lse, ce, argmax, top-K, dlogits written in place over the logits) -> dY GEMM straight into
+** the dY tensor. Two vocabulary GEMMs per row, no recomputation and no dY accumulator. The chunk
+** takes as many bytes as vocab_chunk f32 columns over all rows plus the [R, H] f32 accumulator the
 ** column-chunked design needed, so the spec's vocab_chunk knob still bounds the workspace. */
 typedef struct dfl_lce_ws {
   int64_t rows;           /* rows per chunk (the last chunk may be shorter) */
-  int64_t ld;             /* logits row stride in f32 elements (= V) */
+  int64_t ld;             /* logits row stride in elements (= V) */
   int64_t lg_off, bytes;
 } dfl_lce_ws;
 void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l);

@@ -1,10 +1,12 @@
 /*
 ** lce.cuh: the row kernel of the fused linear cross-entropy (LINEAR_CE). The host chunks the ROWS
-** (compiler/plan.c dfl_plan_lce_ws): per chunk a cuBLASLt GEMM writes the f32 logits of those rows
-** over the whole vocabulary, [rows, V] with row stride ld, then
+** (compiler/plan.c dfl_plan_lce_ws): per chunk a cuBLASLt GEMM writes the logits of those rows over
+** the whole vocabulary, [rows, V] with row stride ld, in the head's dtype (bf16 for bf16 graphs, as
+** the reference's bf16 matmul rounds them), then
 **   dfl_lce_row  (one CTA per row) finds max, sum of exp, argmax and the number of logits above the
-**                label's in one read, writes ce / correct / topk_hit for the row, and in a second read
-**                writes dlogits = w (softmax - onehot) in place over the logits for the dY GEMM;
+**                label's in one read (all in f32), writes ce / correct / topk_hit for the row, and in a
+**                second read writes dlogits = w (softmax - onehot) in place over the logits (same
+**                element, same dtype) for the dY GEMM;
 ** and after the last chunk dfl_lce_num writes the weighted sum. Every row's softmax is complete
 ** within its chunk, so each vocabulary GEMM runs once per row (no recomputed logits).
 ** Rows with weight 0 are skipped: their dlogits are 0 and ce / correct / topk_hit are 0.
@@ -34,8 +36,9 @@ __device__ __forceinline__ void lce_merge(lce_acc *a, float m, float s, int i, f
   a->cnt += cnt;
 }
 
-/* vec: V % 4 == 0 and the logits 16-byte aligned (float4 reads, 4 dlogits per store). */
-extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(float *logits, ll ld, int V, int r0,
+/* vec: V % 8 == 0 and the logits 16-byte aligned (8 elements per access, ld8/st8). Each thread
+** writes exactly the elements it read, so in-place dlogits need no barrier. */
+extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(void *logits, ll ld, int V, int r0,
                                                                 const int *labels, const float *w, float *ce,
                                                                 float *correct, float *topk_hit, int topk, int dtl,
                                                                 int vec) {
@@ -43,29 +46,25 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(float *logits, l
   __shared__ int si[32];
   __shared__ float s_lse;
   int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5, nw = blockDim.x >> 5;
-  ll r = blockIdx.x, row = r0 + r;
-  float *x = logits + r * ld;
-  /* dlogits in place: same row start; a bf16 row's stride is 2 ld elements */
-  ll ldd = dtl == DT_BF16 || dtl == DT_F16 ? 2 * ld : ld;
-  void *dl = logits;
+  ll r = blockIdx.x, row = r0 + r, base = r * ld;
   float wr = w[row];
   int lab = labels[row];
   if (!(wr > 0.f)) {
-    for (int c = tid; c < V; c += blockDim.x) stf(dl, dtl, r * ldd + c, 0.f);
+    for (int c = tid; c < V; c += blockDim.x) stf(logits, dtl, base + c, 0.f);
     if (tid == 0) ce[row] = correct[row] = topk_hit[row] = 0.f;
     return;
   }
-  float xl = lab >= 0 && lab < V ? x[lab] : DFL_NINF; /* as the CPU: an out-of-range label gives ce = inf */
+  float xl = lab >= 0 && lab < V ? ldf(logits, dtl, base + lab) : DFL_NINF; /* as the CPU: ce = inf */
   lce_acc a = {DFL_NINF, 0.f, 0.f, 0x7fffffff};
   if (vec) {
-    const float4 *x4 = (const float4 *)x;
-    for (int f = tid; f < V / 4; f += blockDim.x) {
-      float4 v = x4[f];
-      lce_add(&a, v.x, 4 * f, xl); lce_add(&a, v.y, 4 * f + 1, xl);
-      lce_add(&a, v.z, 4 * f + 2, xl); lce_add(&a, v.w, 4 * f + 3, xl);
+    for (int f = tid; f < V / 8; f += blockDim.x) {
+      float v[8];
+      ld8(logits, dtl, base + 8 * f, v);
+#pragma unroll
+      for (int k = 0; k < 8; k++) lce_add(&a, v[k], 8 * f + k, xl);
     }
   } else {
-    for (int c = tid; c < V; c += blockDim.x) lce_add(&a, x[c], c, xl);
+    for (int c = tid; c < V; c += blockDim.x) lce_add(&a, ldf(logits, dtl, base + c), c, xl);
   }
   for (int o = 16; o > 0; o >>= 1)
     lce_merge(&a, __shfl_xor_sync(0xffffffffu, a.m, o), __shfl_xor_sync(0xffffffffu, a.s, o),
@@ -83,37 +82,19 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(float *logits, l
   }
   __syncthreads();
   float lse = s_lse;
-  /* Second read: dlogits. With a 2-byte dtype the writes of pass i land on f32 logits read in pass
-  ** <= i, so one barrier per pass (all reads of the pass done before any write) is enough; f32
-  ** dlogits overwrite exactly the element just read. The pass count is uniform over the CTA. */
-  int T = blockDim.x, two = ldd != ld;
+  /* second read: dlogits over the logits, element for element */
   if (vec) {
-    const float4 *x4 = (const float4 *)x;
-    for (int f0 = 0; f0 < V / 4; f0 += T) {
-      int f = f0 + tid, ok = f < V / 4;
-      float4 v = ok ? x4[f] : make_float4(0.f, 0.f, 0.f, 0.f);
-      if (two) __syncthreads();
-      if (ok) {
-        float d[4] = {v.x, v.y, v.z, v.w};
+    for (int f = tid; f < V / 8; f += blockDim.x) {
+      float v[8];
+      ld8(logits, dtl, base + 8 * f, v);
 #pragma unroll
-        for (int k = 0; k < 4; k++) d[k] = wr * (exp2f((d[k] - lse) * LCE_L2E) - (4 * f + k == lab ? 1.f : 0.f));
-        if (dtl == DT_F32) {
-          ((float4 *)x)[f] = make_float4(d[0], d[1], d[2], d[3]);
-        } else {
-          unsigned short h[4];
-#pragma unroll
-          for (int k = 0; k < 4; k++) h[k] = dtl == DT_BF16 ? dfl_f2bf(d[k]) : dfl_f2h(d[k]);
-          *(uint2 *)((unsigned short *)dl + r * ldd + 4 * f) =
-              make_uint2(h[0] | ((unsigned)h[1] << 16), h[2] | ((unsigned)h[3] << 16));
-        }
-      }
+      for (int k = 0; k < 8; k++) v[k] = wr * (exp2f((v[k] - lse) * LCE_L2E) - (8 * f + k == lab ? 1.f : 0.f));
+      st8(logits, dtl, base + 8 * f, v);
     }
   } else {
-    for (int c0 = 0; c0 < V; c0 += T) {
-      int c = c0 + tid, ok = c < V;
-      float v = ok ? x[c] : 0.f;
-      if (two) __syncthreads();
-      if (ok) stf(dl, dtl, r * ldd + c, wr * (exp2f((v - lse) * LCE_L2E) - (c == lab ? 1.f : 0.f)));
+    for (int c = tid; c < V; c += blockDim.x) {
+      float v = ldf(logits, dtl, base + c);
+      stf(logits, dtl, base + c, wr * (exp2f((v - lse) * LCE_L2E) - (c == lab ? 1.f : 0.f)));
     }
   }
 }

@@ -303,14 +303,12 @@ static int setup_op(dfl_cuda *c, int i) {
     }
     dfl_plan_lce_ws(c->g, op, &os->lce);
     int rc = (int)os->lce.rows, tail = R % rc, ld = (int)os->lce.ld;
-    /* dlogits overwrite the logits in place: same row start, so their row stride in elements is
-    ** the logits' bytes per row over the element size */
-    int ldd = (int)(os->lce.ld * 4 / (int64_t)dfl_dtype_size(W->dtype));
-    /* logits[rc, V] = y_c W^T (f32 out); dy_c[rc, H] = dlogits W (straight into dY's dtype) */
-    TRY(mm_setup(c, &os->mm[0], 0, 1, rc, V, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
-    if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, tail, V, H, Y->dtype, W->dtype, DFL_F32, H, H, ld, 1.f, 0.f));
-    TRY(mm_setup(c, &os->mm[2], 0, 0, rc, H, V, W->dtype, W->dtype, DY->dtype, ldd, H, H, 1.f, 0.f));
-    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, tail, H, V, W->dtype, W->dtype, DY->dtype, ldd, H, H, 1.f, 0.f));
+    /* logits[rc, V] = y_c W^T in W's dtype; dy_c[rc, H] = dlogits W (dlogits in place over the
+    ** logits, straight into dY's dtype) */
+    TRY(mm_setup(c, &os->mm[0], 0, 1, rc, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
+    if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, tail, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
+    TRY(mm_setup(c, &os->mm[2], 0, 0, rc, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
+    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, tail, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
   }
   if (op->code == DFL_OP_ATTENTION || op->code == DFL_OP_ATTENTION_BWD) {
     int hd = op->a.head_dim;
@@ -531,13 +529,14 @@ static int op_linear_ce(dfl_cuda *c, int i) {
   opstate *os = &c->impl->ops[i];
   const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
   int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], rc = (int)os->lce.rows;
-  float *logits = (float *)(os->scratch + os->lce.lg_off);
+  void *logits = os->scratch + os->lce.lg_off;
   char *y = P(op->in[0]), *dy = P(op->out[4]);
   const void *wl = P(op->in[1]);
   void *labels = P(op->in[2]), *w = P(op->in[3]);
   float *ce = P(op->out[1]), *cor = P(op->out[2]), *hit = P(op->out[3]), *num = P(op->out[0]);
   long long ld = os->lce.ld;
-  int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 4 == 0 && ((uintptr_t)logits & 15) == 0;
+  int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 8 == 0 && ((uintptr_t)logits & 15) == 0 &&
+      (dtl == DFL_BF16 || dtl == DFL_F16 || dtl == DFL_F32);
   size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
   for (int r0 = 0; r0 < R; r0 += rc) {
     int rn = R - r0 < rc ? R - r0 : rc, full = rn == rc;
