@@ -49,6 +49,10 @@ if(TARGET dfl_models AND TARGET dfl_plan)
   dfl_add_test(cuda_step SOURCES tests/cuda/test_step.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
   target_link_options(cuda_step PRIVATE -Wl,--as-needed)
   set_tests_properties(cuda_step PROPERTIES SKIP_RETURN_CODE 77)
+  # GPU: random frozen weights drawn by threads in segments equal the CPU's per-tensor streams.
+  dfl_add_test(cuda_init SOURCES tests/cuda/test_init.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
+  target_link_options(cuda_init PRIVATE -Wl,--as-needed)
+  set_tests_properties(cuda_init PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 
 # GPU benchmark of the attention kernels at the Qwen3-8B drafter shapes (tensor cores vs the

@@ -237,7 +237,6 @@ int dfl_be_copy_weights(dfl_backend *dst, dfl_backend *src, int frozen) {
 /* --- weights --- */
 
 #ifdef DFL_HAVE_CUDA
-int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, double std); /* backend_cuda.c */
 #endif
 
 int dfl_be_load_weights(dfl_backend *b, const dfl_spec *s, const char *drafter_dir) {

@@ -74,6 +74,12 @@ int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *pla
 void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes);
 /* 1 when this build has the CUDA backend and a device is usable. */
 int dfl_be_cuda_available(void);
+/* CUDA builds only (runtime/backend_cuda.c). The backend's dfl_cuda (NULL for a CPU backend):
+** benchmarks and tests reach the ops and tensors under the interface. */
+struct dfl_cuda *dfl_be_cuda_state(dfl_backend *b);
+/* Random tensors of the kinds in `kinds`, drawn by host threads straight into the arena: exactly
+** the values dfl_weights_init draws on the CPU (rounded to the tensor's dtype). */
+int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, double std);
 void dfl_be_close(dfl_backend *b);
 
 /* Plan of g for backend kind: CPU element sizes or the CUDA dtypes, fitted to `budget` bytes

@@ -29,7 +29,6 @@
 #ifdef DFL_HAVE_CUDA
 #include <cuda_runtime.h>
 #include "runtime/cuda.h"
-dfl_cuda *dfl_be_cuda_state(dfl_backend *b); /* backend_cuda.c */
 #endif
 
 #define PEAK_TFLOPS 989.0
@@ -265,6 +264,8 @@ int dfl_cmd_bench(int argc, char **argv) {
          drafter_only ? " (drafter alone: random features, no target)" : "", tr->be.name,
          tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32", tr->tg.batch, tr->tg.S, tr->tg.N,
          tr->spec.block_size, accum, t_open);
+  printf("setup: data, graph and plan %.1f s; backend (device memory, kernels) %.1f s; weights %.1f s; rest %.1f s\n",
+         tr->setup_s[0], tr->setup_s[1], tr->setup_s[2], tr->setup_s[3]);
   fflush(stdout);
 
   dfl_step_stats st;

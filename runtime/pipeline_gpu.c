@@ -11,7 +11,6 @@
 
 #include "runtime/cuda.h"
 
-dfl_cuda *dfl_be_cuda_state(dfl_backend *b); /* backend_cuda.c */
 
 #define CK(call)                                                                                     \
   do {                                                                                               \

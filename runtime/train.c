@@ -324,6 +324,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     return DFL_EFORMAT;
   }
 
+  double t_stage = now_s();
   /* Data first: a refused data file should fail before minutes of weight loading. */
   tr->random_data = s->format == DFL_DATA_RANDOM;
   if (tr->random_data) {
@@ -353,6 +354,8 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
       fprintf(log, "notice: no valid memory plan; running unplanned (one allocation per tensor)\n");
     }
   }
+  tr->setup_s[0] = now_s() - t_stage;
+  t_stage = now_s();
   if (kind == DFL_BE_CUDA) {
     int in[4] = {tr->tg.ids, tr->tg.loss_mask, tr->tg.anchors, tr->tg.keep};
     rc = dfl_be_open_cuda(&tr->be, g, tr->planned ? &tr->plan : NULL, in, 4);
@@ -364,10 +367,14 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     dfl_train_close(tr);
     return rc;
   }
+  tr->setup_s[1] = now_s() - t_stage;
+  t_stage = now_s();
   if ((rc = dfl_be_load_weights(&tr->be, s, s->init_from))) {
     dfl_train_close(tr);
     return rc;
   }
+  tr->setup_s[2] = now_s() - t_stage;
+  t_stage = now_s();
   if (tr->opts.drafter_only && tr->tg.features >= 0 && (rc = fill_features(tr))) {
     dfl_train_close(tr);
     return rc;
@@ -431,6 +438,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     dfl_train_close(tr);
     return DFL_EIO;
   }
+  tr->setup_s[3] = now_s() - t_stage;
   return DFL_OK;
 }
 

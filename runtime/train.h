@@ -105,6 +105,8 @@ typedef struct dfl_trainer {
   struct { int64_t step; double tokens, t0; } pend[2];
   int n_pend;
   double t_last;               /* when the previous step's metrics were collected */
+  double setup_s[4];           /* dfl_train_open's stages (s): data + graph + plan, backend (device
+                               ** memory, kernels), weights (load or random init, masters, push), rest */
   int64_t mem_min, mem_max;    /* device bytes in use sampled at every step after the first */
   int64_t mem_first;
   char last_ckpt[DFL_PATH_MAX];
