@@ -14,6 +14,9 @@
 ** the accumulator (the add moves up to the MATMUL's place). Numerics: identical up to the order of
 ** the final additions (the GEMM adds into acc instead of rounding t first), and in bf16 graphs the
 ** gradient is no longer rounded to bf16 before it is accumulated (more accurate, not less).
+**
+** dfl_fuse_overwrite (gradient accumulation 1 only) then lets the single writer of an accumulator
+** overwrite it instead of adding to the zero AdamW left there (graph.h).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -84,4 +87,42 @@ int dfl_fuse(dfl_graph *g) {
   }
   free(readers); free(writers); free(drop);
   return fused;
+}
+
+int dfl_fuse_overwrite(dfl_graph *g) {
+  int done = 0;
+  for (int a = 0; a < g->nops; a++) {
+    dfl_op *ad = &g->ops[a];
+    if (ad->code != DFL_OP_ADAMW || ad->n_in < 5 || ad->a.keep_grad) continue;
+    int acc = ad->in[4], w = -1, writers = 0, early_read = 0;
+    if (acc < 0 || acc >= g->nt || g->t[acc].dtype != DFL_F32 || !dfl_tensor_is_persistent(&g->t[acc])) continue;
+    for (int i = 0; i < g->nops; i++) {
+      if (i == a) continue;
+      const dfl_op *o = &g->ops[i];
+      for (int k = 0; k < o->n_out; k++)
+        if (o->out[k] == acc) { writers++; w = i; }
+    }
+    if (writers != 1 || w > a) continue;
+    dfl_op *wo = &g->ops[w];
+    int is_mm = wo->code == DFL_OP_MATMUL && wo->a.beta == 1 && wo->n_in == 3 && wo->in[2] == acc;
+    int is_acc = wo->code == DFL_OP_ACCUM && wo->n_in == 2 && wo->in[0] == acc && wo->in[1] != acc;
+    if (!is_mm && !is_acc) continue;
+    if (is_mm && (wo->in[0] == acc || wo->in[1] == acc)) continue;
+    for (int i = 0; i < w && !early_read; i++) /* who reads acc before its writer would see the zero */
+      for (int k = 0; k < g->ops[i].n_in; k++) early_read |= g->ops[i].in[k] == acc;
+    if (early_read) continue;
+    if (is_mm) {
+      wo->in[2] = -1;
+      wo->n_in = 2;
+      wo->a.beta = 0;
+    } else {
+      wo->code = DFL_OP_COPY;
+      wo->in[0] = wo->in[1];
+      wo->in[1] = -1;
+      wo->n_in = 1;
+    }
+    ad->a.keep_grad = 1;
+    done++;
+  }
+  return done;
 }

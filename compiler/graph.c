@@ -672,7 +672,9 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
     case DFL_OP_IOTA_MOD: fprintf(f, " {n=%d}", a->n); break;
     case DFL_OP_DFLASH_BLOCKS: fprintf(f, " {b=%d S=%d N=%d B=%d mask_id=%d gamma=%g}", a->batch, a->S, a->N, a->B, a->mask_id, a->gamma); break;
     case DFL_OP_OPT_PREP: fprintf(f, " {lr=%g warmup=%lld total=%lld sched=%d clip=%g}", a->lr, (long long)a->warmup, (long long)a->total, a->schedule, a->clip); break;
-    case DFL_OP_ADAMW: fprintf(f, " {b1=%g b2=%g eps=%g wd=%g}", a->beta1, a->beta2, a->eps, a->wd); break;
+    case DFL_OP_ADAMW:
+      fprintf(f, " {b1=%g b2=%g eps=%g wd=%g%s}", a->beta1, a->beta2, a->eps, a->wd, a->keep_grad ? " keep_grad" : "");
+      break;
     default: break;
     }
     fprintf(f, "\n");

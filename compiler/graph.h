@@ -105,7 +105,9 @@ typedef enum {
                           schedule, clip, beta1, beta2 */
   DFL_OP_ADAMW,        /* in: param, master, m, v, grad, state -> out param, master, m, v, grad
                           (all in place): g = grad * state[GSCALE]; AdamW on master (fp32);
-                          param = (dtype of param) master; grad = 0. a: beta1, beta2, eps, wd */
+                          param = (dtype of param) master; grad = 0, unless a.keep_grad (its
+                          only writer overwrites it next step: dfl_fuse_overwrite). a: beta1,
+                          beta2, eps, wd */
   DFL_OP_COPY,         /* in: x -> out = x (dtype conversion allowed) */
   DFL_OP_CONCAT_COLS,  /* in: x_1..x_k [R, C_i] (k <= DFL_MAX_IO) -> out[R, sum C_i]:
                           out[r, off_i + c] = x_i[r, c], off_i = C_1 + .. + C_(i-1). Used for
@@ -175,6 +177,7 @@ typedef struct dfl_attrs {
   int64_t warmup, total;
   int schedule;
   double beta;                     /* MATMUL: 1 = accumulate into in[2] == out[0] (dfl_fuse); 0 = plain */
+  int keep_grad;                   /* ADAMW: 1 = leave grad as it is (dfl_fuse_overwrite) */
 } dfl_attrs;
 
 typedef struct dfl_op {
@@ -249,6 +252,12 @@ int dfl_autodiff(dfl_graph *g, int loss);
 ** accumulator instead of writing t and re-reading it. Run after dfl_build_optimizer. t is left
 ** in the tensor table untouched by any op. Returns the number of pairs fused (>= 0). */
 int dfl_fuse(dfl_graph *g);
+/* For graphs run once per optimizer step (gradient accumulation 1) only, after dfl_fuse: a grad
+** accumulator written by ONE op per step (an accumulating MATMUL or an ACCUM) and read by nothing
+** before it needs no zeroing: that op overwrites it (MATMUL beta 0, ACCUM -> COPY) and its ADAMW
+** keeps it (a.keep_grad). Same values (0 + x = x exactly); per weight element 4 bytes fewer read
+** by the GEMM epilogue and 4 fewer written by AdamW. Returns the number of accumulators rewritten. */
+int dfl_fuse_overwrite(dfl_graph *g);
 
 struct dfl_optim_cfg { double lr, beta1, beta2, eps, wd, clip; int64_t warmup, total; int schedule; };
 int dfl_build_optimizer(dfl_graph *g, int den, const struct dfl_optim_cfg *cfg);

@@ -31,7 +31,8 @@ extern "C" __global__ void dfl_opt_prep(float *state, float *sumsq, void *den, i
   stf(den, dtden, 0, 0.f);
 }
 extern "C" __global__ void dfl_adamw(void *param, int dtp, float *master, float *m, float *v, void *grad, int dtg,
-                                     const float *state, float beta1, float beta2, float eps, float wd, ll n) {
+                                     const float *state, float beta1, float beta2, float eps, float wd, ll n,
+                                     int keep_grad) {
   float lr = state[1], gs = state[2], bc1 = state[4], bc2 = state[5];
   float sb2 = sqrtf(bc2);
   GRID_STRIDE(i, n) {
@@ -42,7 +43,7 @@ extern "C" __global__ void dfl_adamw(void *param, int dtp, float *master, float 
     p -= (lr / bc1) * mi / (sqrtf(vi) / sb2 + eps);
     m[i] = mi; v[i] = vi; master[i] = p;
     stf(param, dtp, i, p);
-    stf(grad, dtg, i, 0.f);
+    if (!keep_grad) stf(grad, dtg, i, 0.f);
   }
 }
 
@@ -60,7 +61,7 @@ struct dfl_mt {
   void *g[DFL_MT_MAX];
   ll n[DFL_MT_MAX];
   ll ustart[DFL_MT_MAX + 1];  /* first unit (4 elements) of each tensor; ustart[nt] = total */
-  int nt, dtp, dtg, pad;
+  int nt, dtp, dtg, keep_grad; /* keep_grad: AdamW leaves the grads as they are (graph.h) */
 };
 __device__ __forceinline__ int mt_find(const dfl_mt &t, ll u) {
   int lo = 0, hi = t.nt - 1;
@@ -112,7 +113,7 @@ extern "C" __global__ void dfl_adamw_mt(const dfl_mt t, const float *state, floa
       *(float4 *)(v + i) = make_float4(vi[0], vi[1], vi[2], vi[3]);
       *(float4 *)(ms + i) = make_float4(p[0], p[1], p[2], p[3]);
       st4(t.p[k], t.dtp, i, p);
-      st4(t.g[k], t.dtg, i, z);
+      if (!t.keep_grad) st4(t.g[k], t.dtg, i, z);
     } else {
       for (; i < n; i++) {
         float g = ldf(t.g[k], t.dtg, i) * gs;
@@ -122,7 +123,7 @@ extern "C" __global__ void dfl_adamw_mt(const dfl_mt t, const float *state, floa
         p -= step * mi / (sqrtf(vi) / sb2 + eps);
         m[i] = mi; v[i] = vi; ms[i] = p;
         stf(t.p[k], t.dtp, i, p);
-        stf(t.g[k], t.dtg, i, 0.f);
+        if (!t.keep_grad) stf(t.g[k], t.dtg, i, 0.f);
       }
     }
   }

@@ -51,7 +51,7 @@ typedef struct {
   void *g[MT_MAX];
   long long n[MT_MAX];
   long long ustart[MT_MAX + 1];
-  int nt, dtp, dtg, pad;
+  int nt, dtp, dtg, keep_grad;
 } mt_args;
 
 typedef struct {
@@ -334,7 +334,7 @@ static int mt_same(const dfl_graph *g, const dfl_op *a, const dfl_op *b) {
   for (int k = 1; k <= 3; k++) if (g->t[a->in[k]].dtype != DFL_F32 || g->t[b->in[k]].dtype != DFL_F32) return 0;
   return a->in[5] == b->in[5] && g->t[a->in[0]].dtype == g->t[b->in[0]].dtype &&
          g->t[a->in[4]].dtype == g->t[b->in[4]].dtype && a->a.beta1 == b->a.beta1 && a->a.beta2 == b->a.beta2 &&
-         a->a.eps == b->a.eps && a->a.wd == b->a.wd;
+         a->a.eps == b->a.eps && a->a.wd == b->a.wd && a->a.keep_grad == b->a.keep_grad;
 }
 static void mt_group(dfl_cuda *c) {
   const dfl_graph *g = c->g;
@@ -364,6 +364,7 @@ static void mt_fill(dfl_cuda *c, int i0, int n, mt_args *t) {
     if (adam) {
       t->p[k] = P(op->in[0]); t->ms[k] = P(op->in[1]); t->m[k] = P(op->in[2]); t->v[k] = P(op->in[3]);
       t->dtp = dt(c, op->in[0]);
+      t->keep_grad = op->a.keep_grad;
     }
     t->g[k] = P(op->in[gi]);
     t->dtg = dt(c, op->in[gi]);
@@ -761,7 +762,8 @@ static int exec_op(dfl_cuda *c, int i) {
     int dg = dt(c, op->in[4]);
     float b1 = (float)at->beta1, b2 = (float)at->beta2, eps = (float)at->eps, wd = (float)at->wd;
     long long np = (long long)numel(c, op->in[0]);
-    void *a[] = {&i0, &d1, &ms, &m, &v, &gr, &dg, &st, &b1, &b2, &eps, &wd, &np};
+    int keep = at->keep_grad;
+    void *a[] = {&i0, &d1, &ms, &m, &v, &gr, &dg, &st, &b1, &b2, &eps, &wd, &np, &keep};
     return launch(c, K_ADAMW, np, a);
   }
   default:

@@ -348,6 +348,9 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     return rc;
   }
   dfl_graph *g = &tr->tg.g;
+  /* One micro-step per optimizer step: each gradient's single writer overwrites its accumulator
+  ** (no zeroing by AdamW, no read of the zero by the GEMM); same values. */
+  if (s->accum == 1) dfl_fuse_overwrite(g);
   if (!tr->opts.unplanned) {
     tr->planned = dfl_be_plan(&tr->plan, g, kind, dev ? dev->memory_budget : 0, log) == DFL_OK;
     if (!tr->planned) {

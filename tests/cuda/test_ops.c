@@ -419,8 +419,11 @@ static void case_optimizer(void) {
 }
 
 /* Three tensors of ragged sizes in one multi-tensor launch each (consecutive SUMSQ_ACC / ADAMW ops
-** with one state): the kernels' table search crosses tensors, and each tensor has a ragged tail. */
-static void case_optimizer_mt(void) {
+** with one state): the kernels' table search crosses tensors, and each tensor has a ragged tail.
+** keep: AdamW leaves the gradients as they are (a.keep_grad) instead of zeroing them; 2: the same
+** through the per-tensor kernels (DFL_NO_MT). */
+static void case_optimizer_mt(int keep) {
+  if (keep == 2) setenv("DFL_NO_MT", "1", 1);
   dfl_graph g; dfl_graph_init(&g);
   static const int sz[3] = {37, 301, 1030};
   int p[3], ms[3], m[3], v[3], gr[3];
@@ -440,13 +443,18 @@ static void case_optimizer_mt(void) {
   a.alpha = 1;
   for (int k = 0; k < 3; k++) op(&g, DFL_OP_SUMSQ_ACC, 2, (int[]){ssq, gr[k]}, 1, &ssq, &a);
   op(&g, DFL_OP_OPT_PREP, 3, (int[]){ssq, den, st}, 1, &st, &a);
+  a.keep_grad = keep != 0;
   for (int k = 0; k < 3; k++)
     op(&g, DFL_OP_ADAMW, 6, (int[]){p[k], ms[k], m[k], v[k], gr[k], st}, 5, (int[]){p[k], ms[k], m[k], v[k], gr[k]}, &a);
   int32_t sv[DFL_OPT_COUNT] = {5, 0, 0, 0, 0, 0}, dv[1] = {37}, sq[1] = {0};
   ifill f[] = {{st, sv}, {den, dv}, {ssq, sq}};
   double sc[64] = {0};
   for (int k = 0; k < 3; k++) sc[gr[k]] = 30, sc[v[k]] = 1e-3;
-  run_case("sumsq+opt_prep+adamw, 3 tensors (multi-tensor)", &g, f, 3, sc, NULL);
+  static const char *nm[] = {"sumsq+opt_prep+adamw, 3 tensors (multi-tensor)",
+                             "sumsq+opt_prep+adamw, 3 tensors (multi-tensor), grads kept",
+                             "sumsq+opt_prep+adamw, 3 tensors (per-tensor kernels), grads kept"};
+  run_case(nm[keep], &g, f, 3, sc, NULL);
+  unsetenv("DFL_NO_MT");
   dfl_graph_free(&g);
 }
 
@@ -513,7 +521,9 @@ int main(void) {
     case_linear_ce(1);
     case_linear_ce(2);
     case_optimizer();
-    case_optimizer_mt();
+    case_optimizer_mt(0);
+    case_optimizer_mt(1);
+    case_optimizer_mt(2);
   }
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
