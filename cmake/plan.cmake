@@ -12,7 +12,7 @@ target_link_libraries(dfl_plan PUBLIC dfl_plan_core dfl_models dfl_front)
 
 dfl_add_test(plan_place SOURCES tests/plan/test_place.c LIBS dfl_plan_core LABELS plan)
 # Registered once their source exists, so the configure never breaks midway.
-foreach(t planned_cpu)
+foreach(t planned_cpu lce)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/plan/test_${t}.c)
     dfl_add_test(plan_${t} SOURCES tests/plan/test_${t}.c LIBS dfl_plan_core LABELS plan)
   endif()

@@ -369,7 +369,7 @@ static void case_attention_tc(int dflash, int S, int N, int B, int window, int h
   dfl_graph_free(&g);
 }
 
-/* mode 0: one chunk of rows; 1: 16-row chunks (several, and a short last one); 2: V % 4 != 0 (the
+/* mode 0: rows per chunk from vocab_chunk (2 x 35); 1: 16-row chunks (several, and a short last one); 2: V % 8 != 0 (the
 ** kernel's scalar path) in 32-row chunks. */
 static void case_linear_ce(int mode) {
   static const char *rows[] = {NULL, "16", "32"};
@@ -390,7 +390,7 @@ static void case_linear_ce(int mode) {
   bin[cor] = bin[hit] = 1;
   double sc[64] = {0};
   sc[y] = 2;
-  static const char *nm[] = {"linear_ce one chunk", "linear_ce 16-row chunks", "linear_ce V 998, 32-row chunks"};
+  static const char *nm[] = {"linear_ce rows from vocab_chunk", "linear_ce 16-row chunks", "linear_ce V 998, 32-row chunks"};
   run_case(nm[mode], &g, f, 2, sc, bin);
   dfl_graph_free(&g);
   unsetenv("DFL_LCE_ROWS");
