@@ -12,8 +12,11 @@ DFLC=${1:?usage: test_cli.sh PATH/TO/dflc}
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/dfl_cli_XXXXXX") || exit 2
 trap 'rm -rf "$T"' EXIT
-# Inputs that are wrong in each way a user meets: binary bytes are fresh each run.
-head -c 4096 /dev/urandom > "$T/binary.dfl"
+# Inputs that are wrong in each way a user meets: binary bytes are fresh each run, after a first
+# byte that is never text (random bytes could start with a newline and move the first error to
+# line 2, which the expected messages below do not allow).
+printf '\377' > "$T/binary.dfl"
+head -c 4095 /dev/urandom >> "$T/binary.dfl"
 : > "$T/empty.dfl"
 mkdir "$T/dir.dfl"
 cp "$T/binary.dfl" "$T/binfix.json"; cp "$T/binary.dfl" "$T/binfix.safetensors"
