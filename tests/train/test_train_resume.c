@@ -7,7 +7,9 @@
 ** crosses an epoch boundary (new shuffled order), with gradient accumulation 2.
 ** Atomicity: a leftover .tmp-step-* directory (a crash mid-write) and a step-* directory without
 ** trainer.json are ignored by resume, and a save over a stale temp dir succeeds. A checkpoint of
-** another spec is refused. Data is random (seed from the time, printed).
+** another spec is refused. D: a checkpoint written with accum = 1 (whose gradient accumulators are
+** left holding the last step's gradients) resumed with accum = 2 starts from zero gradients.
+** Data is random (seed from the time, printed).
 */
 #include <math.h>
 #include <sys/stat.h>
@@ -157,6 +159,43 @@ int main(void) {
   CHECK(msg && strstr(msg, "different spec"), "the refusal says why: %s", msg ? msg : "");
   free(msg);
   if (rc == DFL_OK) dfl_train_close(tr);
+
+  /* D: with accum = 1 AdamW leaves the last step's gradients in the accumulators (their single
+  ** writers overwrite them next step), so a checkpoint holds them; resumed with accum = 2 (the
+  ** spec's shapes are unchanged, so the checkpoint is accepted) they must start at zero. */
+  char dd[300], rootd[320];
+  snprintf(dd, sizeof dd, "%s/d", dir);
+  snprintf(rootd, sizeof rootd, "%s/ckpt", dd);
+  dfl_spec s1 = s;
+  s1.accum = 1;
+  o.out_dir = dd;
+  o.resume = NULL;
+  double ld[K];
+  if (dfl_train_open(tr, &s1, &o) != DFL_OK) { printf("FAIL: open D\n"); return 1; }
+  CHECK(run_steps(tr, K, ld) == 0 && dfl_train_checkpoint(tr) == DFL_OK, "steps and checkpoint of D");
+  int nz_before = 0, ngrad = 0;
+  for (int i = 0; i < tr->tg.g.nt; i++)
+    if (tr->tg.g.t[i].kind == DFL_T_GRAD) {
+      ngrad++;
+      int64_t n = dfl_tensor_numel(&tr->tg.g.t[i]);
+      const float *x = dfl_cpu_f32(&tr->cpu, i);
+      for (int64_t e = 0; e < n; e++) nz_before += x[e] != 0;
+    }
+  CHECK(ngrad > 3 && nz_before > 100, "accum 1 keeps gradients after the optimizer (%d non-zero)", nz_before);
+  dfl_train_close(tr);
+  dfl_spec s3 = s1;
+  s3.accum = 2;
+  o.resume = rootd;
+  if (dfl_train_open(tr, &s3, &o) != DFL_OK) { printf("FAIL: open D resumed\n"); return 1; }
+  int nz_after = 0;
+  for (int i = 0; i < tr->tg.g.nt; i++)
+    if (tr->tg.g.t[i].kind == DFL_T_GRAD) {
+      int64_t n = dfl_tensor_numel(&tr->tg.g.t[i]);
+      const float *x = dfl_cpu_f32(&tr->cpu, i);
+      for (int64_t e = 0; e < n; e++) nz_after += x[e] != 0;
+    }
+  CHECK(nz_after == 0, "gradient accumulators start at zero after a resume (%d non-zero)", nz_after);
+  dfl_train_close(tr);
 
   for (int i = 0; i < nt; i++) free(snap[i]);
   free(snap);
