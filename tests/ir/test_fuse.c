@@ -37,6 +37,25 @@ static int count(const dfl_graph *g, dfl_opcode c, int beta) {
   return k;
 }
 
+/* The same random weights (loss weights positive) in both backends of a pair of graphs. */
+static void same_weights(dfl_cpu c[2], dfl_graph g[2], net n[2], int R) {
+  int fill_t[5] = {n[0].emb, n[0].wn, n[0].w1, n[0].w2, n[0].wt};
+  for (int i = 0; i < 5; i++) {
+    fill_rand(&c[0], fill_t[i], 1);
+    double *v = get_all(&c[0], fill_t[i]);
+    if (fill_t[i] == n[0].wt) for (int r = 0; r < R; r++) v[r] = fabs(v[r]) + 0.1;
+    for (int m = 0; m < 2; m++) dfl_cpu_set_d(&c[m], fill_t[i], v, dfl_tensor_numel(&g[0].t[fill_t[i]]));
+    free(v);
+  }
+}
+/* The same random ids and labels in both. */
+static void same_tokens(dfl_cpu c[2], net n[2], int R, int V) {
+  for (int r = 0; r < R; r++) {
+    int id = irand(V), l = irand(V);
+    for (int m = 0; m < 2; m++) dfl_cpu_i32(&c[m], n[m].ids)[r] = id, dfl_cpu_i32(&c[m], n[m].lab)[r] = l;
+  }
+}
+
 /* t = A B read by ACCUM and by SUM: t must stay. */
 static void case_shared_product(void) {
   dfl_graph g;
@@ -96,20 +115,10 @@ static void case_overwrite(int R, int D, int V) {
   CHECK(dfl_fuse_overwrite(&g[1]) == 0); /* idempotent */
   dfl_cpu c[2];
   for (int m = 0; m < 2; m++) CHECK(dfl_cpu_init(&c[m], &g[m], NULL, 0) == DFL_OK);
-  int fill_t[5] = {n[0].emb, n[0].wn, n[0].w1, n[0].w2, n[0].wt};
-  for (int i = 0; i < 5; i++) {
-    fill_rand(&c[0], fill_t[i], 1);
-    double *v = get_all(&c[0], fill_t[i]);
-    if (fill_t[i] == n[0].wt) for (int r = 0; r < R; r++) v[r] = fabs(v[r]) + 0.1;
-    for (int m = 0; m < 2; m++) dfl_cpu_set_d(&c[m], fill_t[i], v, dfl_tensor_numel(&g[0].t[fill_t[i]]));
-    free(v);
-  }
+  same_weights(c, g, n, R);
   for (int m = 0; m < 2; m++) dfl_cpu_init_masters(&c[m]);
   for (int step = 0; step < 4; step++) {
-    for (int r = 0; r < R; r++) {
-      int id = irand(V), l = irand(V);
-      for (int m = 0; m < 2; m++) dfl_cpu_i32(&c[m], n[m].ids)[r] = id, dfl_cpu_i32(&c[m], n[m].lab)[r] = l;
-    }
+    same_tokens(c, n, R, V);
     for (int m = 0; m < 2; m++) {
       CHECK(dfl_cpu_run(&c[m], DFL_PH_STEP) == DFL_OK);
       if (step < 3) CHECK(dfl_cpu_run(&c[m], 1u << DFL_PH_OPTIMIZER) == DFL_OK);
@@ -151,18 +160,8 @@ int main(void) {
 
   dfl_cpu c[2];
   for (int m = 0; m < 2; m++) CHECK(dfl_cpu_init(&c[m], &g[m], NULL, 0) == DFL_OK);
-  int fill_t[5] = {n[0].emb, n[0].wn, n[0].w1, n[0].w2, n[0].wt};
-  for (int i = 0; i < 5; i++) {
-    fill_rand(&c[0], fill_t[i], 1);
-    double *v = get_all(&c[0], fill_t[i]);
-    if (fill_t[i] == n[0].wt) for (int r = 0; r < R; r++) v[r] = fabs(v[r]) + 0.1;
-    for (int m = 0; m < 2; m++) dfl_cpu_set_d(&c[m], fill_t[i], v, dfl_tensor_numel(&g[0].t[fill_t[i]]));
-    free(v);
-  }
-  for (int r = 0; r < R; r++) {
-    int id = irand(V), l = irand(V);
-    for (int m = 0; m < 2; m++) dfl_cpu_i32(&c[m], n[m].ids)[r] = id, dfl_cpu_i32(&c[m], n[m].lab)[r] = l;
-  }
+  same_weights(c, g, n, R);
+  same_tokens(c, n, R, V);
   for (int m = 0; m < 2; m++) {
     dfl_cpu_init_masters(&c[m]);
     /* two micro-steps per optimizer step: the second must add to the first's gradients */
