@@ -95,41 +95,65 @@ static int phase_times(dfl_trainer *tr, int reps, double ms[DFL_PH_COUNT]) {
   return DFL_OK;
 }
 
-/* --ops: every op of one step launched on its own between CUDA events (no graph: launch gaps are
-** not counted, since an event pair brackets only the op's own kernels), summed per (phase, op kind),
-** with FLOPs and the bytes of the op's tensors (each input read once, each output written once: a
-** lower bound on its traffic) against the measured ceilings. Printed largest first. */
+/* --ops: every op of one step run on its own and timed, summed per (phase, op kind), with FLOPs
+** and the bytes of the op's tensors (each input read once, each output written once: a lower bound
+** on its traffic) against the measured ceilings. Printed largest first. On the GPU each op is
+** launched alone between CUDA events (no graph: launch gaps are not counted, since an event pair
+** brackets only the op's own kernels); on the CPU backend a host clock brackets each op. The
+** step is a real one (the optimizer updates the weights), as every timing run here. */
 typedef struct { int ph, code, n; double ms, fl, by; } prof_row;
 static int prof_cmp(const void *a, const void *b) {
   double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
   return (x < y) - (x > y);
 }
-static int op_profile(dfl_trainer *tr, int reps) {
+/* ms[i] += the mean time of op i over reps steps (after one warm-up step). */
+static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
+  const dfl_graph *g = &tr->tg.g;
+  int rc = DFL_OK;
 #ifdef DFL_HAVE_CUDA
   dfl_cuda *c = dfl_be_cuda_state(&tr->be);
-  if (!c) return DFL_OK;
-  const dfl_graph *g = &tr->tg.g;
-  cudaStream_t st = (cudaStream_t)dfl_cuda_stream(c);
-  cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(g->nops + 1));
-  double *ms = calloc((size_t)g->nops, sizeof(double));
-  prof_row *rows = calloc((size_t)g->nops, sizeof(prof_row));
-  int rc = ev && ms && rows ? DFL_OK : DFL_ENOMEM, nev = 0;
-  for (; rc == DFL_OK && nev <= g->nops; nev++)
-    if (cudaEventCreate(&ev[nev]) != cudaSuccess) rc = DFL_ERR;
-  for (int r = 0; r <= reps && rc == DFL_OK; r++) { /* r = 0: warm-up, not counted */
-    cudaEventRecord(ev[0], st);
-    for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
-      rc = dfl_cuda_run_op(c, i);
-      cudaEventRecord(ev[i + 1], st);
+  if (c) {
+    *how = "each op launched alone between CUDA events";
+    cudaStream_t st = (cudaStream_t)dfl_cuda_stream(c);
+    cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(g->nops + 1));
+    int nev = 0;
+    if (!ev) return DFL_ENOMEM;
+    for (; rc == DFL_OK && nev <= g->nops; nev++)
+      if (cudaEventCreate(&ev[nev]) != cudaSuccess) rc = DFL_ERR;
+    for (int r = 0; r <= reps && rc == DFL_OK; r++) { /* r = 0: warm-up, not counted */
+      cudaEventRecord(ev[0], st);
+      for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
+        rc = dfl_cuda_run_op(c, i);
+        cudaEventRecord(ev[i + 1], st);
+      }
+      if (rc == DFL_OK && cudaStreamSynchronize(st) != cudaSuccess) rc = DFL_ERR;
+      for (int i = 0; i < g->nops && rc == DFL_OK && r > 0; i++) {
+        float t = 0;
+        cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
+        ms[i] += t / reps;
+      }
     }
-    if (rc == DFL_OK && cudaStreamSynchronize(st) != cudaSuccess) rc = DFL_ERR;
-    for (int i = 0; i < g->nops && rc == DFL_OK && r > 0; i++) {
-      float t = 0;
-      cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
-      ms[i] += t / reps;
-    }
+    for (int i = 0; i < nev; i++) cudaEventDestroy(ev[i]);
+    free(ev);
+    return rc;
   }
-  int nr = 0;
+#endif
+  if (!tr->be.cpu) return DFL_ERR;
+  *how = "each op run alone, host clock";
+  for (int r = 0; r <= reps && rc == DFL_OK; r++)
+    for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
+      double t0 = now_s();
+      rc = dfl_cpu_run_op(tr->be.cpu, i);
+      if (r > 0) ms[i] += 1e3 * (now_s() - t0) / reps;
+    }
+  return rc;
+}
+static int op_profile(dfl_trainer *tr, int reps) {
+  const dfl_graph *g = &tr->tg.g;
+  double *ms = calloc((size_t)g->nops + 1, sizeof(double));
+  prof_row *rows = calloc((size_t)g->nops + 1, sizeof(prof_row));
+  const char *how = "";
+  int rc = ms && rows ? time_ops(tr, reps, ms, &how) : DFL_ENOMEM, nr = 0;
   double total = 0;
   for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
     const dfl_op *op = &g->ops[i];
@@ -144,20 +168,16 @@ static int op_profile(dfl_trainer *tr, int reps) {
   }
   if (rc == DFL_OK) {
     qsort(rows, (size_t)nr, sizeof *rows, prof_cmp);
-    printf("ops (each op launched alone between CUDA events, mean of %d steps; %.2f ms in all):\n", reps, total);
+    printf("ops (%s, mean of %d steps; %.2f ms in all):\n", how, reps, total);
     printf("  %-16s %-16s %5s %9s %6s %9s %9s\n", "phase", "op", "count", "ms", "share", "TFLOP/s", "GB/s(min)");
     for (int k = 0; k < nr; k++)
-      printf("  %-16s %-16s %5d %9.3f %5.1f%% %9.1f %9.0f\n", ph_name[rows[k].ph], dfl_opcode_name((dfl_opcode)rows[k].code),
-             rows[k].n, rows[k].ms, 100 * rows[k].ms / total, rows[k].ms > 0 ? rows[k].fl / (rows[k].ms * 1e-3) / 1e12 : 0,
+      printf("  %-16s %-16s %5d %9.3f %5.1f%% %9.3f %9.1f\n", ph_name[rows[k].ph], dfl_opcode_name((dfl_opcode)rows[k].code),
+             rows[k].n, rows[k].ms, total > 0 ? 100 * rows[k].ms / total : 0,
+             rows[k].ms > 0 ? rows[k].fl / (rows[k].ms * 1e-3) / 1e12 : 0,
              rows[k].ms > 0 ? rows[k].by / (rows[k].ms * 1e-3) / 1e9 : 0);
   }
-  for (int i = 0; i < nev; i++) cudaEventDestroy(ev[i]);
-  free(ev); free(ms); free(rows);
+  free(ms); free(rows);
   return rc;
-#else
-  (void)tr; (void)reps;
-  return DFL_OK;
-#endif
 }
 
 int dfl_cmd_bench(int argc, char **argv) {

@@ -3,7 +3,8 @@
 # drafter (random ids, fresh seed each run): it completes, reports drafter positions/s, its JSON is
 # consistent (positions/s = anchors x block x batch / step time; the peer's FLOP count = dflc's +
 # one 2 x positions x hidden x vocab GEMM; no target forward: fewer FLOPs than the colocated
-# step); and the 27B drafter spec checks, plans, and is refused cleanly on the CPU.
+# step); `--ops` lists the time per (phase, op kind) adding up to its total; and the 27B drafter
+# spec checks, plans, and is refused cleanly on the CPU.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_bench_drafter.sh PATH/TO/dflc}
@@ -29,8 +30,17 @@ rc=$?; cat "$T/d.log"
 grep -Eq "^drafter positions/s: [0-9]+" "$T/d.log" || fail "no 'drafter positions/s' line"
 grep -q "drafter alone" "$T/d.log" || fail "the header does not say drafter alone"
 grep -q "^  target forward" "$T/d.log" && fail "a target forward phase in drafter-only mode"
-(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 2 --warmup 1 --phase-steps 1 --json c.json) > "$T/c.log" 2>&1 \
+(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 2 --warmup 1 --phase-steps 1 --json c.json --ops) > "$T/c.log" 2>&1 \
   || fail "colocated bench exited $?"
+# --ops: one row per (phase, op kind), the GEMMs of every phase among them, rows adding up to the total
+for row in "target forward +matmul" "drafter forward +matmul" "backward +matmul" "loss +linear_ce" "optimizer +adamw"; do
+  grep -Eq "^  $row +[0-9]+ +[0-9.]+ " "$T/c.log" || fail "--ops has no '$row' row"
+done
+awk '/^ops \(/ { for (i = 1; i <= NF; i++) if ($i == "ms" && $(i + 1) == "in") total = $(i - 1) }
+     /^  [a-z]/ && $(NF - 2) ~ /%$/ && $(NF - 3) ~ /^[0-9.]+$/ { sum += $(NF - 3); share += $(NF - 2) + 0; n++ }
+     END { if (n < 10 || total <= 0 || (sum - total) ^ 2 > (0.01 * total + 0.01) ^ 2 || (share - 100) ^ 2 > (0.05 * n + 0.01) ^ 2) {
+             print "--ops rows: " n ", ms sum " sum " vs total " total ", shares " share; exit 1 } }' "$T/c.log" \
+  || fail "--ops rows do not add up"
 
 num() { sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/" "$1"; }
 H=$(sed -nE 's/.*"hidden_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
