@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "models/weights.h"
 #include "runtime/export.h"
@@ -239,6 +240,12 @@ int dfl_be_copy_weights(dfl_backend *dst, dfl_backend *src, int frozen) {
 #ifdef DFL_HAVE_CUDA
 #endif
 
+static double load_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int dfl_be_load_weights(dfl_backend *b, const dfl_spec *s, const char *drafter_dir) {
   if (b->cpu) return dfl_train_load_weights(s, b->cpu, drafter_dir);
   /* GPU: a host shadow of what is loaded, pushed once. Masters are STATE: only theirs are needed,
@@ -246,7 +253,9 @@ int dfl_be_load_weights(dfl_backend *b, const dfl_spec *s, const char *drafter_d
   unsigned kinds = DFL_KIND_BIT(DFL_T_PARAM) | DFL_KIND_BIT(DFL_T_STATE);
   if (!s->target_random) kinds |= DFL_KIND_BIT(DFL_T_FROZEN);
   dfl_cpu sh;
+  double t = load_clock();
   if (!dfl_be_host(b, kinds, 0, &sh)) return DFL_ENOMEM;
+  b->load_s[0] = load_clock() - t;
   int rc = DFL_OK;
   char err[1024];
   if (s->target_random) {
@@ -259,10 +268,17 @@ int dfl_be_load_weights(dfl_backend *b, const dfl_spec *s, const char *drafter_d
   } else if ((rc = dfl_weights_load_path(&sh, s->target_dir, DFL_KIND_BIT(DFL_T_FROZEN), NULL, err, sizeof err))) {
     fprintf(stderr, "dflc: target weights: %s\n", err);
   }
+  b->load_s[1] = load_clock() - t - b->load_s[0];
+  t = load_clock();
   if (rc == DFL_OK) rc = dfl_train_load_drafter(s, &sh, drafter_dir);
+  b->load_s[2] = load_clock() - t;
   if (rc == DFL_OK) {
+    t = load_clock();
     dfl_cpu_init_masters(&sh);
+    b->load_s[3] = load_clock() - t;
+    t = load_clock();
     rc = dfl_be_host_done(b, &sh, kinds);
+    b->load_s[4] = load_clock() - t;
   } else {
     dfl_be_host_done(b, &sh, 0);
   }

@@ -53,6 +53,8 @@ struct dfl_backend {
   void *impl;
   int64_t arena_bytes;         /* bytes the backend allocated for the graph (arena + workspaces) */
   int64_t mem_before;          /* device bytes in use before the backend was opened (-1: n/a) */
+  double load_s[5];            /* GPU dfl_be_load_weights, seconds: host shadow, target weights,
+                               ** drafter weights, fp32 masters, push to the device */
   /* read slots (both backends keep the bookkeeping here) */
   int read_t[DFL_BE_READ_SLOTS][16];
   int read_n[DFL_BE_READ_SLOTS];

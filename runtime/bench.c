@@ -286,6 +286,10 @@ int dfl_cmd_bench(int argc, char **argv) {
          tr->spec.block_size, accum, t_open);
   printf("setup: data, graph and plan %.1f s; backend (device memory, kernels) %.1f s; weights %.1f s; rest %.1f s\n",
          tr->setup_s[0], tr->setup_s[1], tr->setup_s[2], tr->setup_s[3]);
+  const double *ls = tr->be.load_s;
+  if (ls[0] + ls[1] + ls[2] + ls[3] + ls[4] > 0)
+    printf("weights: host shadow %.1f s, target %.1f s, drafter %.1f s, fp32 masters %.1f s, push %.1f s\n", ls[0], ls[1],
+           ls[2], ls[3], ls[4]);
   fflush(stdout);
 
   dfl_step_stats st;
