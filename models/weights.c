@@ -92,11 +92,16 @@ typedef struct {
   int next; /* next tensor to take (atomic) */
 } init_job;
 
+void dfl_weights_rng(dfl_rng *r, uint64_t seed, const char *name, int64_t first) {
+  dfl_rng_seed(r, seed ^ fnv1a(name));
+  for (int64_t i = 0; i < 2 * first; i++) dfl_rng_next(r); /* dfl_rng_normal takes two steps */
+}
+
 static void init_tensor(dfl_cpu *c, int t, uint64_t seed, double std) {
   const dfl_tensor *tt = &c->g->t[t];
   int64_t n = dfl_tensor_numel(tt);
   dfl_rng r;
-  dfl_rng_seed(&r, seed ^ fnv1a(tt->name));
+  dfl_weights_rng(&r, seed, tt->name, 0);
   for (int64_t i = 0; i < n; i++) {
     double v = tt->ndim == 1 ? 1.0 : std * (double)dfl_rng_normal(&r);
     if (c->f64) dfl_cpu_f64(c, t)[i] = v;

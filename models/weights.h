@@ -14,6 +14,7 @@
 #include "compiler/graph.h"
 #include "compiler/spec.h"
 #include "runtime/cpu.h"
+#include "runtime/data.h"
 #include "runtime/safetensors.h"
 
 #define DFL_KIND_BIT(k) (1u << (k))
@@ -34,6 +35,9 @@ int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e,
 /* HF initialisation of every tensor whose kind bit is in kind_mask: 1-D tensors (norm weights) = 1,
 ** others N(0, std). Reproducible from (seed, tensor name). */
 void dfl_weights_init(dfl_cpu *c, unsigned kind_mask, uint64_t seed, double std);
+/* The random stream of tensor `name` under `seed`, positioned at its value `first` (a value takes
+** two steps): where dfl_weights_init draws from, for anyone drawing the same values elsewhere. */
+void dfl_weights_rng(dfl_rng *r, uint64_t seed, const char *name, int64_t first);
 
 /* Bind every weight of a drafter device's graph (dfl_model_train_graph / eval_graph): FROZEN
 ** target weights from s->target_dir (or seeded random ones for s->target_random), drafter PARAMs

@@ -18,6 +18,8 @@
 
 #include "runtime/cuda.h"
 #include "runtime/data.h"
+#include "runtime/safetensors.h"
+#include "models/weights.h"
 
 #define CK(call) DFL_CU(call)
 
@@ -232,12 +234,6 @@ typedef struct init_job {
   pthread_mutex_t mu;
 } init_job;
 
-static uint64_t fnv1a(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
-  return h;
-}
-
 /* Values exactly as dfl_weights_init (models/weights.c) draws them: one stream per tensor seeded
 ** from (seed, name), 1-D tensors = 1; then rounded to the tensor's dtype as dfl_cuda_set_f does.
 ** Large tensors are cut into segments that threads draw at once: a normal takes exactly two
@@ -275,18 +271,12 @@ static void *init_worker(void *arg) {
     int rc = v || (v = malloc(sizeof(float) * (size_t)INIT_SEG)) ? DFL_OK : DFL_ENOMEM;
     if (rc == DFL_OK) {
       dfl_rng r;
-      dfl_rng_seed(&r, j->seed ^ fnv1a(tt->name));
-      for (int64_t i = 0; i < 2 * i0; i++) dfl_rng_next(&r);
+      dfl_weights_rng(&r, j->seed, tt->name, i0);
       for (int64_t i = 0; i < m; i++) v[i] = tt->ndim == 1 ? 1.0f : (float)(j->std * (double)dfl_rng_normal(&r));
       size_t es = dfl_dtype_size(tt->dtype);
-      if (tt->dtype == DFL_BF16) {  /* in place: element i goes to bytes [2i, 2i+2), already read */
+      if (tt->dtype == DFL_BF16) { /* in place: element i goes to bytes [2i, 2i+2), already read */
         uint16_t *h = (uint16_t *)v;
-        for (int64_t i = 0; i < m; i++) {
-          float x = dfl_bf16_round(v[i]);
-          uint32_t u;
-          memcpy(&u, &x, 4);
-          h[i] = (uint16_t)(u >> 16);
-        }
+        for (int64_t i = 0; i < m; i++) h[i] = dfl_f32_to_bf16(v[i]);
       }
       if (cudaMemcpy((char *)cb->c.ptr[t] + (size_t)i0 * es, v, (size_t)m * es, cudaMemcpyHostToDevice) != cudaSuccess)
         rc = DFL_ERR;

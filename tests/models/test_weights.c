@@ -1,7 +1,7 @@
 /*
 ** test_weights: HF initialisation (norms 1, linear N(0, 0.02), reproducible from the seed),
 ** loading by name with strict shapes (wrong shape and missing tensor refused, naming the tensor
-** and both shapes), and config.json reading.
+** and both shapes), config.json reading, and the per-tensor stream entered at any value.
 */
 #include <math.h>
 #include <stdio.h>
@@ -79,6 +79,15 @@ int main(void) {
   dfl_weights_init(&c1, pk, seed, 0.02);
   dfl_weights_init(&c2, pk, seed, 0.02);
   dfl_weights_init(&c3, pk, seed + 1, 0.02);
+  /* dfl_weights_rng positioned at a value continues the tensor's stream from there (the GPU's
+  ** threads draw segments of one tensor this way: cuda_init) */
+  int tf = tg.drafter.params[0];
+  int64_t nf = dfl_tensor_numel(&g->t[tf]), first = nf / 3 + 1, seg_bad = 0;
+  dfl_rng rs;
+  dfl_weights_rng(&rs, seed, g->t[tf].name, first);
+  for (int64_t j = first; j < nf; j++) seg_bad += (float)(0.02 * (double)dfl_rng_normal(&rs)) != dfl_cpu_f32(&c1, tf)[j];
+  CHECK(nf > 100 && seg_bad == 0, "%s from value %lld: %lld values differ from dfl_weights_init's", g->t[tf].name,
+        (long long)first, (long long)seg_bad);
   for (int i = 0; i < tg.drafter.n_params; i++) {
     int t = tg.drafter.params[i];
     int64_t n = dfl_tensor_numel(&g->t[t]);
