@@ -399,15 +399,11 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
     dfl_cpu shadow, *h = dfl_be_host(&tr->be, kinds, 0, &shadow);
     rc = h ? dfl_ckpt_load(resume, g, h, &meta) : DFL_ENOMEM;
+    int rc2 = h ? dfl_be_host_done(&tr->be, h, rc ? 0 : kinds) : DFL_OK;
     /* Gradient accumulators restart at zero: with accum = 1 a checkpoint holds the last step's
     ** gradients (dfl_fuse_overwrite leaves them), which a run resumed with accum > 1 would add to. */
-    for (int t = 0; rc == DFL_OK && t < g->nt; t++)
-      if (g->t[t].kind == DFL_T_GRAD) {
-        size_t n = (size_t)dfl_tensor_numel(&g->t[t]);
-        if (h->f64) memset(dfl_cpu_f64(h, t), 0, n * sizeof(double));
-        else memset(dfl_cpu_f32(h, t), 0, n * sizeof(float));
-      }
-    int rc2 = h ? dfl_be_host_done(&tr->be, h, rc ? 0 : kinds) : DFL_OK;
+    for (int t = 0; !rc && !rc2 && t < g->nt; t++)
+      if (g->t[t].kind == DFL_T_GRAD) rc2 = dfl_be_zero(&tr->be, t);
     if (rc || (rc = rc2)) {
       dfl_train_close(tr);
       return rc;

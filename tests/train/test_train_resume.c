@@ -43,6 +43,20 @@ static int run_steps(dfl_trainer *tr, int n, double *loss) {
   return 0;
 }
 
+/* Non-zero values in the gradient accumulators (and how many accumulators there are). */
+static int nonzero_grads(dfl_trainer *tr, int *ngrad) {
+  int nz = 0, ng = 0;
+  for (int i = 0; i < tr->tg.g.nt; i++)
+    if (tr->tg.g.t[i].kind == DFL_T_GRAD) {
+      ng++;
+      int64_t n = dfl_tensor_numel(&tr->tg.g.t[i]);
+      const float *x = dfl_cpu_f32(&tr->cpu, i);
+      for (int64_t e = 0; e < n; e++) nz += x[e] != 0;
+    }
+  if (ngrad) *ngrad = ng;
+  return nz;
+}
+
 static int exists(const char *p) {
   struct stat st;
   return stat(p, &st) == 0;
@@ -173,27 +187,14 @@ int main(void) {
   double ld[K];
   if (dfl_train_open(tr, &s1, &o) != DFL_OK) { printf("FAIL: open D\n"); return 1; }
   CHECK(run_steps(tr, K, ld) == 0 && dfl_train_checkpoint(tr) == DFL_OK, "steps and checkpoint of D");
-  int nz_before = 0, ngrad = 0;
-  for (int i = 0; i < tr->tg.g.nt; i++)
-    if (tr->tg.g.t[i].kind == DFL_T_GRAD) {
-      ngrad++;
-      int64_t n = dfl_tensor_numel(&tr->tg.g.t[i]);
-      const float *x = dfl_cpu_f32(&tr->cpu, i);
-      for (int64_t e = 0; e < n; e++) nz_before += x[e] != 0;
-    }
+  int ngrad = 0, nz_before = nonzero_grads(tr, &ngrad);
   CHECK(ngrad > 3 && nz_before > 100, "accum 1 keeps gradients after the optimizer (%d non-zero)", nz_before);
   dfl_train_close(tr);
   dfl_spec s3 = s1;
   s3.accum = 2;
   o.resume = rootd;
   if (dfl_train_open(tr, &s3, &o) != DFL_OK) { printf("FAIL: open D resumed\n"); return 1; }
-  int nz_after = 0;
-  for (int i = 0; i < tr->tg.g.nt; i++)
-    if (tr->tg.g.t[i].kind == DFL_T_GRAD) {
-      int64_t n = dfl_tensor_numel(&tr->tg.g.t[i]);
-      const float *x = dfl_cpu_f32(&tr->cpu, i);
-      for (int64_t e = 0; e < n; e++) nz_after += x[e] != 0;
-    }
+  int nz_after = nonzero_grads(tr, NULL);
   CHECK(nz_after == 0, "gradient accumulators start at zero after a resume (%d non-zero)", nz_after);
   dfl_train_close(tr);
 
