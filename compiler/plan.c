@@ -382,11 +382,12 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
   int64_t rc = R * (ch + H) * 4 / (V > 0 ? V * es : 1);
   /* DFL_LCE_ROWS forces the rows per chunk: tests cover several chunks and a short last one */
   const char *fr = getenv("DFL_LCE_ROWS");
-  if (fr && atoll(fr) > 0) rc = atoll(fr);
+  int64_t forced = fr ? atoll(fr) : 0;
+  if (forced > 0) rc = forced;
   else if (rc >= 128) rc = rc / 128 * 128; /* GEMM-tile multiples */
   if (rc < 1) rc = 1;
   if (rc >= R) rc = R;
-  else if (!(fr && atoll(fr) > 0)) { /* balanced: no narrow last chunk (8B: 3 x 2816 rows, not 2 x 3968 + 256) */
+  else if (forced <= 0) { /* balanced: no narrow last chunk (8B: 3 x 2816 rows, not 2 x 3968 + 256) */
     int64_t nch = (R + rc - 1) / rc, bal = (R + nch - 1) / nch;
     if (rc >= 128) bal = (bal + 127) / 128 * 128;
     if (bal < rc) rc = bal;
