@@ -4,6 +4,7 @@ add_library(dfl_ir STATIC
   compiler/autodiff.c
   compiler/optim.c
   compiler/fuse.c
+  compiler/sched.c
   runtime/cpu.c
   runtime/cpu_f32.c
   runtime/cpu_f64.c)

@@ -33,6 +33,7 @@ typedef struct plan_dev {
   dfl_plan_ws *ws;         /* room for cap_ws: the queue's plus one per op and cuBLASLt's */
   int n_ws, cap_ws;
   int live_out[4], n_live_out;
+  unsigned span;          /* dfl_plan_opts.span_phases, as the trainer plans it */
   int fits;
 } plan_dev;
 
@@ -86,6 +87,8 @@ static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, in
     pd->g = &pd->tg.g;
     /* as the single-device trainer runs it (runtime/train.c): overwritten gradient accumulators */
     if (rc == DFL_OK && s_all->n_devices == 1 && s->accum == 1) dfl_fuse_overwrite(pd->g);
+    /* and its optimizer beside the next step's target forward: buffers live over the step */
+    if (rc == DFL_OK && s_all->n_devices == 1 && dfl_sched_overlap_ok(pd->g)) pd->span = 1u << DFL_PH_OPTIMIZER;
   } else {
     dfl_graph_init(&pd->tgt);
     pd->g = &pd->tgt;
@@ -114,7 +117,7 @@ static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, in
   if (dv->kind == DFL_DEV_GPU) /* the CUDA backend's own list: `dflc plan` prints what it allocates */
     pd->n_ws += dfl_plan_cuda_workspaces(pd->g, pd->ws + pd->n_ws);
   dfl_plan_opts o = {.ws = pd->ws, .n_ws = pd->n_ws, .live_out = pd->live_out, .n_live_out = pd->n_live_out,
-                     .no_inplace = no_inplace};
+                     .no_inplace = no_inplace, .span_phases = pd->span};
   dfl_plan_elem_fn elem = dv->kind == DFL_DEV_GPU ? NULL : cpu_elem;
   pd->d.budget = budget_override > 0 ? budget_override : dv->memory_budget;
   dfl_recompute r;

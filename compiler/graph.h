@@ -46,6 +46,10 @@ typedef enum {
   DFL_PH_OPTIMIZER,    /* runs once per optimizer step (after `accum` micro-steps) */
   DFL_PH_COUNT
 } dfl_phase;
+/* Bit of a phase mask (dfl_be_run): the mask's optimizer-phase ops run concurrently with the rest
+** of it (a second stream of the captured graph on the GPU; in op order on the CPU). Only for graphs
+** where dfl_sched_overlap_ok holds, planned with the optimizer phase spanning the step. */
+#define DFL_RUN_OVERLAP_OPT (1u << 31)
 
 typedef enum {
   /* --- data preparation (no gradient) --- */
@@ -258,6 +262,14 @@ int dfl_fuse(dfl_graph *g);
 ** keeps it (a.keep_grad). Same values (0 + x = x exactly); per weight element 4 bytes fewer read
 ** by the GEMM epilogue and 4 fewer written by AdamW. Returns the number of accumulators rewritten. */
 int dfl_fuse_overwrite(dfl_graph *g);
+
+/* --- schedule (compiler/sched.c) ---
+** 1 when the optimizer phase of one step may run concurrently with the target phase of the next
+** (a second stream inside one captured graph): the graph has ops in both phases, no tensor written
+** by one is read or written by the other, and the optimizer runs no GEMM (the GEMM library's
+** workspace is shared). The memory plan must then keep the optimizer phase's per-step buffers
+** live over the whole step (dfl_plan_opts.span_phases). */
+int dfl_sched_overlap_ok(const dfl_graph *g);
 
 struct dfl_optim_cfg { double lr, beta1, beta2, eps, wd, clip; int64_t warmup, total; int schedule; };
 int dfl_build_optimizer(dfl_graph *g, int den, const struct dfl_optim_cfg *cfg);

@@ -195,6 +195,17 @@ int dfl_plan_build_ex(dfl_plan *p, const dfl_graph *g, dfl_plan_elem_fn elem, vo
     p->cat[b] = (unsigned char)o->ws[i].cat;
     p->first[b] = p->last[b] = o->ws[i].op >= 0 && o->ws[i].op < g->nops ? o->ws[i].op : -1;
   }
+  if (o->span_phases && g->nops > 0) /* concurrent phases: their buffers are live throughout */
+    for (int i = 0; i < g->nops; i++) {
+      const dfl_op *op = &g->ops[i];
+      if (!(o->span_phases & (1u << op->phase))) continue;
+      for (int k = 0; k < op->n_in + op->n_out; k++) {
+        int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+        if (t >= 0 && t < nt && p->first[t] >= 0) { p->first[t] = 0; p->last[t] = g->nops - 1; }
+      }
+      for (int w = 0; w < o->n_ws; w++)
+        if (o->ws[w].op == i) { p->first[nt + w] = 0; p->last[nt + w] = g->nops - 1; }
+    }
   for (int k = 0; k < o->n_live_out; k++) {
     int t = o->live_out[k];
     if (t >= 0 && t < nt && p->first[t] >= 0) p->last[t] = g->nops - 1;

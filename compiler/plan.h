@@ -49,6 +49,9 @@ typedef struct dfl_plan_opts {
   int n_live_out;
   int bound_only;         /* 1: liveness, lower bound and persistent region only; per-step
                           ** buffers are left unplaced (for searches that only need the bound) */
+  unsigned span_phases;   /* bit 1u << phase: per-step buffers an op of that phase touches (and its
+                          ** scratch) stay live over the whole step, because the phase may run
+                          ** concurrently with others (dfl_sched_overlap_ok) */
 } dfl_plan_opts;
 
 typedef struct dfl_plan {

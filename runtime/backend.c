@@ -112,12 +112,12 @@ static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
   return dfl_cpu_elem_size(t, 0);
 }
 
-int dfl_be_plan(dfl_plan *p, dfl_graph *g, dfl_backend_kind kind, int64_t budget, FILE *log) {
+int dfl_be_plan(dfl_plan *p, dfl_graph *g, dfl_backend_kind kind, int64_t budget, unsigned span_phases, FILE *log) {
   /* CUDA: the backend's cuBLASLt workspace and op scratch are buffers of the plan (plan.h). */
   dfl_recompute r;
   memset(&r, 0, sizeof r);
   dfl_plan_ws *ws = kind == DFL_BE_CUDA ? malloc(sizeof *ws * ((size_t)g->nops + 1)) : NULL;
-  dfl_plan_opts o = {.ws = ws, .n_ws = ws ? dfl_plan_cuda_workspaces(g, ws) : 0};
+  dfl_plan_opts o = {.ws = ws, .n_ws = ws ? dfl_plan_cuda_workspaces(g, ws) : 0, .span_phases = span_phases};
   if (kind == DFL_BE_CUDA && !ws) return DFL_ENOMEM;
   int rc = dfl_plan_fit(g, budget, kind == DFL_BE_CPU ? cpu_elem : NULL, NULL, &o, p, &r);
   free(ws);

@@ -85,8 +85,9 @@ int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, doubl
 void dfl_be_close(dfl_backend *b);
 
 /* Plan of g for backend kind: CPU element sizes or the CUDA dtypes, fitted to `budget` bytes
-** (0 = none) by recomputation when needed. Returns DFL_OK, or an error when no valid plan exists. */
-int dfl_be_plan(dfl_plan *p, dfl_graph *g, dfl_backend_kind kind, int64_t budget, FILE *log);
+** (0 = none) by recomputation when needed; span_phases: dfl_plan_opts.span_phases. Returns DFL_OK,
+** or an error when no valid plan exists. */
+int dfl_be_plan(dfl_plan *p, dfl_graph *g, dfl_backend_kind kind, int64_t budget, unsigned span_phases, FILE *log);
 
 static inline int dfl_be_set_f(dfl_backend *b, int t, const float *s, int64_t n) { return b->vt->set_f(b, t, s, n); }
 static inline int dfl_be_get_f(dfl_backend *b, int t, float *d, int64_t n) { return b->vt->get_f(b, t, d, n); }

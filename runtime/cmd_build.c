@@ -103,7 +103,10 @@ int dfl_cmd_build(int argc, char **argv) {
   dfl_backend_kind kind = dev && dev->kind == DFL_DEV_GPU ? DFL_BE_CUDA : DFL_BE_CPU;
   int planned = 0;
   if (rc == DFL_OK) {
-    rc = dfl_be_plan(&plan, &tg->g, kind, dev ? dev->memory_budget : 0, stderr);
+    /* the graph and plan the single-device trainer runs (runtime/train.c) */
+    if (s->accum == 1) dfl_fuse_overwrite(&tg->g);
+    unsigned span = dfl_sched_overlap_ok(&tg->g) ? 1u << DFL_PH_OPTIMIZER : 0;
+    rc = dfl_be_plan(&plan, &tg->g, kind, dev ? dev->memory_budget : 0, span, stderr);
     planned = rc == DFL_OK;
   }
   char path[DFL_PATH_MAX + 64], abs_spec[DFL_PATH_MAX];

@@ -83,6 +83,8 @@ struct dfl_cuda_impl {
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
+  cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
+  cudaEvent_t fork, join[2];
 };
 
 static const dfl_tensor *T(dfl_cuda *c, int t) { return &c->g->t[t]; }
@@ -516,6 +518,11 @@ void dfl_cuda_free(dfl_cuda *c) {
     if (im->lt) cublasLtDestroy(im->lt);
     if (im->lib) cudaLibraryUnload(im->lib);
     if (im->stream) cudaStreamDestroy(im->stream);
+    if (im->hi) cudaStreamDestroy(im->hi);
+    if (im->lo) cudaStreamDestroy(im->lo);
+    if (im->fork) cudaEventDestroy(im->fork);
+    for (int k = 0; k < 2; k++)
+      if (im->join[k]) cudaEventDestroy(im->join[k]);
     free(im->ops);
     free(im);
   }
@@ -787,6 +794,37 @@ int dfl_cuda_run_eager(dfl_cuda *c, unsigned mask) {
   return DFL_OK;
 }
 
+/* DFL_RUN_OVERLAP_OPT, inside a capture: the optimizer ops as a branch on a low-priority stream,
+** the rest on a high-priority one, both joined back. The optimizer's memory-bound kernels take the
+** SMs the target's GEMMs leave idle (wave tails, small kernels) without delaying them; the nodes
+** keep their streams' priorities (cudaGraphInstantiateFlagUseNodePriority). */
+static int run_forked(dfl_cuda *c, unsigned side, unsigned rest) {
+  struct dfl_cuda_impl *im = c->impl;
+  cudaStream_t origin = im->stream;
+  if (!im->hi) {
+    int least = 0, greatest = 0;
+    CU(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CU(cudaStreamCreateWithPriority(&im->hi, cudaStreamNonBlocking, greatest));
+    CU(cudaStreamCreateWithPriority(&im->lo, cudaStreamNonBlocking, least));
+    CU(cudaEventCreateWithFlags(&im->fork, cudaEventDisableTiming));
+    for (int k = 0; k < 2; k++) CU(cudaEventCreateWithFlags(&im->join[k], cudaEventDisableTiming));
+  }
+  CU(cudaEventRecord(im->fork, origin));
+  CU(cudaStreamWaitEvent(im->lo, im->fork, 0));
+  CU(cudaStreamWaitEvent(im->hi, im->fork, 0));
+  im->stream = im->lo;
+  int rc = dfl_cuda_run_eager(c, side);
+  im->stream = im->hi;
+  if (rc == DFL_OK) rc = dfl_cuda_run_eager(c, rest);
+  im->stream = origin;
+  /* joined even after a failure, so that the capture can end */
+  CU(cudaEventRecord(im->join[0], im->lo));
+  CU(cudaEventRecord(im->join[1], im->hi));
+  CU(cudaStreamWaitEvent(origin, im->join[0], 0));
+  CU(cudaStreamWaitEvent(origin, im->join[1], 0));
+  return rc;
+}
+
 int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
   struct dfl_cuda_impl *im = c->impl;
   for (int i = 0; i < im->nexec; i++)
@@ -795,9 +833,13 @@ int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
     fprintf(stderr, "dflc: cuda backend: more than %d distinct phase masks captured\n", MAX_EXECS);
     return DFL_ERR;
   }
+  unsigned phases = mask & ~DFL_RUN_OVERLAP_OPT, opt = 1u << DFL_PH_OPTIMIZER;
+  /* Concurrent branches need their own scratch: without a plan's per-op workspaces every op shares
+  ** one buffer, so the mask runs in order then. */
+  int fork = (mask & DFL_RUN_OVERLAP_OPT) && (phases & opt) && (phases & ~opt) && im->scratch_bytes == 0;
   cudaGraph_t graph;
   CU(cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal));
-  int rc = dfl_cuda_run_eager(c, mask);
+  int rc = fork ? run_forked(c, phases & opt, phases & ~opt) : dfl_cuda_run_eager(c, phases);
   cudaError_t e = cudaStreamEndCapture(im->stream, &graph);
   if (rc) { if (e == cudaSuccess) cudaGraphDestroy(graph); return rc; }
   if (e != cudaSuccess) {
@@ -805,7 +847,7 @@ int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
     return DFL_ERR;
   }
   cudaGraphExec_t ex;
-  e = cudaGraphInstantiate(&ex, graph, 0);
+  e = cudaGraphInstantiate(&ex, graph, fork ? cudaGraphInstantiateFlagUseNodePriority : 0);
   cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     fprintf(stderr, "%s:%d: cudaGraphInstantiate failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));

@@ -759,7 +759,7 @@ static int open_gpu(dev_s *d, const dfl_spec *s, const int *live, int n_live, co
     po.n_ws = n_ws;
     d->planned = dfl_plan_build_ex(&d->plan, d->g, NULL, NULL, &po) == DFL_OK;
     free(ws);
-  } else d->planned = dfl_be_plan(&d->plan, d->g, DFL_BE_CUDA, d->spec_dev->memory_budget, NULL) == DFL_OK;
+  } else d->planned = dfl_be_plan(&d->plan, d->g, DFL_BE_CUDA, d->spec_dev->memory_budget, 0, NULL) == DFL_OK;
   if (d->planned && dfl_plan_check(&d->plan, d->g) != DFL_OK) {
     dfl_plan_free(&d->plan);
     d->planned = 0;

@@ -106,7 +106,7 @@ int dfl_eval_open_on(dfl_evaluator *ev, const dfl_spec *s, dfl_backend_kind kind
     return rc;
   }
   /* The host reads only the persistent sums (out.*), so the eval graph runs planned too. */
-  ev->planned = dfl_be_plan(&ev->plan, &ev->eg.g, kind, 0, NULL) == DFL_OK;
+  ev->planned = dfl_be_plan(&ev->plan, &ev->eg.g, kind, 0, 0, NULL) == DFL_OK;
   if (kind == DFL_BE_CUDA) {
     const dfl_train_graph *e = &ev->eg;
     int in[4] = {e->ids, e->loss_mask, e->anchors, e->keep};
@@ -351,8 +351,12 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   /* One micro-step per optimizer step: each gradient's single writer overwrites its accumulator
   ** (no zeroing by AdamW, no read of the zero by the GEMM); same values. */
   if (s->accum == 1) dfl_fuse_overwrite(g);
+  /* The optimizer of step n overlaps the target forward of step n+1 when they share nothing; its
+  ** per-step buffers then stay live over the whole step in the plan. */
+  tr->overlap = dfl_sched_overlap_ok(g) && !getenv("DFL_NO_OVERLAP");
   if (!tr->opts.unplanned) {
-    tr->planned = dfl_be_plan(&tr->plan, g, kind, dev ? dev->memory_budget : 0, log) == DFL_OK;
+    tr->planned = dfl_be_plan(&tr->plan, g, kind, dev ? dev->memory_budget : 0,
+                              tr->overlap ? 1u << DFL_PH_OPTIMIZER : 0, log) == DFL_OK;
     if (!tr->planned) {
       fprintf(log, "notice: no valid memory plan; running unplanned (one allocation per tensor)\n");
     }
@@ -497,28 +501,55 @@ static int fill_micro(dfl_trainer *tr, double *tokens) {
   return dfl_be_commit_inputs(&tr->be);
 }
 
+/* After step tr->step's optimizer phase has been enqueued: its state completes the step's read
+** slot, and the window's sums restart (the optimizer read their denominator). */
+static int opt_done(dfl_trainer *tr) {
+  dfl_train_graph *tg = &tr->tg;
+  dfl_backend *be = &tr->be;
+  int rc, slot = (int)((tr->step - 1) % 2);
+  if ((rc = dfl_be_read_add(be, slot, tg->opt_state)) || (rc = dfl_be_read_end(be, slot)) ||
+      (rc = dfl_be_zero(be, tg->metrics_acc)) || (rc = dfl_be_zero(be, tg->loss_num_acc)) ||
+      (rc = dfl_be_zero(be, tg->loss_den_acc)))
+    return rc;
+  tr->opt_pending = 0;
+  return DFL_OK;
+}
+
+int dfl_train_flush(dfl_trainer *tr) {
+  if (!tr->opt_pending) return DFL_OK;
+  int rc = dfl_be_run(&tr->be, 1u << DFL_PH_OPTIMIZER);
+  return rc ? rc : opt_done(tr);
+}
+
 int dfl_train_enqueue(dfl_trainer *tr) {
   dfl_train_graph *tg = &tr->tg;
   dfl_backend *be = &tr->be;
   double t0 = now_s(), tokens = 0;
   int rc, slot = (int)(tr->step % 2);
+  const unsigned tgt = 1u << DFL_PH_TARGET, opt = 1u << DFL_PH_OPTIMIZER;
   if (tr->n_pend >= 2) {
     fprintf(stderr, "dflc: internal error: a third step enqueued before the first was collected\n");
     return DFL_ERR;
   }
   for (int micro = 0; micro < tr->spec.accum; micro++) {
     if ((rc = fill_micro(tr, &tokens))) return rc;
-    if ((rc = dfl_be_run(be, DFL_PH_STEP))) return rc;
+    if (micro == 0 && tr->opt_pending) {
+      /* the previous step's optimizer beside this step's target forward (one graph, two
+      ** streams), then the drafter, which needs both */
+      if ((rc = dfl_be_run(be, DFL_RUN_OVERLAP_OPT | opt | tgt)) || (rc = opt_done(tr)) ||
+          (rc = dfl_be_run(be, DFL_PH_STEP & ~tgt)))
+        return rc;
+    } else if ((rc = dfl_be_run(be, DFL_PH_STEP)))
+      return rc;
   }
   /* The window's sums are read before the optimizer phase (which may reset its denominator),
-  ** the optimizer state after; the slot is complete once the step is. */
+  ** the optimizer state after (opt_done); the slot is complete once the optimizer is. */
   if ((rc = dfl_be_read_begin(be, slot)) || (rc = dfl_be_read_add(be, slot, tg->metrics_acc)) ||
-      (rc = dfl_be_read_add(be, slot, tg->loss_num_acc)) || (rc = dfl_be_read_add(be, slot, tg->loss_den_acc)) ||
-      (rc = dfl_be_run(be, 1u << DFL_PH_OPTIMIZER)) || (rc = dfl_be_read_add(be, slot, tg->opt_state)) ||
-      (rc = dfl_be_read_end(be, slot)) || (rc = dfl_be_zero(be, tg->metrics_acc)) ||
-      (rc = dfl_be_zero(be, tg->loss_num_acc)) || (rc = dfl_be_zero(be, tg->loss_den_acc)))
+      (rc = dfl_be_read_add(be, slot, tg->loss_num_acc)) || (rc = dfl_be_read_add(be, slot, tg->loss_den_acc)))
     return rc;
   tr->step++;
+  tr->opt_pending = 1;
+  if (!tr->overlap && (rc = dfl_train_flush(tr))) return rc;
   tr->tokens_seen += tokens;
   tr->pend[tr->n_pend].step = tr->step;
   tr->pend[tr->n_pend].tokens = tokens;
@@ -533,6 +564,8 @@ int dfl_train_collect(dfl_trainer *tr, dfl_step_stats *st) {
   if (tr->n_pend == 0) return DFL_ERR;
   int64_t step = tr->pend[0].step;
   int slot = (int)((step - 1) % 2);
+  /* the last step enqueued: its optimizer (hence its slot) waits for the next step unless flushed */
+  if (step == tr->step && (rc = dfl_train_flush(tr))) return rc;
   float v[DFL_METRIC_COUNT + 2 * 64 + 2 + DFL_OPT_COUNT];
   if ((rc = dfl_be_read_wait(&tr->be, slot, v))) return rc;
   double t1 = now_s();
@@ -575,7 +608,8 @@ int dfl_train_step(dfl_trainer *tr, dfl_step_stats *st) {
 
 int dfl_train_evaluate(dfl_trainer *tr, dfl_eval_stats *es) {
   if (!tr->has_eval) return DFL_ERR;
-  int rc = dfl_be_copy_weights(&tr->ev.be, &tr->be, 0);
+  int rc = dfl_train_flush(tr);
+  if (rc == DFL_OK) rc = dfl_be_copy_weights(&tr->ev.be, &tr->be, 0);
   return rc ? rc : dfl_eval_run(&tr->ev, &tr->eval, es);
 }
 
@@ -597,7 +631,7 @@ int dfl_train_checkpoint(dfl_trainer *tr) {
   if (!realpath(tr->spec.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", tr->spec.file);
   unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
   dfl_cpu shadow, *h;
-  if (dfl_be_sync(&tr->be) || !(h = dfl_be_host(&tr->be, kinds, 1, &shadow))) return DFL_ERR;
+  if (dfl_train_flush(tr) || dfl_be_sync(&tr->be) || !(h = dfl_be_host(&tr->be, kinds, 1, &shadow))) return DFL_ERR;
   int rc = dfl_ckpt_save(root, &tr->tg.g, h, tr->tg.drafter.params, tr->tg.drafter.n_params, &m,
                          tr->spec.ckpt_keep, tr->last_ckpt, sizeof tr->last_ckpt);
   dfl_be_host_done(&tr->be, h, 0);
@@ -653,6 +687,8 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
           "%" PRId64 " steps; memory %s %.1f MiB\n", s->file, s->drafter.layers, np / 1e6, tr->tg.batch,
           tr->tg.S, tr->tg.N, s->block_size, s->accum, s->steps, tr->planned ? "planned arena" : "unplanned",
           tr->planned ? tr->plan.arena_bytes / 1048576.0 : 0.0);
+  if (tr->overlap)
+    fprintf(log, "schedule: each step's optimizer runs beside the next step's target forward\n");
   fprintf(log, "run directory: %s\n", tr->out_dir);
   fflush(log);
 
@@ -746,6 +782,7 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
     char dir[DFL_PATH_MAX + 16];
     snprintf(dir, sizeof dir, "%s/drafter", tr->out_dir);
     dfl_ckpt_params view;
+    if ((rc = dfl_train_flush(tr))) return rc;
     dfl_cpu shadow, *h = dfl_be_host(&tr->be, DFL_KIND_BIT(DFL_T_PARAM), 1, &shadow);
     if (!h) return DFL_ENOMEM;
     if ((rc = dfl_train_params_view(&tr->tg, h, &view)) == DFL_OK) {

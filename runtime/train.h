@@ -105,6 +105,9 @@ typedef struct dfl_trainer {
   struct { int64_t step; double tokens, t0; } pend[2];
   int n_pend;
   double t_last;               /* when the previous step's metrics were collected */
+  int overlap;                 /* the optimizer of step n runs with step n+1's target forward
+                               ** (dfl_sched_overlap_ok; DFL_NO_OVERLAP=1 in the environment: never) */
+  int opt_pending;             /* the last enqueued step's optimizer has not been enqueued yet */
   double setup_s[4];           /* dfl_train_open's stages (s): data + graph + plan, backend (device
                                ** memory, kernels), weights (load or random init, masters, push), rest */
   int64_t mem_min, mem_max;    /* device bytes in use sampled at every step after the first */
@@ -124,6 +127,10 @@ int dfl_train_step(dfl_trainer *tr, dfl_step_stats *st);
 int dfl_train_enqueue(dfl_trainer *tr);
 /* Wait for the oldest pending step's metrics and fill *st. DFL_ERR when none is pending. */
 int dfl_train_collect(dfl_trainer *tr, dfl_step_stats *st);
+/* With tr->overlap, a step's optimizer phase is enqueued with the next step's target forward;
+** this enqueues it now if it is still pending (before reading weights, evaluating, saving).
+** Collecting the last enqueued step, evaluating and checkpointing call it themselves. */
+int dfl_train_flush(dfl_trainer *tr);
 
 /* Evaluate the current drafter on the eval file (whole file, anchors from a fixed seed). */
 int dfl_train_evaluate(dfl_trainer *tr, dfl_eval_stats *es);
