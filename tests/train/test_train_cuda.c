@@ -1,6 +1,7 @@
 /*
 ** test_train_cuda (GPU; SKIP 77 without one): the trainer on the CUDA backend against the CPU
-** backend. The nano example (fp32) trains STEPS steps on each from the same spec and a seed drawn
+** backend, pipelined with the optimizer beside the next target forward (runtime/train.c). The nano
+** example (fp32) trains STEPS steps on each from the same spec and a seed drawn
 ** from the time (printed): every step's loss and grad norm agree within 2e-3 relative (fp32 GPU
 ** kernels sum in other orders; the CPU accumulates GEMMs differently too), the final drafter
 ** params within 1e-3; device memory in use is identical at every step after the first, and the
@@ -28,9 +29,16 @@ static int run(const dfl_spec *s, int backend, int fp32, double *loss, double *g
   o.no_eval = o.no_export = o.no_ckpt = o.quiet = 1;
   o.cpu_threads = 4;
   if (dfl_train_open(tr, s, &o) != DFL_OK) return 1;
+  /* pipelined as dfl_train_run (step i+1 enqueued before step i is collected), so that each step's
+  ** optimizer runs beside the next step's target forward (the two-branch graph) */
+  if (!tr->overlap) {
+    printf("FAIL: the trainer does not overlap the optimizer with the target forward\n");
+    return 1;
+  }
   dfl_step_stats st;
+  if (dfl_train_enqueue(tr) != DFL_OK) return 1;
   for (int i = 0; i < STEPS; i++) {
-    if (dfl_train_step(tr, &st) != DFL_OK) return 1;
+    if ((i + 1 < STEPS && dfl_train_enqueue(tr) != DFL_OK) || dfl_train_collect(tr, &st) != DFL_OK) return 1;
     loss[i] = st.loss;
     gnorm[i] = st.gnorm;
   }
