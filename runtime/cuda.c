@@ -720,8 +720,11 @@ static int exec_op(dfl_cuda *c, int i) {
     long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
     double th = at->theta; void *pos = P(op->in[1]);
     void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
-    if (hd % 16 == 0 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2))
-      return launch(c, K_ROPE_V, rows * (hd / 16) * ((nh + 3) / 4), a);
+    if (hd % 16 == 0 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
+      /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory */
+      int64_t nb = (rows + 3) / 4, cap = (int64_t)im->nsm * 8;
+      return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256, (size_t)4 * (hd / 2) * 8, a);
+    }
     return launch(c, K_ROPE, rows * nh * (hd / 2), a);
   }
   case DFL_OP_GATHER: {
