@@ -372,6 +372,16 @@ __device__ __forceinline__ int tc_aoff(int lane, int sr) { return (lane & 15) * 
 __device__ __forceinline__ int tc_koff(int lane, int sr) { return ((lane & 7) + (lane >> 4) * 8) * sr + ((lane >> 3) & 1) * 8; }
 __device__ __forceinline__ int tc_voff(int lane, int sr) { return ((lane & 7) + ((lane >> 3) & 1) * 8) * sr + (lane >> 4) * 8; }
 
+/* Unit and kv head of a 128-row CTA (grid: units x kv heads). CTAs are dispatched in linear order
+** (x fastest); the kv heads are interleaved along it, so the heaviest units of every kv head start
+** first (with kv head = blockIdx.y, the last heads' heaviest units started late and ran alone at the
+** end). Units: heaviest first = reversed unit order. */
+__device__ __forceinline__ void tc_unit(int *g, int *gi) {
+  unsigned L = blockIdx.x + gridDim.x * blockIdx.y;
+  *g = (int)(L % gridDim.y);
+  *gi = (int)(gridDim.x - 1 - L / gridDim.y);
+}
+
 /* Scores of a warp's 32 rows against the first 16 NC keys of a tile (NC = 0: kn decides, 16-key
 ** chunks past kn skipped; no row of the warp sees those keys). */
 template <int HD, int KH, int NC>
@@ -427,16 +437,22 @@ __device__ __forceinline__ void tf_pv(float (&oacc)[2][HD / 8][4], const unsigne
 ** Q stays in shared memory (A fragments by ldmatrix), K/V tiles of 64 keys double buffered and
 ** consumed KH = TF_KH keys at a time (32: the score and P registers of a 64-key step leave the
 ** compiler too few registers to overlap loads with mma; measured 1.02 ms against 1.20 ms for 64 on
-** the 8B DFLASH layer, docs/performance.md); K B-fragments by ldmatrix (non-transposed), V by
+** the 8B DFLASH layer, docs/performance.md; 64 with the lazy max below, P and P V still 32 keys at
+** a time: no faster, 40 bytes of spills); K B-fragments by ldmatrix (non-transposed), V by
 ** ldmatrix.trans, each fragment feeding the warp's two m16 tiles. Per KH keys, a warp skips them
 ** when none of its rows sees any of them, and skips the per-element range test when all of its
 ** rows see all of them (warp-uniform tests on per-warp aggregates of the row ranges). The running
-** max is kept on raw scores; the scale (log2 domain) is folded into the exponent's FMA.
-** CTAs are issued heaviest first (reversed unit order). 128 threads.
+** max is kept in the log2 domain (scale folded into the FMAs) and moves lazily (TF_LAZY): the
+** rescale of O and l runs only when some row of the warp gained more than 2^TF_LAZY, i.e. almost
+** never after the first keys (row sums by mma against ones instead of FADDs: no faster).
+** CTAs are issued heaviest first, kv heads interleaved (tc_unit). 128 threads.
 */
 #define TF_R 128
 #ifndef TF_KH
 #define TF_KH 32
+#endif
+#ifndef TF_LAZY
+#define TF_LAZY 8
 #endif
 template <int HD, int KH = TF_KH>
 __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, const tc_bf *k1, const tc_bf *v1,
@@ -447,7 +463,8 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   tc_bf *qs = tc_sm, *kvb = qs + R * SR; /* stage s: K at kvb + 2 s KT SR, V after it */
   int *rng = (int *)(kvb + 4 * TC_KT * SR); /* [seg][lo, hi][R] */
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int G = nh / nkv, g = blockIdx.y, gi = gridDim.x - 1 - blockIdx.x; /* heaviest units first */
+  int G = nh / nkv, g, gi;
+  tc_unit(&g, &gi);
   int P, lo0, hi0, hi1, n0 = 0, s0 = 0, PB = B * G;
   ll qrow0, kvrow1;
   if (mask == 1) {
@@ -526,7 +543,7 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   }
   __syncwarp();
   const int gid = lane >> 2, t4 = lane & 3;
-  float oacc[2][HD / 8][4], m[4], l[4]; /* m: running max of the raw scores */
+  float oacc[2][HD / 8][4], m[4], l[4]; /* m: running max of the scores, log2 domain (scale folded in) */
 #pragma unroll
   for (int i = 0; i < 4; i++) { m[i] = DFL_NINF; l[i] = 0.f; }
 #pragma unroll
@@ -549,19 +566,20 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     const int *wa = wag + 4 * seg;
     int wuhi = wa[1];
 #pragma unroll
-    for (int hh = 0; hh < TC_KT / KH; hh++) { /* KH keys at a time: fewer live registers */
+    for (int hh = 0; hh < TC_KT / KH; hh++) { /* KH keys at a time */
       int k0 = (seg ? (t - nt0) * TC_KT : lo0 + t * TC_KT) + hh * KH;
       if (k0 < wuhi && k0 < khi && k0 + KH > wa[0]) { /* some row of this warp sees some key of these */
-        const int full = k0 >= wa[2] && k0 + KH <= wa[3];
-        const int kn = (khi < wuhi ? khi : wuhi) - k0; /* keys past kn: no row of the warp sees them */
+        const int full = k0 >= wa[2] && k0 + KH <= wa[3]; /* full implies kn >= KH */
+        const int kn = (khi < wuhi ? khi : wuhi) - k0;    /* keys past kn: no row of the warp sees them */
         const tc_bf *ks_ = kvb + (t & 1) * 2 * TC_KT * SR + hh * KH * SR, *vs_ = ks_ + TC_KT * SR;
         float s[2][KH / 8][4];
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
 #pragma unroll
           for (int c = 0; c < KH / 8; c++) s[mt][c][0] = s[mt][c][1] = s[mt][c][2] = s[mt][c][3] = 0.f;
-        if (KH == TC_KT) tf_qk<HD, KH, 0>(s, qa, ks_ + koff, kn);
-        else tf_qk<HD, KH, KH / 16>(s, qa, ks_ + koff, kn); /* branch free: keys past kn are masked or zero */
+        /* branch free per 32 keys: keys past kn inside a computed 32 are masked (not full) or zero */
+        if (KH > 32 && kn <= 32) tf_qk<HD, KH, 2>(s, qa, ks_ + koff, kn);
+        else tf_qk<HD, KH, KH / 16>(s, qa, ks_ + koff, kn);
         if (!full) {
           const int *rl = rng + 2 * seg * R + warp * 32 + gid, *rh = rl + R;
 #pragma unroll
@@ -576,35 +594,52 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
               }
           }
         }
-        float mu[4];
+        /* Running max, lazily: it moves only when a row's new maximum exceeds it by more than TF_LAZY
+        ** (log2 units), so p <= 2^TF_LAZY; the final O / l and lse = m ln2 + log l do not depend on
+        ** which m was used. The rescale of O and l runs only when some row of the warp moved. */
+        float mx[4];
+        int need = 0;
 #pragma unroll
         for (int i = 0; i < 4; i++) { /* row i: m tile i >> 1, half i & 1 */
-          float mx = DFL_NINF;
+          float v = DFL_NINF;
 #pragma unroll
-          for (int c = 0; c < KH / 8; c++) mx = fmaxf(mx, fmaxf(s[i >> 1][c][2 * (i & 1)], s[i >> 1][c][2 * (i & 1) + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          float mn = fmaxf(m[i], mx);
-          mu[i] = mn == DFL_NINF ? 0.f : mn * sl2; /* a row with nothing allowed yet: exp2(-inf - 0) = 0 */
-          float corr = tc_ex2(m[i] * sl2 - mu[i]);
-          m[i] = mn;
-          l[i] *= corr;
-#pragma unroll
-          for (int d = 0; d < HD / 8; d++) { oacc[i >> 1][d][2 * (i & 1)] *= corr; oacc[i >> 1][d][2 * (i & 1) + 1] *= corr; }
+          for (int c = 0; c < KH / 8; c++) v = fmaxf(v, fmaxf(s[i >> 1][c][2 * (i & 1)], s[i >> 1][c][2 * (i & 1) + 1]));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+          v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+          mx[i] = v * sl2;
+          need |= mx[i] > m[i] + (float)TF_LAZY;
         }
-        unsigned pf[2][KH / 16][4];
+        if (__any_sync(0xffffffffu, need)) {
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+          for (int i = 0; i < 4; i++) {
+            float corr = 1.f;
+            if (mx[i] > m[i] + (float)TF_LAZY) { corr = tc_ex2(m[i] - mx[i]); m[i] = mx[i]; } /* m = -inf: corr 0 */
+            l[i] *= corr;
 #pragma unroll
-          for (int c = 0; c < KH / 8; c++) {
-            float p0 = tc_ex2(fmaf(s[mt][c][0], sl2, -mu[2 * mt])), p1 = tc_ex2(fmaf(s[mt][c][1], sl2, -mu[2 * mt]));
-            float p2 = tc_ex2(fmaf(s[mt][c][2], sl2, -mu[2 * mt + 1])), p3 = tc_ex2(fmaf(s[mt][c][3], sl2, -mu[2 * mt + 1]));
-            l[2 * mt] += p0 + p1; l[2 * mt + 1] += p2 + p3;
-            pf[mt][c >> 1][2 * (c & 1)] = tc_pack(p0, p1);
-            pf[mt][c >> 1][2 * (c & 1) + 1] = tc_pack(p2, p3);
+            for (int d = 0; d < HD / 8; d++) { oacc[i >> 1][d][2 * (i & 1)] *= corr; oacc[i >> 1][d][2 * (i & 1) + 1] *= corr; }
           }
-        if (KH == TC_KT && kn < TC_KT) tf_pv<HD, KH, 0>(oacc, pf, vs_ + voff, kn);
-        else tf_pv<HD, KH, KH / 16>(oacc, pf, vs_ + voff, kn);
+        }
+        float mu[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) mu[i] = m[i] == DFL_NINF ? 0.f : m[i]; /* nothing allowed yet: exp2(-inf - 0) = 0 */
+#pragma unroll
+        for (int ph = 0; ph < KH / 32; ph++) { /* P and P V 32 keys at a time: fewer live registers */
+          if (ph == 0 || kn > 32) {
+            unsigned pf[2][2][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+              for (int cc = 0; cc < 4; cc++) {
+                const int c = ph * 4 + cc;
+                float p0 = tc_ex2(fmaf(s[mt][c][0], sl2, -mu[2 * mt])), p1 = tc_ex2(fmaf(s[mt][c][1], sl2, -mu[2 * mt]));
+                float p2 = tc_ex2(fmaf(s[mt][c][2], sl2, -mu[2 * mt + 1])), p3 = tc_ex2(fmaf(s[mt][c][3], sl2, -mu[2 * mt + 1]));
+                l[2 * mt] += p0 + p1; l[2 * mt + 1] += p2 + p3;
+                pf[mt][cc >> 1][2 * (cc & 1)] = tc_pack(p0, p1);
+                pf[mt][cc >> 1][2 * (cc & 1) + 1] = tc_pack(p2, p3);
+              }
+            tf_pv<HD, 32, 2>(oacc, pf, vs_ + ph * 32 * SR + voff, 0);
+          }
+        }
       }
     }
     __syncthreads();
@@ -623,7 +658,7 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
 #pragma unroll
     for (int d = 0; d < HD / 8; d++)
       *(unsigned *)(op + d * 8) = tc_pack(oacc[i >> 1][d][2 * (i & 1)] * inv, oacc[i >> 1][d][2 * (i & 1) + 1] * inv);
-    if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * sl2 * TC_LN2 + logf(lq) : DFL_NINF;
+    if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * TC_LN2 + logf(lq) : DFL_NINF;
   }
 }
 
@@ -685,7 +720,9 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   float *lsr = (float *)(rng + 4 * R), *dsr = lsr + R;         /* per row: lse (log2 domain), D */
   tc_bf *ps = (tc_bf *)(dsr + R), *dss = ps + R * B;            /* own-block P, dS: [R][B] bf16 */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
-  const int G = nh / nkv, g = blockIdx.y, gi = gridDim.x - 1 - blockIdx.x; /* heaviest units first */
+  const int G = nh / nkv;
+  int g, gi;
+  tc_unit(&g, &gi);
   const int PB = B * G, NB = R / PB, ngr = (N + NB - 1) / NB, b = gi / ngr;
   if (b >= batch) return;
   const int n0 = (gi % ngr) * NB, nb = N - n0 < NB ? N - n0 : NB, P = nb * PB;
