@@ -83,6 +83,7 @@ static void bwd_matmul(ad *s, const dfl_op *op, int dc) {
     emit(s, DFL_OP_MATMUL, in, 2, &o, 1, &at);
     contribute(s, B, o);
   }
+  if (op->n_in == 3 && op->a.beta != 0 && op->in[2] != op->out[0]) contribute(s, op->in[2], dc); /* + r */
 }
 
 static int backward_op(ad *s, int oi) {
@@ -217,7 +218,9 @@ static int n_diff_inputs(const dfl_op *op) {
   switch (op->code) {
   case DFL_OP_ATTENTION: return op->a.mask == DFL_MASK_DFLASH ? 5 : 3;
   case DFL_OP_SCALE: case DFL_OP_GATHER: case DFL_OP_ROPE: case DFL_OP_LINEAR_CE: return 1;
-  case DFL_OP_MATMUL: case DFL_OP_ADD: case DFL_OP_RMSNORM: case DFL_OP_SWIGLU: return 2;
+  case DFL_OP_MATMUL: /* the addend form (dfl_fuse_add) passes the gradient to its addend too */
+    return op->n_in == 3 && op->a.beta != 0 && op->in[2] != op->out[0] ? 3 : 2;
+  case DFL_OP_ADD: case DFL_OP_RMSNORM: case DFL_OP_SWIGLU: return 2;
   case DFL_OP_SUM: case DFL_OP_COPY: return 1;
   default: return 0;
   }

@@ -312,9 +312,14 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
     if (a->beta != 0) {
       if (a->beta != 1) vfail(v, "beta must be 0 or 1 (accumulate)");
-      if (v->out[0] != v->in[2]) vfail(v, "accumulating: the output must be the accumulator in[2] itself (in place)");
-      if (!dfl_tensor_is_persistent(TI(v, 2)) || TI(v, 2)->dtype != DFL_F32)
-        vfail(v, "accumulating: the accumulator must be a persistent f32 tensor");
+      if (v->out[0] == v->in[2]) { /* accumulating, in place (dfl_fuse) */
+        if (!dfl_tensor_is_persistent(TI(v, 2)) || TI(v, 2)->dtype != DFL_F32)
+          vfail(v, "accumulating: the accumulator must be a persistent f32 tensor");
+      } else { /* addend, out of place (dfl_fuse_add) */
+        if (v->out[0] == v->in[0] || v->out[0] == v->in[1]) vfail(v, "with an addend: the output must not be A or B");
+        if (TI(v, 2)->dtype != TO(v, 0)->dtype) vfail(v, "with an addend: in[2] must have the output's dtype");
+        need_same_shape_out(v, 0, 2);
+      }
     }
     need_2d_in(v, 0), need_2d_in(v, 1);
     const dfl_tensor *A = TI(v, 0), *B = TI(v, 1), *C = TO(v, 0);

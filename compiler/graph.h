@@ -62,7 +62,9 @@ typedef enum {
   DFL_OP_MATMUL,       /* in: A, B -> C[M,N] = alpha * op(A) op(B); a.trans_a, a.trans_b, a.alpha
                           op(A) is [M,K]: A is [M,K], or [K,M] with trans_a. Same for B [K,N]/[N,K].
                           Accumulating form (a.beta = 1, made by dfl_fuse): in: A, B, acc (f32,
-                          persistent) -> out acc: acc += alpha * op(A) op(B) (in place). */
+                          persistent) -> out acc: acc += alpha * op(A) op(B) (in place).
+                          Addend form (a.beta = 1, made by dfl_fuse_add): in: A, B, r -> out u,
+                          u != r, r and u of one shape and dtype: u = alpha * op(A) op(B) + r. */
   DFL_OP_ADD,          /* in: x, y (same shape) -> out = x + y */
   DFL_OP_RMSNORM,      /* in: x[R,D], w[G] -> out y[R,D], rstd[R*D/G] f32
                           y = x * rsqrt(mean_G(x^2) + eps) * w, over groups of G = a.group
@@ -180,7 +182,7 @@ typedef struct dfl_attrs {
   double lr, beta1, beta2, wd, clip;
   int64_t warmup, total;
   int schedule;
-  double beta;                     /* MATMUL: 1 = accumulate into in[2] == out[0] (dfl_fuse); 0 = plain */
+  double beta;                     /* MATMUL: 1 = add in[2] (== out[0]: dfl_fuse; else dfl_fuse_add); 0 = plain */
   int keep_grad;                   /* ADAMW: 1 = leave grad as it is (dfl_fuse_overwrite) */
 } dfl_attrs;
 
@@ -262,6 +264,12 @@ int dfl_fuse(dfl_graph *g);
 ** keeps it (a.keep_grad). Same values (0 + x = x exactly); per weight element 4 bytes fewer read
 ** by the GEMM epilogue and 4 fewer written by AdamW. Returns the number of accumulators rewritten. */
 int dfl_fuse_overwrite(dfl_graph *g);
+/* Rewrites MATMUL -> t ; u = ADD(t, r) (either order), t read by nothing else, into one MATMUL
+** with an addend (a.beta = 1, in: A, B, r -> out u, u != r): the residual adds of every layer and
+** autodiff's gradient sums run in the GEMM epilogue. Conditions and numerics: compiler/fuse.c. Run
+** after autodiff (and dfl_fuse); t is left in the tensor table untouched by any op. Returns the
+** number of ADDs fused (>= 0), -1 when out of memory. */
+int dfl_fuse_add(dfl_graph *g);
 
 /* --- schedule (compiler/sched.c) ---
 ** 1 when the optimizer phase of one step may run concurrently with the target phase of the next

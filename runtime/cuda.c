@@ -158,13 +158,17 @@ static void mm_free(mm_t *m) {
   cublasLtMatmulDescDestroy(m->d);
   m->ok = 0;
 }
-/* C = alpha op(A) op(B) + beta C; note the swap: cuBLASLt's A is our B. */
-static int mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C) {
+/* D = alpha op(A) op(B) + beta C; note the swap: cuBLASLt's A is our B. C and D share one layout
+** (and dtype); C == D (in place) or disjoint (MATMUL's addend form, dfl_fuse_add), never a partial
+** overlap (the planner does not alias a MATMUL's output with its inputs). */
+static int mm_run_cd(dfl_cuda *c, mm_t *m, const void *A, const void *B, const void *C, void *D) {
   struct dfl_cuda_impl *im = c->impl;
-  LT(cublasLtMatmul(im->lt, m->d, &m->alpha, B, m->a, A, m->b, &m->beta, C, m->c, C, m->c, &m->algo, im->blas_ws,
+  LT(cublasLtMatmul(im->lt, m->d, &m->alpha, B, m->a, A, m->b, &m->beta, C, m->c, D, m->c, &m->algo, im->blas_ws,
                     BLAS_WS, im->stream));
   return DFL_OK;
 }
+/* C = alpha op(A) op(B) + beta C */
+static int mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C) { return mm_run_cd(c, m, A, B, C, C); }
 
 static dim3 d3(unsigned x, unsigned y) { dim3 d; d.x = x; d.y = y; d.z = 1; return d; }
 static int launch2(dfl_cuda *c, int k, int64_t gx, int gy, int block, size_t smem, void **args) {
@@ -684,7 +688,8 @@ static int exec_op(dfl_cuda *c, int i) {
   case DFL_OP_SUM: return reduce(c, (float *)im->ops[i].scratch, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
   case DFL_OP_SUMSQ_ACC:
     return reduce(c, (float *)im->ops[i].scratch, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
-  case DFL_OP_MATMUL: return mm_run(c, &im->ops[i].mm[0], i0, P(op->in[1]), o0);
+  case DFL_OP_MATMUL: /* beta 1: C = in[2], the accumulator (== out, dfl_fuse) or the addend (dfl_fuse_add) */
+    return mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 3 && at->beta != 0 ? P(op->in[2]) : o0, o0);
   case DFL_OP_RMSNORM: {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
     int Gi = (int)G, dw = dt(c, op->in[1]); void *w = P(op->in[1]), *rs = P(op->out[1]);

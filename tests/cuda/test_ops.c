@@ -154,6 +154,30 @@ static void case_matmul_accum(void) {
     }
 }
 
+/* The addend form (compiler/fuse.c, dfl_fuse_add): u = alpha op(A) op(B) + r with u != r, r and u
+** of one dtype (the graph's, or f32 over bf16 operands): cuBLASLt beta = 1 with C = r, D = u.
+** M, N, K not multiples of 8 (unaligned leading dimensions). A GEMM that wrote D into r (C == D)
+** would leave u unwritten, and one that ignored r (beta 0) would miss its range of +-4: caught. */
+static void case_matmul_addend(void) {
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      for (int of32 = 0; of32 < 1 + (ACT != DFL_F32); of32++) {
+        dfl_graph g; dfl_graph_init(&g);
+        int M = 37, N = 53, K = 29;
+        dfl_dtype dc = of32 ? DFL_F32 : ACT;
+        int A = ta ? t2(&g, "A", ACT, DFL_T_INPUT, K, M) : t2(&g, "A", ACT, DFL_T_INPUT, M, K);
+        int B = tb ? t2(&g, "B", ACT, DFL_T_INPUT, N, K) : t2(&g, "B", ACT, DFL_T_INPUT, K, N);
+        int r = t2(&g, "r", dc, DFL_T_INPUT, M, N), u = t2(&g, "u", dc, DFL_T_ACT, M, N);
+        dfl_attrs a = {0}; a.trans_a = ta; a.trans_b = tb; a.alpha = ta ? 0.5 : 0; a.beta = 1;
+        op(&g, DFL_OP_MATMUL, 3, (int[]){A, B, r}, 1, &u, &a);
+        char nm[48]; snprintf(nm, sizeof nm, "matmul-addend ta%d tb%d out %s", ta, tb, dfl_dtype_name(dc));
+        double sc_[8] = {0};
+        sc_[r] = 4; /* the addend matters: beta = 0 (or C = D) would be caught */
+        run_case(nm, &g, NULL, 0, sc_, NULL);
+        dfl_graph_free(&g);
+      }
+}
+
 /* R * C % 8 == 0 takes the 16-byte vector path of ADD / SWIGLU / SWIGLU_BWD, otherwise the scalar one. */
 static void case_elementwise(int R, int C) {
   dfl_graph g; dfl_graph_init(&g);
@@ -468,6 +492,7 @@ int main(void) {
     ACT = modes[mi];
     case_matmul();
     case_matmul_accum();
+    case_matmul_addend();
     case_elementwise(19, 77);
     case_elementwise(16, 96);
     case_rmsnorm(23, 256, 256);
