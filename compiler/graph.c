@@ -390,6 +390,7 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     need_numel_out(v, 0, 1);
     for (int i = 1; i < 4; i++) need_numel_out(v, i, R);
     for (int i = 0; i < 5; i++) need_float_out(v, i);
+    if (a->B > 1 && R % a->B) vfail(v, "anchor rows every %d: the row count %lld must be a multiple", a->B, (long long)R);
     need_same_shape_out(v, 4, 0);
     if (a->vocab_chunk < 0 || a->topk < 0) vfail(v, "vocab_chunk and topk must be >= 0");
     break;
@@ -615,9 +616,11 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
     return 4.0 * attn_pairs(a) * a->heads * a->head_dim;
   case DFL_OP_ATTENTION_BWD: /* recomputed QK^T, dV, dP, dQ, dK */
     return 10.0 * attn_pairs(a) * a->heads * a->head_dim;
-  case DFL_OP_LINEAR_CE: { /* logits and dy: two GEMMs over the vocabulary */
+  case DFL_OP_LINEAR_CE: { /* logits and dy: two GEMMs over the vocabulary, anchor rows left out */
     const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
-    return 4.0 * (double)Y->shape[0] * (double)W->shape[0] * (double)Y->shape[1];
+    double R = (double)Y->shape[0];
+    if (op->a.B > 1) R -= R / op->a.B;
+    return 4.0 * R * (double)W->shape[0] * (double)Y->shape[1];
   }
   case DFL_OP_RMSNORM: case DFL_OP_ROPE: case DFL_OP_SWIGLU: return 4.0 * n0;
   case DFL_OP_RMSNORM_BWD: case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
@@ -672,7 +675,7 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
       fprintf(f, " {%s b=%d S=%d N=%d B=%d nh=%d nkv=%d hd=%d W=%d scale=%g}", a->mask == DFL_MASK_DFLASH ? "dflash" : "causal",
               a->batch, a->S, a->N, a->B, a->heads, a->kv_heads, a->head_dim, a->window, a->scale);
       break;
-    case DFL_OP_LINEAR_CE: fprintf(f, " {chunk=%d topk=%d}", a->vocab_chunk, a->topk); break;
+    case DFL_OP_LINEAR_CE: fprintf(f, " {chunk=%d topk=%d anchors_every=%d}", a->vocab_chunk, a->topk, a->B); break;
     case DFL_OP_SCALE: case DFL_OP_FILL: fprintf(f, " {alpha=%g}", a->alpha); break;
     case DFL_OP_IOTA_MOD: fprintf(f, " {n=%d}", a->n); break;
     case DFL_OP_DFLASH_BLOCKS: fprintf(f, " {b=%d S=%d N=%d B=%d mask_id=%d gamma=%g}", a->batch, a->S, a->N, a->B, a->mask_id, a->gamma); break;

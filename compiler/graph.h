@@ -91,7 +91,10 @@ typedef enum {
                                correct[R] f32  argmax == label (0/1; 0 where weight is 0)
                                topk_hit[R] f32 label within the top a.topk (0 if a.topk == 0)
                                dy[R,H]         d num / d y, computed in the same pass
-                          a: vocab_chunk, topk. The backward is dy * d(num): no second pass. */
+                          a: vocab_chunk, topk. The backward is dy * d(num): no second pass.
+                          a.B > 1: rows r with r % B == 0 are the blocks' anchor positions, whose
+                          weight is 0 by construction (DFLASH_BLOCKS): a backend may leave them out
+                          of the GEMMs (their ce / correct / topk_hit / dy are 0 either way). */
   /* --- backward ops (emitted by autodiff) --- */
   DFL_OP_SCATTER_ADD,  /* in: dout[R,H], ids[R] -> dtable[V,H] (zeroed, then rows added) */
   DFL_OP_RMSNORM_BWD,  /* in: x, w, rstd, dy -> dx[R,D], dw[G] */

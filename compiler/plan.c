@@ -384,13 +384,24 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g) {
 static int64_t ws_align(int64_t x) { return (x + 255) / 256 * 256; }
 
 void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
-  const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
+  const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]], *DY = &g->t[op->out[4]];
   int64_t R = Y->shape[0], H = Y->shape[1], V = W->shape[0];
   int64_t ch = op->a.vocab_chunk > 0 ? op->a.vocab_chunk : 8192;
+  /* anchor rows left out when whole rows move as 16-byte words (the staging copies) */
+  int64_t ey = (int64_t)dfl_dtype_size(Y->dtype), ed = (int64_t)dfl_dtype_size(DY->dtype), est = ey > ed ? ey : ed;
+  int64_t per = op->a.B > 1 && R % op->a.B == 0 && (H * ey) % 16 == 0 && (H * ed) % 16 == 0 ? op->a.B : 0;
+  int64_t R0 = R;
+  l->period = per;
+  if (per) R -= R / per;
+  l->rows_used = R;
   if (ch > V) ch = V;
   /* logits in the head's dtype (bf16 as the reference's matmul rounds them; the sums are f32) */
   int64_t es = (int64_t)dfl_dtype_size(W->dtype);
   int64_t rc = R * (ch + H) * 4 / (V > 0 ? V * es : 1);
+  if (per) { /* logits and staging rows within what the knob allowed for all R0 rows */
+    int64_t cap = R0 * (ch + H) * 4 / (V * es + H * est);
+    if (rc > cap) rc = cap;
+  }
   /* DFL_LCE_ROWS forces the rows per chunk: tests cover several chunks and a short last one */
   const char *fr = getenv("DFL_LCE_ROWS");
   int64_t forced = fr ? atoll(fr) : 0;
@@ -407,6 +418,8 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
   l->ld = V;
   l->lg_off = 0;
   l->bytes = ws_align(rc * V * es);
+  l->st_off = l->bytes;
+  if (per) l->bytes += ws_align(rc * H * est);
 }
 
 int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {

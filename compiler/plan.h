@@ -115,6 +115,10 @@ typedef struct dfl_lce_ws {
   int64_t rows;           /* rows per chunk (the last chunk may be shorter) */
   int64_t ld;             /* logits row stride in elements (= V) */
   int64_t lg_off, bytes;
+  int64_t period;         /* > 1: the anchor rows (r % period == 0) are left out (LINEAR_CE a.B);
+                          ** the chunks run over the others, gathered into a staging buffer */
+  int64_t rows_used;      /* rows the chunks cover: R, or R - R / period */
+  int64_t st_off;         /* staging rows [rows, H] (y in, then dy out), when period > 1 */
 } dfl_lce_ws;
 void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l);
 /* Bytes of scratch op needs on the CUDA backend (0: none). */

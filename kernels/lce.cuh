@@ -10,6 +10,10 @@
 ** and after the last chunk dfl_lce_num writes the weighted sum. Every row's softmax is complete
 ** within its chunk, so each vocabulary GEMM runs once per row (no recomputed logits).
 ** Rows with weight 0 are skipped: their dlogits are 0 and ce / correct / topk_hit are 0.
+** period > 1 (LINEAR_CE a.B): the blocks' anchor rows (r % period == 0, weight 0 by construction)
+** are not in the chunks at all: dfl_lce_rows gathers the other rows of y into a staging buffer
+** before the logits GEMM and scatters dy back after the dY GEMM; chunk row c is row
+** c / (period - 1) * period + c % (period - 1) + 1 (the host zeroes the anchor rows' outputs).
 */
 #define LCE_T 512
 #define LCE_L2E 1.4426950408889634f
@@ -41,12 +45,13 @@ __device__ __forceinline__ void lce_merge(lce_acc *a, float m, float s, int i, f
 extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(void *logits, ll ld, int V, int r0,
                                                                 const int *labels, const float *w, float *ce,
                                                                 float *correct, float *topk_hit, int topk, int dtl,
-                                                                int vec) {
+                                                                int vec, int period) {
   __shared__ float sm[32], ss[32], sc[32];
   __shared__ int si[32];
   __shared__ float s_lse;
   int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5, nw = blockDim.x >> 5;
   ll r = blockIdx.x, row = r0 + r, base = r * ld;
+  if (period > 1) row = row / (period - 1) * period + row % (period - 1) + 1;
   float wr = w[row];
   int lab = labels[row];
   if (!(wr > 0.f)) {
@@ -96,6 +101,16 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(void *logits, ll
       float v = ldf(logits, dtl, base + c);
       stf(logits, dtl, base + c, wr * (exp2f((v - lse) * LCE_L2E) - (c == lab ? 1.f : 0.f)));
     }
+  }
+}
+/* Chunk rows r0 .. r0 + gridDim.x of the compact layout (anchor rows left out, see above) from the
+** full layout into the staging buffer (scatter 0), or back (scatter 1): rows of `words` 16-byte words. */
+extern "C" __global__ void dfl_lce_rows(char *full, char *stage, ll r0, int words, int period, int scatter) {
+  ll c = r0 + blockIdx.x, f = c / (period - 1) * period + c % (period - 1) + 1;
+  uint4 *pf = (uint4 *)(full + f * words * 16), *ps = (uint4 *)(stage + (ll)blockIdx.x * words * 16);
+  for (int k = threadIdx.x; k < words; k += blockDim.x) {
+    if (scatter) pf[k] = ps[k];
+    else ps[k] = pf[k];
   }
 }
 /* One block, fixed order: num[0] = sum_r w[r] ce[r]. */

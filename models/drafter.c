@@ -167,6 +167,7 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   memset(&at, 0, sizeof at);
   at.vocab_chunk = s->vocab_chunk > 0 ? s->vocab_chunk : a->vocab;
   at.topk = s->topk;
+  at.B = B; /* block position 0 (the anchor) is never a label: its rows can skip the head */
   int cin[4] = {out->y, lm_head, labels, weights};
   dfl_op_add(g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at);
   out->num = ce[0];

@@ -33,14 +33,14 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_LCE_ROW, K_LCE_NUM, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
 };
 static const char *kname[K_COUNT] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
   "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
-  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num",
+  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -301,14 +301,14 @@ static int setup_op(dfl_cuda *c, int i) {
   }
   if (op->code == DFL_OP_LINEAR_CE) {
     const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]], *DY = &t[op->out[4]];
-    int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0];
+    int H = (int)Y->shape[1], V = (int)W->shape[0];
     if (Y->dtype != W->dtype) {
       fprintf(stderr, "dflc: cuda backend: linear_ce (%s): y is %s but lm_head is %s\n", op->label,
               dfl_dtype_name(Y->dtype), dfl_dtype_name(W->dtype));
       return DFL_ESHAPE;
     }
     dfl_plan_lce_ws(c->g, op, &os->lce);
-    int rc = (int)os->lce.rows, tail = R % rc, ld = (int)os->lce.ld;
+    int rc = (int)os->lce.rows, tail = (int)(os->lce.rows_used % rc), ld = (int)os->lce.ld;
     /* logits[rc, V] = y_c W^T in W's dtype; dy_c[rc, H] = dlogits W (dlogits in place over the
     ** logits, straight into dY's dtype) */
     TRY(mm_setup(c, &os->mm[0], 0, 1, rc, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
@@ -541,7 +541,9 @@ static int op_linear_ce(dfl_cuda *c, int i) {
   opstate *os = &c->impl->ops[i];
   const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
   int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], rc = (int)os->lce.rows;
+  int per = (int)os->lce.period, Ru = (int)os->lce.rows_used;
   void *logits = os->scratch + os->lce.lg_off;
+  char *stage = os->scratch + os->lce.st_off;
   char *y = P(op->in[0]), *dy = P(op->out[4]);
   const void *wl = P(op->in[1]);
   void *labels = P(op->in[2]), *w = P(op->in[3]);
@@ -550,12 +552,31 @@ static int op_linear_ce(dfl_cuda *c, int i) {
   int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 8 == 0 && ((uintptr_t)logits & 15) == 0 &&
       (dtl == DFL_BF16 || dtl == DFL_F16 || dtl == DFL_F32);
   size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
-  for (int r0 = 0; r0 < R; r0 += rc) {
-    int rn = R - r0 < rc ? R - r0 : rc, full = rn == rc;
-    TRY(mm_run(c, &os->mm[full ? 0 : 1], y + (size_t)r0 * H * ey, wl, logits));
-    void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec};
+  struct dfl_cuda_impl *im = c->impl;
+  int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16), gth = 0, sct = 1;
+  if (per > 1) { /* the anchor rows are not computed: their outputs are 0 */
+    CU(cudaMemsetAsync(ce, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemsetAsync(cor, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemsetAsync(hit, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemset2DAsync(dy, (size_t)per * H * ed, 0, (size_t)H * ed, (size_t)(R / per), im->stream));
+  }
+  for (int r0 = 0; r0 < Ru; r0 += rc) {
+    int rn = Ru - r0 < rc ? Ru - r0 : rc, full = rn == rc;
+    long long r0l = r0;
+    const void *ysrc = y + (size_t)r0 * H * ey;
+    if (per > 1) {
+      void *ag[] = {&y, &stage, &r0l, &wy, &per, &gth};
+      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, ag));
+      ysrc = stage;
+    }
+    TRY(mm_run(c, &os->mm[full ? 0 : 1], ysrc, wl, logits));
+    void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec, &per};
     TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
-    TRY(mm_run(c, &os->mm[full ? 2 : 3], logits, wl, dy + (size_t)r0 * H * ed));
+    TRY(mm_run(c, &os->mm[full ? 2 : 3], logits, wl, per > 1 ? (void *)stage : (void *)(dy + (size_t)r0 * H * ed)));
+    if (per > 1) {
+      void *as[] = {&dy, &stage, &r0l, &wd, &per, &sct};
+      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, as));
+    }
   }
   void *an[] = {&num, &ce, &w, &R};
   return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);

@@ -398,26 +398,30 @@ static void case_attention_tc(int dflash, int S, int N, int B, int window, int h
 
 /* mode 0: rows per chunk from vocab_chunk (2 x 35); 1: 16-row chunks (several, and a short last one); 2: V % 8 != 0 (the
 ** kernel's scalar path) in 32-row chunks. */
+/* mode 3, 4: anchor rows every 4 (a.B, weight 0 there as DFLASH_BLOCKS makes them) left out of the
+** GEMMs: staged rows, all in one chunk, then in 16-row chunks with a short last one (54 = 3 x 16 + 6). */
 static void case_linear_ce(int mode) {
-  static const char *rows[] = {NULL, "16", "32"};
+  static const char *rows[] = {NULL, "16", "32", NULL, "16"};
   if (rows[mode]) setenv("DFL_LCE_ROWS", rows[mode], 1); else unsetenv("DFL_LCE_ROWS");
   dfl_graph g; dfl_graph_init(&g);
-  int R = 70, H = 64, V = mode == 2 ? 998 : 1000;
+  int R = mode >= 3 ? 72 : 70, H = 64, V = mode == 2 ? 998 : 1000;
   int y = t2(&g, "y", ACT, DFL_T_INPUT, R, H), W = t2(&g, "w_lm", ACT, DFL_T_FROZEN, V, H);
   int lab = t1(&g, "labels", DFL_I32, DFL_T_INPUT, R), w = t1(&g, "weights", DFL_F32, DFL_T_INPUT, R);
   int num = t1(&g, "num", DFL_F32, DFL_T_ACT, 1), ce = t1(&g, "ce", DFL_F32, DFL_T_ACT, R);
   int cor = t1(&g, "correct", DFL_F32, DFL_T_ACT, R), hit = t1(&g, "topk_hit", DFL_F32, DFL_T_ACT, R);
   int dy = t2(&g, "dy", ACT, DFL_T_ACT, R, H);
-  dfl_attrs a = {0}; a.vocab_chunk = 256; a.topk = 8;
+  dfl_attrs a = {0}; a.vocab_chunk = mode == 3 ? 1000 : 256; a.topk = 8;
+  if (mode >= 3) a.B = 4;
   op(&g, DFL_OP_LINEAR_CE, 4, (int[]){y, W, lab, w}, 5, (int[]){num, ce, cor, hit, dy}, &a);
-  int32_t vl[70], vw[70];
-  for (int i = 0; i < R; i++) vl[i] = irand(V), vw[i] = irand(4) ? 1 + irand(3) : 0;
+  int32_t vl[72], vw[72];
+  for (int i = 0; i < R; i++) vl[i] = irand(V), vw[i] = irand(4) && !(mode >= 3 && i % 4 == 0) ? 1 + irand(3) : 0;
   ifill f[] = {{lab, vl}, {w, vw}};
   int bin[64] = {0};
   bin[cor] = bin[hit] = 1;
   double sc[64] = {0};
   sc[y] = 2;
-  static const char *nm[] = {"linear_ce rows from vocab_chunk", "linear_ce 16-row chunks", "linear_ce V 998, 32-row chunks"};
+  static const char *nm[] = {"linear_ce rows from vocab_chunk", "linear_ce 16-row chunks", "linear_ce V 998, 32-row chunks",
+                             "linear_ce anchor rows left out, one chunk", "linear_ce anchor rows left out, 16-row chunks"};
   run_case(nm[mode], &g, f, 2, sc, bin);
   dfl_graph_free(&g);
   unsetenv("DFL_LCE_ROWS");
@@ -549,6 +553,8 @@ int main(void) {
     case_linear_ce(0);
     case_linear_ce(1);
     case_linear_ce(2);
+    case_linear_ce(3);
+    case_linear_ce(4);
     case_optimizer();
     case_optimizer_mt(0);
     case_optimizer_mt(1);
