@@ -33,7 +33,7 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_SUMSQ_MT2, K_COUNT
 };
 static const char *kname[K_COUNT] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -41,7 +41,7 @@ static const char *kname[K_COUNT] = {
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_sumsq_mt2"};
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
 #define MT_MAX 48
@@ -81,6 +81,7 @@ struct dfl_cuda_impl {
   int nsm;
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
+  int sumsq2;       /* DFL_SUMSQ_V2 set: the experimental grad-norm kernel (kernels/optim.cuh) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
   cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
@@ -285,6 +286,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
+  im->sumsq2 = getenv("DFL_SUMSQ_V2") != NULL;
   return DFL_OK;
 }
 
@@ -392,14 +394,17 @@ static int mt_run(dfl_cuda *c, int i0) {
     void *st = P(op->in[5]);
     float b1 = (float)op->a.beta1, b2 = (float)op->a.beta2, eps = (float)op->a.eps, wd = (float)op->a.wd;
     void *a[] = {&t, &st, &b1, &b2, &eps, &wd};
-    return launch(c, K_ADAMW_MT, units, a);
+    /* one unit per thread, no grid-stride cap: short blocks, so that when the optimizer runs beside
+    ** the next target forward (DFL_RUN_OVERLAP_OPT) its blocks fill SMs for microseconds, not for
+    ** the whole kernel */
+    return launch2(c, K_ADAMW_MT, (units + 255) / 256, 1, 256, 0, a);
   }
   float *part = (float *)c->impl->ops[i0].scratch;
   int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
   if ((units + 255) / 256 < np) np = (int)((units + 255) / 256);
   if (np < 1) np = 1;
   void *a1[] = {&part, &t};
-  TRY(launch2(c, K_SUMSQ_MT, np, 1, 256, 0, a1));
+  TRY(launch2(c, c->impl->sumsq2 ? K_SUMSQ_MT2 : K_SUMSQ_MT, np, 1, 256, 0, a1));
   void *out = P(op->out[0]);
   int dto = dt(c, op->out[0]), acc = 1;
   void *a2[] = {&out, &dto, &part, &np, &acc};
