@@ -306,6 +306,10 @@ __device__ __forceinline__ void tc_cp16(void *dst, const void *src, int ok) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tc_saddr(dst)), "l"(src), "r"(ok ? 16 : 0)
                : "memory");
 }
+/* 4-byte async copy (lse, D); ok == 0 zero-fills. */
+__device__ __forceinline__ void tc_cp4(void *dst, const void *src, int ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(tc_saddr(dst)), "l"(src), "r"(ok ? 4 : 0) : "memory");
+}
 __device__ __forceinline__ void tc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int NG> __device__ __forceinline__ void tc_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(NG) : "memory"); }
 __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
@@ -704,8 +708,9 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd_dot(float *D, con
 ** and warp: S = Q K^T and dP = dO V^T (Q, dO fragments by ldmatrix from shared memory, 16
 ** independent accumulator chains), P and dS = P (dP - D) in registers, dQ += dS K (K by
 ** ldmatrix.trans). Own-block P and dS go to shared memory in bf16 ([row][key of its block]); after
-** the loop dKn = scale dS^T Q and dVn = P^T dO over each block's rows (16-byte loads, 8 dims per
-** thread). Rows of an invalid block have empty ranges: dq, dKn, dVn come out 0. 128 threads.
+** the loop dKn = scale dS^T Q and dVn = P^T dO over each block's rows (by mma when B and B G are
+** multiples of 16, else 16-byte loads, 8 dims per thread). Rows of an invalid block have empty
+** ranges: dq, dKn, dVn come out 0. 128 threads.
 */
 #define TQ_KT 32
 template <int HD>
@@ -887,29 +892,60 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
       *(unsigned *)(p + d * 8) = tc_pack(dqa[i >> 1][d][2 * (i & 1)] * scale, dqa[i >> 1][d][2 * (i & 1) + 1] * scale);
   }
   __syncthreads();
-  /* own-block keys: dKn = scale dS^T Q, dVn = P^T dO over the block's rows (a thread owns 8 dims of
-  ** a key: 16-byte loads of Q and dO rows, 16-byte stores) */
-  for (int c = threadIdx.x; c < nb * B * (HD / 8); c += blockDim.x) {
-    int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8, bi = key / B, kk = key % B;
-    float gk[8], gv[8];
+  /* own-block keys: dKn = scale dS^T Q, dVn = P^T dO over the block's rows. B and B G multiples of 16
+  ** (the drafters): by mma, a warp per (block, 16 keys, dK or dV, 32 dims), dS^T / P^T A fragments
+  ** by ldmatrix.trans of the [row][key] bf16 arrays, Q / dO B fragments by ldmatrix.trans; otherwise
+  ** a thread owns 8 dims of a key (16-byte loads of Q and dO rows, 16-byte stores). */
+  if ((B & 15) == 0 && (PB & 15) == 0) {
+    const int mb = B / 16, nitem = nb * mb * 2 * (HD / 32), aof = tc_koff(lane, B), bof = tc_voff(lane, SR);
+    for (int it = warp; it < nitem; it += TF_R / 32) {
+      const int dc = it % (HD / 32), rest = it / (HD / 32), isv = rest & 1, bi = (rest >> 1) / mb, mt = (rest >> 1) % mb;
+      const tc_bf *A = (isv ? ps : dss) + bi * PB * B + mt * 16 + aof, *Bm = (isv ? dos : qs) + bi * PB * SR + bof + dc * 32;
+      float acc[4][4];
 #pragma unroll
-    for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
-    for (int r = bi * PB; r < bi * PB + PB; r++) {
-      float ds = __uint_as_float((unsigned)dss[r * B + kk] << 16), pp = __uint_as_float((unsigned)ps[r * B + kk] << 16);
-      uint4 qv = *(const uint4 *)(qs + r * SR + d8), dv = *(const uint4 *)(dos + r * SR + d8);
-      unsigned qw[4] = {qv.x, qv.y, qv.z, qv.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+      for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+      for (int kk = 0; kk < PB / 16; kk++) {
+        unsigned af[4], b0[4], b1[4];
+        tc_ldsm4t(af, A + kk * 16 * B);
+        tc_ldsm4t(b0, Bm + kk * 16 * SR);
+        tc_ldsm4t(b1, Bm + kk * 16 * SR + 16);
+        tc_mma(acc[0], af, b0[0], b0[1]);
+        tc_mma(acc[1], af, b0[2], b0[3]);
+        tc_mma(acc[2], af, b1[0], b1[1]);
+        tc_mma(acc[3], af, b1[2], b1[3]);
+      }
+      const float sc = isv ? 1.f : scale;
+      tc_bf *out = isv ? dv2 : dk2;
 #pragma unroll
-      for (int i = 0; i < 4; i++) { /* bf16 pair -> two floats: low half first */
-        gk[2 * i] += ds * __uint_as_float(qw[i] << 16); gk[2 * i + 1] += ds * __uint_as_float(qw[i] & 0xffff0000u);
-        gv[2 * i] += pp * __uint_as_float(dw[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dw[i] & 0xffff0000u);
+      for (int h = 0; h < 2; h++) {
+        ll off = ((qrow0 + bi * B + mt * 16 + gid + 8 * h) * nkv + g) * HD + dc * 32 + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < 4; n++) *(unsigned *)(out + off + n * 8) = tc_pack(acc[n][2 * h] * sc, acc[n][2 * h + 1] * sc);
       }
     }
-    ll off = ((qrow0 + key) * nkv + g) * HD + d8;
-    uint4 ko, vo;
-    ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
-    ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
-    vo.x = tc_pack(gv[0], gv[1]); vo.y = tc_pack(gv[2], gv[3]); vo.z = tc_pack(gv[4], gv[5]); vo.w = tc_pack(gv[6], gv[7]);
-    *(uint4 *)(dk2 + off) = ko; *(uint4 *)(dv2 + off) = vo;
+  } else {
+    for (int c = threadIdx.x; c < nb * B * (HD / 8); c += blockDim.x) {
+      int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8, bi = key / B, kk = key % B;
+      float gk[8], gv[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
+      for (int r = bi * PB; r < bi * PB + PB; r++) {
+        float ds = __uint_as_float((unsigned)dss[r * B + kk] << 16), pp = __uint_as_float((unsigned)ps[r * B + kk] << 16);
+        uint4 qv = *(const uint4 *)(qs + r * SR + d8), dv = *(const uint4 *)(dos + r * SR + d8);
+        unsigned qw[4] = {qv.x, qv.y, qv.z, qv.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) { /* bf16 pair -> two floats: low half first */
+          gk[2 * i] += ds * __uint_as_float(qw[i] << 16); gk[2 * i + 1] += ds * __uint_as_float(qw[i] & 0xffff0000u);
+          gv[2 * i] += pp * __uint_as_float(dw[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dw[i] & 0xffff0000u);
+        }
+      }
+      ll off = ((qrow0 + key) * nkv + g) * HD + d8;
+      uint4 ko, vo;
+      ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
+      ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
+      vo.x = tc_pack(gv[0], gv[1]); vo.y = tc_pack(gv[2], gv[3]); vo.z = tc_pack(gv[4], gv[5]); vo.w = tc_pack(gv[6], gv[7]);
+      *(uint4 *)(dk2 + off) = ko; *(uint4 *)(dv2 + off) = vo;
+    }
   }
 }
 
@@ -923,19 +959,17 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
 **            memory in bf16 (key-major, the A operand of phase B);
 **   phase B: dV += P^T dO, dK += dS^T Q, warp w: keys 32 (w & 3) .. + 31 x dims HD/2 (w >> 2) .. :
 **            every dO/Q fragment feeds four mma, accumulators 2 x 32 keys x HD/2 dims per warp.
-** Q/dO of the next step are staged by cp.async while this one computes. Keys no block sees get 0.
+** Q/dO of the next step are staged by cp.async while this one computes, and so are its rows' lse and
+** D (4-byte cp.async; the block list's anchors and the per-row global offsets are tables in shared
+** memory built once): no synchronous global load and no division by G in the step loop (with lse and
+** D loaded by plain loads, warps 0-1 started every step a global-memory latency late and the rest
+** waited for them at the barrier: 4.11 -> 3.41 ms for the whole backward, docs/performance.md).
+** Between phase A and B only the warp pair (w, w ^ 4) that shares 32 keys synchronizes (named
+** barrier). A third Q/dO stage (one more step of load lead) measured no faster. Keys no block sees
+** get 0.
 */
 #define TK_KT 128 /* keys per CTA (8 warps) */
 #define TK_RG 64  /* query rows per step: a block's rows in groups of 64, the last zero padded */
-template <int HD>
-__device__ __forceinline__ void tk_load_rows(tc_bf *dst, const tc_bf *src, ll qrow0, int r0, int G, int g, int P, int nh) {
-  constexpr int SR = HD + 8, C = HD / 8;
-  for (int c = threadIdx.x; c < TK_RG * C; c += blockDim.x) {
-    int r = c / C, d8 = c % C, R = r0 + r, ok = R < P;
-    ll off = ok ? (qrow0 + R / G) * nh * HD + (ll)(g * G + R % G) * HD + d8 * 8 : 0;
-    tc_cp16(dst + r * SR + d8 * 8, src + off, ok);
-  }
-}
 template <int HD>
 __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q, const tc_bf *k1, const tc_bf *v1,
                                          const int *anchors, const int *keep, const float *lse, const float *Dg,
@@ -951,39 +985,53 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
   tc_bf *ks_ = tc_sm, *vs_ = ks_ + KT * SR, *qb = vs_ + KT * SR; /* qb: [2][q, dO][RG][SR] */
   tc_bf *pt = qb + 4 * RG * SR, *dst = pt + KT * PR;              /* P^T, dS^T: [KT][PR] bf16 */
   float *ls = (float *)(dst + KT * PR), *dsv = ls + 2 * RG;
-  int *lov = (int *)(dsv + 2 * RG), *list = lov + 2 * RG, *cnt = list + N, *anc = cnt + 1;
+  int *lov = (int *)(dsv + 2 * RG), *rowoff = lov + 2 * RG, *rowj = rowoff + 128; /* per row of a block */
+  int *cnt = rowj + 128, *anc = cnt + 1, *list = anc + 2, *lista = list + N;       /* blocks, their anchors */
   tc_load_kv<HD>(ks_, vs_, k1, v1, (ll)b * S, k0, S, nkv, g);
   tc_load_kv<HD>(ks_ + TC_KT * SR, vs_ + TC_KT * SR, k1, v1, (ll)b * S, k0 + TC_KT, S, nkv, g);
   tc_commit();
   if (warp == 0) { /* the blocks whose rows see some key of the tile, in order */
     int c = 0;
     for (int base = 0; base < N; base += 32) {
-      int n = base + lane, rel = 0;
+      int n = base + lane, rel = 0, a = 0;
       if (n < N && keep[(ll)b * N + n]) {
-        int a = anchors[(ll)b * N + n];
+        a = anchors[(ll)b * N + n];
         rel = k0 < a && (W == 0 || k0 + KT - 1 >= a - (W - 1));
       }
       unsigned bal = __ballot_sync(0xffffffffu, rel);
-      if (rel) list[c + __popc(bal & ((1u << lane) - 1u))] = n;
+      if (rel) list[c + __popc(bal & ((1u << lane) - 1u))] = n, lista[c + __popc(bal & ((1u << lane) - 1u))] = a;
       c += __popc(bal);
     }
     if (lane == 0) *cnt = c;
   }
+  for (int r = threadIdx.x; r < 128; r += blockDim.x) { /* element offset of row r of a block (-1: padding) */
+    rowoff[r] = r < P ? (r / G) * nh * HD + (r % G) * HD : -1;
+    rowj[r] = r / G;
+  }
   __syncthreads();
   const int nit = *cnt * ng;
+  /* this thread's 16-byte pieces of a step's Q / dO rows: rows lr + RPI j, dims 8 ld8 .. */
+  constexpr int C = HD / 8, RPI = 256 / C, NI = RG / RPI;
   auto load_item = [&](int i, int s) { /* step i: block list[nl - 1 - i / ng], rows 64 (i % ng) .. */
-    int n = list[*cnt - 1 - i / ng], r0 = (i % ng) * RG, a = anchors[(ll)b * N + n];
-    ll qrow0 = (ll)b * N * B + (ll)n * B;
-    tk_load_rows<HD>(qb + (2 * s) * RG * SR, q, qrow0, r0, G, g, P, nh);
-    tk_load_rows<HD>(qb + (2 * s + 1) * RG * SR, dout, qrow0, r0, G, g, P, nh);
-    for (int r = threadIdx.x; r < RG; r += blockDim.x) {
-      int R = r0 + r;
-      ll idx = (qrow0 + R / G) * nh + g * G + R % G;
-      ls[s * RG + r] = R < P ? lse[idx] * TC_LOG2E : DFL_INF; /* padding rows: p = 0 */
-      dsv[s * RG + r] = R < P ? Dg[idx] : 0.f;
-      lov[s * RG + r] = R >= P ? a : W > 0 ? a + R / G - (W - 1) : 0;
+    const int li = *cnt - 1 - i / ng, n = list[li], r0 = (i % ng) * RG, a = lista[li];
+    const ll base = ((ll)b * N + n) * B * nh * HD + (ll)g * G * HD;
+    const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
+    tc_bf *qd = qb + (2 * s) * RG * SR + lr * SR + ld8 * 8, *dd = qd + RG * SR;
+#pragma unroll
+    for (int j = 0; j < NI; j++) {
+      const int off = rowoff[r0 + lr + j * RPI], ok = off >= 0;
+      const ll o = ok ? base + off + ld8 * 8 : 0;
+      tc_cp16(qd + j * RPI * SR, q + o, ok);
+      tc_cp16(dd + j * RPI * SR, dout + o, ok);
     }
-    if (threadIdx.x == 0) anc[s] = a;
+    if (threadIdx.x < RG) { /* lse (natural log), D; padding rows: lo = a, so p = 0 */
+      const int r = threadIdx.x, R = r0 + r, off = rowoff[R], ok = off >= 0;
+      const ll idx = ok ? (base + off) / HD : 0;
+      tc_cp4(ls + s * RG + r, lse + idx, ok);
+      tc_cp4(dsv + s * RG + r, Dg + idx, ok);
+      lov[s * RG + r] = !ok ? a : W > 0 ? a + rowj[R] - (W - 1) : 0;
+      if (r == 0) anc[s] = a;
+    }
   };
   if (nit > 0) load_item(0, 0);
   tc_commit();
@@ -1044,6 +1092,7 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
         int r = rh + c * 8 + 2 * t4; /* rows r, r + 1 (8-byte aligned pairs) */
         float2 lv = *(const float2 *)(lsb + r), dv = *(const float2 *)(dsb + r);
         int2 lw = *(const int2 *)(lob + r);
+        lv.x *= TC_LOG2E; lv.y *= TC_LOG2E;
 #pragma unroll
         for (int m = 0; m < 2; m++) {
           float p[4], d[4];
@@ -1061,7 +1110,8 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
         }
       }
     }
-    __syncthreads(); /* P^T, dS^T complete */
+    /* P^T, dS^T of this warp's 32 keys complete: they come from this warp and warp w ^ 4 only */
+    asm volatile("bar.sync %0, 64;" ::"r"(1 + (warp & 3)) : "memory");
     /* phase B */
 #pragma unroll
     for (int kr = 0; kr < RG / 16; kr++) {

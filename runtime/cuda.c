@@ -253,8 +253,9 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
   /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS (bf16) */
   t->sq = (2 * 128 + 4 * 32) * SR2 + (4 * 128 + 2 * 128) * 4 + 2 * 128 * (size_t)a->B * 2;
-  /* key-major pass: K/V of 128 keys, 2 stages of q/dO (64 rows), P^T and dS^T (128 x 72 bf16), row data, block list */
-  t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + ((size_t)a->N + 3) * 4;
+  /* key-major pass: K/V of 128 keys, 2 stages of q/dO (64 rows), P^T and dS^T (128 x 72 bf16), row data, block
+  ** list and its anchors, row tables */
+  t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + (2 * (size_t)a->N + 3 + 2 * 128) * 4;
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
   return 1;
 }
