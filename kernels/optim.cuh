@@ -144,34 +144,3 @@ extern "C" __global__ void dfl_sumsq_mt(float *part, const dfl_mt t) {
   s = block_sum(s);
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
-/* Experimental variant (DFL_SUMSQ_V2=1): each block sums a contiguous range of units with four
-** independent 16-byte loads in flight per thread; the tensor is found once per thread and then
-** walked forward (units only increase), not searched per unit. */
-__device__ __forceinline__ float mt_sq4(const dfl_mt &t, int k, ll u) {
-  ll i = (u - t.ustart[k]) * 4, n = t.n[k];
-  float s = 0.f;
-  if (i + 4 <= n) {
-    float g[4];
-    ld4(t.g[k], t.dtg, i, g);
-    s = g[0] * g[0] + g[1] * g[1] + g[2] * g[2] + g[3] * g[3];
-  } else for (; i < n; i++) { float g = ldf(t.g[k], t.dtg, i); s += g * g; }
-  return s;
-}
-extern "C" __global__ void dfl_sumsq_mt2(float *part, const dfl_mt t) {
-  ll U = t.ustart[t.nt], per = (U + gridDim.x - 1) / gridDim.x, u0 = (ll)blockIdx.x * per;
-  ll u1 = u0 + per < U ? u0 + per : U, bd = blockDim.x;
-  float s[4] = {0.f, 0.f, 0.f, 0.f};
-  int k = u0 < U ? mt_find(t, u0) : 0;
-  for (ll u = u0 + threadIdx.x; u < u1; u += 4 * bd) {
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      ll uj = u + j * bd;
-      if (uj < u1) {
-        while (k + 1 < t.nt && uj >= t.ustart[k + 1]) k++;
-        s[j] += mt_sq4(t, k, uj);
-      }
-    }
-  }
-  float v = block_sum((s[0] + s[1]) + (s[2] + s[3]));
-  if (threadIdx.x == 0) part[blockIdx.x] = v;
-}

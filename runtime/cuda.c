@@ -33,7 +33,7 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_SUMSQ_MT2, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -41,7 +41,7 @@ static const char *kname[] = {
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_sumsq_mt2"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -82,7 +82,6 @@ struct dfl_cuda_impl {
   int nsm;
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
-  int sumsq2;       /* DFL_SUMSQ_V2 set: the experimental grad-norm kernel (kernels/optim.cuh) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
   cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
@@ -288,7 +287,6 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
-  im->sumsq2 = getenv("DFL_SUMSQ_V2") != NULL;
   return DFL_OK;
 }
 
@@ -406,7 +404,7 @@ static int mt_run(dfl_cuda *c, int i0) {
   if ((units + 255) / 256 < np) np = (int)((units + 255) / 256);
   if (np < 1) np = 1;
   void *a1[] = {&part, &t};
-  TRY(launch2(c, c->impl->sumsq2 ? K_SUMSQ_MT2 : K_SUMSQ_MT, np, 1, 256, 0, a1));
+  TRY(launch2(c, K_SUMSQ_MT, np, 1, 256, 0, a1));
   void *out = P(op->out[0]);
   int dto = dt(c, op->out[0]), acc = 1;
   void *a2[] = {&out, &dto, &part, &np, &acc};

@@ -456,7 +456,6 @@ static void case_optimizer(void) {
 ** through the per-tensor kernels (DFL_NO_MT). */
 static void case_optimizer_mt(int keep) {
   if (keep == 2) setenv("DFL_NO_MT", "1", 1);
-  if (keep == 3) setenv("DFL_SUMSQ_V2", "1", 1); /* the experimental grad-norm kernel */
   dfl_graph g; dfl_graph_init(&g);
   static const int sz[3] = {37, 301, 1030};
   int p[3], ms[3], m[3], v[3], gr[3];
@@ -485,11 +484,9 @@ static void case_optimizer_mt(int keep) {
   for (int k = 0; k < 3; k++) sc[gr[k]] = 30, sc[v[k]] = -1e-3;
   static const char *nm[] = {"sumsq+opt_prep+adamw, 3 tensors (multi-tensor)",
                              "sumsq+opt_prep+adamw, 3 tensors (multi-tensor), grads kept",
-                             "sumsq+opt_prep+adamw, 3 tensors (per-tensor kernels), grads kept",
-                             "sumsq+opt_prep+adamw, 3 tensors (multi-tensor, grad-norm variant 2)"};
+                             "sumsq+opt_prep+adamw, 3 tensors (per-tensor kernels), grads kept"};
   run_case(nm[keep], &g, f, 3, sc, NULL);
   unsetenv("DFL_NO_MT");
-  unsetenv("DFL_SUMSQ_V2");
   dfl_graph_free(&g);
 }
 
@@ -562,7 +559,6 @@ int main(void) {
     case_optimizer_mt(0);
     case_optimizer_mt(1);
     case_optimizer_mt(2);
-    case_optimizer_mt(3);
   }
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
