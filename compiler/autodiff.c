@@ -156,6 +156,10 @@ static int backward_op(ad *s, int oi) {
     break;
   }
   case DFL_OP_ROPE: {
+    if (op.n_in == 3) { /* fusion runs after autodiff and keeps differentiated norms apart */
+      fprintf(stderr, "dflc: autodiff (%s): a ROPE with a norm weight (dfl_fuse_norm_rope) has no backward\n", op.label);
+      return DFL_ERR;
+    }
     int x = op.in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
     dfl_attrs a = op.a;
     a.inverse = !a.inverse; /* a rotation's transpose is the rotation by -angle */

@@ -232,3 +232,67 @@ int dfl_fuse_overwrite(dfl_graph *g) {
   }
   return done;
 }
+
+/*
+**   y = RMSNORM(x, w) {group hd} ; z = ROPE(y, pos) {head_dim hd}      ->      z = ROPE(x, pos, w)
+**
+** The per-head q/k norms of Qwen3-style attention feed RoPE directly. In a forward-only graph
+** (the frozen target, evaluation) nothing reads the norm's rstd, so the rotation can normalize
+** each head itself: y is never written nor re-read (per element of q and k, bf16: 4 bytes and a
+** launch saved). Legal when: y is an activation written by that RMSNORM alone and read by that
+** ROPE alone; the norm's rstd is read by nothing; the norm's group is the rope's head_dim, a
+** multiple of 16 whose 16th is a power of two (the CUDA kernel's lanes per head); same phase; x
+** and w are not written between the two (the norm moves down to the rope's place). Numerics: the
+** CPU computes the same values (k_rope does k_rmsnorm's arithmetic); the CUDA kernel sums a head's
+** squares in another order and rounds the normalized head to y's dtype as the unfused graph stored
+** it, so results match the unfused ones to the last bits of rstd.
+*/
+int dfl_fuse_norm_rope(dfl_graph *g) {
+  int nt = g->nt, nops = g->nops, fused = 0;
+  int *readers = calloc((size_t)nt + 1, sizeof(int)), *writers = calloc((size_t)nt + 1, sizeof(int));
+  int *drop = calloc((size_t)nops + 1, sizeof(int));
+  if (!readers || !writers || !drop) {
+    free(readers); free(writers); free(drop);
+    return -1;
+  }
+  for (int i = 0; i < nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    for (int k = 0; k < op->n_in; k++)
+      if (op->in[k] >= 0 && op->in[k] < nt) readers[op->in[k]]++;
+    for (int k = 0; k < op->n_out; k++)
+      if (op->out[k] >= 0 && op->out[k] < nt) writers[op->out[k]]++;
+  }
+  for (int j = 0; j < nops; j++) {
+    dfl_op *ro = &g->ops[j];
+    if (ro->code != DFL_OP_ROPE || ro->n_in != 2) continue;
+    int y = ro->in[0];
+    if (y < 0 || y >= nt || g->t[y].kind != DFL_T_ACT || readers[y] != 1 || writers[y] != 1) continue;
+    int i = g->t[y].producer;
+    if (i < 0 || i >= j || drop[i]) continue;
+    const dfl_op *no = &g->ops[i];
+    int hd = ro->a.head_dim;
+    if (no->code != DFL_OP_RMSNORM || no->n_in != 2 || no->n_out != 2 || no->out[0] != y || no->phase != ro->phase)
+      continue;
+    if (no->a.group != hd || hd % 16 || ((hd / 16) & (hd / 16 - 1))) continue;
+    int rs = no->out[1], x = no->in[0], w = no->in[1];
+    if (rs < 0 || rs >= nt || readers[rs] != 0 || x == y || w == y) continue;
+    dfl_dtype md = g->t[y].dtype;
+    if (md != DFL_F32 && md != DFL_BF16 && md != DFL_F16) continue;
+    int touched = 0; /* the norm moves from i down to j: x and w must keep their values */
+    for (int k = i + 1; k < j && !touched; k++) {
+      if (drop[k]) continue;
+      for (int q = 0; q < g->ops[k].n_out; q++) touched |= g->ops[k].out[q] == x || g->ops[k].out[q] == w;
+    }
+    if (touched) continue;
+    ro->in[0] = x;
+    ro->in[2] = w;
+    ro->n_in = 3;
+    ro->a.eps = no->a.eps;
+    ro->a.mid_dtype = (int)md;
+    drop[i] = 1;
+    fused++;
+  }
+  if (fused) compact(g, drop);
+  free(readers); free(writers); free(drop);
+  return fused;
+}

@@ -355,7 +355,15 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     break;
   }
   case DFL_OP_ROPE: {
-    need_io(v, 2, 1);
+    if (v->n_in == 3) { /* normed form (dfl_fuse_norm_rope) */
+      need_io(v, 3, 1);
+      need_float_in(v, 2);
+      need_numel_in(v, 2, a->head_dim);
+      if (!(a->eps > 0)) vfail(v, "with a norm weight: eps must be positive");
+      if (a->mid_dtype != DFL_F32 && a->mid_dtype != DFL_BF16 && a->mid_dtype != DFL_F16)
+        vfail(v, "with a norm weight: the intermediate dtype must be f32, bf16 or f16");
+    } else
+      need_io(v, 2, 1);
     need_float_in(v, 0), need_i32_in(v, 1), need_float_out(v, 0);
     if (a->heads <= 0 || a->head_dim <= 0 || a->head_dim % 2) vfail(v, "heads %d, head_dim %d (must be even)", a->heads, a->head_dim);
     if (cols(TI(v, 0)) != (int64_t)a->heads * a->head_dim) vfail(v, "row width must be heads*head_dim = %d", a->heads * a->head_dim);
@@ -622,7 +630,8 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
     if (op->a.B > 1) R -= R / op->a.B;
     return 4.0 * R * (double)W->shape[0] * (double)Y->shape[1];
   }
-  case DFL_OP_RMSNORM: case DFL_OP_ROPE: case DFL_OP_SWIGLU: return 4.0 * n0;
+  case DFL_OP_ROPE: return (op->n_in == 3 ? 8.0 : 4.0) * n0; /* normed: + the norm */
+  case DFL_OP_RMSNORM: case DFL_OP_SWIGLU: return 4.0 * n0;
   case DFL_OP_RMSNORM_BWD: case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
   case DFL_OP_ADD: case DFL_OP_SCALE: case DFL_OP_ACCUM: return n0;
   case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
@@ -670,7 +679,11 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
       fprintf(f, "}");
       break;
     case DFL_OP_RMSNORM: case DFL_OP_RMSNORM_BWD: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
-    case DFL_OP_ROPE: fprintf(f, " {heads=%d hd=%d theta=%g inv=%d}", a->heads, a->head_dim, a->theta, a->inverse); break;
+    case DFL_OP_ROPE:
+      fprintf(f, " {heads=%d hd=%d theta=%g inv=%d", a->heads, a->head_dim, a->theta, a->inverse);
+      if (op->n_in == 3) fprintf(f, " norm eps=%g mid=%s", a->eps, dfl_dtype_name((dfl_dtype)a->mid_dtype));
+      fprintf(f, "}");
+      break;
     case DFL_OP_ATTENTION: case DFL_OP_ATTENTION_BWD:
       fprintf(f, " {%s b=%d S=%d N=%d B=%d nh=%d nkv=%d hd=%d W=%d scale=%g}", a->mask == DFL_MASK_DFLASH ? "dflash" : "causal",
               a->batch, a->S, a->N, a->B, a->heads, a->kv_heads, a->head_dim, a->window, a->scale);

@@ -71,7 +71,10 @@ typedef enum {
                           consecutive features (G = D: ordinary; G = hd: per-head q/k norm) */
   DFL_OP_ROPE,         /* in: x[R, nh*hd], pos[R] i32 -> out; NeoX rotate-half on each head,
                           inv_freq_i = theta^(-2i/hd); a.heads, a.head_dim, a.theta, a.inverse
-                          (inverse = rotate by -angle: the backward) */
+                          (inverse = rotate by -angle: the backward)
+                          Normed form (made by dfl_fuse_norm_rope): in: x, pos, w[hd] -> out: each
+                          head RMS-normalized (a.eps), scaled by w and rounded to a.mid_dtype first,
+                          i.e. ROPE(RMSNORM(x, w, group hd)) without the intermediate; no backward. */
   DFL_OP_ATTENTION,    /* masked softmax attention, never materialising the score matrix on GPU.
                           a.mask = DFL_MASK_CAUSAL:
                             in: q[b*S, nh*hd], k[b*S, nkv*hd], v[b*S, nkv*hd]
@@ -187,6 +190,7 @@ typedef struct dfl_attrs {
   int schedule;
   double beta;                     /* MATMUL: 1 = add in[2] (== out[0]: dfl_fuse; else dfl_fuse_add); 0 = plain */
   int keep_grad;                   /* ADAMW: 1 = leave grad as it is (dfl_fuse_overwrite) */
+  int mid_dtype;                   /* ROPE normed form: dtype of the normalized heads it no longer stores */
 } dfl_attrs;
 
 typedef struct dfl_op {
@@ -273,6 +277,13 @@ int dfl_fuse_overwrite(dfl_graph *g);
 ** after autodiff (and dfl_fuse); t is left in the tensor table untouched by any op. Returns the
 ** number of ADDs fused (>= 0), -1 when out of memory. */
 int dfl_fuse_add(dfl_graph *g);
+
+/* Rewrites y = RMSNORM(x, w) over groups of head_dim, whose rstd output nothing reads, and
+** z = ROPE(y, pos), y read by nothing else, into one normed ROPE (in: x, pos, w): the per-head
+** q/k norm and the rotation of forward-only graphs (the frozen target, evaluation) in one pass,
+** without writing y. Graphs that differentiate the norm read its rstd, so theirs stay. Run after
+** autodiff. Returns the number of pairs fused (>= 0), -1 when out of memory. */
+int dfl_fuse_norm_rope(dfl_graph *g);
 
 /* --- schedule (compiler/sched.c) ---
 ** 1 when the optimizer phase of one step may run concurrently with the target phase of the next

@@ -23,13 +23,27 @@ extern "C" __global__ void dfl_rope(void *out, int dto, const void *x, int dtx, 
 ** time. Their angles (rows x hd/2, formed in double as above: same values) go to shared memory
 ** once, then every (row, head, 8 consecutive i) of those rows is rotated with 16-byte accesses.
 ** Each angle is formed once per op: the double pow/sincos, not the bytes, bounded the earlier
-** kernel that formed 8 angles per thread for every group of 4 heads (1.1 TB/s). */
+** kernel that formed 8 angles per thread for every group of 4 heads (1.1 TB/s).
+** Normed form (wn != NULL: ROPE with a norm weight, made by dfl_fuse_norm_rope): each head is
+** first RMS-normalized (f32 statistics over its hd features, the ni threads of a (row, head)
+** reducing by shuffles) and scaled by wn, rounded to dty (the dtype of the intermediate the fusion
+** removed), then rotated: the per-head q/k norm and RoPE of the target in one pass. It needs
+** ni = hd / 16 to be a power of two (a (row, head) is ni aligned lanes of one warp). */
 #define DFL_ROPE_RT 4
+__device__ __forceinline__ float rope_round(float v, int dt) {
+  return dt == DT_BF16 ? __uint_as_float((unsigned)dfl_f2bf(v) << 16) : dt == DT_F16 ? dfl_h2f(dfl_f2h(v)) : v;
+}
 extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto, const void *x, int dtx,
                                                              const int *pos, ll rows, int nh, int hd, double theta,
-                                                             int inverse) {
+                                                             int inverse, const void *wn, int dtw, int dty, float eps) {
   extern __shared__ float2 dfl_rope_tab[];   /* DFL_ROPE_RT x half: (cos, +-sin) */
   int half = hd / 2, ni = half / 8;
+  float w1[8], w2[8];
+  if (wn) {   /* every thread keeps the same 8 + 8 weights: its i0 is fixed (blockDim % ni == 0) */
+    int i0 = (threadIdx.x % ni) * 8;
+    ld8(wn, dtw, i0, w1);
+    ld8(wn, dtw, i0 + half, w2);
+  }
   for (ll r0 = (ll)blockIdx.x * DFL_ROPE_RT; r0 < rows; r0 += (ll)gridDim.x * DFL_ROPE_RT) {
     int nr = rows - r0 < DFL_ROPE_RT ? (int)(rows - r0) : DFL_ROPE_RT;
     __syncthreads();   /* the previous rows' readers are done with the table */
@@ -41,13 +55,30 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
     }
     __syncthreads();
     int items = nr * nh * ni;
-    for (int t = threadIdx.x; t < items; t += blockDim.x) {
+    /* a uniform trip count: the normed form's shuffles need every lane of a (row, head) group */
+    for (int t0 = 0; t0 < items; t0 += blockDim.x) {
+      int t = t0 + threadIdx.x, ok = t < items;
       int i0 = (t % ni) * 8, rr = t / (ni * nh);
       ll base = (r0 * nh + t / ni) * hd;   /* row r0 + rr, head (t / ni) % nh */
       const float2 *cs = dfl_rope_tab + rr * half + i0;
       float x1[8], x2[8], o1[8], o2[8];
-      ld8(x, dtx, base + i0, x1);
-      ld8(x, dtx, base + i0 + half, x2);
+      if (ok) {
+        ld8(x, dtx, base + i0, x1);
+        ld8(x, dtx, base + i0 + half, x2);
+      } else for (int k = 0; k < 8; k++) x1[k] = x2[k] = 0.f;
+      if (wn) {
+        float ss = 0.f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) ss += x1[k] * x1[k] + x2[k] * x2[k];
+        for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        float r = rsqrtf(ss / hd + eps);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          x1[k] = rope_round(x1[k] * r * w1[k], dty);
+          x2[k] = rope_round(x2[k] * r * w2[k], dty);
+        }
+      }
+      if (!ok) continue;
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         float c = cs[k].x, s = cs[k].y;

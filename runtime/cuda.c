@@ -750,13 +750,25 @@ static int exec_op(dfl_cuda *c, int i) {
     int nh = at->heads, hd = at->head_dim, inv = at->inverse;
     long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
     double th = at->theta; void *pos = P(op->in[1]);
-    void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
+    /* normed form (dfl_fuse_norm_rope): in[2] the norm weight, a.eps, the removed intermediate's
+    ** dtype in a.mid_dtype; only the vector kernel has it */
+    const void *wn = op->n_in == 3 ? P(op->in[2]) : NULL;
+    int dtw = wn ? dt(c, op->in[2]) : 0, dty = at->mid_dtype;
+    float eps = (float)at->eps;
+    void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv, &wn, &dtw, &dty, &eps};
+    int pow2 = (hd / 16 & (hd / 16 - 1)) == 0;
+    if (wn && (hd % 16 || !pow2 || !vec_dtypes((const void *[]){o0, i0, wn}, (const int[]){d0, d1, dtw}, 3))) {
+      fprintf(stderr, "dflc: cuda backend: rope with a norm (%s): head_dim %d must be 16 x a power of two and the "
+                      "tensors bf16/f16/f32\n", op->label, hd);
+      return DFL_ESHAPE;
+    }
     if (hd % 16 == 0 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
       /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory */
       int64_t nb = (rows + 3) / 4, cap = (int64_t)im->nsm * 8;
       return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256, (size_t)4 * (hd / 2) * 8, a);
     }
-    return launch(c, K_ROPE, rows * nh * (hd / 2), a);
+    void *as[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
+    return launch(c, K_ROPE, rows * nh * (hd / 2), as);
   }
   case DFL_OP_GATHER: {
     const dfl_tensor *tb = T(c, op->in[0]);

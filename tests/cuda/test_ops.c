@@ -258,6 +258,26 @@ static void case_rope(int R, int nh, int hd) {
   dfl_graph_free(&g);
 }
 
+/* The normed ROPE (dfl_fuse_norm_rope: each head RMS-normalized, scaled, rounded to the
+** intermediate's dtype, then rotated) against the CPU's, whose values are the unfused pair's. */
+static void case_rope_norm(int R, int nh, int hd) {
+  dfl_graph g; dfl_graph_init(&g);
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, nh * hd), pos = t1(&g, "pos", DFL_I32, DFL_T_INPUT, R);
+  int w = t1(&g, "wn", ACT, DFL_T_FROZEN, hd), y = t2(&g, "y", ACT, DFL_T_ACT, R, nh * hd);
+  dfl_attrs a = {0}; a.heads = nh; a.head_dim = hd; a.theta = 1e6; a.eps = 1e-6; a.mid_dtype = ACT;
+  op(&g, DFL_OP_ROPE, 3, (int[]){x, pos, w}, 1, &y, &a);
+  int32_t *p = malloc(sizeof(int32_t) * (size_t)R);
+  for (int i = 0; i < R; i++) p[i] = irand(40000);
+  ifill f = {pos, p};
+  double sc[64] = {0};
+  sc[x] = 3;
+  char nm[96];
+  snprintf(nm, sizeof nm, "rope with norm R %d nh %d hd %d", R, nh, hd);
+  run_case(nm, &g, &f, 1, sc, NULL);
+  free(p);
+  dfl_graph_free(&g);
+}
+
 static void case_gather(void) {
   dfl_graph g; dfl_graph_init(&g);
   int V = 50, H = 48, R = 70;
@@ -511,6 +531,9 @@ int main(void) {
     case_rmsnorm(31, 200, 40);
     case_rope(29, 3, 64);
     case_rope(45, 9, 128);
+    case_rope_norm(29, 3, 64);
+    case_rope_norm(45, 9, 128);
+    case_rope_norm(8, 32, 128);
     case_rope(17, 2, 24);
     case_gather();
     case_dflash_data();

@@ -374,6 +374,67 @@ static void case_add_grad(void) {
   }
 }
 
+/* dfl_fuse_norm_rope: z = ROPE(RMSNORM(x, w) {group hd}, pos). which: 0 legal (the CPU values of
+** the fused graph must equal the unfused graph's bit for bit: k_rope does k_rmsnorm's arithmetic),
+** 1 rstd read by another op, 2 y read twice, 3 norm over the whole row, 4 hd 48 (48/16 not a power
+** of two), 5 the norm in another phase, 6 w written between the two. Returns the pairs fused. */
+static int norm_rope_case(int which) {
+  const int R = 7, nh = 3, hd = which == 4 ? 48 : 32;
+  dfl_graph g[2];
+  int x = -1, w = -1, pos = -1, z = -1, nf = 0;
+  for (int m = 0; m < 2; m++) {
+    dfl_graph_init(&g[m]);
+    g[m].cur_phase = which == 5 ? DFL_PH_TARGET : DFL_PH_FORWARD;
+    x = dfl_tensor_2d(&g[m], "x", DFL_F32, DFL_T_INPUT, R, nh * hd);
+    w = dfl_tensor_1d(&g[m], "w", DFL_F32, which == 6 ? DFL_T_STATE : DFL_T_INPUT, which == 3 ? nh * hd : hd);
+    pos = dfl_tensor_1d(&g[m], "pos", DFL_I32, DFL_T_INPUT, R);
+    int y = dfl_rmsnorm(&g[m], x, w, which == 3 ? nh * hd : hd, 1e-6, "y");
+    g[m].cur_phase = DFL_PH_FORWARD;
+    if (which == 1) { /* someone reads rstd (as RMSNORM_BWD would) */
+      int rs = g[m].ops[g[m].t[y].producer].out[1];
+      int o = dfl_tensor_1d(&g[m], "rs_copy", DFL_F32, DFL_T_ACT, dfl_tensor_numel(&g[m].t[rs]));
+      dfl_op_add(&g[m], DFL_OP_COPY, &rs, 1, &o, 1, NULL);
+    }
+    if (which == 2) dfl_add(&g[m], y, y, "y2");
+    if (which == 6) { /* an op between the two writes w */
+      dfl_attrs a = {0};
+      a.alpha = 2;
+      dfl_op_add(&g[m], DFL_OP_SCALE, &w, 1, &w, 1, &a);
+    }
+    z = dfl_rope(&g[m], y, pos, nh, hd, 1e6, "z");
+  }
+  int nops0 = g[1].nops;
+  nf = dfl_fuse_norm_rope(&g[1]);
+  CHECK(nf >= 0 && dfl_fuse_norm_rope(&g[1]) == 0); /* idempotent */
+  if (nf == 1) {
+    const dfl_op *op = &g[1].ops[g[1].t[z].producer];
+    CHECK(g[1].nops == nops0 - 1 && op->code == DFL_OP_ROPE && op->n_in == 3 && op->in[0] == x && op->in[2] == w);
+    revalidate(&g[1]);
+    dfl_cpu c[2];
+    int p[7];
+    for (int i = 0; i < R; i++) p[i] = irand(50000);
+    for (int m = 0; m < 2; m++) {
+      CHECK(dfl_cpu_init(&c[m], &g[m], NULL, 0) == DFL_OK);
+      set_ints(&c[m], pos, p);
+    }
+    fill_rand(&c[0], x, 3), fill_rand(&c[0], w, 1.5);
+    double *xv = get_all(&c[0], x), *wv = get_all(&c[0], w);
+    dfl_cpu_set_d(&c[1], x, xv, (int64_t)R * nh * hd);
+    dfl_cpu_set_d(&c[1], w, wv, hd);
+    for (int m = 0; m < 2; m++) CHECK(dfl_cpu_run(&c[m], DFL_PH_ALL) == DFL_OK);
+    double *a = get_all(&c[0], z), *b = get_all(&c[1], z);
+    CHECK(memcmp(a, b, sizeof(double) * (size_t)R * nh * hd) == 0);
+    double mx = 0;
+    for (int i = 0; i < R * nh * hd; i++) mx = fmax(mx, fabs(b[i]));
+    CHECK(mx > 0.1); /* not zeros */
+    free(a), free(b), free(xv), free(wv);
+    for (int m = 0; m < 2; m++) dfl_cpu_free(&c[m]);
+  } else
+    CHECK(g[1].nops == nops0);
+  for (int m = 0; m < 2; m++) dfl_graph_free(&g[m]);
+  return nf;
+}
+
 int main(void) {
   rng_init("ir_fuse");
   int R = 6, D = 8, V = 13;
@@ -433,6 +494,10 @@ int main(void) {
     if (got != want) { fprintf(stderr, "FAIL fuse_add case %d: %d fused, want %d\n", w, got, want); fails++; }
   }
   case_add_grad();
+  for (int w = 0; w <= 6; w++) {
+    int got = norm_rope_case(w), want = w == 0;
+    if (got != want) { fprintf(stderr, "FAIL fuse_norm_rope case %d: %d fused, want %d\n", w, got, want); fails++; }
+  }
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }
   printf("ir_fuse: ok (2 pairs fused, %d persistent tensors agree within 1e-5; overwrite rewrite exact; "
          "4 ADDs fused into GEMMs within 1e-5, %d refusals)\n", ncmp, ADD_NCASES - 3);
