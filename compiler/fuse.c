@@ -79,21 +79,31 @@ static void compact(dfl_graph *g, const int *drop) {
     }
 }
 
-int dfl_fuse(dfl_graph *g) {
-  int nt = g->nt, nops = g->nops, fused = 0;
-  int *readers = calloc((size_t)nt + 1, sizeof(int)), *writers = calloc((size_t)nt + 1, sizeof(int));
-  int *drop = calloc((size_t)nops + 1, sizeof(int));
-  if (!readers || !writers || !drop) {
-    free(readers); free(writers); free(drop);
-    return -1;
+/* Per tensor: how many op inputs read it and how many op outputs write it; per op a drop flag
+** (all zero). The rewrites' scratch; 1 when out of memory. */
+static int uses_open(const dfl_graph *g, int **readers, int **writers, int **drop) {
+  int nt = g->nt;
+  *readers = calloc((size_t)nt + 1, sizeof(int));
+  *writers = calloc((size_t)nt + 1, sizeof(int));
+  *drop = calloc((size_t)g->nops + 1, sizeof(int));
+  if (!*readers || !*writers || !*drop) {
+    free(*readers); free(*writers); free(*drop);
+    return 1;
   }
-  for (int i = 0; i < nops; i++) {
+  for (int i = 0; i < g->nops; i++) {
     const dfl_op *op = &g->ops[i];
     for (int k = 0; k < op->n_in; k++)
-      if (op->in[k] >= 0 && op->in[k] < nt) readers[op->in[k]]++;
+      if (op->in[k] >= 0 && op->in[k] < nt) (*readers)[op->in[k]]++;
     for (int k = 0; k < op->n_out; k++)
-      if (op->out[k] >= 0 && op->out[k] < nt) writers[op->out[k]]++;
+      if (op->out[k] >= 0 && op->out[k] < nt) (*writers)[op->out[k]]++;
   }
+  return 0;
+}
+
+int dfl_fuse(dfl_graph *g) {
+  int nt = g->nt, nops = g->nops, fused = 0;
+  int *readers, *writers, *drop;
+  if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
     dfl_op *ac = &g->ops[j];
     if (ac->code != DFL_OP_ACCUM || ac->n_in != 2) continue;
@@ -149,19 +159,8 @@ static int add_pair_ok(const dfl_graph *g, const int *drop, int i, int j, int t,
 
 int dfl_fuse_add(dfl_graph *g) {
   int nt = g->nt, nops = g->nops, fused = 0;
-  int *readers = calloc((size_t)nt + 1, sizeof(int)), *writers = calloc((size_t)nt + 1, sizeof(int));
-  int *drop = calloc((size_t)nops + 1, sizeof(int));
-  if (!readers || !writers || !drop) {
-    free(readers); free(writers); free(drop);
-    return -1;
-  }
-  for (int i = 0; i < nops; i++) {
-    const dfl_op *op = &g->ops[i];
-    for (int k = 0; k < op->n_in; k++)
-      if (op->in[k] >= 0 && op->in[k] < nt) readers[op->in[k]]++;
-    for (int k = 0; k < op->n_out; k++)
-      if (op->out[k] >= 0 && op->out[k] < nt) writers[op->out[k]]++;
-  }
+  int *readers, *writers, *drop;
+  if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
     const dfl_op *ad = &g->ops[j];
     if (ad->code != DFL_OP_ADD || ad->n_in != 2 || ad->n_out != 1) continue;
@@ -249,19 +248,8 @@ int dfl_fuse_overwrite(dfl_graph *g) {
 */
 int dfl_fuse_norm_rope(dfl_graph *g) {
   int nt = g->nt, nops = g->nops, fused = 0;
-  int *readers = calloc((size_t)nt + 1, sizeof(int)), *writers = calloc((size_t)nt + 1, sizeof(int));
-  int *drop = calloc((size_t)nops + 1, sizeof(int));
-  if (!readers || !writers || !drop) {
-    free(readers); free(writers); free(drop);
-    return -1;
-  }
-  for (int i = 0; i < nops; i++) {
-    const dfl_op *op = &g->ops[i];
-    for (int k = 0; k < op->n_in; k++)
-      if (op->in[k] >= 0 && op->in[k] < nt) readers[op->in[k]]++;
-    for (int k = 0; k < op->n_out; k++)
-      if (op->out[k] >= 0 && op->out[k] < nt) writers[op->out[k]]++;
-  }
+  int *readers, *writers, *drop;
+  if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
     dfl_op *ro = &g->ops[j];
     if (ro->code != DFL_OP_ROPE || ro->n_in != 2) continue;

@@ -11,6 +11,25 @@
 
 typedef struct { int ids, lab, wt, emb, wn, w1, w2; } net;
 
+/* The tied head's fused CE over y (loss phase), autodiff from its sum, AdamW: the tail both
+** test networks share. Returns the loss numerator. */
+static int head_and_optimizer(dfl_graph *g, int y, int emb, int lab, int wt, int R, int D) {
+  int out[5] = {dfl_tensor_1d(g, "num", DFL_F32, DFL_T_ACT, 1), dfl_tensor_1d(g, "ce", DFL_F32, DFL_T_ACT, R),
+                dfl_tensor_1d(g, "cor", DFL_F32, DFL_T_ACT, R), dfl_tensor_1d(g, "hit", DFL_F32, DFL_T_ACT, R),
+                dfl_tensor_2d(g, "dy", DFL_F32, DFL_T_ACT, R, D)};
+  int in[4] = {y, emb, lab, wt};
+  dfl_attrs a = {0};
+  a.vocab_chunk = 5;
+  g->cur_phase = DFL_PH_LOSS;
+  dfl_op_add(g, DFL_OP_LINEAR_CE, in, 4, out, 5, &a);
+  int den = dfl_tensor_1d(g, "den", DFL_F32, DFL_T_ACT, 1);
+  dfl_op_add(g, DFL_OP_SUM, &wt, 1, &den, 1, NULL);
+  CHECK(dfl_autodiff(g, out[0]) == DFL_OK);
+  struct dfl_optim_cfg k = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .clip = 1, .warmup = 1, .total = 5};
+  CHECK(dfl_build_optimizer(g, den, &k) >= 0);
+  return out[0];
+}
+
 static void build(dfl_graph *g, net *n, int R, int D, int V) {
   dfl_graph_init(g);
   n->ids = dfl_tensor_1d(g, "ids", DFL_I32, DFL_T_INPUT, R), n->lab = dfl_tensor_1d(g, "labels", DFL_I32, DFL_T_INPUT, R);
@@ -21,19 +40,7 @@ static void build(dfl_graph *g, net *n, int R, int D, int V) {
   int u = dfl_linear(g, dfl_rmsnorm(g, x, n->wn, D, 1e-6, "u"), n->w1, DFL_F32, "p");
   int h = dfl_add(g, x, dfl_linear(g, u, n->w2, DFL_F32, "q"), "h");
   int y = dfl_rmsnorm(g, h, n->wn, D, 1e-6, "y");
-  int out[5] = {dfl_tensor_1d(g, "num", DFL_F32, DFL_T_ACT, 1), dfl_tensor_1d(g, "ce", DFL_F32, DFL_T_ACT, R),
-                dfl_tensor_1d(g, "cor", DFL_F32, DFL_T_ACT, R), dfl_tensor_1d(g, "hit", DFL_F32, DFL_T_ACT, R),
-                dfl_tensor_2d(g, "dy", DFL_F32, DFL_T_ACT, R, D)};
-  int in[4] = {y, n->emb, n->lab, n->wt};
-  dfl_attrs a = {0};
-  a.vocab_chunk = 5;
-  g->cur_phase = DFL_PH_LOSS;
-  dfl_op_add(g, DFL_OP_LINEAR_CE, in, 4, out, 5, &a);
-  int den = dfl_tensor_1d(g, "den", DFL_F32, DFL_T_ACT, 1);
-  dfl_op_add(g, DFL_OP_SUM, &n->wt, 1, &den, 1, NULL);
-  CHECK(dfl_autodiff(g, out[0]) == DFL_OK);
-  struct dfl_optim_cfg k = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .clip = 1, .warmup = 1, .total = 5};
-  CHECK(dfl_build_optimizer(g, den, &k) >= 0);
+  head_and_optimizer(g, y, n->emb, n->lab, n->wt, R, D);
 }
 
 static int count(const dfl_graph *g, dfl_opcode c, int beta) {
@@ -168,20 +175,7 @@ static void build2(dfl_graph *g, net2 *n, int R, int D, int V) {
   int o = dfl_linear(g, dfl_rmsnorm(g, n->h, n->wn, D, 1e-6, "v"), n->w4, DFL_F32, "o");
   n->h2 = dfl_add(g, o, n->h, "h2");
   int y = dfl_rmsnorm(g, n->h2, n->wn, D, 1e-6, "y");
-  int out[5] = {dfl_tensor_1d(g, "num", DFL_F32, DFL_T_ACT, 1), dfl_tensor_1d(g, "ce", DFL_F32, DFL_T_ACT, R),
-                dfl_tensor_1d(g, "cor", DFL_F32, DFL_T_ACT, R), dfl_tensor_1d(g, "hit", DFL_F32, DFL_T_ACT, R),
-                dfl_tensor_2d(g, "dy", DFL_F32, DFL_T_ACT, R, D)};
-  n->num = out[0];
-  int in[4] = {y, n->emb, n->lab, n->wt};
-  dfl_attrs a = {0};
-  a.vocab_chunk = 5;
-  g->cur_phase = DFL_PH_LOSS;
-  dfl_op_add(g, DFL_OP_LINEAR_CE, in, 4, out, 5, &a);
-  int den = dfl_tensor_1d(g, "den", DFL_F32, DFL_T_ACT, 1);
-  dfl_op_add(g, DFL_OP_SUM, &n->wt, 1, &den, 1, NULL);
-  CHECK(dfl_autodiff(g, out[0]) == DFL_OK);
-  struct dfl_optim_cfg k = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .clip = 1, .warmup = 1, .total = 5};
-  CHECK(dfl_build_optimizer(g, den, &k) >= 0);
+  n->num = head_and_optimizer(g, y, n->emb, n->lab, n->wt, R, D);
   CHECK(dfl_fuse(g) > 0); /* as dfl_model_train_graph: the ACCUM rewrite first */
 }
 

@@ -22,19 +22,6 @@
 
 typedef struct { double loss, lr, gnorm; } rec;
 
-static float **snapshot(dfl_trainer *tr) {
-  const dfl_graph *g = &tr->tg.g;
-  float **snap = calloc(g->nt, sizeof *snap);
-  for (int i = 0; i < g->nt; i++) {
-    dfl_tkind k = g->t[i].kind;
-    if (k != DFL_T_PARAM && k != DFL_T_STATE && k != DFL_T_GRAD) continue;
-    int64_t n = dfl_tensor_numel(&g->t[i]);
-    snap[i] = malloc(sizeof(float) * n);
-    dfl_cpu_get_f(&tr->cpu, i, snap[i], n);
-  }
-  return snap;
-}
-
 static int count_diff(dfl_trainer *tr, float **a, float **b) {
   int d = 0;
   for (int i = 0; i < tr->tg.g.nt; i++)
@@ -47,9 +34,9 @@ static void snap_free(dfl_trainer *tr, float **s) {
   free(s);
 }
 
-/* N steps, one always enqueued ahead of the one collected. With ck: after collecting step CK_AT
-** (one step already enqueued ahead? no: as dfl_train_run, a checkpoint step is a barrier), a
-** checkpoint, an evaluation, and the check that a pending optimizer has not run. */
+/* N steps, one always enqueued ahead of the one collected, as dfl_train_run. With ck, step CK_AT is
+** a barrier (as a checkpoint step there); after collecting it: enqueue the next step, check that
+** its optimizer is pending and has not run, then a checkpoint and an evaluation (both flush it). */
 static int run(dfl_trainer *tr, rec *r, int ck, float ***mid) {
   dfl_step_stats st;
   int collected = 0;
@@ -63,10 +50,10 @@ static int run(dfl_trainer *tr, rec *r, int ck, float ***mid) {
     r[collected++] = (rec){st.loss, st.lr, st.gnorm};
     if (ck && st.step == CK_AT) {
       /* enqueue step CK_AT + 1 and look: its optimizer is pending, the masters are step CK_AT's */
-      float **before = snapshot(tr);
+      float **before = train_snapshot(tr);
       if (dfl_train_enqueue(tr)) return 1;
       CHECK(tr->overlap && tr->opt_pending, "step %d's optimizer is pending after its enqueue", CK_AT + 1);
-      float **pend = snapshot(tr);
+      float **pend = train_snapshot(tr);
       int masters_moved = 0;
       for (int i = 0; i < tr->tg.g.nt; i++)
         if (tr->tg.g.t[i].kind == DFL_T_PARAM && memcmp(before[i], pend[i], sizeof(float) * dfl_tensor_numel(&tr->tg.g.t[i])))
@@ -76,7 +63,7 @@ static int run(dfl_trainer *tr, rec *r, int ck, float ***mid) {
       snap_free(tr, before);
       CHECK(dfl_train_checkpoint(tr) == DFL_OK, "checkpoint with a pending optimizer");
       CHECK(!tr->opt_pending, "the checkpoint flushed the optimizer");
-      *mid = snapshot(tr);   /* = the sequential run's state after step CK_AT + 1 */
+      *mid = train_snapshot(tr);   /* = the sequential run's state after step CK_AT + 1 */
       dfl_eval_stats es;
       CHECK(dfl_train_evaluate(tr, &es) == DFL_OK && isfinite(es.loss), "evaluation mid-run");
     }
@@ -120,9 +107,9 @@ int main(void) {
     for (int i = 0; i < N; i++) {
       CHECK(dfl_train_step(tr, &st) == DFL_OK, "step %d of A", i + 1);
       ra[i] = (rec){st.loss, st.lr, st.gnorm};
-      if (i + 1 == CK_AT + 1) ref_mid = snapshot(tr);
+      if (i + 1 == CK_AT + 1) ref_mid = train_snapshot(tr);
     }
-    float **ref = snapshot(tr);
+    float **ref = train_snapshot(tr);
     dfl_train_close(tr);
 
     /* B: overlapped */
@@ -149,7 +136,7 @@ int main(void) {
     }
     float **mid = NULL;
     CHECK(run(tr, rb, 1, &mid) == 0, "steps of B");
-    float **got = snapshot(tr);
+    float **got = train_snapshot(tr);
     for (int i = 0; i < N; i++)
       CHECK(ra[i].loss == rb[i].loss && ra[i].lr == rb[i].lr && ra[i].gnorm == rb[i].gnorm,
             "accum %d step %d: loss/lr/gnorm %.9g %.9g %.9g overlapped vs %.9g %.9g %.9g", accum, i + 1,

@@ -20,20 +20,6 @@
 
 #define K 3
 
-static float **snapshot(dfl_trainer *tr, int *n_out) {
-  const dfl_graph *g = &tr->tg.g;
-  float **snap = calloc(g->nt, sizeof *snap);
-  for (int i = 0; i < g->nt; i++) {
-    dfl_tkind k = g->t[i].kind;
-    if (k != DFL_T_PARAM && k != DFL_T_STATE && k != DFL_T_GRAD) continue;
-    int64_t n = dfl_tensor_numel(&g->t[i]);
-    snap[i] = malloc(sizeof(float) * n);
-    dfl_cpu_get_f(&tr->cpu, i, snap[i], n);
-  }
-  *n_out = g->nt;
-  return snap;
-}
-
 static int run_steps(dfl_trainer *tr, int n, double *loss) {
   dfl_step_stats st;
   for (int i = 0; i < n; i++) {
@@ -92,8 +78,8 @@ int main(void) {
   CHECK(tr->train.n == 9, "9 rows loaded, got %d", tr->train.n);
   CHECK(run_steps(tr, 2 * K, la) == 0, "steps of A");
   CHECK(tr->epoch >= 1, "the run crosses an epoch boundary (epoch %lld)", (long long)tr->epoch);
-  int nt;
-  float **snap = snapshot(tr, &nt);
+  int nt = tr->tg.g.nt;
+  float **snap = train_snapshot(tr);
   dfl_train_close(tr);
   for (int i = 0; i < 2 * K; i++) printf("A step %d loss %.7f\n", i + 1, la[i]);
   CHECK(isfinite(la[0]) && la[0] > 1.0, "a fresh drafter has a large loss (%g)", la[0]);

@@ -62,6 +62,20 @@ static inline int small_spec(dfl_spec *s, const char *train, const char *eval) {
   return 0;
 }
 
+/* Copies (f32) of the persistent tensors a step changes: PARAM, STATE and GRAD; NULL elsewhere. */
+static inline float **train_snapshot(dfl_trainer *tr) {
+  const dfl_graph *g = &tr->tg.g;
+  float **snap = calloc(g->nt, sizeof *snap);
+  for (int i = 0; i < g->nt; i++) {
+    dfl_tkind k = g->t[i].kind;
+    if (k != DFL_T_PARAM && k != DFL_T_STATE && k != DFL_T_GRAD) continue;
+    int64_t n = dfl_tensor_numel(&g->t[i]);
+    snap[i] = malloc(sizeof(float) * n);
+    dfl_cpu_get_f(&tr->cpu, i, snap[i], n);
+  }
+  return snap;
+}
+
 /* `rows` rows of random tokens: a prompt (mask 0) then a response (mask 1); lengths vary and some
 ** exceed the 32-token capacity (cut and counted by the loader). */
 static inline int write_random_jsonl(const char *path, int rows, dfl_rng *r, int vocab) {
