@@ -127,6 +127,7 @@ static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, in
   pd->d.g = pd->g;
   pd->d.p = &pd->p;
   pd->d.n_recomputed = r.n_ops;
+  pd->d.span_phases = pd->span;
   pd->d.recompute_flops = r.flops;
   pd->fits = rc == DFL_OK;
   if (dfl_plan_check(&pd->p, pd->g) != DFL_OK) {

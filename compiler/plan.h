@@ -152,6 +152,7 @@ typedef struct dfl_plan_dev {
   int64_t budget;         /* bytes, 0 = none */
   int n_recomputed;       /* forward ops duplicated into the backward to fit the budget */
   double recompute_flops; /* FLOPs per step those duplicates add */
+  unsigned span_phases;   /* the plan's dfl_plan_opts.span_phases (phases run beside others) */
 } dfl_plan_dev;
 
 void dfl_plan_print(FILE *f, const dfl_plan_dev *d);
