@@ -26,4 +26,4 @@ done; done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; ti
 [ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 --ops; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
 grep -E "FAIL|PASS|passed|failed|rc " $OUT/cuda_ops.log | tail -5; grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; cat $OUT/checks.log | grep -E "PASS|FAIL|rc" ; cat $OUT/times.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
-[ -n "${CMP_OVERLAP:-}" ] && grep -E "steps:|rc " $OUT/bench8b_nooverlap.log
+if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi
