@@ -293,9 +293,17 @@ int dfl_cmd_bench(int argc, char **argv) {
     if (op->phase != DFL_PH_OPTIMIZER) prev_ph = op->phase;
   }
   for (int p = 0; p < DFL_PH_COUNT; p++) fl_step += fl[p];
-  /* drafter positions per step, and the frozen head's dW GEMM the peer counts and dflc skips */
+  /* drafter positions per step, and what the peer counts that dflc does not compute: the frozen
+  ** head's dW GEMM, and the loss head's anchor rows (both vocabulary GEMMs; dfl_op_flops leaves
+  ** them out when LINEAR_CE skips them) */
   double positions = (double)tr->tg.N * tr->spec.block_size * tr->tg.batch * accum;
   double fl_peer_extra = 2.0 * positions * tr->spec.target.hidden * tr->spec.target.vocab;
+  for (int i = 0; i < g->nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    if (op->code != DFL_OP_LINEAR_CE || op->a.B <= 1) continue;
+    const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
+    fl_peer_extra += 4.0 * (double)(Y->shape[0] / op->a.B) * (double)W->shape[0] * (double)Y->shape[1] * accum;
+  }
   printf("bench: %s%s on %s (%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
          drafter_only ? " (drafter alone: random features, no target)" : "", tr->be.name,
          tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32", tr->tg.batch, tr->tg.S, tr->tg.N,
@@ -342,7 +350,8 @@ int dfl_cmd_bench(int argc, char **argv) {
   if (drafter_only) {
     printf("drafter positions/s: %.0f (%.0f positions/step, %.1f ms/step)\n", positions / (step_ms * 1e-3),
            positions, step_ms);
-    printf("by the peer's count (+ frozen head dW, %.2f TFLOP): %.2f TFLOP/step, %.1f TFLOP/s, MFU %.1f%% of %.0f\n",
+    printf("by the peer's count (+ frozen head dW and anchor rows, %.2f TFLOP): %.2f TFLOP/step, %.1f TFLOP/s, MFU "
+           "%.1f%% of %.0f\n",
            fl_peer_extra / 1e12, (fl_step + fl_peer_extra) / 1e12, tflops_peer, 100 * tflops_peer / PEAK_TFLOPS,
            PEAK_TFLOPS);
   }
