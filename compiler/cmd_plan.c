@@ -85,10 +85,8 @@ static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, in
   if (dv->runs_drafter) {
     rc = dfl_model_train_graph(&pd->tg, s, dv->runs_target);
     pd->g = &pd->tg.g;
-    /* as the single-device trainer runs it (runtime/train.c): overwritten gradient accumulators */
-    if (rc == DFL_OK && s_all->n_devices == 1 && s->accum == 1) dfl_fuse_overwrite(pd->g);
-    /* and its optimizer beside the next step's target forward: buffers live over the step */
-    if (rc == DFL_OK && s_all->n_devices == 1 && dfl_sched_overlap_ok(pd->g)) pd->span = 1u << DFL_PH_OPTIMIZER;
+    /* as the single-device trainer runs it */
+    if (rc == DFL_OK && s_all->n_devices == 1) pd->span = dfl_model_single_device(pd->g, s);
   } else {
     dfl_graph_init(&pd->tgt);
     pd->g = &pd->tgt;

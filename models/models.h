@@ -55,6 +55,13 @@ typedef struct dfl_train_graph {
 ** autodiff, optimizer. Shapes come from the spec: batch, seq_len, anchors. */
 int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated);
 
+/* What the single-device trainer (runtime/train.c) does to its training graph before planning it,
+** shared with `dflc plan` and `dflc build` so that they show the plan it runs: with one micro-step
+** per optimizer step, each gradient's single writer overwrites its accumulator (dfl_fuse_overwrite).
+** Returns the plan's span_phases: the optimizer phase when it can run beside the next step's target
+** forward (dfl_sched_overlap_ok), else 0. */
+unsigned dfl_model_single_device(dfl_graph *g, const dfl_spec *s);
+
 /* Evaluation graph: same as training without backward and optimizer. */
 int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated);
 

@@ -92,6 +92,11 @@ int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated)
   return DFL_OK;
 }
 
+unsigned dfl_model_single_device(dfl_graph *g, const dfl_spec *s) {
+  if (s->accum == 1) dfl_fuse_overwrite(g);
+  return dfl_sched_overlap_ok(g) ? 1u << DFL_PH_OPTIMIZER : 0;
+}
+
 int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
   int rc = build_common(tg, s, colocated);
   if (rc != DFL_OK) return rc;

@@ -103,9 +103,8 @@ int dfl_cmd_build(int argc, char **argv) {
   dfl_backend_kind kind = dev && dev->kind == DFL_DEV_GPU ? DFL_BE_CUDA : DFL_BE_CPU;
   int planned = 0;
   if (rc == DFL_OK) {
-    /* the graph and plan the single-device trainer runs (runtime/train.c) */
-    if (s->accum == 1) dfl_fuse_overwrite(&tg->g);
-    unsigned span = dfl_sched_overlap_ok(&tg->g) ? 1u << DFL_PH_OPTIMIZER : 0;
+    /* the graph and plan the single-device trainer runs */
+    unsigned span = dfl_model_single_device(&tg->g, s);
     rc = dfl_be_plan(&plan, &tg->g, kind, dev ? dev->memory_budget : 0, span, stderr);
     planned = rc == DFL_OK;
   }

@@ -348,12 +348,10 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     return rc;
   }
   dfl_graph *g = &tr->tg.g;
-  /* One micro-step per optimizer step: each gradient's single writer overwrites its accumulator
-  ** (no zeroing by AdamW, no read of the zero by the GEMM); same values. */
-  if (s->accum == 1) dfl_fuse_overwrite(g);
-  /* The optimizer of step n overlaps the target forward of step n+1 when they share nothing; its
-  ** per-step buffers then stay live over the whole step in the plan. */
-  tr->overlap = dfl_sched_overlap_ok(g) && !getenv("DFL_NO_OVERLAP");
+  /* Overwritten gradient accumulators with accum 1 (same values); the optimizer of step n beside
+  ** the target forward of step n+1 when they share nothing, its per-step buffers then live over
+  ** the whole step in the plan. */
+  tr->overlap = dfl_model_single_device(g, s) != 0 && !getenv("DFL_NO_OVERLAP");
   if (!tr->opts.unplanned) {
     tr->planned = dfl_be_plan(&tr->plan, g, kind, dev ? dev->memory_budget : 0,
                               tr->overlap ? 1u << DFL_PH_OPTIMIZER : 0, log) == DFL_OK;
