@@ -96,13 +96,17 @@ static int phase_times(dfl_trainer *tr, int reps, double ms[DFL_PH_COUNT]) {
 }
 
 /* n steps pipelined as dfl_train_run: one step always queued ahead of the one being read (and,
-** with tr->overlap, the optimizer of each beside the next one's target forward). */
-static int run_steps(dfl_trainer *tr, int64_t n, double *tokens, double *loss0, double *loss1, int64_t *done) {
+** with tr->overlap, the optimizer of each beside the next one's target forward). at (NULL: not
+** wanted) receives the host time at which each step's results arrived: with a step always queued
+** behind the one being read, the device never waits, so successive arrivals are one step apart. */
+static int run_steps(dfl_trainer *tr, int64_t n, double *tokens, double *loss0, double *loss1, int64_t *done,
+                     double *at) {
   dfl_step_stats st;
   int rc = dfl_train_enqueue(tr);
   for (int64_t i = 1; i <= n && rc == DFL_OK; i++) {
     if (i < n && (rc = dfl_train_enqueue(tr))) break;
     if ((rc = dfl_train_collect(tr, &st))) break;
+    if (at) at[i - 1] = now_s();
     *tokens += st.tokens;
     if (i == 1) *loss0 = st.loss;
     *loss1 = st.loss;
@@ -118,6 +122,10 @@ static int run_steps(dfl_trainer *tr, int64_t n, double *tokens, double *loss0, 
 ** brackets only the op's own kernels); on the CPU backend a host clock brackets each op. The
 ** step is a real one (the optimizer updates the weights), as every timing run here. */
 typedef struct { int ph, code, n; double ms, fl, by; } prof_row;
+static int dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
 static int prof_cmp(const void *a, const void *b) {
   double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
   return (x < y) - (x > y);
@@ -320,12 +328,14 @@ int dfl_cmd_bench(int argc, char **argv) {
   double tw = now_s(), tokens = 0, loss0 = 0, loss1 = 0;
   int64_t done = 0;
   /* warmup runs the same pipelined schedule, so that every graph it uses is captured before t0 */
-  if (warmup > 0) rc = run_steps(tr, warmup, &tokens, &loss0, &loss1, &done);
+  if (warmup > 0) rc = run_steps(tr, warmup, &tokens, &loss0, &loss1, &done, NULL);
   tw = now_s() - tw;
   double t0 = now_s();
   tokens = 0;
   done = 0;
-  if (rc == DFL_OK) rc = run_steps(tr, steps, &tokens, &loss0, &loss1, &done);
+  double *at = calloc((size_t)steps, sizeof *at);
+  if (!at) rc = DFL_ENOMEM;
+  if (rc == DFL_OK) rc = run_steps(tr, steps, &tokens, &loss0, &loss1, &done, at);
   if (rc == DFL_OK) rc = dfl_be_sync(&tr->be);
   double dt = now_s() - t0;
   double ms_ph[DFL_PH_COUNT] = {0};
@@ -333,16 +343,33 @@ int dfl_cmd_bench(int argc, char **argv) {
   if (rc == DFL_OK && ops) rc = op_profile(tr, (int)reps);
   if (rc) {
     fprintf(stderr, "dflc bench: failed\n");
+    free(at);
     dfl_train_close(tr);
     free(tr);
     free(s);
     return 1;
   }
   double step_ms = 1e3 * dt / (double)done, tps = tokens / dt;
+  /* the spread: intervals between successive results while a next step was queued (the last step
+  ** has none behind it: on the CPU backend, whose steps run as they are enqueued, its interval is
+  ** only the last optimizer update) */
+  int64_t niv = done - 2;
+  double med = -1, lo = -1, hi = -1; /* -1 in the JSON: too few steps for a spread */
+  if (niv >= 1) {
+    for (int64_t i = 0; i < niv; i++) at[i] = 1e3 * (at[i + 1] - at[i]);
+    qsort(at, (size_t)niv, sizeof *at, dbl_cmp);
+    med = niv % 2 ? at[niv / 2] : 0.5 * (at[niv / 2 - 1] + at[niv / 2]);
+    lo = at[0];
+    hi = at[niv - 1];
+  }
+  free(at);
   double tflops = fl_step / (step_ms * 1e-3) / 1e12;
   printf("warmup: %" PRId64 " steps in %.2f s (the first captures the CUDA graphs)\n", warmup, tw);
   printf("steps: %" PRId64 " in %.3f s: %.1f ms/step, %.0f sequence tokens/s; loss %.4f -> %.4f\n", done, dt,
          step_ms, tps, loss0, loss1);
+  if (niv >= 1)
+    printf("step time over %" PRId64 " intervals between results: median %.1f ms, min %.1f, max %.1f\n", niv, med,
+           lo, hi);
   printf("FLOPs/step: %.2f TFLOP (", fl_step / 1e12);
   for (int p = 0; p < DFL_PH_COUNT; p++) printf("%s%s %.2f", p ? ", " : "", ph_name[p], fl[p] / 1e12);
   printf("); achieved %.1f TFLOP/s, MFU %.1f%% of %.0f\n", tflops, 100 * tflops / PEAK_TFLOPS, PEAK_TFLOPS);
@@ -387,9 +414,9 @@ int dfl_cmd_bench(int argc, char **argv) {
     } else {
       fprintf(f, "{\"spec\":\"%s\",\"backend\":\"%s\",\"steps\":%" PRId64 ",\"step_ms\":%.3f,\"seq_tokens_per_s\":%.1f,"
               "\"tflop_per_step\":%.6f,\"tflops\":%.2f,\"mfu\":%.4f,\"drafter_only\":%d,\"positions_per_s\":%.1f,"
-              "\"tflop_per_step_peer_count\":%.6f,\"mfu_peer_count\":%.4f,\"phase_ms\":{", spec_file, tr->be.name,
-              done, step_ms, tps, fl_step / 1e12, tflops, tflops / PEAK_TFLOPS, drafter_only,
-              positions / (step_ms * 1e-3), (fl_step + fl_peer_extra) / 1e12, tflops_peer / PEAK_TFLOPS);
+              "\"tflop_per_step_peer_count\":%.6f,\"mfu_peer_count\":%.4f,\"step_ms_median\":%.3f,\"step_ms_min\":%.3f,"
+              "\"step_ms_max\":%.3f,\"phase_ms\":{", spec_file, tr->be.name, done, step_ms, tps, fl_step / 1e12, tflops, tflops / PEAK_TFLOPS, drafter_only,
+              positions / (step_ms * 1e-3), (fl_step + fl_peer_extra) / 1e12, tflops_peer / PEAK_TFLOPS, med, lo, hi);
       for (int p = 0; p < DFL_PH_COUNT; p++) fprintf(f, "%s\"%s\":%.3f", p ? "," : "", ph_name[p], ms_ph[p]);
       fprintf(f, "},\"plan_bytes\":%" PRId64 ",\"arena_bytes\":%" PRId64 ",\"mem_min\":%" PRId64 ",\"mem_max\":%" PRId64
               ",\"mem_before\":%" PRId64 ",\"graph_launches_per_step\":%d}\n", tr->planned ? tr->plan.arena_bytes : 0,

@@ -31,7 +31,7 @@ rc=$?; cat "$T/d.log"
 grep -Eq "^drafter positions/s: [0-9]+" "$T/d.log" || fail "no 'drafter positions/s' line"
 grep -q "drafter alone" "$T/d.log" || fail "the header does not say drafter alone"
 grep -q "^  target forward" "$T/d.log" && fail "a target forward phase in drafter-only mode"
-(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 2 --warmup 1 --phase-steps 1 --json c.json --ops) > "$T/c.log" 2>&1 \
+(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 4 --warmup 1 --phase-steps 1 --json c.json --ops) > "$T/c.log" 2>&1 \
   || fail "colocated bench exited $?"
 # --ops: one row per (phase, op kind), the GEMMs of every phase among them, rows adding up to the total
 for row in "target forward +matmul" "drafter forward +matmul" "backward +matmul" "loss +linear_ce" "optimizer +adamw"; do
@@ -44,6 +44,16 @@ awk '/^ops \(/ { for (i = 1; i <= NF; i++) if ($i == "ms" && $(i + 1) == "in") t
   || fail "--ops rows do not add up"
 
 num() { sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/" "$1"; }
+# the spread of the step time: min <= median <= max, all positive, the median near the mean
+if [ -f "$T/c.json" ]; then
+  awk -v mean="$(num "$T/c.json" step_ms)" -v med="$(num "$T/c.json" step_ms_median)" \
+      -v lo="$(num "$T/c.json" step_ms_min)" -v hi="$(num "$T/c.json" step_ms_max)" 'BEGIN {
+    if (!(lo > 0) || !(lo <= med) || !(med <= hi) || !(med > 0.3 * mean) || !(med < 3 * mean)) {
+      print "step spread: mean " mean ", median " med ", min " lo ", max " hi; exit 1 } }' \
+    || fail "step-time median/spread inconsistent"
+  grep -Eq "^step time over [0-9]+ intervals between results: median [0-9.]+ ms, min [0-9.]+, max [0-9.]+$" "$T/c.log" \
+    || fail "no step-time spread line"
+fi
 H=$(sed -nE 's/.*"hidden_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
 V=$(sed -nE 's/.*"vocab_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
 A=$(sed -nE 's/^  anchors *= *([0-9]+).*/\1/p' "$T/nano.dfl"); K=$(sed -nE 's/^  block_size *= *([0-9]+).*/\1/p' "$T/nano.dfl")
