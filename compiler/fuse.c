@@ -29,21 +29,26 @@
 ** transformer layer has two such adds in its forward (h + o_proj(.), h + down(.)), and autodiff
 ** sums GEMM outputs the same way: the gradient of each normed input (q/k/v, gate/up), of a tensor
 ** several layers project (the drafter's context), of a weight applied twice (k/v over context and
-** noise). The residual stream's gradient sums add an RMSNORM_BWD output: they stay ADDs.
+** noise). The residual stream's gradient sums add an RMSNORM_BWD output instead: the same rewrite
+** gives that op the addend (RMSNORM_BWD(x, w, rstd, dy, r): dx = r + the norm's dx, in f32,
+** rounded once), under the same conditions.
 ** Per element of t, bf16: unfused the GEMM writes t (2 bytes) and ADD reads t and r and writes u
 ** (6); fused the epilogue reads r and writes u (4): 4 bytes and one launch saved per add.
 ** examples/qwen3-8b.dfl: 68 of 68 target-forward ADDs, 10 of 10 drafter-forward, 34 of 48
-** backward. H200, ops timed alone (bench --ops): the ADD kernels' 3.97 ms per step become 0.73 ms
-** more GEMM time plus 0.48 ms for the 14 ADDs left; the step 250.1 -> 247.8 ms (same binary with
+** backward into GEMMs and 9 more into RMSNORM_BWD; the 5 left sum the two 128-element gradients of
+** each layer's k-norm weight (its norm runs over context and noise keys). H200, ops timed alone (bench --ops): the ADD kernels' 3.97 ms per step become 0.73 ms
+** more GEMM time plus 0.48 ms for the 14 ADDs then left; the step 250.1 -> 247.8 ms (same binary with
 ** and without this rewrite).
 **
-** Legal when: t is an activation written by that MATMUL alone and read by that ADD alone (once);
-** the MATMUL has no third input yet (beta 0); both ops are in the same phase; t, r and u have the
-** same shape and the same dtype (no broadcasting, no conversion); r is neither A nor B nor t, and
-** u is none of A, B, r (the GEMM never writes an operand: the out-of-place form only); and no op
+** Legal when: t is an activation written by that MATMUL (RMSNORM_BWD: as its dx) alone and read
+** by that ADD alone (once); the MATMUL has no third input yet (beta 0; RMSNORM_BWD: no fifth); both ops are in the same phase; t, r and u have the
+** same shape and the same dtype (no broadcasting, no conversion); r is neither t nor an input of
+** the producer, and u is none of its inputs, r, or (RMSNORM_BWD) its dw (the producer never writes
+** an operand: the out-of-place form only); and no op
 ** between the two reads or writes u, or writes r (the add moves up to the MATMUL's place, so r must
 ** already hold its value there, and u is written earlier than before). The planner never lets u
-** share r's bytes (MATMUL is not an in-place op; plan.c), so C and D never overlap.
+** share r's bytes (neither MATMUL nor RMSNORM_BWD is an in-place op; plan.c), so C and D never
+** overlap.
 **
 ** Numerics: f32 graphs change only in the order of the additions (the GEMM adds r into its f32
 ** result; a BLAS blocking over K may add r before the last K-panel). bf16 graphs are rounded once
@@ -136,16 +141,19 @@ int dfl_fuse(dfl_graph *g) {
   return fused;
 }
 
-/* Is the pair MATMUL g->ops[i] -> t ; ADD g->ops[j] (reading t and r, writing u) fusable? */
+/* Is the pair MATMUL (or RMSNORM_BWD) g->ops[i] -> t ; ADD g->ops[j] (reading t and r, writing u)
+** fusable? */
 static int add_pair_ok(const dfl_graph *g, const int *drop, int i, int j, int t, int r, int u) {
   const dfl_op *mm = &g->ops[i], *ad = &g->ops[j];
-  if (mm->code != DFL_OP_MATMUL || mm->n_in != 2 || mm->a.beta != 0 || mm->n_out != 1 || mm->out[0] != t ||
-      mm->phase != ad->phase)
-    return 0;
+  int gemm = mm->code == DFL_OP_MATMUL && mm->n_in == 2 && mm->a.beta == 0 && mm->n_out == 1;
+  int norm = mm->code == DFL_OP_RMSNORM_BWD && mm->n_in == 4 && mm->n_out == 2;
+  if (!(gemm || norm) || mm->out[0] != t || mm->phase != ad->phase) return 0;
   const dfl_tensor *tt = &g->t[t], *tr = &g->t[r], *tu = &g->t[u];
   if (tt->dtype != tr->dtype || tt->dtype != tu->dtype || !same_shape(tt, tr) || !same_shape(tt, tu)) return 0;
-  int A = mm->in[0], B = mm->in[1];
-  if (r == t || r == A || r == B || u == A || u == B || u == r || u == t) return 0;
+  if (r == t || u == r || u == t) return 0;
+  for (int k = 0; k < mm->n_in; k++) /* the producer never writes an operand, nor reads r twice */
+    if (r == mm->in[k] || u == mm->in[k]) return 0;
+  if (norm && (r == mm->out[1] || u == mm->out[1])) return 0;
   for (int k = i + 1; k < j; k++) { /* the add moves from j up to i */
     if (drop[k]) continue;      /* an earlier fused ADD: its effects are at its MATMUL's place */
     const dfl_op *o = &g->ops[k];
@@ -180,10 +188,15 @@ int dfl_fuse_add(dfl_graph *g) {
       if (i < 0 || i >= j || drop[i] || tt->kind != DFL_T_ACT || readers[t] != 1 || writers[t] != 1) continue;
       if (!add_pair_ok(g, drop, i, j, t, r, u)) continue;
       dfl_op *mm = &g->ops[i];
-      mm->in[2] = r;
-      mm->n_in = 3;
+      if (mm->code == DFL_OP_MATMUL) {
+        mm->in[2] = r;
+        mm->n_in = 3;
+        mm->a.beta = 1;
+      } else {
+        mm->in[4] = r;
+        mm->n_in = 5;
+      }
       mm->out[0] = u;
-      mm->a.beta = 1;
       drop[j] = 1;
       fused++;
       break;

@@ -338,7 +338,7 @@ static void validate(const vctx *v, const dfl_attrs *a) {
   case DFL_OP_RMSNORM:
   case DFL_OP_RMSNORM_BWD: {
     int bwd = v->code == DFL_OP_RMSNORM_BWD;
-    need_io(v, bwd ? 4 : 2, 2);
+    need_io(v, bwd ? (v->n_in == 5 ? 5 : 4) : 2, 2); /* bwd: an addend (dfl_fuse_add) as 5th input */
     for (int i = 0; i < v->n_in; i++) need_float_in(v, i);
     need_float_out(v, 0), need_float_out(v, 1);
     int64_t D = cols(TI(v, 0));
@@ -350,6 +350,7 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     } else {
       need_numel_in(v, 2, NI(v, 0) / a->group);
       need_same_shape_in(v, 3, 0);
+      if (v->n_in == 5) need_same_shape_in(v, 4, 0);
       need_numel_out(v, 1, a->group);
     }
     break;
@@ -632,7 +633,8 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
   }
   case DFL_OP_ROPE: return (op->n_in == 3 ? 8.0 : 4.0) * n0; /* normed: + the norm */
   case DFL_OP_RMSNORM: case DFL_OP_SWIGLU: return 4.0 * n0;
-  case DFL_OP_RMSNORM_BWD: case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
+  case DFL_OP_RMSNORM_BWD: return (op->n_in == 5 ? 9.0 : 8.0) * n0; /* + the addend */
+  case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
   case DFL_OP_ADD: case DFL_OP_SCALE: case DFL_OP_ACCUM: return n0;
   case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
   case DFL_OP_SCATTER_ADD: return (double)dfl_tensor_numel(&g->t[op->in[0]]);

@@ -100,7 +100,8 @@ typedef enum {
                           of the GEMMs (their ce / correct / topk_hit / dy are 0 either way). */
   /* --- backward ops (emitted by autodiff) --- */
   DFL_OP_SCATTER_ADD,  /* in: dout[R,H], ids[R] -> dtable[V,H] (zeroed, then rows added) */
-  DFL_OP_RMSNORM_BWD,  /* in: x, w, rstd, dy -> dx[R,D], dw[G] */
+  DFL_OP_RMSNORM_BWD,  /* in: x, w, rstd, dy[, r] -> dx[R,D], dw[G]; r (dfl_fuse_add: a residual
+                          gradient summed with dx) makes dx = r + the norm's dx, rounded once */
   DFL_OP_ATTENTION_BWD,/* in: forward inputs..., o, lse, do -> d of each float forward input
                           (causal: dq, dk, dv; dflash: dq, dkc, dvc, dkn, dvn); same attributes */
   DFL_OP_SWIGLU_BWD,   /* in: g, u, dy -> dg, du */

@@ -19,8 +19,8 @@ extern "C" __global__ void dfl_rmsnorm(void *y, int dty, float *rstd, const void
 /* dx = r (g - xh mean(g xh)), g = dy w, xh = x r; dw[i] = sum over groups of dy xh, summed per
 ** block in shared memory (dynamic, G floats) and then atomically into the f32 dw accumulator. */
 extern "C" __global__ void dfl_rmsnorm_bwd(void *dx, int dtdx, float *dw, const void *x, int dtx, const void *w,
-                                           int dtw, const float *rstd, const void *dy, int dtdy, ll ngroups,
-                                           int G) {
+                                           int dtw, const float *rstd, const void *dy, int dtdy, const void *ad,
+                                           int dtad, ll ngroups, int G) {
   extern __shared__ float sdw[];
   for (int i = threadIdx.x; i < G; i += blockDim.x) sdw[i] = 0.f;
   __syncthreads();
@@ -37,7 +37,8 @@ extern "C" __global__ void dfl_rmsnorm_bwd(void *dx, int dtdx, float *dw, const 
     dot = warp_sum(dot) / G;
     for (int i = lane; i < G; i += 32) {
       float xh = ldf(x, dtx, base + i) * r, d = ldf(dy, dtdy, base + i);
-      stf(dx, dtdx, base + i, r * (d * ldf(w, dtw, i) - xh * dot));
+      float o = r * (d * ldf(w, dtw, i) - xh * dot);
+      stf(dx, dtdx, base + i, ad ? o + ldf(ad, dtad, base + i) : o); /* ad: the addend (dfl_fuse_add) */
     }
   }
   __syncthreads();
@@ -99,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_v(void *y, int dt
 extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_bwd_v(void *dx, int dtdx, float *part, const void *x,
                                                                      int dtx, const void *w, int dtw,
                                                                      const float *rstd, const void *dy, int dtdy,
-                                                                     ll ngroups, int G) {
+                                                                     const void *ad, int dtad, ll ngroups, int G) {
   __shared__ float red[32];
   extern __shared__ float sdw[]; /* [blockDim.x / L][G] */
   int L = G / 8, per = blockDim.x / L, sub = threadIdx.x / L, f = (threadIdx.x % L) * 8;
@@ -129,6 +130,12 @@ extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_bwd_v(void *dx, i
       float o[8];
 #pragma unroll
       for (int k = 0; k < 8; k++) o[k] = r * (d[k] * wv[k] - xv[k] * dot);
+      if (ad) { /* the addend (dfl_fuse_add): dx = r + the norm's dx, rounded once */
+        float av[8];
+        ld8(ad, dtad, gi * G + f, av);
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] += av[k];
+      }
       st8(dx, dtdx, gi * G + f, o);
     }
   }

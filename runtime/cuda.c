@@ -731,9 +731,10 @@ static int exec_op(dfl_cuda *c, int i) {
   case DFL_OP_RMSNORM_BWD: {
     int Gi = at->group; long long ng = (long long)numel(c, op->in[0]) / Gi;
     void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->ops[i].scratch;
-    int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]);
-    void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ng, &Gi};
-    int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w, dy}, (const int[]){d0, d1, dtw, ddy}, 4);
+    void *ad = op->n_in == 5 ? P(op->in[4]) : NULL; /* the addend (dfl_fuse_add) */
+    int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]), dad = ad ? dt(c, op->in[4]) : d0;
+    void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
+    int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w, dy, ad ? ad : o0}, (const int[]){d0, d1, dtw, ddy, dad}, 5);
     if (blk) { /* dw from DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
       int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per;
       int np = (int)(nb < DFL_RMS_PARTS ? nb : DFL_RMS_PARTS), dto = dt(c, op->out[1]);

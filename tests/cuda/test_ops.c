@@ -223,17 +223,19 @@ static void case_elementwise(int R, int C) {
 
 /* The vector kernels take G = 8 L with L a power of two <= 32 (several groups per block) or a
 ** multiple of 32 (one group per block); the others (G = 40 here) take the warp-per-group kernels.
-** Enough groups for several blocks and grid-stride passes with a partial last one. */
-static void case_rmsnorm(int R, int D, int G) {
+** Enough groups for several blocks and grid-stride passes with a partial last one. `addend`: the
+** backward's fused residual gradient (dfl_fuse_add: dx = r + the norm's dx). */
+static void case_rmsnorm(int R, int D, int G, int addend) {
   dfl_graph g; dfl_graph_init(&g);
   int x = t2(&g, "x", ACT, DFL_T_INPUT, R, D), w = t1(&g, "w", ACT, DFL_T_PARAM, G), dy = t2(&g, "dy", ACT, DFL_T_INPUT, R, D);
   int y = t2(&g, "y", ACT, DFL_T_ACT, R, D), rs = t1(&g, "rstd", DFL_F32, DFL_T_ACT, (int64_t)R * D / G);
   int dx = t2(&g, "dx", ACT, DFL_T_ACT, R, D), dw = t1(&g, "dw", DFL_F32, DFL_T_ACT, G);
   dfl_attrs a = {0}; a.group = G; a.eps = 1e-6;
   op(&g, DFL_OP_RMSNORM, 2, (int[]){x, w}, 2, (int[]){y, rs}, &a);
-  op(&g, DFL_OP_RMSNORM_BWD, 4, (int[]){x, w, rs, dy}, 2, (int[]){dx, dw}, &a);
+  int r = addend ? t2(&g, "r", ACT, DFL_T_INPUT, R, D) : -1;
+  op(&g, DFL_OP_RMSNORM_BWD, addend ? 5 : 4, (int[]){x, w, rs, dy, r}, 2, (int[]){dx, dw}, &a);
   char nm[96];
-  snprintf(nm, sizeof nm, "rmsnorm R %d D %d G %d", R, D, G);
+  snprintf(nm, sizeof nm, "rmsnorm R %d D %d G %d%s", R, D, G, addend ? " + addend" : "");
   run_case(nm, &g, NULL, 0, NULL, NULL);
   dfl_graph_free(&g);
 }
@@ -523,12 +525,15 @@ int main(void) {
     case_matmul_addend();
     case_elementwise(19, 77);
     case_elementwise(16, 96);
-    case_rmsnorm(23, 256, 256);
-    case_rmsnorm(23, 256, 64);
-    case_rmsnorm(50, 256, 128);
-    case_rmsnorm(300, 512, 512);
-    case_rmsnorm(37, 5120, 5120);
-    case_rmsnorm(31, 200, 40);
+    case_rmsnorm(23, 256, 256, 0);
+    case_rmsnorm(23, 256, 64, 0);
+    case_rmsnorm(50, 256, 128, 0);
+    case_rmsnorm(300, 512, 512, 0);
+    case_rmsnorm(37, 5120, 5120, 0);
+    case_rmsnorm(31, 200, 40, 0);
+    case_rmsnorm(23, 256, 64, 1);    /* the addend: vector kernel, several groups per block */
+    case_rmsnorm(37, 5120, 5120, 1); /* one group per block */
+    case_rmsnorm(31, 200, 40, 1);    /* warp per group */
     case_rope(29, 3, 64);
     case_rope(45, 9, 128);
     case_rope_norm(29, 3, 64);

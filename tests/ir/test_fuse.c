@@ -6,7 +6,9 @@
 ** train graph become MATMULs with an addend; its forward outputs, loss sums and, after two
 ** optimizer steps, every persistent tensor match the graph without it within relative 1e-5 (f32:
 ** only the addition order differs); every refusal condition is exercised on a minimal graph; the
-** addend form's gradient (autodiff) matches finite differences. */
+** addend form's gradient (autodiff) matches finite differences. The same rewrite into
+** RMSNORM_BWD (the residual stream's gradient sums): legal and refused cases, values against the
+** unfused graph. */
 #include "irtest.h"
 
 typedef struct { int ids, lab, wt, emb, wn, w1, w2; } net;
@@ -155,8 +157,9 @@ static void case_overwrite(int R, int D, int V) {
 /* Two residual blocks: h = x1 + down(swiglu(gate(u), up(u))), u = rmsnorm(x1); h2 = o(rmsnorm(h))
 ** + h (the product first); x1 = x W4 so that the residual stream has a gradient. Forward: two
 ** residual adds. Backward: u's gradient sums gate's and up's input gradients (two GEMM outputs),
-** w4 (read by x1 and o) sums two weight-gradient GEMMs; the residual stream's sums add an
-** RMSNORM_BWD output (not a GEMM: they stay). */
+** w4 (read by x1 and o) sums two weight-gradient GEMMs; the residual stream's two sums add an
+** RMSNORM_BWD's dx (they fuse into that op), and the norm weight's gradient sums three RMSNORM_BWD
+** dw outputs (not a dx: those adds stay). */
 typedef struct { int ids, lab, wt, emb, wn, w1, w2, w3, w4, h, h2, num; } net2;
 
 static void build2(dfl_graph *g, net2 *n, int R, int D, int V) {
@@ -194,6 +197,13 @@ static void revalidate(const dfl_graph *g) {
   dfl_graph_free(&v);
 }
 
+/* Number of RMSNORM_BWD ops with an addend (dfl_fuse_add). */
+static int count_norm_addend(const dfl_graph *g) {
+  int k = 0;
+  for (int i = 0; i < g->nops; i++) k += g->ops[i].code == DFL_OP_RMSNORM_BWD && g->ops[i].n_in == 5;
+  return k;
+}
+
 /* Number of MATMULs with an addend (out != in[2]) of phase ph (-1: any). */
 static int count_addend(const dfl_graph *g, int ph) {
   int k = 0;
@@ -214,9 +224,16 @@ static void case_add_train(int R, int D, int V) {
   for (int m = 0; m < 2; m++) build2(&g[m], &n[m], R, D, V);
   int nops0 = g[1].nops, add0 = count(&g[1], DFL_OP_ADD, 0);
   int nf = dfl_fuse_add(&g[1]);
-  /* forward: h and h2; backward: u's gradient (gate + up) and w4's (two weight GEMMs) */
-  CHECK(nf == 4);
+  /* forward: h and h2; backward: u's gradient (gate + up) and w4's (two weight GEMMs), and the
+  ** residual stream's gradient at h and at x1 (each + an RMSNORM_BWD's dx) */
+  CHECK(nf == 6);
   CHECK(count_addend(&g[1], DFL_PH_FORWARD) == 2 && count_addend(&g[1], DFL_PH_BACKWARD) == 2);
+  CHECK(count_norm_addend(&g[1]) == 2);
+  for (int i = 0; i < g[1].nops; i++) {
+    const dfl_op *op = &g[1].ops[i];
+    if (op->code != DFL_OP_RMSNORM_BWD || op->n_in != 5) continue;
+    CHECK(g[1].t[op->out[0]].producer == i && g[1].t[op->in[4]].producer < i);
+  }
   CHECK(g[1].nops == nops0 - nf && count(&g[1], DFL_OP_ADD, 0) == add0 - nf);
   CHECK(g[1].t[n[1].h].producer >= 0 && g[1].ops[g[1].t[n[1].h].producer].code == DFL_OP_MATMUL);
   CHECK(g[1].ops[g[1].t[n[1].h2].producer].in[2] == n[1].h); /* ADD(o, h): the product first */
@@ -347,6 +364,81 @@ static int add_case(int which, int check_values) {
     dfl_cpu_free(&c);
   }
   dfl_graph_free(&g);
+  return nf;
+}
+
+/* The RMSNORM_BWD form: u = ADD(dx, r) (or ADD(r, dx)) with dx = RMSNORM_BWD(x, w, rstd, dy).dx,
+** on a minimal graph per condition. Legal cases: u equals the unfused graph's u on the CPU within
+** the backend's f32 rounding (the same sum, rounded once instead of twice), dw is bit-identical, r
+** is left as it was.
+** Returns the number of ADDs fused. */
+enum {
+  NADD_LEGAL, NADD_SWAPPED, NADD_DX_READ_TWICE, NADD_R_IS_DY, NADD_R_IS_X, NADD_OTHER_PHASE, NADD_R_DTYPE,
+  NADD_DW, NADD_U_READ_BETWEEN, NADD_R_WRITTEN_BETWEEN, NADD_NCASES
+};
+static int norm_add_case(int which) {
+  const int R = 6, G = 8, D = 16;
+  dfl_graph g[2];
+  int u = -1, r = -1, dwt = -1;
+  for (int m = 0; m < 2; m++) {
+    dfl_graph *q = &g[m];
+    dfl_graph_init(q);
+    q->cur_phase = DFL_PH_BACKWARD;
+    int x = dfl_tensor_2d(q, "x", DFL_F64, DFL_T_INPUT, R, D), w = dfl_tensor_1d(q, "w", DFL_F64, DFL_T_INPUT, G);
+    int rs = dfl_tensor_1d(q, "rstd", DFL_F64, DFL_T_INPUT, R * D / G), dy = dfl_tensor_2d(q, "dy", DFL_F64, DFL_T_INPUT, R, D);
+    r = dfl_tensor_2d(q, "r", which == NADD_R_DTYPE ? DFL_F32 : DFL_F64,
+                      which == NADD_R_WRITTEN_BETWEEN ? DFL_T_STATE : DFL_T_INPUT, R, D);
+    if (which == NADD_R_IS_DY) r = dy;
+    if (which == NADD_R_IS_X) r = x;
+    int dx = dfl_tensor_2d(q, "dx", DFL_F64, DFL_T_ACT, R, D);
+    dwt = dfl_tensor_1d(q, "dw", DFL_F64, which == NADD_DW ? DFL_T_ACT : DFL_T_OUTPUT, G);
+    u = dfl_tensor_2d(q, "u", DFL_F64, which == NADD_U_READ_BETWEEN ? DFL_T_OUTPUT : DFL_T_ACT, R, D);
+    int s = dfl_tensor_1d(q, "s", DFL_F64, DFL_T_OUTPUT, 1);
+    dfl_attrs at = {0};
+    at.group = G, at.eps = 1e-6;
+    dfl_op_add(q, DFL_OP_RMSNORM_BWD, (int[]){x, w, rs, dy}, 4, (int[]){dx, dwt}, 2, &at);
+    if (which == NADD_DX_READ_TWICE) dfl_op_add(q, DFL_OP_SUM, &dx, 1, &s, 1, NULL);
+    if (which == NADD_U_READ_BETWEEN) dfl_op_add(q, DFL_OP_SUM, &u, 1, &s, 1, NULL);
+    if (which == NADD_R_WRITTEN_BETWEEN) dfl_op_add(q, DFL_OP_ACCUM, (int[]){r, dy}, 2, &r, 1, NULL);
+    if (which == NADD_OTHER_PHASE) q->cur_phase = DFL_PH_FORWARD;
+    if (which == NADD_DW) { /* the dw output summed: not a dx, stays */
+      int u1 = dfl_tensor_1d(q, "u1", DFL_F64, DFL_T_OUTPUT, G), r1 = dfl_tensor_1d(q, "r1", DFL_F64, DFL_T_INPUT, G);
+      dfl_op_add(q, DFL_OP_ADD, (int[]){dwt, r1}, 2, &u1, 1, NULL);
+      dfl_op_add(q, DFL_OP_SCALE, &dx, 1, &u, 1, &(dfl_attrs){.alpha = 1});
+    } else {
+      int in[2] = {dx, r};
+      if (which == NADD_SWAPPED) in[0] = r, in[1] = dx;
+      dfl_op_add(q, DFL_OP_ADD, in, 2, &u, 1, NULL);
+    }
+  }
+  int nops0 = g[1].nops, nf = dfl_fuse_add(&g[1]);
+  if (nf == 1) {
+    const dfl_op *op = &g[1].ops[0];
+    CHECK(g[1].nops == nops0 - 1 && op->code == DFL_OP_RMSNORM_BWD && op->n_in == 5 && op->in[4] == r);
+    CHECK(op->out[0] == u && op->out[1] == dwt && g[1].t[u].producer == 0);
+    revalidate(&g[1]);
+    dfl_cpu c[2];
+    for (int m = 0; m < 2; m++) CHECK(dfl_cpu_init(&c[m], &g[m], NULL, 0) == DFL_OK);
+    for (int t = 0; t < 5; t++) { /* x, w, rstd, dy, r: fresh values, rstd and w away from 0 */
+      int64_t k = dfl_tensor_numel(&g[0].t[t]);
+      fill_rand(&c[0], t, t == 1 || t == 2 ? 0.5 : 2);
+      double *v = get_all(&c[0], t);
+      if (t == 1 || t == 2) for (int64_t e = 0; e < k; e++) v[e] += 1;
+      for (int m = 0; m < 2; m++) dfl_cpu_set_d(&c[m], t, v, k);
+      free(v);
+    }
+    double *r0 = get_all(&c[1], r);
+    for (int m = 0; m < 2; m++) CHECK(dfl_cpu_run(&c[m], DFL_PH_ALL) == DFL_OK);
+    double *a = get_all(&c[0], u), *b = get_all(&c[1], u), *wa = get_all(&c[0], dwt), *wb = get_all(&c[1], dwt);
+    near("fused RMSNORM_BWD addend", b, a, (int64_t)R * D, 1e-6, 1.0); /* f32 real: rounded once vs twice */
+    CHECK(memcmp(wa, wb, sizeof(double) * G) == 0); /* dw: the same arithmetic */
+    double *r1 = get_all(&c[1], r);
+    CHECK(memcmp(r0, r1, sizeof(double) * (size_t)(R * D)) == 0);
+    free(a), free(b), free(wa), free(wb), free(r0), free(r1);
+    for (int m = 0; m < 2; m++) dfl_cpu_free(&c[m]);
+  } else
+    CHECK(g[1].nops == nops0);
+  for (int m = 0; m < 2; m++) dfl_graph_free(&g[m]);
   return nf;
 }
 
@@ -488,12 +580,17 @@ int main(void) {
     if (got != want) { fprintf(stderr, "FAIL fuse_add case %d: %d fused, want %d\n", w, got, want); fails++; }
   }
   case_add_grad();
+  for (int w = 0; w < NADD_NCASES; w++) {
+    int want = w == NADD_LEGAL || w == NADD_SWAPPED, got = norm_add_case(w);
+    if (got != want) { fprintf(stderr, "FAIL fuse_add norm case %d: %d fused, want %d\n", w, got, want); fails++; }
+  }
   for (int w = 0; w <= 6; w++) {
     int got = norm_rope_case(w), want = w == 0;
     if (got != want) { fprintf(stderr, "FAIL fuse_norm_rope case %d: %d fused, want %d\n", w, got, want); fails++; }
   }
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }
   printf("ir_fuse: ok (2 pairs fused, %d persistent tensors agree within 1e-5; overwrite rewrite exact; "
-         "4 ADDs fused into GEMMs within 1e-5, %d refusals)\n", ncmp, ADD_NCASES - 3);
+         "6 ADDs fused (4 into GEMMs, 2 into RMSNorm backward) within 1e-5, %d + %d refusals)\n", ncmp, ADD_NCASES - 3,
+         NADD_NCASES - 2);
   return 0;
 }
