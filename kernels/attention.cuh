@@ -1184,3 +1184,289 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc64(TC_BWDKV_A
 extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc128(TC_BWDKV_ARGS) {
   tc_bwdkv<128>(dk1, dv1, q, k1, v1, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 }
+
+/*
+** ---- Hopper path (sm_90a only): CAUSAL forward, bf16, head_dim 128, by wgmma.mma_async ----
+** Same unit and row order as dfl_attn_fwd_tc128 (rows r = j G + h of T = R / G consecutive positions
+** of one (sample, kv head), heaviest units first, kv heads interleaved: tc_unit), same semantics
+** (scores in the log2 domain, lazy running max TF_LAZY, lse in natural log, rows past P unwritten),
+** but a CTA holds R = 64 NWG rows, one consumer warpgroup (4 warps) per 64 rows:
+**   S = Q K^T   wgmma m64nKTk16, A = Q and B = K both from shared memory (K-major, 128-byte
+**               swizzle: a 64-dim half of a row is one 128-byte line, its 16-byte chunks XORed
+**               with line & 7; the two halves are separate [rows][64] blocks);
+**   O += P V    wgmma m64n128k16, A = P from registers (the S accumulator layout is the A
+**               fragment layout: tc_c2a), B = V from shared memory in the same layout as K, read
+**               N-major (imm-trans-b: LBO = the 64-dim block stride, SBO = 8 keys).
+** K/V tiles of KT keys are staged by cp.async (every thread, 16 bytes each) into NSTG K and NSTG V
+** slots (K NSTG - 1 tiles ahead of the one in use, V NSTG - 2); the writers fence to the async proxy before the barrier that
+** publishes a tile. Iteration t (0 <= t <= nt) issues S_t = Q K_t^T and then O += P_{t-1} V_{t-1},
+** waits for S_t only, and runs the mask and softmax of tile t while the tensor cores do P_{t-1}
+** V_{t-1} (and the other warpgroups' work); the rare rescale of O waits for that product first. K
+** runs one tile ahead of V. Only tiles crossing a row's range boundary are masked per element.
+** The kernel kept is NWG, KT, NSTG = 3, 64, 4 (runtime/cuda.c att_tc; DFL_ATTN_WG=0: the mma.sync
+** kernel instead). Variants measured on the H200 (bench_attention CAUSAL S 4096, 32/8 heads; medians
+** of 30): 2,128,2 0.451 ms; 3,64,2 0.416; 2,128,3 0.450; 3,64,3 0.415; 3,64,4 0.417; 3,64,5 0.418;
+** against 0.480 for dfl_attn_fwd_tc128. ncu (3,64,4): 13% of L2 bandwidth, 3 warps per scheduler
+** at 6.9 cycles per issue: latency bound (one CTA per SM, lockstep barrier per tile, every thread
+** both loads and computes), not bandwidth bound. FlashAttention-3's structure (a TMA producer warp,
+** mbarrier rings, setmaxnreg, ping-pong consumers) is the next step. The registers
+** bound them: KT = 128 needs about 230 per thread (S, two P sets, O), so 2 warpgroups; KT = 64
+** fits 3 warpgroups (168); 4 warpgroups spill. Other archs compile the kernels as empty stubs
+** that the runtime never launches.
+*/
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* Shared-memory matrix descriptor, 128-byte swizzle (start address, leading and stride byte offsets). */
+__device__ __forceinline__ unsigned long long wg_desc(unsigned saddr, unsigned lbo, unsigned sbo) {
+  return (unsigned long long)((saddr & 0x3ffffu) >> 4) | ((unsigned long long)((lbo & 0x3ffffu) >> 4) << 16) |
+         ((unsigned long long)((sbo & 0x3ffffu) >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+/* Pin a register across an asynchronous wgmma (the compiler must not move or reuse it). */
+__device__ __forceinline__ void wg_keep(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void wg_keepu(unsigned &x) { asm volatile("" : "+r"(x)::"memory"); }
+__device__ __forceinline__ void wg_cp16(unsigned dst, const void *src, int ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+template <int SD> __device__ __forceinline__ void wg_ss64(float *d, unsigned long long da, unsigned long long db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31 "
+               "}, %32, %33, %34, 1, 1, 0, 0;"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+               : "l"(da), "l"(db), "n"(SD));
+}
+template <int SD> __device__ __forceinline__ void wg_ss128(float *d, unsigned long long da, unsigned long long db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 "
+               "}, %64, %65, %66, 1, 1, 0, 0;"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "l"(da), "l"(db), "n"(SD));
+}
+__device__ __forceinline__ void wg_rs128t(float *d, const unsigned *a, unsigned long long db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63 "
+               "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+template <int NWG, int KT, int NSTG>
+__device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, const tc_bf *kp, const tc_bf *vp, int batch,
+                                       int S, int nh, int nkv, int W, float scale) {
+  constexpr int HD = 128, R = 64 * NWG, NT = 128 * NWG, NS = KT / 2;
+  constexpr unsigned QB = 64 * HD * 2, TB = KT * HD * 2; /* bytes: Q of a warpgroup, one K or V tile */
+  extern __shared__ __align__(1024) unsigned char wg_sm[];
+  const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, ks = qs + NWG * QB, vs = ks + NSTG * TB;
+  int G = nh / nkv, g, gi;
+  tc_unit(&g, &gi);
+  const int T = R / G, ups = (S + T - 1) / T, b = gi / ups;
+  if (b >= batch) return;
+  const int s0 = (gi % ups) * T, U = S - s0 < T ? S - s0 : T, P = U * G;
+  const ll qrow0 = (ll)b * S + s0, kvrow = (ll)b * S;
+  const int lo0 = W > 0 && s0 - (W - 1) > 0 ? s0 - (W - 1) : 0, hi0 = s0 + U, nt = (hi0 - lo0 + KT - 1) / KT;
+  /* Q: row r of warpgroup r / 64 at line r % 64 of its two 64-dim blocks */
+  for (int c = threadIdx.x; c < R * 16; c += NT) {
+    int r = c >> 4, ch = c & 15, ok = r < P, rr = r & 63;
+    const tc_bf *src = ok ? q + ((qrow0 + r / G) * nh + g * G + r % G) * HD + ch * 8 : q;
+    wg_cp16(qs + (r >> 6) * QB + (ch >> 3) * (QB / 2) + rr * 128 + (((ch & 7) ^ (rr & 7)) << 4), src, ok);
+  }
+  /* K or V tile t into a slot: key kk at line kk of its two 64-dim blocks; keys >= hi0 zero */
+  auto load_kv = [&](const tc_bf *src, unsigned dst, int t) {
+    int k0 = lo0 + t * KT;
+    for (int c = threadIdx.x; c < KT * 16; c += NT) {
+      int kk = c >> 4, ch = c & 15, ok = k0 + kk < hi0;
+      const tc_bf *sp = ok ? src + ((kvrow + k0 + kk) * nkv + g) * HD + ch * 8 : src;
+      wg_cp16(dst + (ch >> 3) * (TB / 2) + kk * 128 + (((ch & 7) ^ (kk & 7)) << 4), sp, ok);
+    }
+  };
+  load_kv(kp, ks, 0);
+  tc_commit();
+  const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
+  int rlo[2], rhi[2]; /* allowed keys [rlo, rhi) of this thread's rows (padding rows: none) */
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    int r = wg * 64 + ((threadIdx.x >> 5) & 3) * 16 + gid + 8 * i, s = s0 + r / G;
+    rlo[i] = r < P && W > 0 ? s - (W - 1) : 0;
+    rhi[i] = r < P ? s + 1 : 0;
+  }
+  float oacc[64], m[2] = {DFL_NINF, DFL_NINF}, l[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < 64; i++) oacc[i] = 0.f;
+  const float sl2 = scale * TC_LOG2E;
+  const unsigned qw = qs + wg * QB;
+  /* tile t landed everywhere: this thread's cp.async done (all but the NSTG - 2 most recent groups)
+  ** and fenced to the async proxy, then the barrier (after which every wgmma of the previous
+  ** iteration is complete too) */
+  auto tile_ready = [&]() {
+    tc_wait<NSTG - 2>();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+  };
+  /* stage j: K_{j+1} and V_j into slots (j + 1) % NSTG and j % NSTG, one cp.async group (maybe
+  ** empty). Iteration t stages j = t + NSTG - 2, once its wgmma are issued: those slots held K_{t-1}
+  ** and V_{t-2}, which no wgmma in flight reads. */
+  auto stage = [&](int j) {
+    if (j + 1 < nt) load_kv(kp, ks + ((j + 1) % NSTG) * TB, j + 1);
+    if (j < nt) load_kv(vp, vs + (j % NSTG) * TB, j);
+    tc_commit();
+  };
+#pragma unroll
+  for (int j = 0; j < NSTG - 2; j++) stage(j);
+  auto keep_op = [&](unsigned (*pu)[4]) { /* O and the P operand in their registers around a P V */
+#pragma unroll
+    for (int i = 0; i < 64; i++) wg_keep(oacc[i]);
+#pragma unroll
+    for (int c = 0; c < KT / 16; c++) { wg_keepu(pu[c][0]); wg_keepu(pu[c][1]); wg_keepu(pu[c][2]); wg_keepu(pu[c][3]); }
+  };
+  auto issue_s = [&](float *s, int t) { /* S_t = Q K_t^T */
+    const unsigned kb = ks + (t % NSTG) * TB;
+#pragma unroll
+    for (int k = 0; k < HD / 16; k++) {
+      unsigned long long da = wg_desc(qw + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
+      unsigned long long db = wg_desc(kb + (k >> 2) * (TB / 2) + (k & 3) * 32, 16, 1024);
+      if constexpr (KT == 128) { if (k) wg_ss128<1>(s, da, db); else wg_ss128<0>(s, da, db); }
+      else { if (k) wg_ss64<1>(s, da, db); else wg_ss64<0>(s, da, db); }
+    }
+    wg_commit();
+  };
+  auto issue_pv = [&](int t, unsigned (*pu)[4]) { /* O += P_t V_t */
+    const unsigned vb = vs + (t % NSTG) * TB;
+#pragma unroll
+    for (int c = 0; c < KT / 16; c++) wg_rs128t(oacc, pu[c], wg_desc(vb + c * 2048, TB / 2, 1024));
+    wg_commit();
+  };
+  /* mask and softmax of S_t into P (A fragments); corr: the factor O still has to take */
+  auto softmax = [&](float *s, int t, unsigned (*pn)[4], float *corr) {
+#pragma unroll
+    for (int i = 0; i < NS; i++) wg_keep(s[i]);
+    const int k0 = lo0 + t * KT;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+      if (!(k0 >= rlo[i] && k0 + KT <= rhi[i])) {
+#pragma unroll
+        for (int c = 0; c < KT / 8; c++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            int kv = k0 + c * 8 + 2 * t4 + e;
+            if (kv < rlo[i] || kv >= rhi[i]) s[4 * c + 2 * i + e] = DFL_NINF;
+          }
+      }
+    /* lazy running max, as tc_fwd: moves only when a row gains more than TF_LAZY (log2 units) */
+    float mu[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      float v = DFL_NINF;
+#pragma unroll
+      for (int c = 0; c < KT / 8; c++) v = fmaxf(v, fmaxf(s[4 * c + 2 * i], s[4 * c + 2 * i + 1]));
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      float mx = v * sl2;
+      corr[i] = 1.f;
+      if (mx > m[i] + (float)TF_LAZY) { corr[i] = tc_ex2(m[i] - mx); m[i] = mx; } /* m = -inf: corr 0 */
+      l[i] *= corr[i];
+      mu[i] = m[i] == DFL_NINF ? 0.f : m[i]; /* nothing allowed yet: exp2(-inf - 0) = 0 */
+    }
+#pragma unroll
+    for (int c = 0; c < KT / 8; c++) {
+      float p0 = tc_ex2(fmaf(s[4 * c], sl2, -mu[0])), p1 = tc_ex2(fmaf(s[4 * c + 1], sl2, -mu[0]));
+      float p2 = tc_ex2(fmaf(s[4 * c + 2], sl2, -mu[1])), p3 = tc_ex2(fmaf(s[4 * c + 3], sl2, -mu[1]));
+      l[0] += p0 + p1; l[1] += p2 + p3;
+      pn[c >> 1][2 * (c & 1)] = tc_pack(p0, p1);
+      pn[c >> 1][2 * (c & 1) + 1] = tc_pack(p2, p3);
+    }
+  };
+  /* iteration t: S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under the latter.
+  ** P alternates between two register sets (pa: even tiles, pb: odd), never copied: a copy lets the
+  ** register allocator merge the two, and ptxas then serializes the wgmma. */
+  auto step = [&](int t, unsigned (*pu)[4], unsigned (*pw)[4]) {
+    float s[NS], corr[2];
+    tile_ready();
+    keep_op(pu);
+    wg_fence();
+    issue_s(s, t);
+    issue_pv(t - 1, pu);
+    stage(t + NSTG - 2);
+    wg_wait<1>();
+    softmax(s, t, pw, corr);
+    wg_wait<0>();
+    keep_op(pu);
+    if (corr[0] != 1.f || corr[1] != 1.f) {
+#pragma unroll
+      for (int c = 0; c < 16; c++) { oacc[4 * c] *= corr[0]; oacc[4 * c + 1] *= corr[0]; oacc[4 * c + 2] *= corr[1]; oacc[4 * c + 3] *= corr[1]; }
+    }
+  };
+  auto last = [&](unsigned (*pu)[4]) { /* the last P V */
+    tile_ready();
+    keep_op(pu);
+    wg_fence();
+    issue_pv(nt - 1, pu);
+    wg_wait<0>();
+    keep_op(pu);
+  };
+  unsigned pa[KT / 16][4], pb[KT / 16][4];
+  { /* tile 0: S only (O is still 0, no rescale) */
+    float s[NS], corr[2];
+    tile_ready();
+    wg_fence();
+    issue_s(s, 0);
+    stage(NSTG - 2);
+    wg_wait<0>();
+    softmax(s, 0, pa, corr);
+  }
+  for (int t = 1; t < nt; t += 2) {
+    step(t, pa, pb);
+    if (t + 1 < nt) step(t + 1, pb, pa);
+  }
+  if (nt & 1) last(pa); else last(pb);
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    float lq = l[i];
+    lq += __shfl_xor_sync(0xffffffffu, lq, 1);
+    lq += __shfl_xor_sync(0xffffffffu, lq, 2);
+    int r = wg * 64 + ((threadIdx.x >> 5) & 3) * 16 + gid + 8 * i;
+    if (r >= P) continue;
+    ll row = qrow0 + r / G;
+    int h = g * G + r % G;
+    float inv = lq > 0.f ? 1.f / lq : 0.f;
+    tc_bf *op = o + (row * nh + h) * HD + 2 * t4;
+#pragma unroll
+    for (int c = 0; c < 16; c++) *(unsigned *)(op + c * 8) = tc_pack(oacc[4 * c + 2 * i] * inv, oacc[4 * c + 2 * i + 1] * inv);
+    if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * TC_LN2 + logf(lq) : DFL_NINF;
+  }
+}
+#endif
+#define WG_FWD_KERNEL(name, NWG, KT, NS)                                                                           \
+  extern "C" __global__ void __launch_bounds__(128 * NWG, 1) name(TC_FWD_ARGS) {                                \
+    (void)dt; (void)hd; (void)k2; (void)v2; (void)anchors; (void)keep; (void)mask; (void)N; (void)B;           \
+    WG_FWD_BODY(NWG, KT, NS)                                                                                   \
+  }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_FWD_BODY(NWG, KT, NS) wg_fwd<NWG, KT, NS>(o, lse, q, k1, v1, batch, S, nh, nkv, window, scale);
+#else
+#define WG_FWD_BODY(NWG, KT, NS) (void)o; (void)lse; (void)q; (void)k1; (void)v1; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
+#endif
+WG_FWD_KERNEL(dfl_attn_fwd_wg128, 3, 64, 4)

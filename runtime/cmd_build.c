@@ -57,11 +57,11 @@ static int write_schedule(const char *path, const dfl_graph *g) {
 }
 
 int dfl_cmd_build(int argc, char **argv) {
-  const char *spec_file = NULL, *out = NULL, *arch = "sm_90";
+  const char *spec_file = NULL, *out = NULL, *arch = "sm_90a"; /* what the runtime compiles for on sm_90 */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf("usage: dflc build SPEC.dfl -o DIR [--arch sm_90]\n"
+      printf("usage: dflc build SPEC.dfl -o DIR [--arch sm_90a]\n"
              "  Write the trainer directory: build.json, plan.yaml, schedule.txt, kernels.cu and the\n"
              "  cubin cache. `dflc train DIR` then trains the spec without compiling kernels.\n");
       return 0;
@@ -81,7 +81,7 @@ int dfl_cmd_build(int argc, char **argv) {
     }
   }
   if (!spec_file || !out) {
-    fprintf(stderr, "usage: dflc build SPEC.dfl -o DIR [--arch sm_90]\n");
+    fprintf(stderr, "usage: dflc build SPEC.dfl -o DIR [--arch sm_90a]\n");
     return 2;
   }
   dfl_spec *s = malloc(sizeof *s);

@@ -33,6 +33,7 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
+  K_ATT_FWD_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
 };
 static const char *kname[] = {
@@ -40,7 +41,8 @@ static const char *kname[] = {
   "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
-  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
+  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
+  "dfl_attn_fwd_wg128", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
@@ -82,6 +84,7 @@ struct dfl_cuda_impl {
   int nsm;
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
+  int att_wg;       /* the wgmma CAUSAL forward (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
   cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
@@ -224,7 +227,7 @@ static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, s
 ** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
 ** frozen target needs no backward). Everything else, and any case with DFL_ATTN_REF set, runs the
 ** CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
-typedef struct { int kfwd, kbq, kbkv, nw; size_t sf, sq, skv; } att_tc_t;
+typedef struct { int kfwd, kbq, kbkv, nw, wg, wgr; size_t sf, sq, skv; } att_tc_t;
 static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   const dfl_attrs *a = &op->a;
   struct dfl_cuda_impl *im = c->impl;
@@ -249,6 +252,20 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->kfwd = hd == 64 ? K_ATT_FWD_TC64 : K_ATT_FWD_TC128;
   t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
   t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
+  /* Hopper: the CAUSAL hd 128 forward by wgmma (kernels/attention.cuh, dfl_attn_fwd_wg128): 3
+  ** warpgroups of 64 rows per CTA, K/V tiles of 64 keys in 4 K and 4 V slots; t->sf is then its
+  ** shared memory (+ 1 KB to align the swizzled tiles to 1024 bytes). Only where the kernels were
+  ** built for sm_90a; DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
+  t->wg = 0; t->wgr = 0; t->sq = t->skv = 0;
+  if (im->att_wg && !dfl && !bwd && hd == 128) {
+    enum { NWG = 3, KT = 64, NSTG = 4 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg128, ...) */
+    if (G <= 64 * NWG) {
+      t->wg = K_ATT_FWD_WG128;
+      t->wgr = 64 * NWG;
+      t->sf = (size_t)NWG * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 1024;
+      return t->sf <= (size_t)im->smax;
+    }
+  }
   t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
   /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS (bf16) */
   t->sq = (2 * 128 + 4 * 32) * SR2 + (4 * 128 + 2 * 128) * 4 + 2 * 128 * (size_t)a->B * 2;
@@ -286,7 +303,10 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->smax = smax;
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
+  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_FWD_WG128], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
+  const char *wge = getenv("DFL_ATTN_WG");
+  im->att_wg = !strcmp(arch, "sm_90a") && !(wge && !strcmp(wge, "0"));
   return DFL_OK;
 }
 
@@ -444,7 +464,8 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
     int maj = 0, min = 0;
     CU(cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev));
     CU(cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev));
-    snprintf(archbuf, sizeof archbuf, "sm_%d%d", maj, min);
+    /* sm_90: the arch-specific target, so the wgmma kernels compile (their cubin runs on sm_90 only) */
+    snprintf(archbuf, sizeof archbuf, "sm_%d%d%s", maj, min, maj == 9 && min == 0 ? "a" : "");
     arch = archbuf;
   }
   /* tensor offsets: the plan's, or packed end to end */
@@ -607,6 +628,10 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {
       void *o = P(op->out[0]), *lse = P(op->out[1]);
       void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
                       &win, &scale};
+      if (tc.wg) { /* wgmma CAUSAL: wgr / G positions per CTA, a warpgroup per 64 rows */
+        int per = tc.wgr / G;
+        return launch2(c, tc.wg, (int64_t)batch * ((S + per - 1) / per), nkv, 2 * tc.wgr, tc.sf, args);
+      }
       /* 128-row CTAs: DFLASH 128 / (B G) whole blocks, CAUSAL 128 / G positions */
       int per = dfl ? 128 / (B * G) : 128 / G;
       int64_t units = (int64_t)batch * (((dfl ? N : S) + per - 1) / per);

@@ -19,7 +19,7 @@ static const char *kernels[] = {
   "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
-  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_lce_row", "dfl_lce_num",
+  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_attn_fwd_wg128", "dfl_lce_row", "dfl_lce_num",
   "dfl_opt_prep", "dfl_adamw"};
 
 static int has(const void *bin, size_t n, const char *name) {
@@ -55,6 +55,12 @@ int main(void) {
   /* another architecture (the option the backend exposes) */
   CHECK(dfl_emit_source(NULL, DFL_KF_ALL, &src, &len) == DFL_OK, "emit");
   CHECK(dfl_nvrtc_compile(src, "sm_80", "", &bin, &n, NULL) == DFL_OK, "sm_80 compile");
+  free(bin);
+  /* sm_90a, what the backend uses on sm_90 devices: the wgmma attention kernels are real there */
+  bin = NULL;
+  CHECK(dfl_nvrtc_compile(src, "sm_90a", "", &bin, &n, NULL) == DFL_OK, "sm_90a compile");
+  for (size_t k = 0; bin && k < sizeof kernels / sizeof kernels[0]; k++)
+    CHECK(has(bin, n, kernels[k]), "kernel %s missing from the sm_90a cubin", kernels[k]);
   free(bin), free(src);
   fprintf(stderr, "(an NVRTC error log follows: expected)\n");
   bin = NULL;

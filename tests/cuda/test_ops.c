@@ -572,6 +572,10 @@ int main(void) {
       case_attention_tc(1, 100, 7, 6, 20, 128, 15, 3, 3);     /* B G = 30: 4 blocks per CTA */
       case_attention_tc(0, 100, 0, 1, 0, 128, 6, 2, 0);       /* G = 3: 42 positions per CTA */
       case_attention_tc(0, 130, 0, 1, 37, 128, 10, 2, 0);     /* G = 5, window */
+      /* CAUSAL hd 128 on sm_90: the wgmma forward, up to 5 key tiles of 128 per CTA (odd and even counts),
+      ** and a window that starts the key range past 0 */
+      case_attention_tc(0, 600, 0, 1, 0, 128, 8, 2, 0);
+      case_attention_tc(0, 700, 0, 1, 300, 128, 12, 4, 0);    /* G = 3, window */
       /* the backward's geometry at head_dim 128: B G = 128 (one block per query-major CTA, two 64-row
       ** steps per block in the key-major pass), B G = 96 (32 padding rows, a half-empty second step);
       ** S not a multiple of the key-major pass's 128 keys */
