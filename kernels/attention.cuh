@@ -350,6 +350,27 @@ __device__ __forceinline__ void tc_load_kv(tc_bf *ks, tc_bf *vs, const tc_bf *k,
     tc_cp16(vs + kk * SR + d8 * 8, v + off, ok);
   }
 }
+/* K/V tile t of a unit's two key segments into double-buffer slot t & 1 ([K rows][V rows], KT
+** each, row stride HD + 8): tiles 0 .. nt0 - 1 hold context keys [lo0, hi0) of k1/v1 (rows from
+** kvrow1), the rest own-block keys [0, hi1) of k2/v2, which sit at the query rows (qrow0); keys past
+** a segment's end are zero. Each of the NTHR threads copies 16-byte pieces: keys lr + RPI i, dims
+** 8 ld8 .. 8 ld8 + 7 (lr = thread / (HD / 8), ld8 = thread % (HD / 8), kstep = RPI key rows). */
+template <int HD, int KT, int NTHR>
+__device__ __forceinline__ void tc_load_seg_tile(tc_bf *kvb, const tc_bf *k1, const tc_bf *v1, const tc_bf *k2,
+                                                 const tc_bf *v2, int t, int nt0, int lo0, int hi0, int hi1,
+                                                 ll qrow0, ll kvrow1, int nkv, int g, int lr, int ld8, ll kstep) {
+  constexpr int SR = HD + 8, RPI = NTHR / (HD / 8), NI = KT / RPI;
+  int seg = t >= nt0, k0 = seg ? (t - nt0) * KT : lo0 + t * KT, khi = seg ? hi1 : hi0;
+  ll off = (((seg ? qrow0 : kvrow1) + k0 + lr) * nkv + g) * HD + ld8 * 8;
+  const tc_bf *kg = (seg ? k2 : k1) + off, *vg = (seg ? v2 : v1) + off;
+  tc_bf *kd = kvb + (t & 1) * 2 * KT * SR + lr * SR + ld8 * 8, *vd = kd + KT * SR;
+#pragma unroll
+  for (int i = 0; i < NI; i++) {
+    int ok = k0 + lr + i * RPI < khi;
+    tc_cp16(kd + i * RPI * SR, ok ? kg + i * kstep : k1, ok);
+    tc_cp16(vd + i * RPI * SR, ok ? vg + i * kstep : v1, ok);
+  }
+}
 /* Stage the unit's query-side rows (q or dO: R rows, zero past P). */
 template <int HD>
 __device__ __forceinline__ void tc_load_rows(tc_bf *dst, const tc_bf *src, ll qrow0, int G, int g, int P, int R, int nh) {
@@ -496,21 +517,11 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     lo0 = lo < 0 ? 0 : lo; hi0 = s0 + U; hi1 = 0;
   }
   int nt0 = (hi0 - lo0 + TC_KT - 1) / TC_KT, nt = nt0 + (hi1 + TC_KT - 1) / TC_KT;
-  /* this thread's 16-byte pieces of a K/V tile: keys lr + RPI i, dims 8 ld8 .. 8 ld8 + 7 */
-  constexpr int C = HD / 8, RPI = TF_R / C, NI = TC_KT / RPI;
+  constexpr int C = HD / 8; /* tc_load_seg_tile's 16-byte pieces: keys lr + RPI i, dims 8 ld8 .. */
   const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
-  const ll kstep = (ll)RPI * nkv * HD;
+  const ll kstep = (ll)(TF_R / C) * nkv * HD;
   auto load_tile = [&](int t) {
-    int seg = t >= nt0, k0 = seg ? (t - nt0) * TC_KT : lo0 + t * TC_KT, khi = seg ? hi1 : hi0;
-    ll off = (((seg ? qrow0 : kvrow1) + k0 + lr) * nkv + g) * HD + ld8 * 8; /* own-block keys: the query rows */
-    const tc_bf *kg = (seg ? k2 : k1) + off, *vg = (seg ? v2 : v1) + off;
-    tc_bf *kd = kvb + (t & 1) * 2 * TC_KT * SR + lr * SR + ld8 * 8, *vd = kd + TC_KT * SR;
-#pragma unroll
-    for (int i = 0; i < NI; i++) {
-      int ok = k0 + lr + i * RPI < khi;
-      tc_cp16(kd + i * RPI * SR, ok ? kg + i * kstep : k1, ok);
-      tc_cp16(vd + i * RPI * SR, ok ? vg + i * kstep : v1, ok);
-    }
+    tc_load_seg_tile<HD, TC_KT, TF_R>(kvb, k1, v1, k2, v2, t, nt0, lo0, hi0, hi1, qrow0, kvrow1, nkv, g, lr, ld8, kstep);
   };
   tc_load_rows<HD>(qs, q, qrow0, G, g, P, R, nh);
   if (nt > 0) load_tile(0);
@@ -742,21 +753,11 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   }
   if (lo0 > hi0) lo0 = hi0;
   const int nt0 = (hi0 - lo0 + KT - 1) / KT, nt = nt0 + (hi1 + KT - 1) / KT;
-  /* this thread's 16-byte pieces of a K/V tile: keys lr + RPI i, dims 8 ld8 .. 8 ld8 + 7 */
-  constexpr int C = HD / 8, RPI = 128 / C, NI = KT / RPI;
+  constexpr int C = HD / 8; /* tc_load_seg_tile's 16-byte pieces: keys lr + RPI i, dims 8 ld8 .. */
   const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
-  const ll kstep = (ll)RPI * nkv * HD;
+  const ll kstep = (ll)(128 / C) * nkv * HD;
   auto load_tile = [&](int t) {
-    int seg = t >= nt0, k0 = seg ? (t - nt0) * KT : lo0 + t * KT, khi = seg ? hi1 : hi0;
-    ll off = (((seg ? qrow0 : kvrow1) + k0 + lr) * nkv + g) * HD + ld8 * 8; /* own-block keys: the query rows */
-    const tc_bf *kg = (seg ? k2 : k1) + off, *vg = (seg ? v2 : v1) + off;
-    tc_bf *kd = kvb + (t & 1) * 2 * KT * SR + lr * SR + ld8 * 8, *vd = kd + KT * SR;
-#pragma unroll
-    for (int i = 0; i < NI; i++) {
-      int ok = k0 + lr + i * RPI < khi;
-      tc_cp16(kd + i * RPI * SR, ok ? kg + i * kstep : k1, ok);
-      tc_cp16(vd + i * RPI * SR, ok ? vg + i * kstep : v1, ok);
-    }
+    tc_load_seg_tile<HD, KT, 128>(kvb, k1, v1, k2, v2, t, nt0, lo0, hi0, hi1, qrow0, kvrow1, nkv, g, lr, ld8, kstep);
   };
   tc_load_rows<HD>(qs, q, qrow0, G, g, P, R, nh);
   tc_load_rows<HD>(dos, dout, qrow0, G, g, P, R, nh);
