@@ -3,7 +3,8 @@
 # xz-compressed dflc_gpu, cuda_ops, cuda_step, test_train_cuda and cuda_init built on the build machine (strip, xz);
 # it runs the CUDA checks (cuda_ops, the fixtures on the GPU, cuda_step, test_train_cuda, cuda_init), then the
 # attention benchmark (if carried), the 8B bench and, with RUN27=1, the 27B drafter-alone bench, each with the per-op profile (--ops);
-# with CMP_OVERLAP=1 also the 8B bench with DFL_NO_OVERLAP=1 (the optimizer after its own step: the overlap's before/after).
+# with CMP_OVERLAP=1 also the 8B bench with DFL_NO_OVERLAP=1 (the optimizer after its own step: the overlap's before/after);
+# with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (e.g. DFL_ATTN_WG=0: the old causal kernel).
 # Serial: nothing overlaps a bench. Logs go to $OUT (the device tool's output folder).
 set -o pipefail   # "rc" below is the program's status, not tail's
 cd "$(dirname "$0")/.."
@@ -23,7 +24,11 @@ done; done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; ti
 [ -x /tmp/bench_attention ] && ( DFL_SEED=12345 timeout 90 /tmp/bench_attention 10; echo "rc $?" ) > $OUT/attention.log 2>&1; ts attention
 ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 --ops --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
 [ -n "${CMP_OVERLAP:-}" ] && ( DFL_NO_OVERLAP=1 timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20; echo "bench rc $?" ) > $OUT/bench8b_nooverlap.log 2>&1 && ts bench8b_nooverlap
+# CMP_ENV="A=1 B=2": the 8B bench again once per assignment, same binary (a before/after in one call)
+for v in ${CMP_ENV:-}; do echo "== $v"; env "$v" timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 2>&1 |
+  grep -E "steps:|step time|^  (target forward|loss) |rc|error"; done > $OUT/extra.log 2>&1
 [ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 --ops; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
 grep -E "FAIL|PASS|passed|failed|rc " $OUT/cuda_ops.log | tail -5; grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; cat $OUT/checks.log | grep -E "PASS|FAIL|rc" ; cat $OUT/times.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi
+[ -n "${CMP_ENV:-}" ] && cat $OUT/extra.log
