@@ -36,19 +36,20 @@
 ** (6); fused the epilogue reads r and writes u (4): 4 bytes and one launch saved per add.
 ** examples/qwen3-8b.dfl: 68 of 68 target-forward ADDs, 10 of 10 drafter-forward, 34 of 48
 ** backward into GEMMs and 9 more into RMSNORM_BWD; the 5 left sum the two 128-element gradients of
-** each layer's k-norm weight (its norm runs over context and noise keys). H200, ops timed alone (bench --ops): the ADD kernels' 3.97 ms per step become 0.73 ms
-** more GEMM time plus 0.48 ms for the 14 ADDs then left; the step 250.1 -> 247.8 ms (same binary with
-** and without this rewrite).
+** each layer's k-norm weight (its norm runs over context and noise keys). H200, ops timed alone
+** (bench --ops): the ADD kernels' 3.97 ms per step became 0.73 ms more GEMM time plus 0.48 ms for
+** the 14 ADDs then left (the step 250.1 -> 247.8 ms, same binary with and without the GEMM form);
+** the RMSNORM_BWD form took those to 0.03 ms for +0.2 ms of norm backward.
 **
 ** Legal when: t is an activation written by that MATMUL (RMSNORM_BWD: as its dx) alone and read
-** by that ADD alone (once); the MATMUL has no third input yet (beta 0; RMSNORM_BWD: no fifth); both ops are in the same phase; t, r and u have the
-** same shape and the same dtype (no broadcasting, no conversion); r is neither t nor an input of
-** the producer, and u is none of its inputs, r, or (RMSNORM_BWD) its dw (the producer never writes
-** an operand: the out-of-place form only); and no op
-** between the two reads or writes u, or writes r (the add moves up to the MATMUL's place, so r must
-** already hold its value there, and u is written earlier than before). The planner never lets u
-** share r's bytes (neither MATMUL nor RMSNORM_BWD is an in-place op; plan.c), so C and D never
-** overlap.
+** by that ADD alone (once); the MATMUL has no third input yet (beta 0; RMSNORM_BWD: no fifth);
+** both ops are in the same phase; t, r and u have the same shape and the same dtype (no
+** broadcasting, no conversion); r is neither t nor an input of the producer, and u is none of its
+** inputs, r, or (RMSNORM_BWD) its dw (the producer never writes an operand: the out-of-place form
+** only); and no op between the two reads or writes u, or writes r (the add moves up to the
+** producer's place, so r must already hold its value there, and u is written earlier than
+** before). The planner never lets u share r's bytes (neither MATMUL nor RMSNORM_BWD is an
+** in-place op; plan.c), so C and D never overlap.
 **
 ** Numerics: f32 graphs change only in the order of the additions (the GEMM adds r into its f32
 ** result; a BLAS blocking over K may add r before the last K-panel). bf16 graphs are rounded once

@@ -259,11 +259,12 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->wg = 0; t->wgr = 0; t->sq = t->skv = 0;
   if (im->att_wg && !dfl && !bwd && hd == 128) {
     enum { NWG = 3, KT = 64, NSTG = 4 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg128, ...) */
-    if (G <= 64 * NWG) {
+    size_t sf = (size_t)NWG * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 1024;
+    if (G <= 64 * NWG && sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
       t->wg = K_ATT_FWD_WG128;
       t->wgr = 64 * NWG;
-      t->sf = (size_t)NWG * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 1024;
-      return t->sf <= (size_t)im->smax;
+      t->sf = sf;
+      return 1;
     }
   }
   t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
