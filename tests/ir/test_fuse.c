@@ -52,6 +52,17 @@ static int count(const dfl_graph *g, dfl_opcode c, int beta) {
 }
 
 /* The same random weights (loss weights positive) in both backends of a pair of graphs. */
+/* Tensor i after the same runs of the unfused (c[0]) and fused (c[1]) graph, whose tensor tables
+** are identical: the largest difference relative to the tensor's largest value must stay <= 1e-5. */
+static void same_f32(dfl_cpu c[2], const dfl_graph *g, int i, const char *what) {
+  double *x = get_all(&c[0], i), *y = get_all(&c[1], i), worst = 0, mag = 0;
+  int64_t k = dfl_tensor_numel(&g->t[i]);
+  for (int64_t e = 0; e < k; e++) mag = fmax(mag, fabs(x[e]));
+  for (int64_t e = 0; e < k; e++) worst = fmax(worst, fabs(x[e] - y[e]) / (mag + 1e-30));
+  if (worst > 1e-5) { fprintf(stderr, "FAIL %s: %s differs by %.3e (relative to its max)\n", what, g->t[i].name, worst); fails++; }
+  free(x), free(y);
+}
+
 static void same_weights(dfl_cpu c[2], dfl_graph g[2], net n[2], int R) {
   int fill_t[5] = {n[0].emb, n[0].wn, n[0].w1, n[0].w2, n[0].wt};
   for (int i = 0; i < 5; i++) {
@@ -277,13 +288,8 @@ static void case_add_train(int R, int D, int V) {
     if ((!dfl_tensor_is_persistent(&g[0].t[i]) && i != n[0].h && i != n[0].h2 && i != n[0].num) ||
         g[0].t[i].dtype != DFL_F32)
       continue;
-    double *x = get_all(&c[0], i), *y = get_all(&c[1], i), worst = 0, mag = 0;
-    int64_t k = dfl_tensor_numel(&g[0].t[i]);
-    for (int64_t e = 0; e < k; e++) mag = fmax(mag, fabs(x[e]));
-    for (int64_t e = 0; e < k; e++) worst = fmax(worst, fabs(x[e] - y[e]) / (mag + 1e-30));
-    if (worst > 1e-5) { fprintf(stderr, "FAIL fused add: %s differs by %.3e (relative to its max)\n", g[0].t[i].name, worst); fails++; }
+    same_f32(c, &g[0], i, "fused add");
     ncmp++;
-    free(x), free(y);
   }
   CHECK(ncmp > 20);
   CHECK(dfl_cpu_f32(&c[1], n[1].num)[0] != 0 && dfl_cpu_f32(&c[1], n[1].h2)[0] != 0);
@@ -558,13 +564,8 @@ int main(void) {
   int ncmp = 0;
   for (int i = 0; i < g[0].nt; i++) {
     if (!dfl_tensor_is_persistent(&g[0].t[i]) || g[0].t[i].dtype != DFL_F32) continue;
-    double *x = get_all(&c[0], i), *y = get_all(&c[1], i), worst = 0, mag = 0;
-    int64_t k = dfl_tensor_numel(&g[0].t[i]);
-    for (int64_t e = 0; e < k; e++) mag = fmax(mag, fabs(x[e]));
-    for (int64_t e = 0; e < k; e++) worst = fmax(worst, fabs(x[e] - y[e]) / (mag + 1e-30));
-    if (worst > 1e-5) { fprintf(stderr, "FAIL fused: %s differs by %.3e (relative to its max)\n", g[0].t[i].name, worst); fails++; }
+    same_f32(c, &g[0], i, "fused");
     ncmp++;
-    free(x), free(y);
   }
   CHECK(ncmp > 8);
   CHECK(dfl_cpu_f32(&c[1], n[1].w1)[0] != 0);
