@@ -142,6 +142,20 @@ int dfl_fuse(dfl_graph *g) {
   return fused;
 }
 
+/* Does an op strictly between i and j write t (or, with reads, read it)? Ops already fused away
+** (drop) are skipped: their effects sit at their producer's place. */
+static int touched_between(const dfl_graph *g, const int *drop, int i, int j, int t, int reads) {
+  for (int k = i + 1; k < j; k++) {
+    if (drop[k]) continue;
+    const dfl_op *o = &g->ops[k];
+    for (int q = 0; reads && q < o->n_in; q++)
+      if (o->in[q] == t) return 1;
+    for (int q = 0; q < o->n_out; q++)
+      if (o->out[q] == t) return 1;
+  }
+  return 0;
+}
+
 /* Is the pair MATMUL (or RMSNORM_BWD) g->ops[i] -> t ; ADD g->ops[j] (reading t and r, writing u)
 ** fusable? */
 static int add_pair_ok(const dfl_graph *g, const int *drop, int i, int j, int t, int r, int u) {
@@ -155,15 +169,8 @@ static int add_pair_ok(const dfl_graph *g, const int *drop, int i, int j, int t,
   for (int k = 0; k < mm->n_in; k++) /* the producer never writes an operand, nor reads r twice */
     if (r == mm->in[k] || u == mm->in[k]) return 0;
   if (norm && (r == mm->out[1] || u == mm->out[1])) return 0;
-  for (int k = i + 1; k < j; k++) { /* the add moves from j up to i */
-    if (drop[k]) continue;      /* an earlier fused ADD: its effects are at its MATMUL's place */
-    const dfl_op *o = &g->ops[k];
-    for (int q = 0; q < o->n_in; q++)
-      if (o->in[q] == u) return 0;
-    for (int q = 0; q < o->n_out; q++)
-      if (o->out[q] == u || o->out[q] == r) return 0;
-  }
-  return 1;
+  /* the add moves from j up to i */
+  return !touched_between(g, drop, i, j, u, 1) && !touched_between(g, drop, i, j, r, 0);
 }
 
 int dfl_fuse_add(dfl_graph *g) {
@@ -280,12 +287,8 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
     if (rs < 0 || rs >= nt || readers[rs] != 0 || x == y || w == y) continue;
     dfl_dtype md = g->t[y].dtype;
     if (md != DFL_F32 && md != DFL_BF16 && md != DFL_F16) continue;
-    int touched = 0; /* the norm moves from i down to j: x and w must keep their values */
-    for (int k = i + 1; k < j && !touched; k++) {
-      if (drop[k]) continue;
-      for (int q = 0; q < g->ops[k].n_out; q++) touched |= g->ops[k].out[q] == x || g->ops[k].out[q] == w;
-    }
-    if (touched) continue;
+    /* the norm moves from i down to j: x and w must keep their values */
+    if (touched_between(g, drop, i, j, x, 0) || touched_between(g, drop, i, j, w, 0)) continue;
     ro->in[0] = x;
     ro->in[2] = w;
     ro->n_in = 3;
