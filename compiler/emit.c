@@ -64,6 +64,8 @@ static int op_family(dfl_opcode c, const char **kernels) {
   case DFL_OP_OPT_PREP: f = DFL_KF_OPTIM; k = "dfl_opt_prep"; break;
   case DFL_OP_ADAMW: f = DFL_KF_OPTIM; k = "dfl_adamw_mt dfl_adamw"; break;
   case DFL_OP_COPY: k = "dfl_copy"; break;
+  case DFL_OP_QUANT_F8: k = "dfl_quant_f8"; break;
+  case DFL_OP_MATMUL_F8: f = -1; k = "cublasLtMatmul"; break;
   default: f = -1; k = "?"; break;
   }
   if (kernels) *kernels = k;

@@ -160,7 +160,8 @@ static int touched_between(const dfl_graph *g, const int *drop, int i, int j, in
 ** fusable? */
 static int add_pair_ok(const dfl_graph *g, const int *drop, int i, int j, int t, int r, int u) {
   const dfl_op *mm = &g->ops[i], *ad = &g->ops[j];
-  int gemm = mm->code == DFL_OP_MATMUL && mm->n_in == 2 && mm->a.beta == 0 && mm->n_out == 1;
+  int gemm = ((mm->code == DFL_OP_MATMUL && mm->n_in == 2) || (mm->code == DFL_OP_MATMUL_F8 && mm->n_in == 4)) &&
+             mm->a.beta == 0 && mm->n_out == 1;
   int norm = mm->code == DFL_OP_RMSNORM_BWD && mm->n_in == 4 && mm->n_out == 2;
   if (!(gemm || norm) || mm->out[0] != t || mm->phase != ad->phase) return 0;
   const dfl_tensor *tt = &g->t[t], *tr = &g->t[r], *tu = &g->t[u];
@@ -196,9 +197,8 @@ int dfl_fuse_add(dfl_graph *g) {
       if (i < 0 || i >= j || drop[i] || tt->kind != DFL_T_ACT || readers[t] != 1 || writers[t] != 1) continue;
       if (!add_pair_ok(g, drop, i, j, t, r, u)) continue;
       dfl_op *mm = &g->ops[i];
-      if (mm->code == DFL_OP_MATMUL) {
-        mm->in[2] = r;
-        mm->n_in = 3;
+      if (mm->code == DFL_OP_MATMUL || mm->code == DFL_OP_MATMUL_F8) {
+        mm->in[mm->n_in++] = r;
         mm->a.beta = 1;
       } else {
         mm->in[4] = r;

@@ -100,6 +100,7 @@ size_t dfl_dtype_size(dfl_dtype dt) {
   case DFL_F64: return 8;
   case DFL_I32: return 4;
   case DFL_I64: return 8;
+  case DFL_F8E4M3: return 1;
   default: return 0;
   }
 }
@@ -107,7 +108,7 @@ size_t dfl_dtype_size(dfl_dtype dt) {
 int64_t dfl_tensor_bytes(const dfl_tensor *t) { return dfl_tensor_numel(t) * (int64_t)dfl_dtype_size(t->dtype); }
 
 const char *dfl_dtype_name(dfl_dtype dt) {
-  static const char *n[] = {"f32", "bf16", "f16", "f64", "i32", "i64"};
+  static const char *n[] = {"f32", "bf16", "f16", "f64", "i32", "i64", "f8e4m3"};
   return (unsigned)dt < DFL_DTYPE_COUNT ? n[dt] : "?";
 }
 
@@ -115,7 +116,8 @@ const char *dfl_opcode_name(dfl_opcode c) {
   static const char *n[] = {
       "iota_mod", "dflash_blocks", "gather", "matmul", "add", "rmsnorm", "rope", "attention",
       "swiglu", "linear_ce", "scatter_add", "rmsnorm_bwd", "attention_bwd", "swiglu_bwd", "scale",
-      "sum", "dflash_metrics", "accum", "sumsq_acc", "opt_prep", "adamw", "copy", "concat_cols", "fill"};
+      "sum", "dflash_metrics", "accum", "sumsq_acc", "opt_prep", "adamw", "copy", "concat_cols", "fill",
+      "quant_f8", "matmul_f8"};
   _Static_assert(sizeof n / sizeof n[0] == DFL_OP_COUNT, "opcode names out of sync with graph.h");
   return (unsigned)c < DFL_OP_COUNT ? n[c] : "?";
 }
@@ -476,6 +478,33 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     need_io(v, 0, 1);
     need_float_out(v, 0);
     break;
+  case DFL_OP_QUANT_F8:
+    need_io(v, 1, 2);
+    need_float_in(v, 0), need_2d_in(v, 0);
+    need_same_shape_out(v, 0, 0);
+    if (TO(v, 0)->dtype != DFL_F8E4M3) vfail(v, "output 0 must be f8e4m3");
+    if (TO(v, 1)->dtype != DFL_F32) vfail(v, "output 1 (the row scales) must be f32");
+    need_numel_out(v, 1, rows(TI(v, 0)));
+    break;
+  case DFL_OP_MATMUL_F8: {
+    need_io(v, a->beta != 0 ? 5 : 4, 1);
+    for (int i = 0; i < 2; i++)
+      if (TI(v, i)->dtype != DFL_F8E4M3 || TI(v, i)->ndim != 2) vfail(v, "input %d must be a 2-D f8e4m3 tensor", i);
+    for (int i = 2; i < 4; i++)
+      if (TI(v, i)->dtype != DFL_F32) vfail(v, "input %d (scales) must be f32", i);
+    need_float_out(v, 0);
+    const dfl_tensor *X = TI(v, 0), *W = TI(v, 1), *Y = TO(v, 0);
+    if (X->shape[1] != W->shape[1]) vfail(v, "inner dimensions differ (%lld vs %lld)", (long long)X->shape[1], (long long)W->shape[1]);
+    need_numel_in(v, 2, X->shape[0]), need_numel_in(v, 3, W->shape[0]);
+    if (Y->ndim != 2 || Y->shape[0] != X->shape[0] || Y->shape[1] != W->shape[0])
+      vfail(v, "output must be [%lld,%lld]", (long long)X->shape[0], (long long)W->shape[0]);
+    if (a->beta != 0) {
+      if (a->beta != 1) vfail(v, "beta must be 0 or 1 (addend)");
+      if (TI(v, 4)->dtype != Y->dtype || v->out[0] == v->in[4]) vfail(v, "the addend must have the output's dtype, and not be the output");
+      need_same_shape_out(v, 0, 4);
+    }
+    break;
+  }
   default: vfail(v, "unknown opcode %d", (int)v->code);
   }
 }
@@ -549,6 +578,25 @@ int dfl_matmul(dfl_graph *g, int a, int b, int trans_a, int trans_b, dfl_dtype d
 
 int dfl_linear(dfl_graph *g, int x, int w, dfl_dtype dt, const char *name) { return dfl_matmul(g, x, w, 0, 1, dt, name); }
 
+int dfl_quant_f8(dfl_graph *g, int x, int *scale, const char *name) {
+  const dfl_tensor *X = &g->t[x];
+  char nm[DFL_NAME_MAX];
+  int q = dfl_tensor_2d(g, name, DFL_F8E4M3, DFL_T_ACT, X->shape[0], X->shape[1]);
+  derived_name(nm, sizeof nm, name, ".scale");
+  int s = dfl_tensor_1d(g, nm, DFL_F32, DFL_T_ACT, g->t[x].shape[0]);
+  int out[2] = {q, s};
+  dfl_op_add(g, DFL_OP_QUANT_F8, &x, 1, out, 2, NULL);
+  *scale = s;
+  return q;
+}
+
+int dfl_linear_f8(dfl_graph *g, int x8, int sx, int w8, int sw, dfl_dtype dt, const char *name) {
+  int y = dfl_tensor_2d(g, name, dt, DFL_T_ACT, g->t[x8].shape[0], g->t[w8].shape[0]);
+  int in[4] = {x8, w8, sx, sw};
+  dfl_op_add(g, DFL_OP_MATMUL_F8, in, 4, &y, 1, NULL);
+  return y;
+}
+
 int dfl_add(dfl_graph *g, int x, int y, const char *name) {
   dfl_tensor *X = &g->t[x];
   int o = dfl_tensor_new(g, name, X->dtype, DFL_T_ACT, X->ndim, X->shape);
@@ -621,6 +669,7 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
     double K = (double)(a->trans_a ? A->shape[0] : A->shape[1]);
     return 2.0 * n0 * K;
   }
+  case DFL_OP_MATMUL_F8: return 2.0 * n0 * (double)g->t[op->in[0]].shape[1];
   case DFL_OP_ATTENTION: /* QK^T and PV */
     return 4.0 * attn_pairs(a) * a->heads * a->head_dim;
   case DFL_OP_ATTENTION_BWD: /* recomputed QK^T, dV, dP, dQ, dK */

@@ -23,7 +23,8 @@
 #include <stdio.h>
 #include <stdint.h>
 
-typedef enum { DFL_F32 = 0, DFL_BF16, DFL_F16, DFL_F64, DFL_I32, DFL_I64, DFL_DTYPE_COUNT } dfl_dtype;
+/* F8E4M3: FP8 E4M3 ("fn": max 448, no inf), only as the operands of MATMUL_F8 (runtime/fp8.h). */
+typedef enum { DFL_F32 = 0, DFL_BF16, DFL_F16, DFL_F64, DFL_I32, DFL_I64, DFL_F8E4M3, DFL_DTYPE_COUNT } dfl_dtype;
 
 typedef enum {
   DFL_T_INPUT = 0, /* per-step data the host writes before the step (ids, masks, features, anchors) */
@@ -126,6 +127,12 @@ typedef enum {
                           out[r, off_i + c] = x_i[r, c], off_i = C_1 + .. + C_(i-1). Used for
                           the tapped target features, which are frozen: no backward needed. */
   DFL_OP_FILL,         /* no input -> out = a.alpha everywhere (autodiff's seed and broadcasts) */
+  /* --- FP8 frozen target (target `quantize = fp8`, docs/fp8.md); no backward --- */
+  DFL_OP_QUANT_F8,     /* in: x[R,C] float -> out q[R,C] f8e4m3, s[R] f32: per row, s = amax / 448 and
+                          q = e4m3(x * (448 / amax)), round to nearest even (runtime/fp8.h) */
+  DFL_OP_MATMUL_F8,    /* in: x[M,K] f8, w[N,K] f8, sx[M] f32, sw[N] f32 -> out y[M,N] float:
+                          y = (x w^T) * sx (rows) * sw (columns), accumulated in f32.
+                          Addend form (a.beta = 1, dfl_fuse_add): in: ..., r -> y = ... + r. */
   DFL_OP_COUNT
 } dfl_opcode;
 
@@ -229,6 +236,9 @@ int dfl_tensor_find(const dfl_graph *g, const char *name); /* -1 if none */
 ** activation dtype is `dt` (bf16 or f32). Return the output id (first output). */
 int dfl_matmul(dfl_graph *g, int a, int b, int trans_a, int trans_b, dfl_dtype dt, const char *name);
 int dfl_linear(dfl_graph *g, int x, int w, dfl_dtype dt, const char *name); /* x W^T */
+/* FP8: q8 = quantized x (QUANT_F8, its scales in *scale), then y = MATMUL_F8(q8, w8, scale, ws). */
+int dfl_quant_f8(dfl_graph *g, int x, int *scale, const char *name);
+int dfl_linear_f8(dfl_graph *g, int x8, int sx, int w8, int sw, dfl_dtype dt, const char *name);
 int dfl_add(dfl_graph *g, int x, int y, const char *name);
 int dfl_rmsnorm(dfl_graph *g, int x, int w, int group, double eps, const char *name);
 int dfl_rope(dfl_graph *g, int x, int pos, int heads, int head_dim, double theta, const char *name);

@@ -20,7 +20,7 @@
 #include "compiler/plan.h"
 #include "compiler/spec.h"
 
-static const size_t dtype_bytes[DFL_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8};
+static const size_t dtype_bytes[DFL_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1};
 
 size_t dfl_plan_dtype_elem(const dfl_tensor *t, void *ctx) {
   (void)ctx;

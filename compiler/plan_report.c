@@ -111,6 +111,7 @@ void dfl_plan_print(FILE *f, const dfl_plan_dev *d) {
     const dfl_op *op = &g->ops[i];
     if (op->code == DFL_OP_MATMUL && g->t[op->out[0]].kind == DFL_T_GRAD) acc++; /* adding or, accum 1, writing */
     if (op->code == DFL_OP_MATMUL && op->n_in == 3 && op->a.beta != 0 && op->in[2] != op->out[0]) addend++;
+    if (op->code == DFL_OP_MATMUL_F8 && op->n_in == 5) addend++;
     if (op->code == DFL_OP_RMSNORM_BWD && op->n_in == 5) nadd++;
     if (op->code == DFL_OP_ROPE && op->n_in == 3) nrope++;
     if (op->code == DFL_OP_ADAMW && op->a.keep_grad) kept++;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "runtime/data.h"
+#include "runtime/fp8.h"
 
 int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen) {
   const dfl_tensor *tt = &c->g->t[t];
@@ -38,13 +39,48 @@ int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e,
   return rc;
 }
 
+int dfl_weights_fp8_weight_of(const dfl_graph *g, int t) {
+  const dfl_tensor *tt = &g->t[t];
+  size_t n = strlen(tt->name);
+  if (tt->dtype != DFL_F32 || tt->kind != DFL_T_FROZEN || n < 7 || strcmp(tt->name + n - 6, "_scale")) return -1;
+  char w[DFL_NAME_MAX];
+  memcpy(w, tt->name, n - 6);
+  w[n - 6] = 0;
+  int wi = dfl_tensor_find(g, w);
+  return wi >= 0 && g->t[wi].dtype == DFL_F8E4M3 && g->t[wi].ndim == 2 && g->t[wi].shape[0] == dfl_tensor_numel(tt) ? wi : -1;
+}
+
+/* Each f8e4m3 weight holds its checkpoint (or random) values: quantize it per row in place
+** (runtime/fp8.h), its scales into its "_scale" partner. */
+static void quantize_fp8(dfl_cpu *c, unsigned kind_mask) {
+  const dfl_graph *g = c->g;
+  for (int s = 0; s < g->nt; s++) {
+    int w = dfl_weights_fp8_weight_of(g, s);
+    if (w < 0 || !(kind_mask & DFL_KIND_BIT(g->t[w].kind))) continue;
+    int64_t R = g->t[w].shape[0], C = g->t[w].shape[1];
+    for (int64_t r = 0; r < R; r++) {
+      if (!c->f64) { /* in place: the row's amax is taken before any value is rewritten */
+        float *x = dfl_cpu_f32(c, w) + r * C;
+        dfl_cpu_f32(c, s)[r] = dfl_fp8_quant_row(x, C, NULL, x);
+        continue;
+      }
+      double *x = dfl_cpu_f64(c, w) + r * C; /* the same on f32 values of the f64 storage */
+      float amax = 0.0f;
+      for (int64_t i = 0; i < C; i++) amax = fmaxf(amax, fabsf((float)x[i]));
+      float inv = dfl_fp8_row_inv(amax);
+      for (int64_t i = 0; i < C; i++) x[i] = dfl_e4m3_to_f32(dfl_f32_to_e4m3((float)x[i] * inv));
+      dfl_cpu_f64(c, s)[r] = dfl_fp8_row_scale(amax);
+    }
+  }
+}
+
 int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
                      char *err, size_t errlen) {
   const dfl_graph *g = c->g;
   char name[DFL_NAME_MAX + 64];
   for (int t = 0; t < g->nt; t++) {
     const dfl_tensor *tt = &g->t[t];
-    if (!(kind_mask & DFL_KIND_BIT(tt->kind))) continue;
+    if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue; /* scales: derived */
     snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", tt->name);
     const dfl_st_entry *e = NULL;
     int rc;
@@ -62,6 +98,7 @@ int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const cha
     rc = dfl_weights_read(c, t, st, e, err, errlen);
     if (rc != DFL_OK) return rc;
   }
+  quantize_fp8(c, kind_mask);
   return DFL_OK;
 }
 
@@ -134,6 +171,7 @@ void dfl_weights_init(dfl_cpu *c, unsigned kind_mask, uint64_t seed, double std)
     if (pthread_create(&th[started], NULL, init_worker, &j)) break;
   init_worker(&j);
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  quantize_fp8(c, kind_mask);
 }
 
 int dfl_weights_bind(dfl_cpu *c, const dfl_spec *s, char *err, size_t errlen) {

@@ -29,6 +29,11 @@ int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const cha
 int dfl_weights_load_path(dfl_cpu *c, const char *path, unsigned kind_mask, const char *prefix,
                           char *err, size_t errlen);
 
+/* quantize = fp8: the f8e4m3 weight whose per-row scales the FROZEN f32 tensor t ("<weight>_scale")
+** holds, or -1. Such scales are derived when the weight is loaded or drawn (dfl_weights_load,
+** dfl_weights_init quantize every f8e4m3 weight in place), never read from a checkpoint. */
+int dfl_weights_fp8_weight_of(const dfl_graph *g, int t);
+
 /* Load one graph tensor t from the safetensors entry e (after checking the element count). */
 int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen);
 

@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_float(dfl_dtype d) { return d == DFL_F32 || d == DFL_BF16 || d == DFL_F16 || d == DFL_F64; }
+/* f8e4m3 is stored as its values, like bf16: the oracle computes on exactly what the GPU stores. */
+static int is_float(dfl_dtype d) {
+  return d == DFL_F32 || d == DFL_BF16 || d == DFL_F16 || d == DFL_F64 || d == DFL_F8E4M3;
+}
 
 size_t dfl_cpu_elem_size(const dfl_tensor *t, int f64) { return is_float(t->dtype) ? (f64 ? 8 : 4) : 4; }
 
