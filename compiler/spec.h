@@ -75,6 +75,8 @@ typedef struct dfl_spec {
   int taps[DFL_MAX_TAPS];           /* target_layer_ids: hidden state taps[i]+1 is tapped */
   int n_taps;
   dfl_precision target_dtype;       /* weights/activations of the frozen target (default bf16) */
+  int target_fp8;                   /* quantize = fp8: the target's linear layers in FP8 E4M3 with
+                                    ** per-row scales, quantized at load (docs/fp8.md) */
 
   /* drafter: hidden and vocab always equal the target's */
   dfl_arch drafter;

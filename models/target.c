@@ -6,6 +6,8 @@
 **              rope(q), rope(k) at positions 0..S-1 of each sequence; causal GQA attention;
 **              h += a Wo^T; h += down(silu(p Wg^T) * (p Wu^T)), p = rmsnorm(h)
 **   hidden i+1 = output of layer i (before any final norm); logits = rmsnorm(h) W_lm^T
+** With `quantize = fp8` the seven projections of each layer are FP8 GEMMs: each input quantized
+** per row (QUANT_F8, once for q/k/v and once for gate/up), the weights per output row at load.
 */
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +27,29 @@ static int frozen1(dfl_graph *g, dfl_dtype dt, int64_t n, const char *fmt, int l
   char name[DFL_NAME_MAX];
   snprintf(name, sizeof name, fmt, layer);
   return dfl_tensor_1d(g, name, dt, DFL_T_FROZEN, n);
+}
+
+/* A linear layer's frozen weight [r, c]: bf16/f32, or (quantize = fp8) f8e4m3 plus its per-row
+** scales "<name>_scale" [r] f32, which the loader derives from the checkpoint's weight. */
+static int frozen_w(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer,
+                    int *scale) {
+  int w = frozen2(g, s->target_fp8 ? DFL_F8E4M3 : dt, r, c, fmt, layer);
+  *scale = -1;
+  if (s->target_fp8) {
+    char name[DFL_NAME_MAX + 8];
+    snprintf(name, sizeof name, "%s_scale", g->t[w].name);
+    *scale = dfl_tensor_1d(g, name, DFL_F32, DFL_T_FROZEN, r);
+  }
+  return w;
+}
+
+/* y = x W^T; in FP8, x is (x8, sx), quantized once per input by dfl_quant_f8. */
+static int lin(dfl_graph *g, int x, int sx, int w, int sw, dfl_dtype dt, const char *name) {
+  return sw < 0 ? dfl_linear(g, x, w, dt, name) : dfl_linear_f8(g, x, sx, w, sw, dt, name);
+}
+static int quant(dfl_graph *g, const dfl_spec *s, int x, int *sx, const char *name) {
+  *sx = -1;
+  return s->target_fp8 ? dfl_quant_f8(g, x, sx, name) : x;
 }
 
 int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids, int all_hidden,
@@ -75,20 +100,22 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
     snprintf(label, sizeof label, "target.layers.%d", l);
     g->cur_label = label;
     int w_in = frozen1(g, dt, H, "model.layers.%d.input_layernorm.weight", l);
-    int wq = frozen2(g, dt, (int64_t)nh * hd, H, "model.layers.%d.self_attn.q_proj.weight", l);
-    int wk = frozen2(g, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.k_proj.weight", l);
-    int wv = frozen2(g, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.v_proj.weight", l);
-    int wo = frozen2(g, dt, H, (int64_t)nh * hd, "model.layers.%d.self_attn.o_proj.weight", l);
+    int sq, sk, sv, so, sg, su, sd, xs; /* FP8 scales of the weights, and of the current input */
+    int wq = frozen_w(g, s, dt, (int64_t)nh * hd, H, "model.layers.%d.self_attn.q_proj.weight", l, &sq);
+    int wk = frozen_w(g, s, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.k_proj.weight", l, &sk);
+    int wv = frozen_w(g, s, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.v_proj.weight", l, &sv);
+    int wo = frozen_w(g, s, dt, H, (int64_t)nh * hd, "model.layers.%d.self_attn.o_proj.weight", l, &so);
     int w_post = frozen1(g, dt, H, "model.layers.%d.post_attention_layernorm.weight", l);
-    int wg = frozen2(g, dt, a->intermediate, H, "model.layers.%d.mlp.gate_proj.weight", l);
-    int wu = frozen2(g, dt, a->intermediate, H, "model.layers.%d.mlp.up_proj.weight", l);
-    int wd = frozen2(g, dt, H, a->intermediate, "model.layers.%d.mlp.down_proj.weight", l);
+    int wg = frozen_w(g, s, dt, a->intermediate, H, "model.layers.%d.mlp.gate_proj.weight", l, &sg);
+    int wu = frozen_w(g, s, dt, a->intermediate, H, "model.layers.%d.mlp.up_proj.weight", l, &su);
+    int wd = frozen_w(g, s, dt, H, a->intermediate, "model.layers.%d.mlp.down_proj.weight", l, &sd);
 
 #define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
     int u = dfl_rmsnorm(g, h, w_in, H, a->rms_eps, NM("u"));
-    int q = dfl_linear(g, u, wq, dt, NM("q"));
-    int k = dfl_linear(g, u, wk, dt, NM("k"));
-    int v = dfl_linear(g, u, wv, dt, NM("v"));
+    int ux = quant(g, s, u, &xs, NM("u8"));
+    int q = lin(g, ux, xs, wq, sq, dt, NM("q"));
+    int k = lin(g, ux, xs, wk, sk, dt, NM("k"));
+    int v = lin(g, ux, xs, wv, sv, dt, NM("v"));
     if (a->qk_norm) {
       int wqn = frozen1(g, dt, hd, "model.layers.%d.self_attn.q_norm.weight", l);
       int wkn = frozen1(g, dt, hd, "model.layers.%d.self_attn.k_norm.weight", l);
@@ -110,13 +137,16 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
     int ain[3] = {q, k, v};
     dfl_op_add(g, DFL_OP_ATTENTION, ain, 3, att, 2, &at);
 
-    int o = dfl_linear(g, att[0], wo, dt, NM("o"));
+    int ax = quant(g, s, att[0], &xs, NM("attn8"));
+    int o = lin(g, ax, xs, wo, so, dt, NM("o"));
     h = dfl_add(g, h, o, NM("h_attn"));
     int p = dfl_rmsnorm(g, h, w_post, H, a->rms_eps, NM("p"));
-    int gt = dfl_linear(g, p, wg, dt, NM("gate"));
-    int up = dfl_linear(g, p, wu, dt, NM("up"));
+    int px = quant(g, s, p, &xs, NM("p8"));
+    int gt = lin(g, px, xs, wg, sg, dt, NM("gate"));
+    int up = lin(g, px, xs, wu, su, dt, NM("up"));
     int sw = dfl_swiglu(g, gt, up, NM("swiglu"));
-    int dn = dfl_linear(g, sw, wd, dt, NM("down"));
+    int swx = quant(g, s, sw, &xs, NM("swiglu8"));
+    int dn = lin(g, swx, xs, wd, sd, dt, NM("down"));
     h = dfl_add(g, h, dn, NM("h"));
 #undef NM
     out->hidden[l + 1] = h;
