@@ -5,11 +5,13 @@
 # attention benchmark (if carried), the 8B bench and, with RUN27=1, the 27B drafter-alone bench, each with the per-op profile (--ops);
 # with CMP_OVERLAP=1 also the 8B bench with DFL_NO_OVERLAP=1 (the optimizer after its own step: the overlap's before/after);
 # with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (e.g. DFL_ATTN_WG=0: the old causal kernel).
+# with EXTRA_SPECS="a.dfl b.dfl" each spec benched the same way after it (e.g. examples/qwen3-8b-fp8.dfl), and a carried
+# bench_fp8_gemm runs before the benches.
 # Serial: nothing overlaps a bench. Logs go to $OUT (the device tool's output folder).
 set -o pipefail   # "rc" below is the program's status, not tail's
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_session.sh DIR}
-for b in dflc_gpu cuda_ops cuda_step test_train_cuda cuda_init bench_attention; do
+for b in dflc_gpu cuda_ops cuda_step test_train_cuda cuda_init bench_attention bench_fp8_gemm; do
   [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b
 done
 export DFL_CACHE_DIR=/tmp/dflc-cache
@@ -22,13 +24,20 @@ ts start
   timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --$p 2>&1 | tail -2; echo "rc $?"
 done; done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/test_train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) > $OUT/checks.log 2>&1; ts checks
 [ -x /tmp/bench_attention ] && ( DFL_SEED=12345 timeout 90 /tmp/bench_attention 10; echo "rc $?" ) > $OUT/attention.log 2>&1; ts attention
+[ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm
 ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 --ops --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
+for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl)
+  ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 --ops; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
+done
 [ -n "${CMP_OVERLAP:-}" ] && ( DFL_NO_OVERLAP=1 timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20; echo "bench rc $?" ) > $OUT/bench8b_nooverlap.log 2>&1 && ts bench8b_nooverlap
 # CMP_ENV="A=1 B=2": the 8B bench again once per assignment, same binary (a before/after in one call)
-for v in ${CMP_ENV:-}; do echo "== $v"; env "$v" timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 2>&1 |
+[ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env "$v" timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 2>&1 |
   grep -E "steps:|step time|^  (target forward|loss) |rc|error"; done > $OUT/extra.log 2>&1
 [ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 --ops; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
 grep -E "FAIL|PASS|passed|failed|rc " $OUT/cuda_ops.log | tail -5; grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; cat $OUT/checks.log | grep -E "PASS|FAIL|rc" ; cat $OUT/times.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi
 [ -n "${CMP_ENV:-}" ] && cat $OUT/extra.log
+[ -f $OUT/fp8gemm.log ] && cat $OUT/fp8gemm.log
+for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl); echo "== $sp"
+  grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/$n.log | tail -30; done

@@ -80,3 +80,9 @@ endif()
 add_test(NAME cuda_build_examples COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/build_examples.sh $<TARGET_FILE:dflc>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cuda_build_examples PROPERTIES LABELS cuda TIMEOUT 300)
+
+# GPU benchmark of the target's GEMM shapes in bf16 and in FP8 with per-row scales (docs/fp8.md),
+# after a small FP8 GEMM checked against the host; not a ctest test: run build/bench_fp8_gemm.
+add_executable(bench_fp8_gemm tests/cuda/bench_fp8_gemm.c)
+target_link_libraries(bench_fp8_gemm PRIVATE ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads m)
+target_include_directories(bench_fp8_gemm PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

@@ -20,6 +20,7 @@
 #include "runtime/data.h"
 #include "runtime/safetensors.h"
 #include "models/weights.h"
+#include "runtime/fp8.h"
 
 #define CK(call) DFL_CU(call)
 
@@ -244,21 +245,33 @@ static int64_t init_seg(void) { /* DFL_INIT_SEG (values): tests cut small tensor
   const char *e = getenv("DFL_INIT_SEG");
   return e && atoll(e) > 0 ? atoll(e) : 32ll << 20;
 }
+/* Values per segment of tensor t: whole rows for an f8e4m3 weight (each row is quantized with its own
+** scale), else DFL_INIT_SEG. */
+static int64_t seg_len(const dfl_tensor *t, int64_t init_seg) {
+  if (t->dtype != DFL_F8E4M3) return init_seg;
+  int64_t C = t->shape[t->ndim - 1];
+  return init_seg < C ? C : init_seg / C * C;
+}
+/* The skipped tensors: integers, and an f8e4m3 weight's scales (written with its rows). */
+static int init_skip(const dfl_graph *g, const init_job *j, int t) {
+  return !(j->kinds & (1u << g->t[t].kind)) || g->t[t].dtype == DFL_I32 || g->t[t].dtype == DFL_I64 ||
+         dfl_weights_fp8_weight_of(g, t) >= 0;
+}
 static void *init_worker(void *arg) {
   init_job *j = arg;
   const dfl_graph *g = j->b->g;
   cuda_be *cb = ON(j->b);   /* a fresh thread: on the backend's device, not device 0 */
-  float *v = NULL;
+  float *v = NULL, *sc = NULL;
+  int64_t cap = 0;
   const int64_t INIT_SEG = init_seg();
   for (;;) {
     pthread_mutex_lock(&j->mu);
     int t = j->next;
-    while (t < g->nt && (!(j->kinds & (1u << g->t[t].kind)) || g->t[t].dtype == DFL_I32 || g->t[t].dtype == DFL_I64))
-      t++;
+    while (t < g->nt && init_skip(g, j, t)) t++;
     int64_t seg = 0;
     if (t < g->nt) {
       seg = t == j->next ? j->next_seg : 0;
-      if ((seg + 1) * INIT_SEG < dfl_tensor_numel(&g->t[t])) { j->next = t; j->next_seg = seg + 1; }
+      if ((seg + 1) * seg_len(&g->t[t], INIT_SEG) < dfl_tensor_numel(&g->t[t])) { j->next = t; j->next_seg = seg + 1; }
       else { j->next = t + 1; j->next_seg = 0; }
     } else {
       j->next = t;
@@ -267,8 +280,17 @@ static void *init_worker(void *arg) {
     pthread_mutex_unlock(&j->mu);
     if (stop) break;
     const dfl_tensor *tt = &g->t[t];
-    int64_t n = dfl_tensor_numel(tt), i0 = seg * INIT_SEG, m = n - i0 < INIT_SEG ? n - i0 : INIT_SEG;
-    int rc = v || (v = malloc(sizeof(float) * (size_t)INIT_SEG)) ? DFL_OK : DFL_ENOMEM;
+    const int64_t SEG = seg_len(tt, INIT_SEG);
+    int64_t n = dfl_tensor_numel(tt), i0 = seg * SEG, m = n - i0 < SEG ? n - i0 : SEG;
+    int rc = DFL_OK;
+    if (SEG > cap) {
+      free(v);
+      free(sc);
+      v = malloc(sizeof(float) * (size_t)SEG);
+      sc = malloc(sizeof(float) * (size_t)SEG);
+      cap = v && sc ? SEG : 0;
+      if (!cap) rc = DFL_ENOMEM;
+    }
     if (rc == DFL_OK) {
       dfl_rng r;
       dfl_weights_rng(&r, j->seed, tt->name, i0);
@@ -278,7 +300,19 @@ static void *init_worker(void *arg) {
         uint16_t *h = (uint16_t *)v;
         for (int64_t i = 0; i < m; i++) h[i] = dfl_f32_to_bf16(v[i]);
       }
-      if (cudaMemcpy((char *)cb->c.ptr[t] + (size_t)i0 * es, v, (size_t)m * es, cudaMemcpyHostToDevice) != cudaSuccess)
+      if (tt->dtype == DFL_F8E4M3) { /* as dfl_weights_init then its quantization (models/weights.c); in
+                                     ** place: byte i lands in float i / 4, already read */
+        int64_t C = tt->shape[1], rows = m / C;
+        char sname[DFL_NAME_MAX + 8];
+        snprintf(sname, sizeof sname, "%s_scale", tt->name);
+        int st = dfl_tensor_find(g, sname);
+        for (int64_t r0 = 0; r0 < rows; r0++) sc[r0] = dfl_fp8_quant_row(v + r0 * C, C, (uint8_t *)v + r0 * C, NULL);
+        if (st < 0 || cudaMemcpy((float *)cb->c.ptr[st] + i0 / C, sc, sizeof(float) * (size_t)rows,
+                                 cudaMemcpyHostToDevice) != cudaSuccess)
+          rc = DFL_ERR;
+      }
+      if (rc == DFL_OK &&
+          cudaMemcpy((char *)cb->c.ptr[t] + (size_t)i0 * es, v, (size_t)m * es, cudaMemcpyHostToDevice) != cudaSuccess)
         rc = DFL_ERR;
     }
     if (rc) {
@@ -288,6 +322,7 @@ static void *init_worker(void *arg) {
     }
   }
   free(v);
+  free(sc);
   return NULL;
 }
 
@@ -296,7 +331,8 @@ int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, doubl
   pthread_mutex_init(&j.mu, NULL);
   for (int t = 0; t < b->g->nt; t++) {
     dfl_dtype d = b->g->t[t].dtype;
-    if ((kinds & (1u << b->g->t[t].kind)) && d != DFL_BF16 && d != DFL_F32 && d != DFL_I32 && d != DFL_I64) {
+    if ((kinds & (1u << b->g->t[t].kind)) && d != DFL_BF16 && d != DFL_F32 && d != DFL_I32 && d != DFL_I64 &&
+        !(d == DFL_F8E4M3 && b->g->t[t].ndim == 2)) {
       fprintf(stderr, "dflc: random init of %s: unsupported dtype\n", b->g->t[t].name);
       return DFL_ERR;
     }

@@ -12,6 +12,7 @@
 #include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/spec.h"
+#include "runtime/fp8.h"
 
 /* Every CUDA / cuBLASLt call goes through these: they name the call and file:line (llm.c style). */
 #define CU(call) DFL_CU(call)
@@ -34,7 +35,7 @@ enum {
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_ATT_FWD_WG128,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -43,7 +44,7 @@ static const char *kname[] = {
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
   "dfl_attn_fwd_wg128", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -152,6 +153,62 @@ static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, d
   }
   m->algo = h.algo;
   m->alpha = alpha;
+  m->beta = beta;
+  m->ok = 1;
+  return DFL_OK;
+}
+/* MATMUL_F8: row-major Y[M,N] = (X[M,K] W[N,K]^T) sx[M] sw[N] (+ R): cuBLASLt's column-major
+** Y^T = W X^T, both e4m3 operands K-major ("TN", the layout Hopper's FP8 GEMMs require), per-row
+** scales as outer vectors (A's: sw, N of them; B's: sx, M), f32 accumulation (no fast accumulation). */
+static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw,
+                       float beta, const char *label) {
+  struct dfl_cuda_impl *im = c->impl;
+  int cc = 0, dev = 0;
+  CU(cudaGetDevice(&dev));
+  CU(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
+  int minor = 0;
+  CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (cc * 10 + minor < 89) {
+    fprintf(stderr, "dflc: cuda backend: %s: FP8 GEMMs (target `quantize = fp8`) need compute capability 8.9 or "
+                    "newer (Ada, Hopper); this GPU is %d.%d: remove `quantize = fp8` from the target\n", label, cc, minor);
+    return DFL_ESHAPE;
+  }
+  if (dy != DFL_BF16 && dy != DFL_F32) {
+    fprintf(stderr, "dflc: cuda backend: %s: an FP8 GEMM writes bf16 or f32, not %s\n", label, dfl_dtype_name(dy));
+    return DFL_ESHAPE;
+  }
+  if (N % 16 || K % 16) {
+    fprintf(stderr, "dflc: cuda backend: %s: cuBLASLt's FP8 GEMMs need the output and inner dimensions to be "
+                    "multiples of 16, not %d and %d: remove `quantize = fp8` from the target\n", label, N, K);
+    return DFL_ESHAPE;
+  }
+  LT(cublasLtMatmulDescCreate(&m->d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
+  cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof opn));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
+  LT(cublasLtMatrixLayoutCreate(&m->a, CUDA_R_8F_E4M3, K, N, K));
+  LT(cublasLtMatrixLayoutCreate(&m->b, CUDA_R_8F_E4M3, K, M, K));
+  LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dy), N, M, N));
+  cublasLtMatmulPreference_t pref;
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = BLAS_WS;
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t h;
+  int nres = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(im->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no FP8 algorithm for [%d,%d]x[%d] (%s): status %d\n",
+            __FILE__, __LINE__, M, N, K, label, (int)st);
+    return DFL_ERR;
+  }
+  m->algo = h.algo;
+  m->alpha = 1.f;
   m->beta = beta;
   m->ok = 1;
   return DFL_OK;
@@ -321,6 +378,11 @@ static int setup_op(dfl_cuda *c, int i) {
     float alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
     return mm_setup(c, &os->mm[0], op->a.trans_a, op->a.trans_b, M, N, K, A->dtype, B->dtype, C->dtype,
                     (int)A->shape[1], (int)B->shape[1], N, alpha, (float)op->a.beta); /* beta 1: fused accumulate */
+  }
+  if (op->code == DFL_OP_MATMUL_F8) {
+    const dfl_tensor *X = &t[op->in[0]], *W = &t[op->in[1]];
+    return mm_setup_f8(c, &os->mm[0], (int)X->shape[0], (int)W->shape[0], (int)X->shape[1], t[op->out[0]].dtype,
+                       (const float *)P(op->in[2]), (const float *)P(op->in[3]), (float)op->a.beta, op->label);
   }
   if (op->code == DFL_OP_LINEAR_CE) {
     const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]], *DY = &t[op->out[4]];
@@ -742,6 +804,14 @@ static int exec_op(dfl_cuda *c, int i) {
     return reduce(c, (float *)im->ops[i].scratch, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
   case DFL_OP_MATMUL: /* beta 1: C = in[2], the accumulator (== out, dfl_fuse) or the addend (dfl_fuse_add) */
     return mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 3 && at->beta != 0 ? P(op->in[2]) : o0, o0);
+  case DFL_OP_MATMUL_F8: /* beta 1: C = in[4], the addend (dfl_fuse_add) */
+    return mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 5 && at->beta != 0 ? P(op->in[4]) : o0, o0);
+  case DFL_OP_QUANT_F8: {
+    void *sc = P(op->out[1]);
+    int C = (int)T(c, op->in[0])->shape[1];
+    void *a[] = {&o0, &sc, &i0, &d1, &C};
+    return launch2(c, K_QUANT_F8, T(c, op->in[0])->shape[0], 1, 256, 0, a);
+  }
   case DFL_OP_RMSNORM: {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
     int Gi = (int)G, dw = dt(c, op->in[1]); void *w = P(op->in[1]), *rs = P(op->out[1]);
@@ -957,6 +1027,7 @@ int dfl_cuda_set_f(dfl_cuda *c, int t, const float *src, int64_t n) {
   if (!h) return DFL_ENOMEM;
   for (int64_t i = 0; i < n; i++) {
     if (d == DFL_BF16) { float r = dfl_bf16_round(src[i]); uint32_t u; memcpy(&u, &r, 4); uint16_t v = (uint16_t)(u >> 16); memcpy(h + 2 * i, &v, 2); }
+    else if (d == DFL_F8E4M3) h[i] = (char)dfl_f32_to_e4m3(src[i]); /* values already quantized: exact */
     else if (d == DFL_I32) { int32_t v = (int32_t)src[i]; memcpy(h + 4 * i, &v, 4); }
     else if (d == DFL_F64) { double v = src[i]; memcpy(h + 8 * i, &v, 8); }
     else memcpy(h + 4 * i, &src[i], 4);
@@ -978,6 +1049,7 @@ int dfl_cuda_get_f(dfl_cuda *c, int t, float *dst, int64_t n) {
   if (e != cudaSuccess) { free(h); CU(e); }
   for (int64_t i = 0; i < n; i++) {
     if (d == DFL_BF16) { uint16_t v; memcpy(&v, h + 2 * i, 2); uint32_t u = (uint32_t)v << 16; memcpy(&dst[i], &u, 4); }
+    else if (d == DFL_F8E4M3) dst[i] = dfl_e4m3_to_f32((uint8_t)h[i]);
     else if (d == DFL_I32) { int32_t v; memcpy(&v, h + 4 * i, 4); dst[i] = (float)v; }
     else if (d == DFL_F64) { double v; memcpy(&v, h + 8 * i, 8); dst[i] = (float)v; }
     else memcpy(&dst[i], h + 4 * i, 4);

@@ -33,6 +33,8 @@ static int fails, cases;
 static dfl_dtype ACT;
 
 typedef struct { int t; int32_t *vals; } ifill; /* integer inputs the case sets */
+static int preset_t = -1;        /* a float input whose values the case sets (preset_v), not run_case */
+static const float *preset_v;
 
 /* Values of a float input: uniform in [-scale, scale], never all zero. */
 static float *rand_f(int64_t n, double scale, dfl_dtype d) {
@@ -68,6 +70,7 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
         free(f);
         set = 1;
       }
+    if (t == preset_t) dfl_cpu_set_f(&cpu, t, preset_v, n), dfl_cuda_set_f(&gpu, t, preset_v, n), set = 1;
     if (set || T->dtype == DFL_I32) continue;
     /* a negative scale asks for values in [0, |scale|): Adam's second moment is never negative */
     float *v = rand_f(n, scales && scales[t] != 0 ? fabs(scales[t]) : 1.0, T->dtype);
@@ -102,8 +105,10 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
     }
     int bin = binary && binary[t];
     double rel = err / (mx > 1e-20 ? mx : 1e-20);
-    double tol = T->dtype == DFL_I32 ? 0 : (T->dtype == DFL_BF16 || ACT == DFL_BF16) ? 3e-2 : 2e-4;
-    int ok = nan == 0 && (bin ? diff * 50 <= n : T->dtype == DFL_I32 ? diff == 0 : rel <= tol);
+    /* FP8 bytes: exact (runtime/fp8.h and kernels/elementwise.cuh round identically) */
+    int exact = T->dtype == DFL_I32 || T->dtype == DFL_F8E4M3;
+    double tol = exact ? 0 : (T->dtype == DFL_BF16 || ACT == DFL_BF16) ? 3e-2 : 2e-4;
+    int ok = nan == 0 && (bin ? diff * 50 <= n : exact ? diff == 0 : rel <= tol);
     if (!ok || getenv("DFL_VERBOSE"))
       fprintf(ok ? stdout : stderr, "%s %s [%s] %s: max|ref| %.3g max err %.3g rel %.3g (tol %.1g) diff %lld nan/inf %lld\n",
               ok ? "ok  " : "FAIL", name, dfl_dtype_name(ACT), T->name, mx, err, rel, tol, (long long)diff, (long long)nan);
@@ -179,6 +184,34 @@ static void case_matmul_addend(void) {
         run_case(nm, &g, NULL, 0, sc_, NULL);
         dfl_graph_free(&g);
       }
+}
+
+/* FP8 target (quantize = fp8): QUANT_F8 of x [R,K] and w [N,K] (bytes equal to the CPU's, scales
+** within tolerance), then MATMUL_F8 through cuBLASLt's outer-vector scales, optionally with the
+** residual addend (range +-4: a GEMM that ignored it is caught). One row of x is scaled down by
+** 1e-3 (its own scale must follow) and one is zero (scale 1, bytes 0). K % 8 != 0 takes the
+** kernel's scalar path; such a K has no FP8 GEMM (cuBLASLt wants N, K multiples of 16), so only QUANT runs. */
+static void case_fp8(int R, int K, int N, int addend) {
+  dfl_graph g; dfl_graph_init(&g);
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, K), w = t2(&g, "w", ACT, DFL_T_INPUT, N, K);
+  int sx, sw;
+  int x8 = dfl_quant_f8(&g, x, &sx, "x8"), w8 = dfl_quant_f8(&g, w, &sw, "w8");
+  int r = t2(&g, "r", ACT, DFL_T_INPUT, R, N);
+  if (K % 16 == 0 && N % 16 == 0) {
+    int y = t2(&g, "y", ACT, DFL_T_ACT, R, N);
+    dfl_attrs a = {0}; a.beta = addend;
+    op(&g, DFL_OP_MATMUL_F8, addend ? 5 : 4, (int[]){x8, w8, sx, sw, r}, 1, &y, &a);
+  }
+  float *xv = rand_f((int64_t)R * K, 3.0, ACT);
+  for (int k = 0; k < K; k++) xv[k] = 0.f, xv[K + k] = ACT == DFL_BF16 ? dfl_bf16_round(xv[K + k] * 1e-3f) : xv[K + k] * 1e-3f;
+  char nm[64]; snprintf(nm, sizeof nm, "fp8 quant+matmul R%d K%d N%d%s", R, K, N, addend ? " +r" : "");
+  double sc_[16] = {0};
+  sc_[w] = 0.05; sc_[r] = 4;
+  preset_t = x, preset_v = xv;
+  run_case(nm, &g, NULL, 0, sc_, NULL);
+  preset_t = -1, preset_v = NULL;
+  free(xv);
+  dfl_graph_free(&g);
 }
 
 /* R * C % 8 == 0 takes the 16-byte vector path of ADD / SWIGLU / SWIGLU_BWD, otherwise the scalar one. */
@@ -591,6 +624,9 @@ int main(void) {
     case_optimizer_mt(0);
     case_optimizer_mt(1);
     case_optimizer_mt(2);
+    case_fp8(37, 64, 48, 0);   /* vector path, odd M (cuBLASLt's FP8 wants N, K multiples of 16) */
+    case_fp8(40, 4096, 96, 1); /* the 8B's K, with the addend */
+    case_fp8(9, 77, 5, 0);     /* scalar path: QUANT only */
   }
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
