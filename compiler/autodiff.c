@@ -147,6 +147,10 @@ static int backward_op(ad *s, int oi) {
     break;
   }
   case DFL_OP_RMSNORM: {
+    if (op.n_out == 3) { /* FP8: fusion runs after autodiff, on the frozen target only */
+      fprintf(stderr, "dflc: autodiff (%s): a quantized RMSNORM (dfl_fuse_quant) has no backward\n", op.label);
+      return DFL_ERR;
+    }
     int x = op.in[0], w = op.in[1], d = real_grad(s, y);
     int dx = new_like(s, x, ".grad"), dw = new_like(s, w, ".grad");
     int in[4] = {x, w, op.out[1], d}, out[2] = {dx, dw};

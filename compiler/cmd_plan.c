@@ -94,7 +94,8 @@ static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, in
     int ids = dfl_tensor_1d(pd->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)s->batch * s->seq_len);
     dfl_target_out out;
     rc = dfl_model_target(pd->g, s, s->batch, s->seq_len, ids, 0, 0, &out);
-    if (rc == DFL_OK && (dfl_fuse_add(pd->g) < 0 || dfl_fuse_norm_rope(pd->g) < 0)) /* as runtime/pipeline.c */
+    /* as runtime/pipeline.c */
+    if (rc == DFL_OK && (dfl_fuse_add(pd->g) < 0 || dfl_fuse_norm_rope(pd->g) < 0 || dfl_fuse_quant(pd->g) < 0))
       rc = DFL_ENOMEM;
     if (rc == DFL_OK && out.features >= 0) pd->live_out[pd->n_live_out++] = out.features;
   }

@@ -46,7 +46,7 @@ static int op_family(dfl_opcode c, const char **kernels) {
   case DFL_OP_GATHER: f = DFL_KF_GATHER; k = "dfl_gather"; break;
   case DFL_OP_MATMUL: f = -1; k = "cublasLtMatmul"; break;
   case DFL_OP_ADD: k = "dfl_add"; break;
-  case DFL_OP_RMSNORM: f = DFL_KF_RMSNORM; k = "dfl_rmsnorm_v dfl_rmsnorm"; break;
+  case DFL_OP_RMSNORM: f = DFL_KF_RMSNORM; k = "dfl_rmsnorm_v dfl_rmsnorm dfl_rmsnorm_q2 dfl_rmsnorm_q4"; break;
   case DFL_OP_ROPE: f = DFL_KF_ROPE; k = "dfl_rope_v dfl_rope"; break;
   case DFL_OP_ATTENTION: f = DFL_KF_ATTENTION; k = "dfl_attn_fwd"; break;
   case DFL_OP_SWIGLU: k = "dfl_swiglu"; break;

@@ -221,6 +221,16 @@ static void need_same_shape_in(const vctx *v, int i, int j) {
 static int64_t rows(const dfl_tensor *t) { return t->ndim == 1 ? 1 : t->shape[0]; }
 static int64_t cols(const dfl_tensor *t) { return t->shape[t->ndim - 1]; }
 
+/* RMSNORM's quantized form (dfl_fuse_quant): output q is f8e4m3, output s the f32 row scales; rows
+** are whole groups (width w), values rounded to a.mid_dtype before quantizing. */
+static void need_quant_out(const vctx *v, const dfl_attrs *a, int q, int s, int64_t w) {
+  if (TO(v, q)->dtype != DFL_F8E4M3) vfail(v, "quantized form: output %d must be f8e4m3", q);
+  if (TO(v, s)->dtype != DFL_F32) vfail(v, "quantized form: output %d (row scales) must be f32", s);
+  if (w != cols(TI(v, 0))) vfail(v, "quantized form: the group must be the whole row");
+  need_numel_out(v, s, rows(TI(v, 0)));
+  if (a->mid_dtype != DFL_F32 && a->mid_dtype != DFL_BF16) vfail(v, "quantized form: the intermediate dtype must be f32 or bf16");
+}
+
 static void check_attention(const vctx *v, const dfl_attrs *a, int bwd) {
   if (a->heads <= 0 || a->kv_heads <= 0 || a->head_dim <= 0 || a->heads % a->kv_heads)
     vfail(v, "heads %d must be a positive multiple of kv_heads %d (head_dim %d)", a->heads, a->kv_heads, a->head_dim);
@@ -339,10 +349,13 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     break;
   case DFL_OP_RMSNORM:
   case DFL_OP_RMSNORM_BWD: {
-    int bwd = v->code == DFL_OP_RMSNORM_BWD;
-    need_io(v, bwd ? (v->n_in == 5 ? 5 : 4) : 2, 2); /* bwd: an addend (dfl_fuse_add) as 5th input */
+    int bwd = v->code == DFL_OP_RMSNORM_BWD, q8 = !bwd && v->n_out == 3;
+    /* bwd: an addend (dfl_fuse_add) as 5th input; forward: a quantized form (dfl_fuse_quant) */
+    need_io(v, bwd ? (v->n_in == 5 ? 5 : 4) : 2, q8 ? 3 : 2);
     for (int i = 0; i < v->n_in; i++) need_float_in(v, i);
-    need_float_out(v, 0), need_float_out(v, 1);
+    if (q8) need_quant_out(v, a, 0, 2, a->group);
+    else need_float_out(v, 0);
+    need_float_out(v, 1);
     int64_t D = cols(TI(v, 0));
     if (a->group <= 0 || D % a->group) vfail(v, "group %d must divide the row width %lld", a->group, (long long)D);
     need_numel_in(v, 1, a->group);

@@ -69,7 +69,9 @@ typedef enum {
   DFL_OP_ADD,          /* in: x, y (same shape) -> out = x + y */
   DFL_OP_RMSNORM,      /* in: x[R,D], w[G] -> out y[R,D], rstd[R*D/G] f32
                           y = x * rsqrt(mean_G(x^2) + eps) * w, over groups of G = a.group
-                          consecutive features (G = D: ordinary; G = hd: per-head q/k norm) */
+                          consecutive features (G = D: ordinary; G = hd: per-head q/k norm)
+                          Quantized form (dfl_fuse_quant; G = D): out q f8e4m3, rstd, s[R] f32:
+                          QUANT_F8 of y rounded to a.mid_dtype, without y; no backward. */
   DFL_OP_ROPE,         /* in: x[R, nh*hd], pos[R] i32 -> out; NeoX rotate-half on each head,
                           inv_freq_i = theta^(-2i/hd); a.heads, a.head_dim, a.theta, a.inverse
                           (inverse = rotate by -angle: the backward)
@@ -295,6 +297,12 @@ int dfl_fuse_add(dfl_graph *g);
 ** without writing y. Graphs that differentiate the norm read its rstd, so theirs stay. Run after
 ** autodiff. Returns the number of pairs fused (>= 0), -1 when out of memory. */
 int dfl_fuse_norm_rope(dfl_graph *g);
+
+/* FP8 targets (quantize = fp8): rewrites y = RMSNORM(x, w) over whole rows, whose rstd nothing
+** reads, and (q, s) = QUANT_F8(y), y read by nothing else, into the norm's quantized form
+** (graph.h): y is never written nor re-read. Run after autodiff. Returns the number of pairs
+** fused (>= 0), -1 when out of memory. */
+int dfl_fuse_quant(dfl_graph *g);
 
 /* --- schedule (compiler/sched.c) ---
 ** 1 when the optimizer phase of one step may run concurrently with the target phase of the next

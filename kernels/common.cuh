@@ -106,3 +106,62 @@ __device__ __forceinline__ void st8(void *p, int dt, ll i, const float *v) {
   }
 }
 #define GRID_STRIDE(i, n) for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (ll)gridDim.x * blockDim.x)
+/* Max over a block of blockDim.x (a multiple of 32, <= 1024) threads; every thread gets it. red:
+** 32 floats of shared memory, free on entry. */
+__device__ __forceinline__ float block_max(float v, float *red) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[w] = v;
+  __syncthreads();
+  v = red[0];
+  for (int k = 1; k < nw; k++) v = fmaxf(v, red[k]);
+  return v;
+}
+
+/* x as stored in dtype dt and read back (a fused kernel's intermediate, as the unfused graph stored it) */
+__device__ __forceinline__ float dfl_round_to(float x, int dt) {
+  return dt == DT_BF16 ? dfl_bf2f(dfl_f2bf(x)) : dt == DT_F16 ? dfl_h2f(dfl_f2h(x)) : x;
+}
+
+/* FP8 E4M3 (QUANT_F8 and the quantized forms; runtime/fp8.h is the host's copy of this rounding):
+** round to nearest even, saturating at +-448. sm_89+ converts with cvt.rn.satfinite.e4m3x2; older
+** archs (which cannot run the FP8 GEMM, but compile every family) round the same way in integer
+** arithmetic. A row maps its amax to 448: dfl_fp8_inv / dfl_fp8_scale as dfl_fp8_row_inv / _scale. */
+__device__ __forceinline__ float dfl_fp8_inv(float amax) {
+  return amax > 0.f && amax <= 3.402823466e38f ? 448.0f / amax : 1.0f;
+}
+__device__ __forceinline__ float dfl_fp8_scale(float amax) {
+  return amax > 0.f && amax <= 3.402823466e38f ? amax / 448.0f : 1.0f;
+}
+__device__ __forceinline__ unsigned dfl_e4m3x2(float lo, float hi) { /* lo -> byte 0, hi -> byte 1 */
+#if __CUDA_ARCH__ >= 890
+  unsigned short d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  unsigned r = 0;
+  for (int k = 0; k < 2; k++) {
+    unsigned u = __float_as_uint(k ? hi : lo), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu, b;
+    if (a > 0x7f800000u) b = sign | 0x7fu;
+    else if (a >= 0x43e80000u) b = sign | 0x7eu;
+    else if (a < 0x3c800000u) b = sign | (unsigned)rintf(__uint_as_float(a) * 512.0f);
+    else {
+      int e = (int)(a >> 23) - 127;
+      unsigned q = (a & 0x7fffffu) >> 20, rem = a & 0xfffffu;
+      if (rem > 0x80000u || (rem == 0x80000u && (q & 1u))) q++;
+      if (q == 8) { q = 0; e++; }
+      b = sign | (unsigned)(((e + 7) << 3) | (int)q);
+    }
+    r |= b << (8 * k);
+  }
+  return r;
+#endif
+}
+/* 8 values times inv -> 8 bytes (byte k = value k) */
+__device__ __forceinline__ uint2 dfl_e4m3x8(const float *v, float inv) {
+  uint2 o;
+  o.x = dfl_e4m3x2(v[0] * inv, v[1] * inv) | (dfl_e4m3x2(v[2] * inv, v[3] * inv) << 16);
+  o.y = dfl_e4m3x2(v[4] * inv, v[5] * inv) | (dfl_e4m3x2(v[6] * inv, v[7] * inv) << 16);
+  return o;
+}

@@ -97,37 +97,11 @@ extern "C" __global__ void dfl_copy_cols(void *out, int dto, ll ldo, ll off, con
   GRID_STRIDE(t, R * C) stf(out, dto, (t / C) * ldo + off + t % C, ldf(x, dtx, t));
 }
 
-/* QUANT_F8 (graph.h; runtime/fp8.h is the host's copy of this rounding): one block per row,
-** amax, then bytes e4m3(x * (448 / amax)), round to nearest even, saturating at +-448. The second
-** pass re-reads the row from L2. sm_89+ converts with cvt.rn.satfinite.e4m3x2; older archs (which
-** cannot run the FP8 GEMM, but compile this family) round the same way in integer arithmetic. */
-__device__ __forceinline__ unsigned dfl_e4m3x2(float lo, float hi) { /* lo -> byte 0, hi -> byte 1 */
-#if __CUDA_ARCH__ >= 890
-  unsigned short d;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
-  return d;
-#else
-  unsigned r = 0;
-  for (int k = 0; k < 2; k++) {
-    unsigned u = __float_as_uint(k ? hi : lo), sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu, b;
-    if (a > 0x7f800000u) b = sign | 0x7fu;
-    else if (a >= 0x43e80000u) b = sign | 0x7eu;
-    else if (a < 0x3c800000u) b = sign | (unsigned)rintf(__uint_as_float(a) * 512.0f);
-    else {
-      int e = (int)(a >> 23) - 127;
-      unsigned q = (a & 0x7fffffu) >> 20, rem = a & 0xfffffu;
-      if (rem > 0x80000u || (rem == 0x80000u && (q & 1u))) q++;
-      if (q == 8) { q = 0; e++; }
-      b = sign | (unsigned)(((e + 7) << 3) | (int)q);
-    }
-    r |= b << (8 * k);
-  }
-  return r;
-#endif
-}
+/* QUANT_F8 (graph.h): one block per row, amax, then bytes e4m3(x * (448 / amax)) (common.cuh's
+** dfl_e4m3x2). The second pass re-reads the row from L2. */
 extern "C" __global__ void __launch_bounds__(256) dfl_quant_f8(unsigned char *q, float *s, const void *x, int dtx,
                                                                int C) {
-  __shared__ float red[8];
+  __shared__ float red[32];
   const ll row = blockIdx.x;
   const int vec = (C & 7) == 0 && vec_ok(x) && vec_ok(q) && (dtx == DT_BF16 || dtx == DT_F16 || dtx == DT_F32);
   float v[8], amax = 0.f;
@@ -140,21 +114,13 @@ extern "C" __global__ void __launch_bounds__(256) dfl_quant_f8(unsigned char *q,
   } else {
     for (int i = threadIdx.x; i < C; i += blockDim.x) amax = fmaxf(amax, fabsf(ldf(x, dtx, row * C + i)));
   }
-  amax = warp_max(amax);
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  amax = red[0];
-  for (int w = 1; w < (int)(blockDim.x >> 5); w++) amax = fmaxf(amax, red[w]);
-  const int fin = amax > 0.f && amax <= 3.402823466e38f;   /* as dfl_fp8_row_inv / _scale */
-  const float inv = fin ? 448.0f / amax : 1.0f;
-  if (threadIdx.x == 0) s[row] = fin ? amax / 448.0f : 1.0f;
+  amax = block_max(amax, red);
+  const float inv = dfl_fp8_inv(amax);
+  if (threadIdx.x == 0) s[row] = dfl_fp8_scale(amax);
   if (vec) {
     for (int i = threadIdx.x * 8; i < C; i += blockDim.x * 8) {
       ld8(x, dtx, row * C + i, v);
-      uint2 o;
-      o.x = dfl_e4m3x2(v[0] * inv, v[1] * inv) | (dfl_e4m3x2(v[2] * inv, v[3] * inv) << 16);
-      o.y = dfl_e4m3x2(v[4] * inv, v[5] * inv) | (dfl_e4m3x2(v[6] * inv, v[7] * inv) << 16);
-      *(uint2 *)(q + row * C + i) = o;
+      *(uint2 *)(q + row * C + i) = dfl_e4m3x8(v, inv);
     }
   } else {
     for (int i = threadIdx.x; i < C; i += blockDim.x)

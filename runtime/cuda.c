@@ -35,7 +35,7 @@ enum {
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_ATT_FWD_WG128,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -44,7 +44,7 @@ static const char *kname[] = {
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
   "dfl_attn_fwd_wg128", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -753,6 +753,16 @@ static int rms_vec_block(int G, const void *const *p, const int *d, int n) {
   return L % 32 == 0 && L <= 1024 ? L : 0;
 }
 
+/* The quantized RMSNORM kernels' chunks of 8 per thread for rows of C: 2 (C <= 16384) or 4
+** (C <= 32768), with C % (256 chunks) == 0 so the block is whole warps; 0 (and why) otherwise. */
+static int rowq_nch(int C, const dfl_op *op) {
+  if (C % 512 == 0 && C <= 16384) return 2;
+  if (C % 1024 == 0 && C <= 32768) return 4;
+  fprintf(stderr, "dflc: cuda backend: %s: a quantized %s needs rows of a multiple of 512 features up to 16384, or "
+                  "of 1024 up to 32768, not %d\n", op->label, dfl_opcode_name(op->code), C);
+  return 0;
+}
+
 static int exec_op(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   const dfl_attrs *at = &op->a;
@@ -816,6 +826,12 @@ static int exec_op(dfl_cuda *c, int i) {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
     int Gi = (int)G, dw = dt(c, op->in[1]); void *w = P(op->in[1]), *rs = P(op->out[1]);
     float eps = (float)at->eps;
+    if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a block per row */
+      void *sc = P(op->out[2]);
+      int mid = at->mid_dtype, nch = rowq_nch(Gi, op);
+      void *a[] = {&o0, &sc, &rs, &i0, &d1, &w, &dw, &Gi, &eps, &mid};
+      return nch ? launch2(c, nch == 2 ? K_RMSNORM_Q2 : K_RMSNORM_Q4, ng, 1, Gi / (8 * nch), 0, a) : DFL_ESHAPE;
+    }
     void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps};
     int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
     if (blk) {

@@ -41,6 +41,18 @@ static inline float dfl_e4m3_to_f32(uint8_t b) {
   return (b & 0x80) ? -v : v;
 }
 
+/* x rounded to bf16 (nearest even) and back: the intermediate a fused producer quantizes
+** (dfl_fuse_quant) when the unfused graph would have stored it in bf16. */
+static inline float dfl_bf16_rne(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
 /* The multiplier that maps a row's amax to 448, and the scale that maps back (amax 0: 1, 1). */
 static inline float dfl_fp8_row_inv(float amax) { return amax > 0.0f && isfinite(amax) ? DFL_E4M3_MAX / amax : 1.0f; }
 static inline float dfl_fp8_row_scale(float amax) { return amax > 0.0f && isfinite(amax) ? amax / DFL_E4M3_MAX : 1.0f; }

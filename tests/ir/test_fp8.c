@@ -1,6 +1,7 @@
 /* test_fp8.c: the FP8 E4M3 rounding of runtime/fp8.h against a brute-force nearest-value search
 ** (ties to the even code), the per-row quantization, and the CPU's QUANT_F8 / MATMUL_F8 ops (plain
-** and with the residual addend dfl_fuse_add gives them) against a direct f64 computation. */
+** and with the residual addend dfl_fuse_add gives them) against a direct f64 computation, and
+** dfl_fuse_quant (bit-identical on the CPU; refusals). */
 #include "irtest.h"
 #include "runtime/fp8.h"
 
@@ -160,6 +161,68 @@ static void test_fuse(void) {
   free(out[0]), free(out[1]);
 }
 
+/* dfl_fuse_quant: RMSNORM (whole rows) absorbs the QUANT_F8 of its output, the SwiGLU's stays apart.
+** The fused bytes and scales must equal the unfused graph's y rounded to y's dtype (bf16: as the
+** GPU stores it; f32: unchanged) and quantized by runtime/fp8.h. Cases it must refuse stay unfused. */
+static void fuse_quant_case(dfl_dtype dt, int C, int group, int extra_read, int rstd_read, int expect) {
+  enum { NR = 5 };
+  double *got[4], *ys[2] = {NULL, NULL};
+  for (int fuse = 0; fuse < 2; fuse++) {
+    dfl_graph g;
+    dfl_graph_init(&g);
+    int x = dfl_tensor_2d(&g, "x", dt, DFL_T_INPUT, NR, C), w = dfl_tensor_1d(&g, "w", dt, DFL_T_INPUT, group);
+    int gt = dfl_tensor_2d(&g, "g", dt, DFL_T_INPUT, NR, C), up = dfl_tensor_2d(&g, "u", dt, DFL_T_INPUT, NR, C);
+    int y = dfl_rmsnorm(&g, x, w, group, 1e-6, "y");
+    int sw = dfl_swiglu(&g, gt, up, "sw");
+    int s1, s2;
+    int q1 = dfl_quant_f8(&g, y, &s1, "q1"), q2 = dfl_quant_f8(&g, sw, &s2, "q2");
+    if (extra_read) (void)dfl_add(&g, y, y, "yy");
+    if (rstd_read) {
+      int rs = g.ops[g.t[y].producer].out[1], cp = dfl_tensor_1d(&g, "rs_copy", DFL_F32, DFL_T_ACT, dfl_tensor_numel(&g.t[rs]));
+      dfl_op_add(&g, DFL_OP_COPY, &rs, 1, &cp, 1, NULL);
+    }
+    if (fuse) {
+      int nf = dfl_fuse_quant(&g);
+      if (nf != expect) fprintf(stderr, "FAIL fuse_quant %s C %d group %d extra %d rstd %d: %d fused, want %d\n",
+                                dfl_dtype_name(dt), C, group, extra_read, rstd_read, nf, expect);
+      CHECK(nf == expect);
+      CHECK(dfl_fuse_quant(&g) == 0); /* idempotent */
+    }
+    dfl_cpu c;
+    CHECK(dfl_cpu_init(&c, &g, NULL, 0) == DFL_OK);
+    uint64_t keep = rng_s;
+    fill_rand(&c, x, 2.0), fill_rand(&c, w, 1.0), fill_rand(&c, gt, 3.0), fill_rand(&c, up, 1.0);
+    if (!fuse) rng_s = keep; /* the same inputs in both runs */
+    CHECK(dfl_cpu_run(&c, DFL_PH_ALL) == DFL_OK);
+    if (!fuse) {
+      ys[0] = get_all(&c, y), ys[1] = get_all(&c, sw);
+    } else {
+      got[0] = get_all(&c, q1), got[1] = get_all(&c, s1), got[2] = get_all(&c, q2), got[3] = get_all(&c, s2);
+      /* what each fused op must produce: its unfused y if it was fused, else the unfused QUANT_F8 */
+      int fused_norm = g.t[q1].producer >= 0 && g.ops[g.t[q1].producer].code == DFL_OP_RMSNORM;
+      int fused_swig = g.t[q2].producer >= 0 && g.ops[g.t[q2].producer].code == DFL_OP_SWIGLU;
+      CHECK(fused_norm + fused_swig == expect);
+      for (int k = 0; k < 2; k++) {
+        int rounds = dt == DFL_BF16 && (k ? fused_swig : fused_norm);
+        float row[4096], qf[4096];
+        int ok = 1;
+        for (int r = 0; r < NR; r++) {
+          for (int i = 0; i < C; i++) row[i] = rounds ? dfl_bf16_rne((float)ys[k][r * C + i]) : (float)ys[k][r * C + i];
+          float sc = dfl_fp8_quant_row(row, C, NULL, qf);
+          ok &= got[2 * k + 1][r] == (double)sc;
+          for (int i = 0; i < C; i++) ok &= got[2 * k][r * C + i] == (double)qf[i];
+        }
+        if (!ok) fprintf(stderr, "FAIL fuse_quant %s C %d: %s bytes or scales differ\n", dfl_dtype_name(dt), C, k ? "swiglu" : "norm");
+        CHECK(ok);
+      }
+    }
+    dfl_cpu_free(&c);
+    dfl_graph_free(&g);
+  }
+  for (int k = 0; k < 4; k++) free(got[k]);
+  free(ys[0]), free(ys[1]);
+}
+
 int main(void) {
   rng_init("ir_fp8");
   test_codec();
@@ -167,6 +230,14 @@ int main(void) {
   for (int rep = 0; rep < 4; rep++)
     for (int f64 = 0; f64 < 2; f64++) test_ops(f64, rep & 1);
   test_fuse();
+  for (int b = 0; b < 2; b++) {
+    dfl_dtype dt = b ? DFL_BF16 : DFL_F32;
+    fuse_quant_case(dt, 512, 512, 0, 0, 1);   /* the norm (never the SwiGLU) */
+    fuse_quant_case(dt, 1024, 64, 0, 0, 0);   /* per-head norm */
+    fuse_quant_case(dt, 384, 384, 0, 0, 0);   /* rows not a multiple of 512 */
+    fuse_quant_case(dt, 512, 512, 1, 0, 0);   /* y read twice */
+    fuse_quant_case(dt, 512, 512, 0, 1, 0);   /* the norm's rstd is read */
+  }
   if (fails) { fprintf(stderr, "ir_fp8: %d failures\n", fails); return 1; }
   printf("ir_fp8: ok\n");
   return 0;

@@ -163,6 +163,18 @@ int main(void) {
     free(r);
   }
 
+  /* The FP8 8B (quantize = fp8): the same fusions, and 68 of its 136 row quantizations in the norm
+  ** before them (those of the attention and SwiGLU outputs stay separate). */
+  snprintf(cmd, sizeof cmd, "%s plan examples/qwen3-8b-fp8.dfl > %s 2>&1", dflc, out);
+  CHECK(system(cmd) == 0, "dflc plan examples/qwen3-8b-fp8.dfl failed");
+  {
+    size_t nr;
+    char *r = dfl_test_slurp(out, &nr);
+    CHECK(r && strstr(r, "112 adds in GEMM epilogues") && strstr(r, "fused: 68 FP8 row quantizations"),
+          "the FP8 8B report's fusion counts changed:\n%s", r ? r : "");
+    free(r);
+  }
+
   /* --diff: the nano plan without in-place reuse against the one with it */
   snprintf(cmd, sizeof cmd, "%s plan examples/nano.dfl --quiet --no-inplace --yaml %s > /dev/null 2>&1", dflc, yaml2);
   CHECK(system(cmd) == 0, "dflc plan --no-inplace failed");
