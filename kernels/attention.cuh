@@ -1191,29 +1191,26 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc128(TC_BWDKV_
 ** Same unit and row order as dfl_attn_fwd_tc128 (rows r = j G + h of T = R / G consecutive positions
 ** of one (sample, kv head), heaviest units first, kv heads interleaved: tc_unit), same semantics
 ** (scores in the log2 domain, lazy running max TF_LAZY, lse in natural log, rows past P unwritten),
-** but a CTA holds R = 64 NWG rows, one consumer warpgroup (4 warps) per 64 rows:
+** but with FlashAttention-3's structure (wg_fwd below): R = 128 rows per unit, a TMA producer
+** warpgroup and two consumer warpgroups of 64 rows, persistent CTAs.
 **   S = Q K^T   wgmma m64nKTk16, A = Q and B = K both from shared memory (K-major, 128-byte
 **               swizzle: a 64-dim half of a row is one 128-byte line, its 16-byte chunks XORed
-**               with line & 7; the two halves are separate [rows][64] blocks);
+**               with line & 7; the two halves are separate [rows][64] blocks: what TMA's 128-byte
+**               swizzle writes for a {64 dims, KT keys} box);
 **   O += P V    wgmma m64n128k16, A = P from registers (the S accumulator layout is the A
 **               fragment layout: tc_c2a), B = V from shared memory in the same layout as K, read
 **               N-major (imm-trans-b: LBO = the 64-dim block stride, SBO = 8 keys).
-** K/V tiles of KT keys are staged by cp.async (every thread, 16 bytes each) into NSTG K and NSTG V
-** slots (K NSTG - 1 tiles ahead of the one in use, V NSTG - 2); the writers fence to the async proxy before the barrier that
-** publishes a tile. Iteration t (0 <= t <= nt) issues S_t = Q K_t^T and then O += P_{t-1} V_{t-1},
-** waits for S_t only, and runs the mask and softmax of tile t while the tensor cores do P_{t-1}
-** V_{t-1} (and the other warpgroups' work); the rare rescale of O waits for that product first. K
-** runs one tile ahead of V. Only tiles crossing a row's range boundary are masked per element.
-** The kernel kept is NWG, KT, NSTG = 3, 64, 4 (runtime/cuda.c att_tc; DFL_ATTN_WG=0: the mma.sync
-** kernel instead). Variants measured on the H200 (bench_attention CAUSAL S 4096, 32/8 heads; medians
-** of 30): 2,128,2 0.451 ms; 3,64,2 0.416; 2,128,3 0.450; 3,64,3 0.415; 3,64,4 0.417; 3,64,5 0.418;
-** against 0.480 for dfl_attn_fwd_tc128. ncu (3,64,4): 13% of L2 bandwidth, 3 warps per scheduler
-** at 6.9 cycles per issue: latency bound (one CTA per SM, lockstep barrier per tile, every thread
-** both loads and computes), not bandwidth bound. FlashAttention-3's structure (a TMA producer warp,
-** mbarrier rings, setmaxnreg, ping-pong consumers) is the next step. The registers
-** bound them: KT = 128 needs about 230 per thread (S, two P sets, O), so 2 warpgroups; KT = 64
-** fits 3 warpgroups (168); 4 warpgroups spill. Other archs compile the kernels as empty stubs
-** that the runtime never launches.
+** Iteration t (0 <= t <= nt) issues S_t = Q K_t^T and then O += P_{t-1} V_{t-1}, waits for S_t
+** only, and runs the mask and softmax of tile t while the tensor cores do P_{t-1} V_{t-1} (and,
+** ping-pong, the other consumer's GEMMs); the rare rescale of O waits for that product first. Only
+** tiles crossing a row's range boundary are masked per element.
+** Kept: KT 128, 2 K and 2 V slots, ping-pong, persistent (runtime/cuda.c att_tc; DFL_ATTN_WG=0: the
+** mma.sync kernel instead). Measured on the H200 (bench_attention CAUSAL S 4096, 32/8 heads, medians
+** of 30, same run): 0.238 ms (578 TF/s) against 0.420 for the previous wgmma kernel (3 warpgroups
+** of 64 rows, KT 64, every thread loading by cp.async, a CTA barrier per tile); not persistent 0.254;
+** persistent with 3 slots 0.238; earlier run: not ping-pong 0.263 against 0.255. Registers: 240 per
+** consumer thread (S, O and two P sets: 229 used, no spills), 24 for the producer. Other archs
+** compile the kernels as empty stubs that the runtime never launches.
 */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* Shared-memory matrix descriptor, 128-byte swizzle (start address, leading and stride byte offsets). */
@@ -1257,68 +1254,136 @@ __device__ __forceinline__ void wg_rs128t(float *d, const unsigned *a, unsigned 
                : WG_D64(d)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
-template <int NWG, int KT, int NSTG>
-__device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, const tc_bf *kp, const tc_bf *vp, int batch,
-                                       int S, int nh, int nkv, int W, float scale) {
-  constexpr int HD = 128, R = 64 * NWG, NT = 128 * NWG, NS = KT / 2;
+/* mbarriers (shared::cta addresses) and named barriers */
+__device__ __forceinline__ void mb_init(unsigned a, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(unsigned a) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void mb_expect(unsigned a, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
+}
+/* until the phase of parity ph has completed (ph of the phase before the first: at once) */
+__device__ __forceinline__ void mb_wait(unsigned a, unsigned ph) {
+  asm volatile("{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}"
+               ::"r"(a), "r"(ph) : "memory");
+}
+__device__ __forceinline__ void nb_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void nb_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+/* TMA: box {64 dims, 1 head, KT rows} of a 3-d tensor map {dim, head, row} into shared memory (128-byte
+** swizzle, the layout of the wgmma operands), completing bytes on mbarrier mb */
+__device__ __forceinline__ void wg_tma3(unsigned dst, const void *map, int c0, int c1, int c2, unsigned mb) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               ::"r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(mb) : "memory");
+}
+/*
+** FlashAttention-3 structure: warpgroup 0 is the producer (one thread issues the TMA copies of K/V
+** tiles into NSTG-slot rings guarded by full/empty mbarriers; the warpgroup gives its registers away
+** with setmaxnreg), warpgroups 1 and 2 are consumers of 64 rows each (R = 128 rows per CTA) with 240
+** registers, which KT = 128 needs (S, O and two P sets). No CTA-wide barrier after the start: a
+** consumer waits for "K_t full" / "V_t full" and frees each slot as soon as its wgmma have read it.
+** tm: the K and V tensor maps (runtime/cuda.c att_tmaps), in global memory. PP: ping-pong, the two
+** consumers take turns issuing their GEMMs (named barriers), so one's softmax runs under the other's
+** GEMMs instead of both competing for the tensor cores at the same time. PERS: persistent CTAs (one
+** per SM, grid.y 1) that walk the units (tc_unit's order, heaviest first) in a snake (round k takes
+** units k C .. k C + C - 1, odd rounds reversed, C CTAs: the rounds' loads even out); the rings and
+** the ping-pong run on across units, so the producer fetches a unit's first tiles and a consumer its
+** Q while the previous unit finishes. Else one unit per CTA, as tc_unit.
+*/
+template <int KT, int NSTG, int PP, int PERS>
+__device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, const unsigned char *tm, int batch, int S,
+                                       int nh, int nkv, int W, float scale) {
+  constexpr int HD = 128, R = 128, NS = KT / 2;
   constexpr unsigned QB = 64 * HD * 2, TB = KT * HD * 2; /* bytes: Q of a warpgroup, one K or V tile */
   extern __shared__ __align__(1024) unsigned char wg_sm[];
-  const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, ks = qs + NWG * QB, vs = ks + NSTG * TB;
-  int G = nh / nkv, g, gi;
-  tc_unit(&g, &gi);
-  const int T = R / G, ups = (S + T - 1) / T, b = gi / ups;
-  if (b >= batch) return;
-  const int s0 = (gi % ups) * T, U = S - s0 < T ? S - s0 : T, P = U * G;
-  const ll qrow0 = (ll)b * S + s0, kvrow = (ll)b * S;
-  const int lo0 = W > 0 && s0 - (W - 1) > 0 ? s0 - (W - 1) : 0, hi0 = s0 + U, nt = (hi0 - lo0 + KT - 1) / KT;
-  /* Q: row r of warpgroup r / 64 at line r % 64 of its two 64-dim blocks */
-  for (int c = threadIdx.x; c < R * 16; c += NT) {
-    int r = c >> 4, ch = c & 15, ok = r < P, rr = r & 63;
-    const tc_bf *src = ok ? q + ((qrow0 + r / G) * nh + g * G + r % G) * HD + ch * 8 : q;
-    wg_cp16(qs + (r >> 6) * QB + (ch >> 3) * (QB / 2) + rr * 128 + (((ch & 7) ^ (rr & 7)) << 4), src, ok);
-  }
-  /* K or V tile t into a slot: key kk at line kk of its two 64-dim blocks; keys >= hi0 zero */
-  auto load_kv = [&](const tc_bf *src, unsigned dst, int t) {
-    int k0 = lo0 + t * KT;
-    for (int c = threadIdx.x; c < KT * 16; c += NT) {
-      int kk = c >> 4, ch = c & 15, ok = k0 + kk < hi0;
-      const tc_bf *sp = ok ? src + ((kvrow + k0 + kk) * nkv + g) * HD + ch * 8 : src;
-      wg_cp16(dst + (ch >> 3) * (TB / 2) + kk * 128 + (((ch & 7) ^ (kk & 7)) << 4), sp, ok);
+  const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, ks = qs + 2 * QB, vs = ks + NSTG * TB,
+                 bars = vs + NSTG * TB; /* K full, V full, K empty, V empty: NSTG 8-byte barriers each */
+  auto fk = [&](int t) { return bars + (t % NSTG) * 8; };
+  auto fv = [&](int t) { return bars + (NSTG + t % NSTG) * 8; };
+  auto ek = [&](int t) { return bars + (2 * NSTG + t % NSTG) * 8; };
+  auto ev = [&](int t) { return bars + (3 * NSTG + t % NSTG) * 8; };
+  const int G = nh / nkv, T = R / G, ups = (S + T - 1) / T, units = batch * ups * nkv;
+  /* a unit's geometry from its linear index L (tc_unit: kv head L % nkv, heaviest first) */
+  struct unit { int g, s0, U, P, kvrow, lo0, nt; ll qrow0; };
+  auto geom = [&](int L) {
+    unit u;
+    int gi = batch * ups - 1 - L / nkv, b = gi / ups;
+    u.g = L % nkv; u.s0 = (gi % ups) * T; u.U = S - u.s0 < T ? S - u.s0 : T; u.P = u.U * G;
+    u.qrow0 = (ll)b * S + u.s0; u.kvrow = b * S;
+    u.lo0 = W > 0 && u.s0 - (W - 1) > 0 ? u.s0 - (W - 1) : 0;
+    u.nt = (u.s0 + u.U - u.lo0 + KT - 1) / KT;
+    return u;
+  };
+  const int C = gridDim.x, c = blockIdx.x, L0 = PERS ? c : blockIdx.x + gridDim.x * blockIdx.y;
+  auto next = [&](int L) { /* snake: the index after L (>= units: done) */
+    if (!PERS) return units;
+    int k = L / C + 1;
+    return k * C + (k & 1 ? C - 1 - c : c);
+  };
+  if (L0 >= units) return;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < NSTG; i++) {
+      mb_init(fk(i), 1); mb_init(fv(i), 1); /* the producer's arrive (+ the TMA bytes) */
+      mb_init(ek(i), 256); mb_init(ev(i), 256); /* every consumer thread, its wgmma on the slot done */
     }
-  };
-  load_kv(kp, ks, 0);
-  tc_commit();
-  const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
-  int rlo[2], rhi[2]; /* allowed keys [rlo, rhi) of this thread's rows (padding rows: none) */
-#pragma unroll
-  for (int i = 0; i < 2; i++) {
-    int r = wg * 64 + ((threadIdx.x >> 5) & 3) * 16 + gid + 8 * i, s = s0 + r / G;
-    rlo[i] = r < P && W > 0 ? s - (W - 1) : 0;
-    rhi[i] = r < P ? s + 1 : 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  float oacc[64], m[2] = {DFL_NINF, DFL_NINF}, l[2] = {0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < 64; i++) oacc[i] = 0.f;
-  const float sl2 = scale * TC_LOG2E;
+  __syncthreads();
+  if (threadIdx.x < 128) { /* producer: K_{j+1} before V_j, the order the consumers need them in */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
+    if (threadIdx.x == 0) {
+      const unsigned char *mk = tm, *mv = tm + 128;
+      asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(mk) : "memory");
+      asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(mv) : "memory");
+      /* tile j of the unit (ring position it + j) of map m into its slot: the two 64-dim halves,
+      ** keys past the tensor zero filled (keys in [hi0, S) are loaded, and masked by the consumers) */
+      int it = 0; /* ring position of the unit's tile 0 */
+      for (int L = L0; L < units; L = next(L)) {
+        const unit u = geom(L);
+        auto load = [&](const unsigned char *m, unsigned dst, int full, int empty, int j) {
+          const int i = it + j;
+          mb_wait(bars + empty * 8 + (i % NSTG) * 8, ((i / NSTG) & 1) ^ 1);
+          const unsigned fb = bars + full * 8 + (i % NSTG) * 8, d = dst + (i % NSTG) * TB;
+          mb_expect(fb, TB);
+          wg_tma3(d, m, 0, u.g, u.kvrow + u.lo0 + j * KT, fb);
+          wg_tma3(d + TB / 2, m, 64, u.g, u.kvrow + u.lo0 + j * KT, fb);
+        };
+        load(mk, ks, 0, 2 * NSTG, 0);
+        for (int j = 0; j < u.nt; j++) {
+          if (j + 1 < u.nt) load(mk, ks, 0, 2 * NSTG, j + 1);
+          load(mv, vs, NSTG, 3 * NSTG, j);
+        }
+        it += u.nt;
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
+  const int wg = (threadIdx.x >> 7) - 1, tid = threadIdx.x & 127, lane = threadIdx.x & 31, gid = lane >> 2,
+            t4 = lane & 3;
+  /* Q of unit u: this warpgroup's rows r (line r % 64 of its two 64-dim blocks), by cp.async; waited
+  ** for and fenced to the async proxy before the warpgroup's barrier at the unit's start */
   const unsigned qw = qs + wg * QB;
-  /* tile t landed everywhere: this thread's cp.async done (all but the NSTG - 2 most recent groups)
-  ** and fenced to the async proxy, then the barrier (after which every wgmma of the previous
-  ** iteration is complete too) */
-  auto tile_ready = [&]() {
-    tc_wait<NSTG - 2>();
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-  };
-  /* stage j: K_{j+1} and V_j into slots (j + 1) % NSTG and j % NSTG, one cp.async group (maybe
-  ** empty). Iteration t stages j = t + NSTG - 2, once its wgmma are issued: those slots held K_{t-1}
-  ** and V_{t-2}, which no wgmma in flight reads. */
-  auto stage = [&](int j) {
-    if (j + 1 < nt) load_kv(kp, ks + ((j + 1) % NSTG) * TB, j + 1);
-    if (j < nt) load_kv(vp, vs + (j % NSTG) * TB, j);
+  auto load_q = [&](const unit &u) {
+    for (int c = tid; c < 64 * 16; c += 128) {
+      int rr = c >> 4, ch = c & 15, r = wg * 64 + rr, ok = r < u.P;
+      const tc_bf *src = ok ? q + ((u.qrow0 + r / G) * nh + u.g * G + r % G) * HD + ch * 8 : q;
+      wg_cp16(qw + (ch >> 3) * (QB / 2) + rr * 128 + (((ch & 7) ^ (rr & 7)) << 4), src, ok);
+    }
     tc_commit();
   };
-#pragma unroll
-  for (int j = 0; j < NSTG - 2; j++) stage(j);
+  const float sl2 = scale * TC_LOG2E;
+  /* ping-pong turns: named barrier 3 + w is warpgroup w's turn; each issue waits for its own turn
+  ** and then gives the other one its turn (consumer 0 starts; consumer 1 skips its very last hand-
+  ** over, which nobody would take: both issue as often) */
+  auto turn_wait = [&]() { if (PP) nb_sync(3 + wg, 256); };
+  auto turn_give = [&](int final_) { if (PP && !(final_ && wg == 1)) nb_arrive(3 + (wg ^ 1), 256); };
+  if (PP && wg == 0) nb_arrive(3, 256);
+  float oacc[64], m[2], l[2];
+  int it = 0, rlo[2], rhi[2]; /* ring position of the unit's tile 0; allowed keys [rlo, rhi) of this
+                              ** thread's rows (padding rows: none) */
   auto keep_op = [&](unsigned (*pu)[4]) { /* O and the P operand in their registers around a P V */
 #pragma unroll
     for (int i = 0; i < 64; i++) wg_keep(oacc[i]);
@@ -1326,7 +1391,7 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     for (int c = 0; c < KT / 16; c++) { wg_keepu(pu[c][0]); wg_keepu(pu[c][1]); wg_keepu(pu[c][2]); wg_keepu(pu[c][3]); }
   };
   auto issue_s = [&](float *s, int t) { /* S_t = Q K_t^T */
-    const unsigned kb = ks + (t % NSTG) * TB;
+    const unsigned kb = ks + ((it + t) % NSTG) * TB;
 #pragma unroll
     for (int k = 0; k < HD / 16; k++) {
       unsigned long long da = wg_desc(qw + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
@@ -1337,16 +1402,15 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     wg_commit();
   };
   auto issue_pv = [&](int t, unsigned (*pu)[4]) { /* O += P_t V_t */
-    const unsigned vb = vs + (t % NSTG) * TB;
+    const unsigned vb = vs + ((it + t) % NSTG) * TB;
 #pragma unroll
     for (int c = 0; c < KT / 16; c++) wg_rs128t(oacc, pu[c], wg_desc(vb + c * 2048, TB / 2, 1024));
     wg_commit();
   };
-  /* mask and softmax of S_t into P (A fragments); corr: the factor O still has to take */
-  auto softmax = [&](float *s, int t, unsigned (*pn)[4], float *corr) {
+  /* mask and softmax of S_t (keys from k0) into P (A fragments); corr: the factor O still has to take */
+  auto softmax = [&](float *s, int k0, unsigned (*pn)[4], float *corr) {
 #pragma unroll
     for (int i = 0; i < NS; i++) wg_keep(s[i]);
-    const int k0 = lo0 + t * KT;
 #pragma unroll
     for (int i = 0; i < 2; i++)
       if (!(k0 >= rlo[i] && k0 + KT <= rhi[i])) {
@@ -1382,74 +1446,109 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
       pn[c >> 1][2 * (c & 1) + 1] = tc_pack(p2, p3);
     }
   };
-  /* iteration t: S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under the latter.
-  ** P alternates between two register sets (pa: even tiles, pb: odd), never copied: a copy lets the
-  ** register allocator merge the two, and ptxas then serializes the wgmma. */
-  auto step = [&](int t, unsigned (*pu)[4], unsigned (*pw)[4]) {
-    float s[NS], corr[2];
-    tile_ready();
-    keep_op(pu);
-    wg_fence();
-    issue_s(s, t);
-    issue_pv(t - 1, pu);
-    stage(t + NSTG - 2);
-    wg_wait<1>();
-    softmax(s, t, pw, corr);
-    wg_wait<0>();
-    keep_op(pu);
-    if (corr[0] != 1.f || corr[1] != 1.f) {
-#pragma unroll
-      for (int c = 0; c < 16; c++) { oacc[4 * c] *= corr[0]; oacc[4 * c + 1] *= corr[0]; oacc[4 * c + 2] *= corr[1]; oacc[4 * c + 3] *= corr[1]; }
-    }
-  };
-  auto last = [&](unsigned (*pu)[4]) { /* the last P V */
-    tile_ready();
-    keep_op(pu);
-    wg_fence();
-    issue_pv(nt - 1, pu);
-    wg_wait<0>();
-    keep_op(pu);
-  };
   unsigned pa[KT / 16][4], pb[KT / 16][4];
-  { /* tile 0: S only (O is still 0, no rescale) */
-    float s[NS], corr[2];
-    tile_ready();
-    wg_fence();
-    issue_s(s, 0);
-    stage(NSTG - 2);
-    wg_wait<0>();
-    softmax(s, 0, pa, corr);
-  }
-  for (int t = 1; t < nt; t += 2) {
-    step(t, pa, pb);
-    if (t + 1 < nt) step(t + 1, pb, pa);
-  }
-  if (nt & 1) last(pa); else last(pb);
+  load_q(geom(L0));
+  for (int L = L0; L < units;) {
+    const unit u = geom(L);
+    const int nxt = next(L);
+    tc_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    nb_sync(1 + wg, 128);
 #pragma unroll
-  for (int i = 0; i < 2; i++) {
-    float lq = l[i];
-    lq += __shfl_xor_sync(0xffffffffu, lq, 1);
-    lq += __shfl_xor_sync(0xffffffffu, lq, 2);
-    int r = wg * 64 + ((threadIdx.x >> 5) & 3) * 16 + gid + 8 * i;
-    if (r >= P) continue;
-    ll row = qrow0 + r / G;
-    int h = g * G + r % G;
-    float inv = lq > 0.f ? 1.f / lq : 0.f;
-    tc_bf *op = o + (row * nh + h) * HD + 2 * t4;
+    for (int i = 0; i < 2; i++) {
+      int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i, s = u.s0 + r / G;
+      rlo[i] = r < u.P && W > 0 ? s - (W - 1) : 0;
+      rhi[i] = r < u.P ? s + 1 : 0;
+      m[i] = DFL_NINF; l[i] = 0.f;
+    }
 #pragma unroll
-    for (int c = 0; c < 16; c++) *(unsigned *)(op + c * 8) = tc_pack(oacc[4 * c + 2 * i] * inv, oacc[4 * c + 2 * i + 1] * inv);
-    if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * TC_LN2 + logf(lq) : DFL_NINF;
+    for (int i = 0; i < 64; i++) oacc[i] = 0.f;
+    /* iteration t: S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under the latter;
+    ** K_t's slot is freed once S_t is done, V_{t-1}'s once the product is. P alternates between two
+    ** register sets (pa: even tiles, pb: odd), never copied: a copy lets the register allocator
+    ** merge the two, and ptxas then serializes the wgmma. */
+    auto step = [&](int t, unsigned (*pu)[4], unsigned (*pw)[4]) {
+      float s[NS], corr[2];
+      mb_wait(fk(it + t), ((it + t) / NSTG) & 1);
+      turn_wait();
+      keep_op(pu);
+      wg_fence();
+      issue_s(s, t);
+      mb_wait(fv(it + t - 1), ((it + t - 1) / NSTG) & 1);
+      issue_pv(t - 1, pu);
+      turn_give(0);
+      wg_wait<1>();
+      mb_arrive(ek(it + t));
+      softmax(s, u.lo0 + t * KT, pw, corr);
+      wg_wait<0>();
+      mb_arrive(ev(it + t - 1));
+      keep_op(pu);
+      if (corr[0] != 1.f || corr[1] != 1.f) {
+#pragma unroll
+        for (int c = 0; c < 16; c++) { oacc[4 * c] *= corr[0]; oacc[4 * c + 1] *= corr[0]; oacc[4 * c + 2] *= corr[1]; oacc[4 * c + 3] *= corr[1]; }
+      }
+    };
+    auto last = [&](unsigned (*pu)[4]) { /* the last P V; then the next unit's Q, under this one's epilogue */
+      const int t = u.nt - 1;
+      mb_wait(fv(it + t), ((it + t) / NSTG) & 1);
+      turn_wait();
+      keep_op(pu);
+      wg_fence();
+      issue_pv(t, pu);
+      turn_give(nxt >= units);
+      wg_wait<0>();
+      mb_arrive(ev(it + t));
+      keep_op(pu);
+      if (nxt < units) {
+        nb_sync(1 + wg, 128); /* every warp past its last wgmma reading Q */
+        load_q(geom(nxt));
+      }
+    };
+    { /* tile 0: S only (O is still 0, no rescale) */
+      float s[NS], corr[2];
+      mb_wait(fk(it), (it / NSTG) & 1);
+      turn_wait();
+      wg_fence();
+      issue_s(s, 0);
+      turn_give(0);
+      wg_wait<0>();
+      mb_arrive(ek(it));
+      softmax(s, u.lo0, pa, corr);
+    }
+    for (int t = 1; t < u.nt; t += 2) {
+      step(t, pa, pb);
+      if (t + 1 < u.nt) step(t + 1, pb, pa);
+    }
+    if (u.nt & 1) last(pa); else last(pb);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      float lq = l[i];
+      lq += __shfl_xor_sync(0xffffffffu, lq, 1);
+      lq += __shfl_xor_sync(0xffffffffu, lq, 2);
+      int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i;
+      if (r >= u.P) continue;
+      ll row = u.qrow0 + r / G;
+      int h = u.g * G + r % G;
+      float inv = lq > 0.f ? 1.f / lq : 0.f;
+      tc_bf *op = o + (row * nh + h) * HD + 2 * t4;
+#pragma unroll
+      for (int c = 0; c < 16; c++) *(unsigned *)(op + c * 8) = tc_pack(oacc[4 * c + 2 * i] * inv, oacc[4 * c + 2 * i + 1] * inv);
+      if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * TC_LN2 + logf(lq) : DFL_NINF;
+    }
+    it += u.nt;
+    L = nxt;
   }
 }
 #endif
-#define WG_FWD_KERNEL(name, NWG, KT, NS)                                                                           \
-  extern "C" __global__ void __launch_bounds__(128 * NWG, 1) name(TC_FWD_ARGS) {                                \
-    (void)dt; (void)hd; (void)k2; (void)v2; (void)anchors; (void)keep; (void)mask; (void)N; (void)B;           \
-    WG_FWD_BODY(NWG, KT, NS)                                                                                   \
+/* 384 threads: the producer warpgroup and two consumers. k2 (unused by CAUSAL) carries the tensor maps. */
+#define WG_FWD_KERNEL(name, KT, NS, PP, PERS)                                                                     \
+  extern "C" __global__ void __launch_bounds__(384, 1) name(TC_FWD_ARGS) {                                      \
+    (void)dt; (void)hd; (void)k1; (void)v1; (void)v2; (void)anchors; (void)keep; (void)mask; (void)N; (void)B;  \
+    WG_FWD_BODY(KT, NS, PP, PERS)                                                                              \
   }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WG_FWD_BODY(NWG, KT, NS) wg_fwd<NWG, KT, NS>(o, lse, q, k1, v1, batch, S, nh, nkv, window, scale);
+#define WG_FWD_BODY(KT, NS, PP, PERS) wg_fwd<KT, NS, PP, PERS>(o, lse, q, (const unsigned char *)k2, batch, S, nh, nkv, window, scale);
 #else
-#define WG_FWD_BODY(NWG, KT, NS) (void)o; (void)lse; (void)q; (void)k1; (void)v1; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
+#define WG_FWD_BODY(KT, NS, PP, PERS) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
 #endif
-WG_FWD_KERNEL(dfl_attn_fwd_wg128, 3, 64, 4)
+WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 2, 1, 1)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h> /* cuTensorMapEncodeTiled's type: reached through cudaGetDriverEntryPointByVersion */
 #include "runtime/cuda_check.h"
 #include <cublasLt.h>
 #include "runtime/cuda.h"
@@ -70,6 +71,7 @@ typedef struct {
   mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
   dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
   char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
+  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg128: its K and V tensor maps (device memory) */
   int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
                     ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
 } opstate;
@@ -86,6 +88,7 @@ struct dfl_cuda_impl {
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
   int att_wg;       /* the wgmma CAUSAL forward (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
+  PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* its tensor maps (NULL: driver without TMA, kernel off) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
   cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
@@ -309,17 +312,18 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->kfwd = hd == 64 ? K_ATT_FWD_TC64 : K_ATT_FWD_TC128;
   t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
   t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
-  /* Hopper: the CAUSAL hd 128 forward by wgmma (kernels/attention.cuh, dfl_attn_fwd_wg128): 3
-  ** warpgroups of 64 rows per CTA, K/V tiles of 64 keys in 4 K and 4 V slots; t->sf is then its
-  ** shared memory (+ 1 KB to align the swizzled tiles to 1024 bytes). Only where the kernels were
-  ** built for sm_90a; DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
+  /* Hopper: the CAUSAL hd 128 forward by wgmma (kernels/attention.cuh, dfl_attn_fwd_wg128): a TMA
+  ** producer warpgroup and 2 consumer warpgroups of 64 rows per CTA, K/V tiles of 128 keys in NSTG K
+  ** and NSTG V slots; t->sf is then its shared memory (Q, the slots, 4 NSTG mbarriers, + 1 KB to
+  ** align the swizzled tiles to 1024 bytes). Only where the kernels were built for sm_90a and the
+  ** driver encodes tensor maps; DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
   t->wg = 0; t->wgr = 0; t->sq = t->skv = 0;
-  if (im->att_wg && !dfl && !bwd && hd == 128) {
-    enum { NWG = 3, KT = 64, NSTG = 4 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg128, ...) */
-    size_t sf = (size_t)NWG * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 1024;
-    if (G <= 64 * NWG && sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
+  if (im->att_wg && im->tmap_encode && !dfl && !bwd && hd == 128) {
+    enum { KT = 128, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg128, ...) */
+    size_t sf = 2 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 1024;
+    if (G <= 128 && sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
       t->wg = K_ATT_FWD_WG128;
-      t->wgr = 64 * NWG;
+      t->wgr = 128;
       t->sf = sf;
       return 1;
     }
@@ -332,6 +336,32 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + (2 * (size_t)a->N + 3 + 2 * 128) * 4;
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
   return 1;
+}
+
+/* The K and V tensor maps of dfl_attn_fwd_wg128, {dim, kv head, row} over [rows, nkv, 128] bf16, a box
+** of {64, 1, 128}: one 64-dim half of a 128-key tile, 128-byte swizzled (the wgmma operand layout).
+** The pointers never change after init, so they are encoded once, into device memory (the kernel
+** gets them through its k2 argument, unused by CAUSAL). */
+static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os) {
+  struct dfl_cuda_impl *im = c->impl;
+  int nkv = op->a.kv_heads, hd = op->a.head_dim;
+  CUtensorMap m[2];
+  for (int i = 0; i < 2; i++) {
+    int ti = op->in[1 + i];
+    cuuint64_t dim[3] = {(cuuint64_t)hd, (cuuint64_t)nkv, (cuuint64_t)(numel(c, ti) / ((int64_t)nkv * hd))};
+    cuuint64_t stride[2] = {(cuuint64_t)hd * 2, (cuuint64_t)nkv * hd * 2}; /* bytes, dims 1 and 2 */
+    cuuint32_t box[3] = {64, 1, 128}, es[3] = {1, 1, 1};
+    CUresult r = im->tmap_encode(&m[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, c->ptr[ti], dim, stride, box, es,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+      fprintf(stderr, "dflc: cuda backend: attention (%s): cuTensorMapEncodeTiled failed (%d)\n", op->label, (int)r);
+      return DFL_ERR;
+    }
+  }
+  CU(cudaMalloc(&os->tmaps, sizeof m));
+  CU(cudaMemcpy(os->tmaps, m, sizeof m, cudaMemcpyHostToDevice));
+  return DFL_OK;
 }
 
 static int load_kernels(dfl_cuda *c, const char *arch) {
@@ -365,6 +395,16 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
   const char *wge = getenv("DFL_ATTN_WG");
   im->att_wg = !strcmp(arch, "sm_90a") && !(wge && !strcmp(wge, "0"));
+  im->tmap_encode = NULL;
+  if (im->att_wg) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult qr;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) == cudaSuccess &&
+        qr == cudaDriverEntryPointSuccess)
+      im->tmap_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+    else
+      cudaGetLastError();
+  }
   return DFL_OK;
 }
 
@@ -413,6 +453,8 @@ static int setup_op(dfl_cuda *c, int i) {
         fprintf(stderr, "dflc: cuda backend: attention (%s): inputs must share q's dtype\n", op->label);
         return DFL_ESHAPE;
       }
+    att_tc_t tc;
+    if (op->code == DFL_OP_ATTENTION && att_tc(c, op, &tc) && tc.wg) return att_tmaps(c, op, os);
   }
   return DFL_OK;
 }
@@ -606,8 +648,10 @@ void dfl_cuda_free(dfl_cuda *c) {
   struct dfl_cuda_impl *im = c->impl;
   if (im) {
     for (int i = 0; i < im->nexec; i++) cudaGraphExecDestroy(im->execs[i].exec);
-    for (int i = 0; im->ops && i < c->g->nops; i++)
+    for (int i = 0; im->ops && i < c->g->nops; i++) {
       for (int k = 0; k < 4; k++) mm_free(&im->ops[i].mm[k]);
+      if (im->ops[i].tmaps) cudaFree(im->ops[i].tmaps);
+    }
     if (im->lt) cublasLtDestroy(im->lt);
     if (im->lib) cudaLibraryUnload(im->lib);
     if (im->stream) cudaStreamDestroy(im->stream);
@@ -671,7 +715,7 @@ static int op_linear_ce(dfl_cuda *c, int i) {
   return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);
 }
 
-static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {
+static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void *tmaps) {
   const dfl_attrs *a = &op->a;
   int64_t gx;
   int gy;
@@ -691,9 +735,12 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch) {
       void *o = P(op->out[0]), *lse = P(op->out[1]);
       void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
                       &win, &scale};
-      if (tc.wg) { /* wgmma CAUSAL: wgr / G positions per CTA, a warpgroup per 64 rows */
+      if (tc.wg) { /* wgmma CAUSAL: units of wgr / G positions (times the kv heads), a consumer warpgroup
+                    ** per 64 rows + the producer; persistent: one CTA per SM walks the units */
         int per = tc.wgr / G;
-        return launch2(c, tc.wg, (int64_t)batch * ((S + per - 1) / per), nkv, 2 * tc.wgr, tc.sf, args);
+        int64_t units = (int64_t)batch * ((S + per - 1) / per) * nkv;
+        args[5] = &tmaps; /* k2: the tensor maps */
+        return launch2(c, tc.wg, units < c->impl->nsm ? units : c->impl->nsm, 1, 384, tc.sf, args);
       }
       /* 128-row CTAs: DFLASH 128 / (B G) whole blocks, CAUSAL 128 / G positions */
       int per = dfl ? 128 / (B * G) : 128 / G;
@@ -913,8 +960,8 @@ static int exec_op(dfl_cuda *c, int i) {
     void *a[] = {&o0, &i0, &w, &hit, &kp, &batch, &N, &B};
     return launch2(c, K_METRICS, 1, 1, 256, (size_t)(5 + 2 * B) * 4, a);
   }
-  case DFL_OP_ATTENTION: return op_attention(c, op, 0, NULL);
-  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1, im->ops[i].scratch);
+  case DFL_OP_ATTENTION: return op_attention(c, op, 0, NULL, im->ops[i].tmaps);
+  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1, im->ops[i].scratch, NULL);
   case DFL_OP_LINEAR_CE: return op_linear_ce(c, i);
   case DFL_OP_OPT_PREP: {
     void *sq = P(op->in[0]), *den = P(op->in[1]); int dd = dt(c, op->in[1]);
