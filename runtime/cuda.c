@@ -109,24 +109,36 @@ int dfl_cuda_available(void) {
   return n > 0;
 }
 
-float dfl_bf16_round(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return x;
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  memcpy(&x, &u, 4);
-  return x;
-}
+float dfl_bf16_round(float x) { return dfl_bf16_rne(x); }
 
 static cudaDataType_t cuda_type(dfl_dtype d) {
   return d == DFL_BF16 ? CUDA_R_16BF : d == DFL_F16 ? CUDA_R_16F : d == DFL_F64 ? CUDA_R_64F : CUDA_R_32F;
 }
 
+/* cuBLASLt's first heuristic algorithm for the descriptor and layouts m holds (within the fixed
+** workspace); what names the GEMM in the error. */
+static int mm_algo(dfl_cuda *c, mm_t *m, int M, int N, int K, const char *what) {
+  cublasLtMatmulPreference_t pref;
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = BLAS_WS;
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t h;
+  int nres = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->impl->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no algorithm for [%d,%d]x[%d] (%s): status %d\n",
+            __FILE__, __LINE__, M, N, K, what, (int)st);
+    return DFL_ERR;
+  }
+  m->algo = h.algo;
+  m->ok = 1;
+  return DFL_OK;
+}
+
 /* Row-major C[M,N] = alpha op(A) op(B) + beta C, as the column-major C^T = op(B)^T op(A)^T. */
 static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, dfl_dtype da, dfl_dtype db,
                     dfl_dtype dc, int lda, int ldb, int ldc, float alpha, float beta) {
-  struct dfl_cuda_impl *im = c->impl;
   if (da != db || (da != DFL_F32 && da != DFL_BF16 && da != DFL_F16) || (dc != da && dc != DFL_F32)) {
     fprintf(stderr, "dflc: cuda backend: matmul of %s x %s -> %s is not supported (inputs must share a float dtype; "
                     "output the same or f32)\n", dfl_dtype_name(da), dfl_dtype_name(db), dfl_dtype_name(dc));
@@ -141,31 +153,15 @@ static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, d
   LT(cublasLtMatrixLayoutCreate(&m->a, cuda_type(db), tb ? K : N, tb ? N : K, ldb));
   LT(cublasLtMatrixLayoutCreate(&m->b, cuda_type(da), ta ? M : K, ta ? K : M, lda));
   LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dc), N, M, ldc));
-  cublasLtMatmulPreference_t pref;
-  LT(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = BLAS_WS;
-  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t h;
-  int nres = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(im->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
-    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no algorithm for [%d,%d]x[%d] (%s): status %d\n",
-            __FILE__, __LINE__, M, N, K, dfl_dtype_name(da), (int)st);
-    return DFL_ERR;
-  }
-  m->algo = h.algo;
   m->alpha = alpha;
   m->beta = beta;
-  m->ok = 1;
-  return DFL_OK;
+  return mm_algo(c, m, M, N, K, dfl_dtype_name(da));
 }
 /* MATMUL_F8: row-major Y[M,N] = (X[M,K] W[N,K]^T) sx[M] sw[N] (+ R): cuBLASLt's column-major
 ** Y^T = W X^T, both e4m3 operands K-major ("TN", the layout Hopper's FP8 GEMMs require), per-row
 ** scales as outer vectors (A's: sw, N of them; B's: sx, M), f32 accumulation (no fast accumulation). */
 static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw,
                        float beta, const char *label) {
-  struct dfl_cuda_impl *im = c->impl;
   int cc = 0, dev = 0;
   CU(cudaGetDevice(&dev));
   CU(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
@@ -197,24 +193,9 @@ static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, 
   LT(cublasLtMatrixLayoutCreate(&m->a, CUDA_R_8F_E4M3, K, N, K));
   LT(cublasLtMatrixLayoutCreate(&m->b, CUDA_R_8F_E4M3, K, M, K));
   LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dy), N, M, N));
-  cublasLtMatmulPreference_t pref;
-  LT(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = BLAS_WS;
-  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t h;
-  int nres = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(im->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
-    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no FP8 algorithm for [%d,%d]x[%d] (%s): status %d\n",
-            __FILE__, __LINE__, M, N, K, label, (int)st);
-    return DFL_ERR;
-  }
-  m->algo = h.algo;
   m->alpha = 1.f;
   m->beta = beta;
-  m->ok = 1;
-  return DFL_OK;
+  return mm_algo(c, m, M, N, K, label);
 }
 static void mm_free(mm_t *m) {
   if (!m->ok) return;
