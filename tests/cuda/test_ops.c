@@ -5,8 +5,9 @@
 ** the start (DFL_SEED=... reproduces a run) and rounded to bf16 for bf16 graphs, so both backends
 ** see the same numbers.
 ** Tolerances (max |gpu - cpu| / max |cpu| over a tensor): f32 graphs 2e-4 (summation order,
-** __expf); bf16 graphs 3e-2 (every stored activation is rounded to 8 bits of mantissa). 0/1
-** outputs (argmax hits) may differ on near ties: at most 2% of entries. Integer outputs: exact.
+** __expf; an FP8 GEMM's output 2e-3); bf16 graphs 3e-2 (every stored activation is rounded to 8
+** bits of mantissa). 0/1 outputs (argmax hits) may differ on near ties: at most 2% of entries.
+** Integer outputs and QUANT_F8's bytes: exact.
 ** Exit 77 (ctest SKIP) when no CUDA device is present.
 */
 #include <math.h>
@@ -113,6 +114,9 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
     int exact = T->dtype == DFL_I32 || (q8 && !fused8), far = 0;
     for (int64_t i = 0; fused8 && i < n; i++) far += fabs(a[i] - b[i]) > fmax(fabs(b[i]) / 8, 1.0 / 512) * 1.001;
     double tol = exact ? 0 : (T->dtype == DFL_BF16 || ACT == DFL_BF16) ? 3e-2 : 2e-4;
+    /* An FP8 GEMM's f32 output: Hopper's FP8 tensor cores add with about 14 mantissa bits before
+    ** cuBLASLt promotes the partial sums to f32 (DeepSeek-V3 report, 3.3.2); 2.3e-4 was seen at K 64. */
+    if (!exact && T->producer >= 0 && g->ops[T->producer].code == DFL_OP_MATMUL_F8 && tol < 2e-3) tol = 2e-3;
     int ok = nan == 0 && (bin ? diff * 50 <= n : exact ? diff == 0 : fused8 ? diff * 50 <= n && far == 0 : rel <= tol);
     if (!ok || getenv("DFL_VERBOSE"))
       fprintf(ok ? stdout : stderr, "%s %s [%s] %s: max|ref| %.3g max err %.3g rel %.3g (tol %.1g) diff %lld nan/inf %lld\n",
