@@ -312,10 +312,12 @@ int dfl_cmd_bench(int argc, char **argv) {
     const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
     fl_peer_extra += 4.0 * (double)(Y->shape[0] / op->a.B) * (double)W->shape[0] * (double)Y->shape[1] * accum;
   }
-  printf("bench: %s%s on %s (%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
+  /* an FP8 target (quantize = fp8) changes the numbers: every report says so */
+  const int fp8 = tr->spec.target_fp8 && !drafter_only;
+  printf("bench: %s%s on %s (%s%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
          drafter_only ? " (drafter alone: random features, no target)" : "", tr->be.name,
-         tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32", tr->tg.batch, tr->tg.S, tr->tg.N,
-         tr->spec.block_size, accum, t_open);
+         tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32", fp8 ? ", target GEMMs in FP8" : "", tr->tg.batch,
+         tr->tg.S, tr->tg.N, tr->spec.block_size, accum, t_open);
   if (tr->overlap) printf("schedule: each step's optimizer beside the next step's target forward (DFL_NO_OVERLAP=1: off)\n");
   printf("setup: data, graph and plan %.1f s; backend (device memory, kernels) %.1f s; weights %.1f s; rest %.1f s\n",
          tr->setup_s[0], tr->setup_s[1], tr->setup_s[2], tr->setup_s[3]);
@@ -419,8 +421,9 @@ int dfl_cmd_bench(int argc, char **argv) {
               positions / (step_ms * 1e-3), (fl_step + fl_peer_extra) / 1e12, tflops_peer / PEAK_TFLOPS, med, lo, hi);
       for (int p = 0; p < DFL_PH_COUNT; p++) fprintf(f, "%s\"%s\":%.3f", p ? "," : "", ph_name[p], ms_ph[p]);
       fprintf(f, "},\"plan_bytes\":%" PRId64 ",\"arena_bytes\":%" PRId64 ",\"mem_min\":%" PRId64 ",\"mem_max\":%" PRId64
-              ",\"mem_before\":%" PRId64 ",\"graph_launches_per_step\":%d}\n", tr->planned ? tr->plan.arena_bytes : 0,
-              tr->be.arena_bytes, tr->mem_min, tr->mem_max, tr->be.mem_before, accum + 1);
+              ",\"mem_before\":%" PRId64 ",\"graph_launches_per_step\":%d,\"target_fp8\":%d}\n",
+              tr->planned ? tr->plan.arena_bytes : 0, tr->be.arena_bytes, tr->mem_min, tr->mem_max, tr->be.mem_before,
+              accum + 1, fp8);
       fclose(f);
     }
   }

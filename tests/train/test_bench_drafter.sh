@@ -4,8 +4,8 @@
 # consistent (positions/s = anchors x block x batch / step time; the peer's FLOP count = dflc's +
 # one 2 x positions x hidden x vocab GEMM (the frozen head's dW) + the two vocabulary GEMMs of the
 # anchor rows dflc leaves out, 4 x anchors x batch x hidden x vocab; no target forward: fewer FLOPs than the colocated
-# step); `--ops` lists the time per (phase, op kind) adding up to its total; and the 27B drafter
-# spec checks, plans, and is refused cleanly on the CPU.
+# step); `--ops` lists the time per (phase, op kind) adding up to its total; an FP8 target says so
+# in the header and the JSON; and the 27B drafter spec checks, plans, and is refused cleanly on the CPU.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_bench_drafter.sh PATH/TO/dflc}
@@ -74,6 +74,16 @@ if [ -f "$T/d.json" ] && [ -f "$T/c.json" ]; then
 else
   fail "no JSON written"
 fi
+
+# an FP8 target (quantize = fp8) says so in the header and the JSON; the others say they are not
+sed -e "s|^  dtype = fp32|  dtype = fp32\n  quantize = fp8|" "$T/nano.dfl" > "$T/nano8.dfl"
+grep -q "quantize = fp8" "$T/nano8.dfl" || fail "could not write the FP8 spec"
+(cd "$T" && "$DFLC" bench nano8.dfl --cpu --steps 2 --warmup 1 --phase-steps 1 --json f.json) > "$T/f.log" 2>&1 \
+  || { cat "$T/f.log"; fail "FP8 bench exited $?"; }
+grep -q "target GEMMs in FP8" "$T/f.log" || fail "the FP8 bench's header does not say FP8"
+grep -q '"target_fp8":1' "$T/f.json" 2>/dev/null || fail "f.json does not say target_fp8 1"
+grep -q '"target_fp8":0' "$T/c.json" 2>/dev/null || fail "c.json does not say target_fp8 0"
+grep -q "FP8" "$T/c.log" && fail "the bf16 bench's header mentions FP8"
 
 # the 27B drafter spec: checkable, plannable, refused (not attempted) on the CPU
 "$DFLC" check examples/qwen36-27b-drafter.dfl > "$T/chk.log" 2>&1 || { cat "$T/chk.log"; fail "check of the 27B drafter spec"; }
