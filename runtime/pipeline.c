@@ -77,6 +77,7 @@ struct pipe_s {
   int64_t steps, total;      /* optimizer steps, micro-batches */
   dfl_pipe_opts o;
   FILE *log, *mjsonl;
+  double win[2 + DFL_METRIC_COUNT + 2 * 64], win_tok, win_t; /* sums since the last progress line */
   char out_dir[DFL_PATH_MAX];
   dfl_dataset train;
   int *order;
@@ -494,13 +495,26 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
             "\"gnorm\":%.6g,\"tokens\":%.0f,\"seconds\":%.4f,\"replicas\":%d}\n", step, st.loss, st.acc, st.tau,
             st.topk, st.lr, st.gnorm, st.tokens, st.seconds, p->N);
   }
+  /* the progress line: loss, acc, tau and tok/s over the steps since the previous line, as the
+  ** single-device trainer prints them (the JSONL above has every step) */
+  for (int i = 0; i < 2 + nm && i < (int)(sizeof p->win / sizeof p->win[0]); i++) p->win[i] += sums[i];
+  p->win_tok += st.tokens;
+  p->win_t += st.seconds;
   int every = p->o.diag_every > 0 ? p->o.diag_every : (p->s.log_every > 0 ? p->s.log_every : 10);
-  if (step % every == 0 || step == p->steps) {
+  int diag_now = step % every == 0 || step == p->steps;
+  if (step == 1 || diag_now) {
     if (!p->o.quiet) {
+      dfl_step_stats w;
+      memset(&w, 0, sizeof w);
+      ratios(p->win + 2, B, &w);
       fprintf(p->log, "step %" PRId64 "/%" PRId64 "  loss %.3f  acc %.3f  tau %.2f  lr %.1e  gnorm %.2f  "
-              "tok/s %.0f\n", step, p->steps, st.loss, st.acc, st.tau, st.lr, st.gnorm,
-              st.seconds > 0 ? st.tokens / st.seconds : 0);
+              "tok/s %.0f\n", step, p->steps, p->win[1] > 0 ? p->win[0] / p->win[1] : 0.0, w.acc, w.tau, st.lr,
+              st.gnorm, p->win_t > 0 ? p->win_tok / p->win_t : 0);
     }
+    memset(p->win, 0, sizeof p->win);
+    p->win_tok = p->win_t = 0;
+  }
+  if (diag_now) {
     char v[256];
     dfl_bound b = dfl_diag_report(&p->diag, step, p->o.quiet ? NULL : p->log, p->mjsonl, NULL, v, sizeof v);
     p->res->bound_count[b]++;
