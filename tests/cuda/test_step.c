@@ -12,6 +12,8 @@
 ** gradient cosine per seed has median 0.996, 5% quantile 0.92, minimum 0.805 (k_norm, q_norm,
 ** k_proj: small, cancellation-heavy sums, also with the reference attention kernels), the worst
 ** param cosine minimum 0.9984 (docs/performance.md). Metric sums: f32 exact up to 1 flip per 50 supervised positions (argmax near ties).
+** Then the bf16 step with an FP8 target (quantize = fp8): its quantized weights and scales read back
+** from the GPU equal the CPU's bit for bit; the step's tolerances are in run_mode.
 ** Seed from the time (printed). Exit 77 without a GPU.
 */
 #include <math.h>
@@ -54,9 +56,9 @@ static void cmp(dfl_cpu *c, dfl_cuda *g, int t, double *cosv, double *rel) {
   free(a), free(b);
 }
 
-static void run_mode(dfl_precision prec, uint64_t seed) {
+static void run_mode(dfl_precision prec, uint64_t seed, int fp8) {
   int bf = prec == DFL_PREC_BF16;
-  const char *mode = bf ? "bf16" : "f32";
+  const char *mode = fp8 ? "bf16+fp8" : bf ? "bf16" : "f32";
   char err[512];
   dfl_spec s;
   memset(&s, 0, sizeof s);
@@ -69,6 +71,7 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
   s.n_taps = 2; s.taps[0] = 1; s.taps[1] = 2;
   s.block_size = B; s.mask_token = 8190; s.seq_len = S; s.anchors = N; s.batch = BATCH; s.gamma = 7;
   s.precision = prec;
+  s.target_fp8 = fp8;
   s.lr = 3e-3; s.beta1 = 0.9; s.beta2 = 0.999; s.eps = 1e-8; s.clip = 1.0;
   s.schedule = DFL_SCHED_COSINE; s.warmup_steps = 1; s.steps = 10; s.accum = 1;
   s.vocab_chunk = 3000; /* ragged last chunk */
@@ -121,8 +124,34 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
     dfl_cuda_set_f(&g, t, f, n);
     free(f);
   }
-  double ltol = bf ? 2e-2 : 1e-4, ctol = bf ? 0.7 : 0.9999, rtol = bf ? 1e9 : 5e-3;
+  if (fp8) { /* the quantized weights and their scales, read back: exactly the CPU's (runtime/cuda.c set_f) */
+    int64_t nw = 0, bad = 0;
+    for (int t = 0; t < tg.g.nt; t++) {
+      const dfl_tensor *T = &tg.g.t[t];
+      if (T->kind != DFL_T_FROZEN || (T->dtype != DFL_F8E4M3 && dfl_weights_fp8_weight_of(&tg.g, t) < 0)) continue;
+      int64_t n = dfl_tensor_numel(T);
+      float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+      dfl_cuda_get_f(&g, t, a, n);
+      dfl_cpu_get_f(&c, t, b, n);
+      for (int64_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], 4) != 0;
+      nw++;
+      free(a), free(b);
+    }
+    printf("  %s: %lld quantized weights and scales on the GPU, %lld values differ from the CPU's\n", mode,
+           (long long)nw, (long long)bad);
+    /* the layers up to the deepest tap run: 7 weights and 7 scale vectors each */
+    CHECK(nw == 2 * 7 * (s.taps[1] + 1) && bad == 0, "%s quantized weights", mode);
+  }
   for (int step = 0; step < 3; step++) {
+    /* FP8 target: a GPU activation one bf16 rounding away from the CPU's may land on the other side
+    ** of an E4M3 rounding boundary (a whole step), so the two runs part faster than in bf16. Step 0
+    ** (same parameters; the strong check): loss within 1e-2, gradients cos >= 0.98; then the loss
+    ** within 8e-2 and the parameters cos >= 0.99. Measured on the H200 over 110 seeds in two sweeps
+    ** (DFL_STEP_SEEDS=60 and 50, DFL_STEP_FP8=1): step 0 loss <= 0.26%, gradient cos >= 0.9927;
+    ** steps 1-2 loss <= 1.2% / 4.6%, gradient cos down to 0.79 / 0.35 (not compared), parameter
+    ** cos >= 0.9948. */
+    double ltol = fp8 ? (step ? 8e-2 : 1e-2) : bf ? 2e-2 : 1e-4;
+    double ctol = fp8 ? (step ? -2 : 0.98) : bf ? 0.7 : 0.9999, rtol = bf ? 1e9 : 5e-3;
     CHECK(dfl_cpu_run(&c, DFL_PH_STEP) == DFL_OK, "cpu step");
     CHECK(dfl_cuda_run(&g, DFL_PH_STEP) == DFL_OK, "gpu step");
     double cn = cpu_val(&c, tg.loss_num_acc), cd = cpu_val(&c, tg.loss_den_acc);
@@ -161,7 +190,7 @@ static void run_mode(dfl_precision prec, uint64_t seed) {
     }
     printf("  %s params after the optimizer: worst cos %.7f worst rel err %.3g\n", mode, pc, pr);
     if (pc < worst_pcos) worst_pcos = pc;
-    CHECK(pc >= (bf ? 0.997 : 0.999999), "%s step %d params", mode, step);
+    CHECK(pc >= (fp8 ? 0.99 : bf ? 0.997 : 0.999999), "%s step %d params", mode, step);
     float zero = 0, zm[DFL_METRIC_COUNT + 2 * B] = {0};
     dfl_cpu_set_f(&c, tg.loss_num_acc, &zero, 1), dfl_cuda_set_f(&g, tg.loss_num_acc, &zero, 1);
     dfl_cpu_set_f(&c, tg.loss_den_acc, &zero, 1), dfl_cuda_set_f(&g, tg.loss_den_acc, &zero, 1);
@@ -193,25 +222,29 @@ int main(void) {
   ** gradient cosine (how the bf16 tolerance was measured: docs/performance.md) */
   const char *ns = getenv("DFL_STEP_SEEDS");
   if (ns && atoi(ns) > 0) {
-    int n = atoi(ns);
-    double *w = malloc(sizeof *w * (size_t)n);
+    int n = atoi(ns), fp8 = getenv("DFL_STEP_FP8") != NULL; /* DFL_STEP_FP8: the FP8-target step instead */
+    double *w = malloc(sizeof *w * (size_t)n), *pw = malloc(sizeof *pw * (size_t)n);
     for (int k = 0; k < n; k++) {
       worst_cos = worst_pcos = 1;
-      run_mode(DFL_PREC_BF16, seed + (uint64_t)k);
-      w[k] = worst_cos;
+      run_mode(DFL_PREC_BF16, seed + (uint64_t)k, fp8);
+      w[k] = worst_cos, pw[k] = worst_pcos;
       printf("sweep: seed %llu worst gradient cos %.6f worst param cos %.7f\n", (unsigned long long)(seed + (uint64_t)k),
              w[k], worst_pcos);
     }
     for (int a = 1; a < n; a++) for (int b = a; b > 0 && w[b] < w[b - 1]; b--) { double t = w[b]; w[b] = w[b - 1]; w[b - 1] = t; }
-    printf("sweep: %d seeds from %llu: worst cos min %.6f, 1%% %.6f, 5%% %.6f, median %.6f\n", n,
-           (unsigned long long)seed, w[0], w[n / 100], w[n / 20], w[n / 2]);
-    free(w);
+    for (int a = 1; a < n; a++) for (int b = a; b > 0 && pw[b] < pw[b - 1]; b--) { double t = pw[b]; pw[b] = pw[b - 1]; pw[b - 1] = t; }
+    printf("sweep: %d seeds from %llu: worst cos min %.6f, 1%% %.6f, 5%% %.6f, median %.6f; worst param cos min %.7f, "
+           "median %.7f\n", n, (unsigned long long)seed, w[0], w[n / 100], w[n / 20], w[n / 2], pw[0], pw[n / 2]);
+    free(w), free(pw);
     return fails ? 1 : 0;
   }
   worst_cos = 1;
-  run_mode(DFL_PREC_FP32, seed);
+  run_mode(DFL_PREC_FP32, seed, 0);
   worst_cos = 1;
-  run_mode(DFL_PREC_BF16, seed);
+  run_mode(DFL_PREC_BF16, seed, 0);
+  worst_cos = 1;
+  run_mode(DFL_PREC_BF16, seed, 1); /* target { quantize = fp8 }: the bf16 tolerances */
+  if (worst_cos < 1) printf("bf16+fp8: worst gradient cos %.6f\n", worst_cos);
   printf("%s\n", fails ? "FAILED" : "passed");
   return fails ? 1 : 0;
 }
