@@ -51,27 +51,60 @@ int dfl_weights_fp8_weight_of(const dfl_graph *g, int t) {
 }
 
 /* Each f8e4m3 weight holds its checkpoint (or random) values: quantize it per row in place
-** (runtime/fp8.h), its scales into its "_scale" partner. */
+** (runtime/fp8.h), its scales into its "_scale" partner. An 8B target is 6.6 B values (~3 ns
+** each): host threads take whole weights (the result does not depend on who takes which). */
+typedef struct {
+  dfl_cpu *c;
+  const int (*pairs)[2]; /* {weight, scales} */
+  int n, next;           /* next pair to take (atomic) */
+} quant_job;
+
+static void quantize_one(dfl_cpu *c, int w, int s) {
+  const dfl_graph *g = c->g;
+  int64_t R = g->t[w].shape[0], C = g->t[w].shape[1];
+  for (int64_t r = 0; r < R; r++) {
+    if (!c->f64) { /* in place: the row's amax is taken before any value is rewritten */
+      float *x = dfl_cpu_f32(c, w) + r * C;
+      dfl_cpu_f32(c, s)[r] = dfl_fp8_quant_row(x, C, NULL, x);
+      continue;
+    }
+    double *x = dfl_cpu_f64(c, w) + r * C; /* the same on f32 values of the f64 storage */
+    float amax = 0.0f;
+    for (int64_t i = 0; i < C; i++) amax = fmaxf(amax, fabsf((float)x[i]));
+    float inv = dfl_fp8_row_inv(amax);
+    for (int64_t i = 0; i < C; i++) x[i] = dfl_e4m3_to_f32(dfl_f32_to_e4m3((float)x[i] * inv));
+    dfl_cpu_f64(c, s)[r] = dfl_fp8_row_scale(amax);
+  }
+}
+
+static void *quant_worker(void *arg) {
+  quant_job *j = arg;
+  for (int k; (k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n;)
+    quantize_one(j->c, j->pairs[k][0], j->pairs[k][1]);
+  return NULL;
+}
+
 static void quantize_fp8(dfl_cpu *c, unsigned kind_mask) {
   const dfl_graph *g = c->g;
+  int (*pairs)[2] = malloc(sizeof *pairs * ((size_t)g->nt + 1)), n = 0;
+  int64_t total = 0;
   for (int s = 0; s < g->nt; s++) {
     int w = dfl_weights_fp8_weight_of(g, s);
     if (w < 0 || !(kind_mask & DFL_KIND_BIT(g->t[w].kind))) continue;
-    int64_t R = g->t[w].shape[0], C = g->t[w].shape[1];
-    for (int64_t r = 0; r < R; r++) {
-      if (!c->f64) { /* in place: the row's amax is taken before any value is rewritten */
-        float *x = dfl_cpu_f32(c, w) + r * C;
-        dfl_cpu_f32(c, s)[r] = dfl_fp8_quant_row(x, C, NULL, x);
-        continue;
-      }
-      double *x = dfl_cpu_f64(c, w) + r * C; /* the same on f32 values of the f64 storage */
-      float amax = 0.0f;
-      for (int64_t i = 0; i < C; i++) amax = fmaxf(amax, fabsf((float)x[i]));
-      float inv = dfl_fp8_row_inv(amax);
-      for (int64_t i = 0; i < C; i++) x[i] = dfl_e4m3_to_f32(dfl_f32_to_e4m3((float)x[i] * inv));
-      dfl_cpu_f64(c, s)[r] = dfl_fp8_row_scale(amax);
-    }
+    if (!pairs) { quantize_one(c, w, s); continue; } /* no memory for the list: one by one, here */
+    pairs[n][0] = w, pairs[n][1] = s, n++;
+    total += dfl_tensor_numel(&g->t[w]);
   }
+  quant_job j = {c, (const int (*)[2])pairs, n, 0};
+  long np = sysconf(_SC_NPROCESSORS_ONLN);
+  int nth = total < (1 << 22) ? 1 : np < 1 ? 1 : np > 32 ? 32 : (int)np;
+  pthread_t th[32];
+  int started = 0;
+  for (; started < nth - 1; started++)
+    if (pthread_create(&th[started], NULL, quant_worker, &j)) break;
+  quant_worker(&j);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  free(pairs);
 }
 
 int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
