@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "runtime/data.h"
-#include "runtime/fp8.h"
 
 int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen) {
   const dfl_tensor *tt = &c->g->t[t];
@@ -50,8 +49,21 @@ int dfl_weights_fp8_weight_of(const dfl_graph *g, int t) {
   return wi >= 0 && g->t[wi].dtype == DFL_F8E4M3 && g->t[wi].ndim == 2 && g->t[wi].shape[0] == dfl_tensor_numel(tt) ? wi : -1;
 }
 
+/* worker(job) on this thread and up to 31 more (one per core), which take work from job until it is
+** done; small models (under 4 M values in all) on this thread alone. */
+static void on_host_threads(void *(*worker)(void *), void *job, int64_t values) {
+  long np = sysconf(_SC_NPROCESSORS_ONLN);
+  int nth = values < (1 << 22) ? 1 : np < 1 ? 1 : np > 32 ? 32 : (int)np;
+  pthread_t th[32];
+  int started = 0;
+  for (; started < nth - 1; started++)
+    if (pthread_create(&th[started], NULL, worker, job)) break;
+  worker(job);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+}
+
 /* Each f8e4m3 weight holds its checkpoint (or random) values: quantize it per row in place
-** (runtime/fp8.h), its scales into its "_scale" partner. An 8B target is 6.6 B values (~3 ns
+** (dfl_cpu_quant_rows, as QUANT_F8 does), its scales into its "_scale" partner. An 8B target is 6.6 B values (~3 ns
 ** each): host threads take whole weights (the result does not depend on who takes which). */
 typedef struct {
   dfl_cpu *c;
@@ -59,28 +71,10 @@ typedef struct {
   int n, next;           /* next pair to take (atomic) */
 } quant_job;
 
-static void quantize_one(dfl_cpu *c, int w, int s) {
-  const dfl_graph *g = c->g;
-  int64_t R = g->t[w].shape[0], C = g->t[w].shape[1];
-  for (int64_t r = 0; r < R; r++) {
-    if (!c->f64) { /* in place: the row's amax is taken before any value is rewritten */
-      float *x = dfl_cpu_f32(c, w) + r * C;
-      dfl_cpu_f32(c, s)[r] = dfl_fp8_quant_row(x, C, NULL, x);
-      continue;
-    }
-    double *x = dfl_cpu_f64(c, w) + r * C; /* the same on f32 values of the f64 storage */
-    float amax = 0.0f;
-    for (int64_t i = 0; i < C; i++) amax = fmaxf(amax, fabsf((float)x[i]));
-    float inv = dfl_fp8_row_inv(amax);
-    for (int64_t i = 0; i < C; i++) x[i] = dfl_e4m3_to_f32(dfl_f32_to_e4m3((float)x[i] * inv));
-    dfl_cpu_f64(c, s)[r] = dfl_fp8_row_scale(amax);
-  }
-}
-
 static void *quant_worker(void *arg) {
   quant_job *j = arg;
   for (int k; (k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n;)
-    quantize_one(j->c, j->pairs[k][0], j->pairs[k][1]);
+    dfl_cpu_quant_rows(j->c, j->pairs[k][0], j->pairs[k][1]);
   return NULL;
 }
 
@@ -91,19 +85,12 @@ static void quantize_fp8(dfl_cpu *c, unsigned kind_mask) {
   for (int s = 0; s < g->nt; s++) {
     int w = dfl_weights_fp8_weight_of(g, s);
     if (w < 0 || !(kind_mask & DFL_KIND_BIT(g->t[w].kind))) continue;
-    if (!pairs) { quantize_one(c, w, s); continue; } /* no memory for the list: one by one, here */
+    if (!pairs) { dfl_cpu_quant_rows(c, w, s); continue; } /* no memory for the list: one by one, here */
     pairs[n][0] = w, pairs[n][1] = s, n++;
     total += dfl_tensor_numel(&g->t[w]);
   }
   quant_job j = {c, (const int (*)[2])pairs, n, 0};
-  long np = sysconf(_SC_NPROCESSORS_ONLN);
-  int nth = total < (1 << 22) ? 1 : np < 1 ? 1 : np > 32 ? 32 : (int)np;
-  pthread_t th[32];
-  int started = 0;
-  for (; started < nth - 1; started++)
-    if (pthread_create(&th[started], NULL, quant_worker, &j)) break;
-  quant_worker(&j);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  on_host_threads(quant_worker, &j, total);
   free(pairs);
 }
 
@@ -196,14 +183,7 @@ void dfl_weights_init(dfl_cpu *c, unsigned kind_mask, uint64_t seed, double std)
   int64_t total = 0;
   for (int t = 0; t < c->g->nt; t++)
     if (kind_mask & DFL_KIND_BIT(c->g->t[t].kind)) total += dfl_tensor_numel(&c->g->t[t]);
-  long np = sysconf(_SC_NPROCESSORS_ONLN);
-  int nth = total < (1 << 22) ? 1 : np < 1 ? 1 : np > 32 ? 32 : (int)np; /* small models: no threads */
-  pthread_t th[32];
-  int started = 0;
-  for (; started < nth - 1; started++)
-    if (pthread_create(&th[started], NULL, init_worker, &j)) break;
-  init_worker(&j);
-  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  on_host_threads(init_worker, &j, total);
   quantize_fp8(c, kind_mask);
 }
 

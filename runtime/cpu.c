@@ -97,6 +97,11 @@ int dfl_cpu_run(dfl_cpu *c, unsigned phase_mask) {
   return DFL_OK;
 }
 
+void dfl_cpu_quant_rows(dfl_cpu *c, int x, int s) {
+  if (c->f64) dfl_cpu_quant_rows_f64(c, x, s);
+  else dfl_cpu_quant_rows_f32(c, x, s);
+}
+
 void dfl_cpu_init_masters(dfl_cpu *c) {
   const dfl_graph *g = c->g;
   for (int i = 0; i < g->nt; i++) {

@@ -40,6 +40,10 @@ int dfl_cpu_run(dfl_cpu *c, unsigned phase_mask);
 /* Run a single op (used by the op tests). */
 int dfl_cpu_run_op(dfl_cpu *c, int op_index);
 
+/* Quantize the rows of the 2-D float tensor x to FP8 E4M3 in place (the values of the bytes QUANT_F8
+** would write, runtime/fp8.h), their scales into the f32 tensor s (one per row). */
+void dfl_cpu_quant_rows(dfl_cpu *c, int x, int s);
+
 /* Copy every PARAM into its fp32 master (after loading or initialising the params, before the
 ** first optimizer step): dfl_build_optimizer creates masters but no op that fills them. */
 void dfl_cpu_init_masters(dfl_cpu *c);
