@@ -106,6 +106,14 @@ static int uses_open(const dfl_graph *g, int **readers, int **writers, int **dro
   return 0;
 }
 
+/* The op that writes t when t is an activation that op alone writes, op j alone reads (once), and
+** that op comes before j and is not dropped: the producer a pairwise rewrite may fuse with j; else -1. */
+static int sole_producer(const dfl_graph *g, const int *readers, const int *writers, const int *drop, int t, int j) {
+  if (t < 0 || t >= g->nt || g->t[t].kind != DFL_T_ACT || readers[t] != 1 || writers[t] != 1) return -1;
+  int i = g->t[t].producer;
+  return i < 0 || i >= j || drop[i] ? -1 : i;
+}
+
 int dfl_fuse(dfl_graph *g) {
   int nt = g->nt, nops = g->nops, fused = 0;
   int *readers, *writers, *drop;
@@ -116,8 +124,8 @@ int dfl_fuse(dfl_graph *g) {
     int acc = ac->in[0], t = ac->in[1];
     if (t < 0 || t >= nt || acc < 0 || acc >= nt) continue;
     const dfl_tensor *tt = &g->t[t], *ta = &g->t[acc];
-    int i = tt->producer;
-    if (i < 0 || i >= j || drop[i] || tt->kind != DFL_T_ACT || readers[t] != 1 || writers[t] != 1) continue;
+    int i = sole_producer(g, readers, writers, drop, t, j);
+    if (i < 0) continue;
     dfl_op *mm = &g->ops[i];
     if (mm->code != DFL_OP_MATMUL || mm->n_in != 2 || mm->a.beta != 0 || mm->out[0] != t || mm->phase != ac->phase)
       continue;
@@ -192,10 +200,8 @@ int dfl_fuse_add(dfl_graph *g) {
     for (int s = 0; s < 2; s++) {
       int t = ad->in[side[s]], r = ad->in[1 - side[s]];
       if (t < 0 || t >= nt || r < 0 || r >= nt) break;
-      const dfl_tensor *tt = &g->t[t];
-      int i = tt->producer;
-      if (i < 0 || i >= j || drop[i] || tt->kind != DFL_T_ACT || readers[t] != 1 || writers[t] != 1) continue;
-      if (!add_pair_ok(g, drop, i, j, t, r, u)) continue;
+      int i = sole_producer(g, readers, writers, drop, t, j);
+      if (i < 0 || !add_pair_ok(g, drop, i, j, t, r, u)) continue;
       dfl_op *mm = &g->ops[i];
       if (mm->code == DFL_OP_MATMUL || mm->code == DFL_OP_MATMUL_F8) {
         mm->in[mm->n_in++] = r;
@@ -274,10 +280,8 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
   for (int j = 0; j < nops; j++) {
     dfl_op *ro = &g->ops[j];
     if (ro->code != DFL_OP_ROPE || ro->n_in != 2) continue;
-    int y = ro->in[0];
-    if (y < 0 || y >= nt || g->t[y].kind != DFL_T_ACT || readers[y] != 1 || writers[y] != 1) continue;
-    int i = g->t[y].producer;
-    if (i < 0 || i >= j || drop[i]) continue;
+    int y = ro->in[0], i = sole_producer(g, readers, writers, drop, y, j);
+    if (i < 0) continue;
     const dfl_op *no = &g->ops[i];
     int hd = ro->a.head_dim;
     if (no->code != DFL_OP_RMSNORM || no->n_in != 2 || no->n_out != 2 || no->out[0] != y || no->phase != ro->phase)
@@ -320,16 +324,14 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
 ** f32 values: there, f32 graphs are bit-identical, bf16 ones differ by that rounding).
 */
 int dfl_fuse_quant(dfl_graph *g) {
-  int nt = g->nt, nops = g->nops, fused = 0;
+  int nops = g->nops, fused = 0;
   int *readers, *writers, *drop;
   if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
     dfl_op *qo = &g->ops[j];
     if (qo->code != DFL_OP_QUANT_F8 || qo->n_in != 1 || qo->n_out != 2) continue;
-    int y = qo->in[0];
-    if (y < 0 || y >= nt || g->t[y].kind != DFL_T_ACT || readers[y] != 1 || writers[y] != 1) continue;
-    int i = g->t[y].producer;
-    if (i < 0 || i >= j || drop[i]) continue;
+    int y = qo->in[0], i = sole_producer(g, readers, writers, drop, y, j);
+    if (i < 0) continue;
     const dfl_op *no = &g->ops[i];
     if (no->code != DFL_OP_RMSNORM || no->n_in != 2 || no->n_out != 2 || no->phase != qo->phase || no->out[0] != y)
       continue;
