@@ -172,7 +172,42 @@ static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
     }
   return rc;
 }
-static int op_profile(dfl_trainer *tr, int reps) {
+/* --gemms: the GEMM rows of --ops split by shape, so a slow GEMM is named: (phase, M x N x K,
+** op(A) op(B) as N/T, output dtype, "+acc" for the accumulating or addend form). */
+typedef struct { int ph, m, n, k, ta, tb, acc, dt, cnt; double ms, fl; } gemm_row;
+static int gemm_cmp(const void *a, const void *b) {
+  double x = ((const gemm_row *)a)->ms, y = ((const gemm_row *)b)->ms;
+  return (x < y) - (x > y);
+}
+static void gemm_table(const dfl_graph *g, const double *ms) {
+  gemm_row *r = calloc((size_t)g->nops + 1, sizeof *r);
+  int nr = 0;
+  if (!r) return;
+  for (int i = 0; i < g->nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    if (op->code != DFL_OP_MATMUL && op->code != DFL_OP_MATMUL_F8) continue;
+    const dfl_tensor *A = &g->t[op->in[0]], *C = &g->t[op->out[0]];
+    int f8 = op->code == DFL_OP_MATMUL_F8, ta = f8 ? 0 : op->a.trans_a, tb = f8 ? 1 : op->a.trans_b;
+    gemm_row x = {(int)op->phase, (int)C->shape[0], (int)C->shape[1], (int)(ta ? A->shape[0] : A->shape[1]), ta, tb,
+                  !f8 && op->a.beta != 0, (int)C->dtype, 0, 0, 0};
+    int k = 0;
+    while (k < nr && (r[k].ph != x.ph || r[k].m != x.m || r[k].n != x.n || r[k].k != x.k || r[k].ta != x.ta ||
+                      r[k].tb != x.tb || r[k].acc != x.acc || r[k].dt != x.dt))
+      k++;
+    if (k == nr) r[nr++] = x;
+    r[k].cnt++; r[k].ms += ms[i]; r[k].fl += dfl_op_flops(g, op);
+  }
+  qsort(r, (size_t)nr, sizeof *r, gemm_cmp);
+  printf("GEMMs by shape (C[M,N] = op(A)[M,K] op(B)[K,N]; N: as stored, T: transposed):\n");
+  printf("  %-16s %7s %7s %7s %-3s %-5s %4s %5s %9s %9s\n", "phase", "M", "N", "K", "op", "out", "acc", "count", "ms",
+         "TFLOP/s");
+  for (int k = 0; k < nr; k++)
+    printf("  %-16s %7d %7d %7d %c%c  %-5s %4s %5d %9.3f %9.1f\n", ph_name[r[k].ph], r[k].m, r[k].n, r[k].k,
+           r[k].ta ? 'T' : 'N', r[k].tb ? 'T' : 'N', dfl_dtype_name((dfl_dtype)r[k].dt), r[k].acc ? "+acc" : "", r[k].cnt,
+           r[k].ms, r[k].ms > 0 ? r[k].fl / (r[k].ms * 1e-3) / 1e12 : 0);
+  free(r);
+}
+static int op_profile(dfl_trainer *tr, int reps, int gemms) {
   const dfl_graph *g = &tr->tg.g;
   double *ms = calloc((size_t)g->nops + 1, sizeof(double));
   prof_row *rows = calloc((size_t)g->nops + 1, sizeof(prof_row));
@@ -200,6 +235,7 @@ static int op_profile(dfl_trainer *tr, int reps) {
              rows[k].ms > 0 ? rows[k].fl / (rows[k].ms * 1e-3) / 1e12 : 0,
              rows[k].ms > 0 ? rows[k].by / (rows[k].ms * 1e-3) / 1e9 : 0);
   }
+  if (rc == DFL_OK && gemms) gemm_table(g, ms);
   free(ms); free(rows);
   return rc;
 }
@@ -207,18 +243,19 @@ static int op_profile(dfl_trainer *tr, int reps) {
 int dfl_cmd_bench(int argc, char **argv) {
   const char *spec_file = NULL, *json = NULL;
   int64_t steps = 20, warmup = 3, reps = 3;
-  int fp32 = 0, cpu = 0, drafter_only = 0, ops = 0;
+  int fp32 = 0, cpu = 0, drafter_only = 0, ops = 0, gemms = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: dflc bench SPEC.dfl [--steps N] [--warmup W] [--phase-steps R] [--json FILE] [--fp32] [--cpu]\n"
-             "                 [--drafter-only] [--ops]\n"
+             "                 [--drafter-only] [--ops] [--gemms]\n"
              "  Training throughput on the spec's device: sequence tokens/s, step time split by phase,\n"
              "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured.\n"
              "  --drafter-only  the drafter step alone (no target; random features written once): drafter\n"
              "                  positions/s, MFU by dflc's FLOP count and by the peer's\n"
              "  --ops           also time every op alone (CUDA events) and print the time per phase and\n"
-             "                  op kind, with TFLOP/s and the GB/s of its tensors\n", PEAK_TFLOPS);
+             "                  op kind, with TFLOP/s and the GB/s of its tensors\n"
+             "  --gemms         with --ops: also each GEMM shape's time and TFLOP/s\n", PEAK_TFLOPS);
       return 0;
     } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--phase-steps")) {
       char *end;
@@ -246,6 +283,8 @@ int dfl_cmd_bench(int argc, char **argv) {
       drafter_only = 1;
     } else if (!strcmp(a, "--ops")) {
       ops = 1;
+    } else if (!strcmp(a, "--gemms")) {
+      ops = gemms = 1;
     } else if (a[0] == '-' || spec_file) {
       fprintf(stderr, "dflc bench: unexpected argument '%s'\n", a);
       return 2;
@@ -342,7 +381,7 @@ int dfl_cmd_bench(int argc, char **argv) {
   double dt = now_s() - t0;
   double ms_ph[DFL_PH_COUNT] = {0};
   if (rc == DFL_OK) rc = phase_times(tr, (int)reps, ms_ph);
-  if (rc == DFL_OK && ops) rc = op_profile(tr, (int)reps);
+  if (rc == DFL_OK && ops) rc = op_profile(tr, (int)reps, gemms);
   if (rc) {
     fprintf(stderr, "dflc bench: failed\n");
     free(at);

@@ -4,7 +4,8 @@
 # consistent (positions/s = anchors x block x batch / step time; the peer's FLOP count = dflc's +
 # one 2 x positions x hidden x vocab GEMM (the frozen head's dW) + the two vocabulary GEMMs of the
 # anchor rows dflc leaves out, 4 x anchors x batch x hidden x vocab; no target forward: fewer FLOPs than the colocated
-# step); `--ops` lists the time per (phase, op kind) adding up to its total; an FP8 target says so
+# step); `--ops` lists the time per (phase, op kind) adding up to its total, and `--gemms` the GEMMs by shape
+# adding up to the matmul rows; an FP8 target says so
 # in the header and the JSON; and the 27B drafter spec checks, plans, and is refused cleanly on the CPU.
 # Run from the repository root (ctest does).
 set -u
@@ -31,7 +32,7 @@ rc=$?; cat "$T/d.log"
 grep -Eq "^drafter positions/s: [0-9]+" "$T/d.log" || fail "no 'drafter positions/s' line"
 grep -q "drafter alone" "$T/d.log" || fail "the header does not say drafter alone"
 grep -q "^  target forward" "$T/d.log" && fail "a target forward phase in drafter-only mode"
-(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 4 --warmup 1 --phase-steps 1 --json c.json --ops) > "$T/c.log" 2>&1 \
+(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 4 --warmup 1 --phase-steps 1 --json c.json --gemms) > "$T/c.log" 2>&1 \
   || fail "colocated bench exited $?"
 # --ops: one row per (phase, op kind), the GEMMs of every phase among them, rows adding up to the total
 for row in "target forward +matmul" "drafter forward +matmul" "backward +matmul" "loss +linear_ce" "optimizer +adamw"; do
@@ -42,6 +43,21 @@ awk '/^ops \(/ { for (i = 1; i <= NF; i++) if ($i == "ms" && $(i + 1) == "in") t
      END { if (n < 10 || total <= 0 || (sum - total) ^ 2 > (0.01 * total + 0.01) ^ 2 || (share - 100) ^ 2 > (0.05 * n + 0.01) ^ 2) {
              print "--ops rows: " n ", ms sum " sum " vs total " total ", shares " share; exit 1 } }' "$T/c.log" \
   || fail "--ops rows do not add up"
+
+# --gemms: the GEMM rows split by shape; per phase their times add up to that phase's matmul row, and every
+# shape's FLOPs are 2 M N K per GEMM (TFLOP/s = count 2 M N K / ms, to the table's rounding)
+awk 'function phase(last,   p, j) { p = $1; for (j = 2; j <= last; j++) p = p " " $j; return p }
+     /^ops \(/ { ops = 1 } /^GEMMs by shape/ { ops = 0; gem = 1; next } /^warmup/ { gem = 0 }
+     ops && / matmul / { for (i = 1; $i != "matmul"; i++); want[phase(i - 1)] = $(i + 2) }
+     gem && /^  [a-z]/ && $1 != "phase" { i = NF - 3; if ($i == "+acc") i--
+       m = $(i - 4); nn = $(i - 3); k = $(i - 2); cnt = $(NF - 2); ms = $(NF - 1); tf = $NF
+       got[phase(i - 5)] += ms; n++
+       if (!(m > 0 && nn > 0 && k > 0 && cnt > 0)) { print "bad GEMM row: " $0; bad = 1 }
+       if (ms > 0.05 && (cnt * 2 * m * nn * k / (ms * 1e-3) / 1e12 - tf) ^ 2 > (0.06 + 0.002 * tf) ^ 2) { print "TFLOP/s off: " $0; bad = 1 } }
+     END { if (n < 4) { print "GEMM table: " n " rows"; exit 1 }
+           for (p in want) { if ((got[p] - want[p]) ^ 2 > (0.002 * want[p] + 0.002 * n) ^ 2) { print p ": GEMM rows " got[p] " vs matmul row " want[p]; bad = 1 }; np++ }
+           if (np < 3) { print "matmul rows of --ops: " np; bad = 1 }
+           exit bad }' "$T/c.log" || fail "--gemms table inconsistent with --ops"
 
 num() { sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/" "$1"; }
 # the spread of the step time: min <= median <= max, all positive, the median near the mean
