@@ -1552,3 +1552,239 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
 #define WG_FWD_BODY(KT, NS, PP, PERS) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
 #endif
 WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 2, 1, 1)
+
+/*
+** ---- Hopper path (sm_90a only): DFLASH key-major backward (dKc/dVc), bf16, head_dim 128, by wgmma ----
+** The work of dfl_attn_bwdkv_tc128 (a CTA per 128 context keys of one (sample, kv head), heaviest tiles
+** first; it walks the blocks whose rows see some of its keys, last block first, 64 query rows a step;
+** keys no block sees get 0) in wg_fwd's structure: warpgroup 0 produces, warpgroups 1 and 2 consume
+** 64 keys each. K and V of the tile stay in shared memory for the whole CTA (one TMA box {64, 1, 128}
+** per 64-dim half, 128-byte swizzled, K-major: wg_fwd's K tile layout). A step is a row group: 64 rows
+** of one block (64 / G positions x G heads, row r = j G + h as the other kernels), one TMA box {64 dims,
+** G heads, 64 / G positions} per 64-dim half of q and of dO (3-d maps {hd, nh, rows}); NSTG slots of
+** Q, dO and the rows' lse (log2 domain), D and window start under full/empty mbarriers (thread 0 issues
+** the TMA, warps 1-2 load lse and D by plain loads, a step ahead of the slot's release). Per step and
+** consumer warpgroup (keys x rows = 64 x 64):
+**   S^T = K Q^T, dP^T = V dO^T   wgmma m64n64k16, A = K / V and B = Q / dO, K-major, shared memory;
+**   P^T = exp2(S^T scale log2e - lse log2e) on allowed (key, row), else 0; dS^T = P^T (dP^T - D);
+**   dV += P^T dO, dK += dS^T Q   wgmma m64n128k16, A = P^T / dS^T from registers (the accumulator
+**                                layout: tc_c2a), B = dO / Q read N-major (imm-trans-b, as V in wg_fwd).
+** dK, dV: 64 f32 registers each per thread (232 per consumer thread, no spills), scaled (dK) and written
+** bf16 at the end. Not persistent: the CTAs' work falls linearly with the tile (fewer anchors lie past
+** it), and heaviest-first dispatch already balances it (the 8 tile-0 CTAs carry about the average load
+** of an SM). Kept: 2 slots, SPLIT 0, PP 0 (runtime/cuda.c att_tc; DFL_ATTN_WG_BWD=0: dfl_attn_bwdkv_tc128).
+** Measured on the H200 (bench_attention, DFLASH S 4096 N 512, 32/8 heads, full attention, medians of 30,
+** the key-major pass plus D = rowsum(dO O) (0.043 ms) by DFL_ATTN_BWD_SKIP=q, same run): 0.939 ms against
+** 1.983 for dfl_attn_bwdkv_tc128 (the pass alone 0.896 against 1.940 ms: 2.2x; 614 against 283 TF/s
+** counting 4 GEMMs x 2 hd FLOPs per visible (row, context key) pair, 550 GFLOP);
+** SPLIT 1 (S^T and dP^T in separate commit groups, P^T computed while dP^T runs and dV += P^T dO issued
+** before dS^T: 12-16 bytes of spills) 0.968; PP 1 (the consumers take turns issuing, as wg_fwd) 0.962;
+** 3 slots: no gain (whole backward 2.231 against 2.256 ms, within the run's noise).
+*/
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <int NSTG, int SPLIT, int PP>
+__device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned char *tm, const int *anchors,
+                                         const int *keep, const float *lse, const float *Dg, int batch, int S, int N,
+                                         int B, int nh, int nkv, int W, float scale) {
+  constexpr int HD = 128, KT = 128, RG = 64;
+  constexpr unsigned KB = KT * HD * 2, QB = RG * HD * 2, MB = 3 * RG * 4; /* bytes: K or V; Q or dO; a slot's row data */
+  extern __shared__ __align__(1024) unsigned char wg_sm[];
+  const unsigned sm0 = tc_saddr(wg_sm), ks = (sm0 + 1023u) & ~1023u, vs = ks + KB, qs = vs + KB, /* slot i: Q at qs + 2 i QB, dO after */
+                 ms = qs + 2 * NSTG * QB, bars = ms + NSTG * MB; /* K/V full, NSTG full, NSTG empty */
+  float *mrow = (float *)(wg_sm + (ms - sm0));                   /* slot i: lse log2e, D, lo ([3][RG]) at mrow + 3 RG i */
+  int *cnt = (int *)(wg_sm + (bars + (1 + 2 * NSTG) * 8 - sm0)), *list = cnt + 1, *lista = list + N;
+  auto full = [&](int i) { return bars + 8 + (i % NSTG) * 8; };
+  auto empty = [&](int i) { return bars + 8 + (NSTG + i % NSTG) * 8; };
+  const int G = nh / nkv, ng = B * G / RG, PG = RG / G; /* row groups per block, positions per group */
+  const int tile = blockIdx.x / (batch * nkv), rem = blockIdx.x % (batch * nkv), b = rem / nkv, g = rem % nkv;
+  const int k0 = tile * KT;
+  if (threadIdx.x < 32) { /* the blocks whose rows see some key of the tile, in order (as tc_bwdkv) */
+    const int lane = threadIdx.x;
+    int c = 0;
+    for (int base = 0; base < N; base += 32) {
+      int n = base + lane, rel = 0, a = 0;
+      if (n < N && keep[(ll)b * N + n]) {
+        a = anchors[(ll)b * N + n];
+        rel = k0 < a && (W == 0 || k0 + KT - 1 >= a - (W - 1));
+      }
+      unsigned bal = __ballot_sync(0xffffffffu, rel);
+      if (rel) list[c + __popc(bal & ((1u << lane) - 1u))] = n, lista[c + __popc(bal & ((1u << lane) - 1u))] = a;
+      c += __popc(bal);
+    }
+    if (lane == 0) {
+      *cnt = c;
+      mb_init(bars, 1);
+#pragma unroll
+      for (int i = 0; i < NSTG; i++) {
+        mb_init(full(i), 1 + RG); /* thread 0's arrive (+ the TMA bytes), the RG row-data threads */
+        mb_init(empty(i), 256);   /* every consumer thread, its wgmma on the slot done */
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+  }
+  __syncthreads();
+  const int nit = *cnt * ng;
+  /* step i: block list[cnt - 1 - i / ng], its rows RG (i % ng) .. */
+  if (threadIdx.x < 128) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
+    if (threadIdx.x == 0 && nit > 0) {
+      const unsigned char *mk = tm, *mv = tm + 128, *mq = tm + 256, *md = tm + 384;
+#pragma unroll
+      for (int i = 0; i < 4; i++) asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tm + 128 * i) : "memory");
+      mb_expect(bars, 2 * KB);
+      wg_tma3(ks, mk, 0, g, b * S + k0, bars);
+      wg_tma3(ks + KB / 2, mk, 64, g, b * S + k0, bars);
+      wg_tma3(vs, mv, 0, g, b * S + k0, bars);
+      wg_tma3(vs + KB / 2, mv, 64, g, b * S + k0, bars);
+      for (int i = 0; i < nit; i++) {
+        const int row = (b * N + list[*cnt - 1 - i / ng]) * B + (i % ng) * PG;
+        const unsigned d = qs + (i % NSTG) * 2 * QB;
+        mb_wait(empty(i), ((i / NSTG) & 1) ^ 1);
+        mb_expect(full(i), 2 * QB);
+        wg_tma3(d, mq, 0, g * G, row, full(i));
+        wg_tma3(d + QB / 2, mq, 64, g * G, row, full(i));
+        wg_tma3(d + QB, md, 0, g * G, row, full(i));
+        wg_tma3(d + QB + QB / 2, md, 64, g * G, row, full(i));
+      }
+    } else if (threadIdx.x >= 32 && threadIdx.x < 32 + RG) { /* row r's lse, D, window start */
+      const int r = threadIdx.x - 32;
+      for (int i = 0; i < nit; i++) {
+        const int li = *cnt - 1 - i / ng, a = lista[li], j = (i % ng) * PG + r / G;
+        const ll idx = ((ll)(b * N + list[li]) * B + j) * nh + g * G + r % G;
+        const float l2 = lse[idx] * TC_LOG2E, dd = Dg[idx];
+        float *m = mrow + (i % NSTG) * 3 * RG + r;
+        mb_wait(empty(i), ((i / NSTG) & 1) ^ 1);
+        m[0] = l2; m[RG] = dd; ((int *)m)[2 * RG] = W > 0 ? a + j - (W - 1) : 0;
+        mb_arrive(full(i));
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;" ::: "memory");
+  const int wg = (threadIdx.x >> 7) - 1, tid = threadIdx.x & 127, lane = threadIdx.x & 31, gid = lane >> 2,
+            t4 = lane & 3;
+  float dka[64], dva[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) dka[i] = dva[i] = 0.f;
+  if (nit > 0) mb_wait(bars, 0);
+  const float sl2 = scale * TC_LOG2E;
+  const int key0 = k0 + wg * 64 + (tid >> 5) * 16 + gid; /* this thread's keys: key0, key0 + 8 */
+  const unsigned kw = ks + wg * 64 * 128, vw = vs + wg * 64 * 128; /* this warpgroup's 64 keys of each half */
+  auto keep_acc = [&]() {
+#pragma unroll
+    for (int i = 0; i < 64; i++) { wg_keep(dka[i]); wg_keep(dva[i]); }
+  };
+  /* ping-pong (PP, with SPLIT 0): the warpgroups take turns issuing (named barrier 3 + w: warpgroup w's
+  ** turn, as wg_fwd), so one's exponentials run under the other's GEMMs; consumer 1 skips its very last
+  ** hand-over, which nobody would take */
+  auto turn_wait = [&]() { if (PP) nb_sync(3 + wg, 256); };
+  auto turn_give = [&](int final_) { if (PP && !(final_ && wg == 1)) nb_arrive(3 + (wg ^ 1), 256); };
+  if (PP && wg == 0 && nit > 0) nb_arrive(3, 256);
+  for (int i = 0; i < nit; i++) {
+    const unsigned qb = qs + (i % NSTG) * 2 * QB, db = qb + QB;
+    const float *m = mrow + (i % NSTG) * 3 * RG;
+    const int a = lista[*cnt - 1 - i / ng];
+    float s[32], dp[32];
+    unsigned pu[4][4], du[4][4];
+    mb_wait(full(i), (i / NSTG) & 1);
+    turn_wait();
+    keep_acc();
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < HD / 16; k++) {
+      unsigned long long da = wg_desc(kw + (k >> 2) * (KB / 2) + (k & 3) * 32, 16, 1024);
+      unsigned long long dbq = wg_desc(qb + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
+      if (k) wg_ss64<1>(s, da, dbq); else wg_ss64<0>(s, da, dbq);
+    }
+    if (SPLIT) wg_commit();
+#pragma unroll
+    for (int k = 0; k < HD / 16; k++) {
+      unsigned long long da = wg_desc(vw + (k >> 2) * (KB / 2) + (k & 3) * 32, 16, 1024);
+      unsigned long long dbd = wg_desc(db + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
+      if (k) wg_ss64<1>(dp, da, dbd); else wg_ss64<0>(dp, da, dbd);
+    }
+    wg_commit();
+    turn_give(0);
+    if (SPLIT) wg_wait<1>(); else wg_wait<0>();
+#pragma unroll
+    for (int x = 0; x < 32; x++) wg_keep(s[x]);
+    /* P^T: element (key key0 + 8 h, row 8 c + 2 t4 + e) at s[4 c + 2 h + e]; a row sees keys [lo, a) */
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+      const float2 l2 = *(const float2 *)(m + 8 * c + 2 * t4);
+      const int2 lo = *(const int2 *)((const int *)m + 2 * RG + 8 * c + 2 * t4);
+      float p[4];
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        const int key = key0 + 8 * (x >> 1), e = x & 1;
+        p[x] = key < a && key >= (e ? lo.y : lo.x) ? tc_ex2(fmaf(s[4 * c + x], sl2, -(e ? l2.y : l2.x))) : 0.f;
+        s[4 * c + x] = p[x];
+      }
+      pu[c >> 1][2 * (c & 1)] = tc_pack(p[0], p[1]);
+      pu[c >> 1][2 * (c & 1) + 1] = tc_pack(p[2], p[3]);
+    }
+    if (SPLIT) { /* dV += P^T dO under dS^T's arithmetic */
+      keep_acc();
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) wg_rs128t(dva, pu[kk], wg_desc(db + kk * 2048, QB / 2, 1024));
+      wg_commit();
+      wg_wait<1>();
+    }
+#pragma unroll
+    for (int x = 0; x < 32; x++) wg_keep(dp[x]);
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+      const float2 dd = *(const float2 *)(m + RG + 8 * c + 2 * t4);
+      float d[4];
+#pragma unroll
+      for (int x = 0; x < 4; x++) d[x] = s[4 * c + x] * (dp[4 * c + x] - (x & 1 ? dd.y : dd.x));
+      du[c >> 1][2 * (c & 1)] = tc_pack(d[0], d[1]);
+      du[c >> 1][2 * (c & 1) + 1] = tc_pack(d[2], d[3]);
+    }
+    turn_wait();
+    keep_acc();
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+      if (!SPLIT) wg_rs128t(dva, pu[kk], wg_desc(db + kk * 2048, QB / 2, 1024));
+      wg_rs128t(dka, du[kk], wg_desc(qb + kk * 2048, QB / 2, 1024));
+    }
+    wg_commit();
+    turn_give(i == nit - 1);
+    wg_wait<0>();
+    keep_acc();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) { wg_keepu(pu[kk][0]); wg_keepu(pu[kk][1]); wg_keepu(pu[kk][2]); wg_keepu(pu[kk][3]);
+                                     wg_keepu(du[kk][0]); wg_keepu(du[kk][1]); wg_keepu(du[kk][2]); wg_keepu(du[kk][3]); }
+    mb_arrive(empty(i));
+  }
+  /* element (key key0 + 8 h, dim 8 c + 2 t4 + e) at [4 c + 2 h + e] */
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    const int key = key0 + 8 * h;
+    if (key >= S) continue;
+    const ll off = (((ll)b * S + key) * nkv + g) * HD + 2 * t4;
+#pragma unroll
+    for (int c = 0; c < 16; c++) {
+      *(unsigned *)(dk1 + off + c * 8) = tc_pack(dka[4 * c + 2 * h] * scale, dka[4 * c + 2 * h + 1] * scale);
+      *(unsigned *)(dv1 + off + c * 8) = tc_pack(dva[4 * c + 2 * h], dva[4 * c + 2 * h + 1]);
+    }
+  }
+}
+#endif
+/* 384 threads: the producer warpgroup and two consumers; tm: the K, V, q and dO tensor maps (runtime/cuda.c
+** att_tmaps). Grid: (S / 128 tiles) x batch x kv heads, as dfl_attn_bwdkv_tc128. */
+#define WG_BWDKV_ARGS                                                                                              \
+  tc_bf *dk1, tc_bf *dv1, const unsigned char *tm, const int *anchors, const int *keep, const float *lse,          \
+      const float *D, int batch, int S, int N, int B, int nh, int nkv, int window, float scale
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_BWDKV_BODY(NS, SP, PP) wg_bwdkv<NS, SP, PP>(dk1, dv1, tm, anchors, keep, lse, D, batch, S, N, B, nh, nkv, window, scale);
+#else
+#define WG_BWDKV_BODY(NS, SP, PP)                                                                                  \
+  (void)dk1; (void)dv1; (void)tm; (void)anchors; (void)keep; (void)lse; (void)D; (void)batch; (void)S; (void)N;    \
+  (void)B; (void)nh; (void)nkv; (void)window; (void)scale;
+#endif
+#define WG_BWDKV_KERNEL(name, NS, SP, PP) \
+  extern "C" __global__ void __launch_bounds__(384, 1) name(WG_BWDKV_ARGS) { WG_BWDKV_BODY(NS, SP, PP) }
+WG_BWDKV_KERNEL(dfl_attn_bwdkv_wg128, 2, 0, 0)

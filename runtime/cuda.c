@@ -35,7 +35,7 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_ATT_FWD_WG128,
+  K_ATT_FWD_WG128, K_ATT_BWDKV_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_COUNT
 };
 static const char *kname[] = {
@@ -44,7 +44,7 @@ static const char *kname[] = {
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
-  "dfl_attn_fwd_wg128", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
+  "dfl_attn_fwd_wg128", "dfl_attn_bwdkv_wg128", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
@@ -71,7 +71,8 @@ typedef struct {
   mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
   dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
   char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
-  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg128: its K and V tensor maps (device memory) */
+  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg128: its K and V tensor maps; ATTENTION_BWD by
+                    ** dfl_attn_bwdkv_wg128: K, V, q and dO (device memory) */
   int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
                     ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
 } opstate;
@@ -88,7 +89,10 @@ struct dfl_cuda_impl {
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
   int att_wg;       /* the wgmma CAUSAL forward (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
-  PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* its tensor maps (NULL: driver without TMA, kernel off) */
+  int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
+  int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all: leave that backward pass out (all: both, only D = rowsum(dO O)
+                    ** runs), to time the rest alone; wrong results */
+  PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
   cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
@@ -268,7 +272,7 @@ static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, s
 ** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
 ** frozen target needs no backward). Everything else, and any case with DFL_ATTN_REF set, runs the
 ** CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
-typedef struct { int kfwd, kbq, kbkv, nw, wg, wgr; size_t sf, sq, skv; } att_tc_t;
+typedef struct { int kfwd, kbq, kbkv, nw, wg, wgr, wgkv; size_t sf, sq, skv; } att_tc_t;
 static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   const dfl_attrs *a = &op->a;
   struct dfl_cuda_impl *im = c->impl;
@@ -298,7 +302,7 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   ** and NSTG V slots; t->sf is then its shared memory (Q, the slots, 4 NSTG mbarriers, + 1 KB to
   ** align the swizzled tiles to 1024 bytes). Only where the kernels were built for sm_90a and the
   ** driver encodes tensor maps; DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
-  t->wg = 0; t->wgr = 0; t->sq = t->skv = 0;
+  t->wg = 0; t->wgr = 0; t->wgkv = 0; t->sq = t->skv = 0;
   if (im->att_wg && im->tmap_encode && !dfl && !bwd && hd == 128) {
     enum { KT = 128, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg128, ...) */
     size_t sf = 2 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 1024;
@@ -316,22 +320,35 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   ** list and its anchors, row tables */
   t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + (2 * (size_t)a->N + 3 + 2 * 128) * 4;
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
+  /* Hopper: the key-major pass by wgmma (dfl_attn_bwdkv_wg128): a producer warpgroup and 2 consumers of
+  ** 64 keys, K/V of the 128 keys resident, NSTG slots of a 64-row group's Q and dO (TMA boxes of G heads x
+  ** 64 / G positions: B G a multiple of 64, G a divisor of 64) and its row data; t->skv is then its shared
+  ** memory (+ 1 KB to align the swizzled tiles, the mbarriers, the block list and its anchors). */
+  if (bwd && im->att_wg_bwd && im->tmap_encode && hd == 128 && P % 64 == 0 && 64 % G == 0) {
+    enum { NSTG = 2 }; /* as WG_BWDKV_KERNEL(dfl_attn_bwdkv_wg128, ...) */
+    size_t nstg = NSTG, skv = 1024 + 2 * 128 * 256 + nstg * (2 * 64 * 256 + 3 * 64 * 4) + (1 + 2 * nstg) * 8 + (1 + 2 * (size_t)a->N) * 4;
+    if (skv <= (size_t)im->smax) { t->wgkv = K_ATT_BWDKV_WG128; t->skv = skv; }
+  }
   return 1;
 }
 
 /* The K and V tensor maps of dfl_attn_fwd_wg128, {dim, kv head, row} over [rows, nkv, 128] bf16, a box
 ** of {64, 1, 128}: one 64-dim half of a 128-key tile, 128-byte swizzled (the wgmma operand layout).
 ** The pointers never change after init, so they are encoded once, into device memory (the kernel
-** gets them through its k2 argument, unused by CAUSAL). */
+** gets them through its k2 argument, unused by CAUSAL).
+** ATTENTION_BWD (dfl_attn_bwdkv_wg128): those of k1 / v1 (inputs 1, 2) and then q / dO (inputs 0, 9), the
+** latter {dim, head, row} over [rows, nh, 128] with a box of {64, G, 64 / G}: one 64-dim half of a row
+** group (64 / G positions x the kv head's G query heads). */
 static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os) {
   struct dfl_cuda_impl *im = c->impl;
-  int nkv = op->a.kv_heads, hd = op->a.head_dim;
-  CUtensorMap m[2];
-  for (int i = 0; i < 2; i++) {
-    int ti = op->in[1 + i];
-    cuuint64_t dim[3] = {(cuuint64_t)hd, (cuuint64_t)nkv, (cuuint64_t)(numel(c, ti) / ((int64_t)nkv * hd))};
-    cuuint64_t stride[2] = {(cuuint64_t)hd * 2, (cuuint64_t)nkv * hd * 2}; /* bytes, dims 1 and 2 */
-    cuuint32_t box[3] = {64, 1, 128}, es[3] = {1, 1, 1};
+  int nkv = op->a.kv_heads, nh = op->a.heads, hd = op->a.head_dim, G = nh / nkv;
+  int nm = op->code == DFL_OP_ATTENTION_BWD ? 4 : 2;
+  CUtensorMap m[4];
+  for (int i = 0; i < nm; i++) {
+    int ti = op->in[i < 2 ? 1 + i : i == 2 ? 0 : 9], hs = i < 2 ? nkv : nh; /* heads per row */
+    cuuint64_t dim[3] = {(cuuint64_t)hd, (cuuint64_t)hs, (cuuint64_t)(numel(c, ti) / ((int64_t)hs * hd))};
+    cuuint64_t stride[2] = {(cuuint64_t)hd * 2, (cuuint64_t)hs * hd * 2}; /* bytes, dims 1 and 2 */
+    cuuint32_t box[3] = {64, i < 2 ? 1 : (cuuint32_t)G, i < 2 ? 128 : (cuuint32_t)(64 / G)}, es[3] = {1, 1, 1};
     CUresult r = im->tmap_encode(&m[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, c->ptr[ti], dim, stride, box, es,
                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -340,8 +357,8 @@ static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os) {
       return DFL_ERR;
     }
   }
-  CU(cudaMalloc(&os->tmaps, sizeof m));
-  CU(cudaMemcpy(os->tmaps, m, sizeof m, cudaMemcpyHostToDevice));
+  CU(cudaMalloc(&os->tmaps, nm * sizeof m[0]));
+  CU(cudaMemcpy(os->tmaps, m, nm * sizeof m[0], cudaMemcpyHostToDevice));
   return DFL_OK;
 }
 
@@ -372,10 +389,14 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->smax = smax;
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
-  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_FWD_WG128], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
+  for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
+    CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
   const char *wge = getenv("DFL_ATTN_WG");
   im->att_wg = !strcmp(arch, "sm_90a") && !(wge && !strcmp(wge, "0"));
+  const char *wgb = getenv("DFL_ATTN_WG_BWD"), *skip = getenv("DFL_ATTN_BWD_SKIP");
+  im->att_wg_bwd = im->att_wg && !(wgb && !strcmp(wgb, "0"));
+  im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : 0;
   im->tmap_encode = NULL;
   if (im->att_wg) {
     void *fn = NULL;
@@ -435,7 +456,7 @@ static int setup_op(dfl_cuda *c, int i) {
         return DFL_ESHAPE;
       }
     att_tc_t tc;
-    if (op->code == DFL_OP_ATTENTION && att_tc(c, op, &tc) && tc.wg) return att_tmaps(c, op, os);
+    if (att_tc(c, op, &tc) && (op->code == DFL_OP_ATTENTION ? tc.wg : tc.wgkv)) return att_tmaps(c, op, os);
   }
   return DFL_OK;
 }
@@ -737,9 +758,15 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
     void *aq[] = {&dq, &dkn, &dvn, &q, &k1, &v1, &k2, &v2, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh,
                   &nkv, &win, &scale};
     int per = 128 / (B * G); /* 128-row CTAs of whole blocks, as the forward */
-    TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
+    if (c->impl->att_skip != 1 && c->impl->att_skip != 3) TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
+    if (c->impl->att_skip >= 2) return DFL_OK;
+    int64_t nkt = (int64_t)((S + 127) / 128) * batch * nkv; /* CTAs of 128 keys */
+    if (tc.wgkv) {
+      void *aw[] = {&dkc, &dvc, &tmaps, &anc, &keep, &lse, &D, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
+      return launch2(c, tc.wgkv, nkt, 1, 384, tc.skv, aw);
+    }
     void *ak[] = {&dkc, &dvc, &q, &k1, &v1, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
-    return launch2(c, tc.kbkv, (int64_t)((S + 127) / 128) * batch * nkv, 1, 256, tc.skv, ak); /* 128 keys, 8 warps */
+    return launch2(c, tc.kbkv, nkt, 1, 256, tc.skv, ak); /* 8 warps */
   }
   if (!bwd) {
     void *o = P(op->out[0]), *lse = P(op->out[1]);
@@ -942,7 +969,7 @@ static int exec_op(dfl_cuda *c, int i) {
     return launch2(c, K_METRICS, 1, 1, 256, (size_t)(5 + 2 * B) * 4, a);
   }
   case DFL_OP_ATTENTION: return op_attention(c, op, 0, NULL, im->ops[i].tmaps);
-  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1, im->ops[i].scratch, NULL);
+  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1, im->ops[i].scratch, im->ops[i].tmaps);
   case DFL_OP_LINEAR_CE: return op_linear_ce(c, i);
   case DFL_OP_OPT_PREP: {
     void *sq = P(op->in[0]), *den = P(op->in[1]); int dd = dt(c, op->in[1]);

@@ -9,6 +9,11 @@
 ** Each mode prints median ms over the repetitions (host clock around launch + sync; the kernels
 ** run for milliseconds, so launch overhead is noise) and checks the tensor-core outputs against
 ** the reference kernels' (max |diff| / max |ref| per tensor, bf16 tolerance 3e-2).
+** DFLASH also runs the tensor-core kernels with DFL_ATTN_WG_BWD=0 (the mma.sync key-major pass: the
+** before/after of dfl_attn_bwdkv_wg128) and, after them, each setting of BENCH_ATT_EXTRA (space separated,
+** each VAR=VAL[,VAR=VAL..], e.g. "DFL_ATTN_BWD_SKIP=q DFL_ATTN_WG_BWD=0,DFL_ATTN_BWD_SKIP=q": the
+** key-major pass, new and old, with D = rowsum(dO O), which DFL_ATTN_BWD_SKIP=all times alone), timed and
+** checked the same way (a setting with DFL_ATTN_BWD_SKIP leaves a pass out: timing only, errors not counted).
 ** Usage: bench_attention [reps] [only]   (DFL_SEED=... fixes the inputs; only: run the configurations
 ** whose name contains it, e.g. causal)
 */
@@ -134,11 +139,32 @@ static int bench(const char *name, int dflash, int window, int reps) {
     for (int64_t i = 0; i < n; i++) vals[k][i] = (float)((urand() * 2 - 1) * sc);
   }
   double fl = 4.0 * HD * visible(dflash, window, anc);
-  double ms[2][2] = {{0}};
-  float *res[2][7] = {{0}};
+  /* modes: 0 reference kernels, 1 tensor cores, 2 tensor cores with the old key-major pass, 3.. extras */
+  enum { MM = 16 };
+  char extra[MM][128], *ex = getenv("BENCH_ATT_EXTRA");
+  int nm = dflash ? 3 : 2;
+  for (const char *e = ex ? ex : ""; *e && nm < MM;) {
+    while (*e == ' ') e++;
+    int l = (int)strcspn(e, " ");
+    if (l > 0 && l < 128) { memcpy(extra[nm], e, (size_t)l); extra[nm][l] = 0; nm += dflash; }
+    e += l;
+  }
+  double ms[MM][2] = {{0}};
+  float *res[MM][7] = {{0}};
   int fails = 0;
-  for (int mode = 0; mode < 2; mode++) { /* 0: reference kernels, 1: tensor cores */
-    if (mode == 0) setenv("DFL_ATTN_REF", "1", 1); else unsetenv("DFL_ATTN_REF");
+  for (int mode = 0; mode < nm; mode++) {
+    static const char *vars[] = {"DFL_ATTN_REF", "DFL_ATTN_WG_BWD", "DFL_ATTN_BKV", "DFL_ATTN_BWD_SKIP"};
+    for (int v = 0; v < 4; v++) unsetenv(vars[v]);
+    if (mode == 0) setenv("DFL_ATTN_REF", "1", 1);
+    if (mode == 2) setenv("DFL_ATTN_WG_BWD", "0", 1);
+    if (mode >= 3) { /* VAR=VAL[,VAR=VAL..] */
+      char buf[128];
+      memcpy(buf, extra[mode], sizeof buf);
+      for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        char *eq = strchr(t, '=');
+        if (eq) { *eq = 0; setenv(t, eq + 1, 1); }
+      }
+    }
     dfl_cuda c;
     if (dfl_cuda_init(&c, &b.g, NULL, NULL) != DFL_OK) { fprintf(stderr, "FAIL %s: cuda init\n", name); return 1; }
     for (int k = 0; k < b.nin; k++) {
@@ -160,23 +186,31 @@ static int bench(const char *name, int dflash, int window, int reps) {
     }
     dfl_cuda_free(&c);
   }
-  for (int k = 0; k < b.nout; k++) {
-    const dfl_tensor *T = &b.g.t[b.out[k]];
-    int64_t n = dfl_tensor_numel(T), bad = 0;
-    double mx = 0, err = 0;
-    for (int64_t i = 0; i < n; i++) {
-      float x = res[1][k][i], y = res[0][k][i];
-      if (isinf(x) || isinf(y) || isnan(x) || isnan(y)) { bad += !(x == y); continue; }
-      if (fabs(y) > mx) mx = fabs(y);
-      if (fabs(x - y) > err) err = fabs(x - y);
+  for (int mode = 1; mode < nm; mode++) {
+    const char *lab = mode == 1 ? "tc" : mode == 2 ? "tc DFL_ATTN_WG_BWD=0" : extra[mode];
+    int timing = mode >= 3 && strstr(extra[mode], "SKIP") != NULL;
+    for (int k = 0; k < b.nout; k++) {
+      const dfl_tensor *T = &b.g.t[b.out[k]];
+      int64_t n = dfl_tensor_numel(T), bad = 0;
+      double mx = 0, err = 0;
+      for (int64_t i = 0; i < n; i++) {
+        float x = res[mode][k][i], y = res[0][k][i];
+        if (isinf(x) || isinf(y) || isnan(x) || isnan(y)) { bad += !(x == y); continue; }
+        if (fabs(y) > mx) mx = fabs(y);
+        if (fabs(x - y) > err) err = fabs(x - y);
+      }
+      double rel = err / (mx > 1e-20 ? mx : 1e-20);
+      int ok = bad == 0 && rel <= 3e-2;
+      printf("  %s %-4s %s vs ref: max|ref| %.3g rel err %.3g nan/inf mismatches %lld %s\n", name, T->name, lab, mx,
+             rel, (long long)bad, timing ? "(timing only)" : ok ? "ok" : "FAIL");
+      fails += !ok && !timing;
     }
-    double rel = err / (mx > 1e-20 ? mx : 1e-20);
-    int ok = bad == 0 && rel <= 3e-2;
-    printf("  %s %-4s tc vs ref: max|ref| %.3g rel err %.3g nan/inf mismatches %lld %s\n", name, T->name, mx, rel,
-           (long long)bad, ok ? "ok" : "FAIL");
-    fails += !ok;
-    free(res[0][k]), free(res[1][k]);
+    if (mode >= 2)
+      printf("%-28s bwd: %-32s %7.3f ms %6.1f TF/s (tc: %.3f ms)\n", name, lab, ms[mode][1], 2.5 * fl / ms[mode][1] * 1e-9,
+             ms[1][1]);
   }
+  for (int mode = 0; mode < nm; mode++)
+    for (int k = 0; k < b.nout; k++) free(res[mode][k]);
   printf("%-28s fwd: ref %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.1fx\n", name, ms[0][0],
          fl / ms[0][0] * 1e-9, ms[1][0], fl / ms[1][0] * 1e-9, ms[0][0] / ms[1][0]);
   if (b.bwd_op >= 0)
