@@ -4,7 +4,8 @@
 # it runs the CUDA checks (cuda_ops, the fixtures on the GPU, cuda_step, test_train_cuda, cuda_init), then the
 # attention benchmark (if carried), the 8B bench and, with RUN27=1, the 27B drafter-alone bench, each with the per-op profile (--ops);
 # with CMP_OVERLAP=1 also the 8B bench with DFL_NO_OVERLAP=1 (the optimizer after its own step: the overlap's before/after);
-# with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (e.g. DFL_ATTN_WG=0: the old causal kernel).
+# with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (e.g. DFL_ATTN_WG=0: the old causal kernel),
+# and with RUN27=1 the 27B bench too.
 # with EXTRA_SPECS="a.dfl b.dfl" each spec benched the same way after it (e.g. examples/qwen3-8b-fp8.dfl), and a carried
 # bench_fp8_gemm runs before the benches.
 # Serial: nothing overlaps a bench. Logs go to $OUT (the device tool's output folder).
@@ -32,8 +33,11 @@ done
 [ -n "${CMP_OVERLAP:-}" ] && ( DFL_NO_OVERLAP=1 timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20; echo "bench rc $?" ) > $OUT/bench8b_nooverlap.log 2>&1 && ts bench8b_nooverlap
 # CMP_ENV="A=1 B=2": the 8B bench again once per assignment, same binary (a before/after in one call)
 [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env "$v" timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 2>&1 |
-  grep -E "steps:|step time|^  (target forward|loss) |rc|error"; done > $OUT/extra.log 2>&1
+  grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward) |rc|error"; done > $OUT/extra.log 2>&1
 [ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 --ops; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
+# RUN27=1 with CMP_ENV: the 27B bench again under each assignment (appended to extra.log)
+[ -n "${RUN27:-}" ] && [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== 27B $v"; env "$v" timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
+  grep -E "steps:|step time|MFU|positions/s|rc|error"; done >> $OUT/extra.log 2>&1 && ts bench27_cmp
 grep -E "FAIL|PASS|passed|failed|rc " $OUT/cuda_ops.log | tail -5; grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; cat $OUT/checks.log | grep -E "PASS|FAIL|rc" ; cat $OUT/times.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi

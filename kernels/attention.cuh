@@ -1211,6 +1211,12 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc128(TC_BWDKV_
 ** persistent with 3 slots 0.238; earlier run: not ping-pong 0.263 against 0.255. Registers: 240 per
 ** consumer thread (S, O and two P sets: 229 used, no spills), 24 for the producer. Other archs
 ** compile the kernels as empty stubs that the runtime never launches.
+** The DFLASH forward (dfl_attn_fwd_wgd128: wg_fwd with DFL) and the query-major DFLASH backward
+** (dfl_attn_bwdq_wg128: wg_bwdq) take the same structure. Measured on the H200 (bench_attention 20,
+** 8B drafter layer: S 4096, N 512, B 16, 32/8 heads, same process as the mma.sync kernels): forward
+** full 0.946 -> 0.511 ms (293 -> 542 TF/s), sliding W 2048 0.741 -> 0.442 ms (1.68x; 1.69-1.73x
+** in two earlier runs); whole backward (bwd_dot + query-major + key-major) full 3.264 -> 2.862 ms,
+** sliding 2.945 -> 2.665.
 */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* Shared-memory matrix descriptor, 128-byte swizzle (start address, leading and stride byte offsets). */
@@ -1290,11 +1296,27 @@ __device__ __forceinline__ void wg_tma3(unsigned dst, const void *map, int c0, i
 ** units k C .. k C + C - 1, odd rounds reversed, C CTAs: the rounds' loads even out); the rings and
 ** the ping-pong run on across units, so the producer fetches a unit's first tiles and a consumer its
 ** Q while the previous unit finishes. Else one unit per CTA, as tc_unit.
+** DFL: the DFLASH mask, units as dfl_attn_fwd_tc128's (NB = R / (B G) whole blocks n0 .. of one
+** sample, rows r = j G + h per block, heaviest = last first). Tiles 0 .. nt0 - 1: the context union
+** [lo0, hi0) of k1/v1 (maps 0, 1), as CAUSAL's keys; then one own tile: the nb B own keys of k2/v2
+** (maps 2, 3: boxes of 32 rows, as many as the keys need), whose S is an m64n32/64/128 wgmma (the
+** first 16/32/64 accumulator registers, the rest masked) and whose P V takes only its 16-key steps
+** that hold keys. Per-row ranges: context [a + j - (W - 1), a) ([0, a) without a window), own
+** [i B, i B + B) (window: up to j + 1) of the row's block i; invalid blocks: none (o 0, lse -inf).
+** DFL 2 (MG): when the own keys are <= 32 and the last context tile holds <= 96 keys, the own keys
+** ride in that tile's last 32 rows (context by 32-key boxes of maps 4, 5, the own box after them;
+** columns 96 .. 127 masked with the own ranges): one tile step less per unit, the common case (a
+** sliding window's context union is W - 1 + a few keys: 17 tiles of 128 + an own tile otherwise).
+** Measured: 1% (0.516 -> 0.511 ms full, 0.444 -> 0.442 sliding, same process); DFL 1 is
+** dfl_attn_fwd_wgd128s (runtime/cuda.c: DFL_ATTN_WG_MERGE=0). An m64n32 S for the own tile instead
+** (the rest of S masked) made ptxas spill 316 bytes: not kept.
 */
-template <int KT, int NSTG, int PP, int PERS>
-__device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, const unsigned char *tm, int batch, int S,
-                                       int nh, int nkv, int W, float scale) {
-  constexpr int HD = 128, R = 128, NS = KT / 2;
+template <int N> struct wg_ic { static constexpr int v = N; };
+template <int KT, int NSTG, int PP, int PERS, int DFL>
+__device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, const unsigned char *tm,
+                                       const int *anchors, const int *keep, int batch, int S, int N, int B, int nh,
+                                       int nkv, int W, float scale) {
+  constexpr int HD = 128, R = 128, NS = KT / 2, MG = DFL == 2 && KT == 128;
   constexpr unsigned QB = 64 * HD * 2, TB = KT * HD * 2; /* bytes: Q of a warpgroup, one K or V tile */
   extern __shared__ __align__(1024) unsigned char wg_sm[];
   const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, ks = qs + 2 * QB, vs = ks + NSTG * TB,
@@ -1303,16 +1325,37 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   auto fv = [&](int t) { return bars + (NSTG + t % NSTG) * 8; };
   auto ek = [&](int t) { return bars + (2 * NSTG + t % NSTG) * 8; };
   auto ev = [&](int t) { return bars + (3 * NSTG + t % NSTG) * 8; };
-  const int G = nh / nkv, T = R / G, ups = (S + T - 1) / T, units = batch * ups * nkv;
-  /* a unit's geometry from its linear index L (tc_unit: kv head L % nkv, heaviest first) */
-  struct unit { int g, s0, U, P, kvrow, lo0, nt; ll qrow0; };
+  const int G = nh / nkv, T = R / G, PB = B * G, NB = R / (PB > 0 ? PB : 1);
+  const int ups = DFL ? (N + NB - 1) / NB : (S + T - 1) / T, units = batch * ups * nkv;
+  /* a unit's geometry from its linear index L (tc_unit: kv head L % nkv, heaviest first): rows P,
+  ** context keys from lo0 (k1/v1 row kvrow + key), nt0 context tiles, nown own keys (k2/v2 rows
+  ** qrow0 ..), nt tiles in all (nt = nt0 with own keys: they are in the last context tile, MG);
+  ** ab: the index of its first block in anchors/keep */
+  struct unit { int g, s0, P, kvrow, lo0, nt0, nown, nt, ab; ll qrow0; };
   auto geom = [&](int L) {
     unit u;
     int gi = batch * ups - 1 - L / nkv, b = gi / ups;
-    u.g = L % nkv; u.s0 = (gi % ups) * T; u.U = S - u.s0 < T ? S - u.s0 : T; u.P = u.U * G;
-    u.qrow0 = (ll)b * S + u.s0; u.kvrow = b * S;
-    u.lo0 = W > 0 && u.s0 - (W - 1) > 0 ? u.s0 - (W - 1) : 0;
-    u.nt = (u.s0 + u.U - u.lo0 + KT - 1) / KT;
+    u.g = L % nkv; u.kvrow = b * S;
+    if constexpr (DFL) {
+      int n0 = (gi % ups) * NB, nb = N - n0 < NB ? N - n0 : NB, lo = 0x7fffffff, hi = 0;
+      u.s0 = 0; u.P = nb * PB; u.ab = b * N + n0; u.qrow0 = (ll)u.ab * B; u.nown = 0;
+      for (int i = 0; i < nb; i++) {
+        if (!keep[u.ab + i]) continue;
+        int a = anchors[u.ab + i], l = W > 0 && a - (W - 1) > 0 ? a - (W - 1) : 0;
+        lo = l < lo ? l : lo; hi = a > hi ? a : hi; u.nown = nb * B;
+      }
+      u.lo0 = lo > hi ? hi : lo;
+      u.nt0 = (hi - u.lo0 + KT - 1) / KT;
+      const int mg = MG && u.nown > 0 && u.nown <= 32 && u.nt0 > 0 && hi - u.lo0 - (u.nt0 - 1) * KT <= KT - 32;
+      u.nt = u.nt0 + (u.nown > 0 && !mg);
+    } else {
+      u.s0 = (gi % ups) * T;
+      int U = S - u.s0 < T ? S - u.s0 : T;
+      u.P = U * G; u.ab = 0; u.nown = 0;
+      u.qrow0 = (ll)b * S + u.s0;
+      u.lo0 = W > 0 && u.s0 - (W - 1) > 0 ? u.s0 - (W - 1) : 0;
+      u.nt = u.nt0 = (u.s0 + U - u.lo0 + KT - 1) / KT;
+    }
     return u;
   };
   const int C = gridDim.x, c = blockIdx.x, L0 = PERS ? c : blockIdx.x + gridDim.x * blockIdx.y;
@@ -1334,26 +1377,40 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   if (threadIdx.x < 128) { /* producer: K_{j+1} before V_j, the order the consumers need them in */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
     if (threadIdx.x == 0) {
-      const unsigned char *mk = tm, *mv = tm + 128;
-      asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(mk) : "memory");
-      asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(mv) : "memory");
-      /* tile j of the unit (ring position it + j) of map m into its slot: the two 64-dim halves,
-      ** keys past the tensor zero filled (keys in [hi0, S) are loaded, and masked by the consumers) */
+#pragma unroll
+      for (int i = 0; i < (MG ? 6 : DFL ? 4 : 2); i++)
+        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tm + 128 * i) : "memory");
+      /* tile j of the unit (ring position it + j) of K (v 0) or V (v 1) into its slot: the two
+      ** 64-dim halves, keys past the tensor zero filled (context keys in [hi0, lo0 + nt0 KT) are
+      ** loaded, and masked by the consumers); DFLASH's own tile: 32-key boxes of k2/v2 */
       int it = 0; /* ring position of the unit's tile 0 */
       for (int L = L0; L < units; L = next(L)) {
         const unit u = geom(L);
-        auto load = [&](const unsigned char *m, unsigned dst, int full, int empty, int j) {
+        auto load = [&](int v, int j) {
           const int i = it + j;
-          mb_wait(bars + empty * 8 + (i % NSTG) * 8, ((i / NSTG) & 1) ^ 1);
-          const unsigned fb = bars + full * 8 + (i % NSTG) * 8, d = dst + (i % NSTG) * TB;
-          mb_expect(fb, TB);
-          wg_tma3(d, m, 0, u.g, u.kvrow + u.lo0 + j * KT, fb);
-          wg_tma3(d + TB / 2, m, 64, u.g, u.kvrow + u.lo0 + j * KT, fb);
+          mb_wait(bars + (2 + v) * NSTG * 8 + (i % NSTG) * 8, ((i / NSTG) & 1) ^ 1);
+          const unsigned fb = bars + v * NSTG * 8 + (i % NSTG) * 8, d = (v ? vs : ks) + (i % NSTG) * TB;
+          /* pieces: a KT-key context box (map v), nc 32-key context boxes (map 4 + v), no own boxes
+          ** (map 2 + v, after them; the consumers' S and P V read all 4 past 32 own keys) */
+          const int mgd = MG && u.nown > 0 && u.nt == u.nt0 && j == u.nt0 - 1, ctx = !DFL || j < u.nt0;
+          const int nc = mgd ? 3 : 0, no = mgd ? 1 : ctx ? 0 : u.nown <= 32 ? 1 : KT / 32;
+          const int crow = u.kvrow + u.lo0 + j * KT;
+          mb_expect(fb, ctx ? TB : no * 32 * 256);
+          if (ctx && !mgd) {
+            wg_tma3(d, tm + 128 * v, 0, u.g, crow, fb);
+            wg_tma3(d + TB / 2, tm + 128 * v, 64, u.g, crow, fb);
+          }
+          for (int x = 0; x < nc + no; x++) {
+            const unsigned char *m = tm + (x < nc ? 512 : 256) + 128 * v;
+            const int row = x < nc ? crow + 32 * x : (int)u.qrow0 + 32 * (x - nc);
+            wg_tma3(d + x * 4096, m, 0, u.g, row, fb);
+            wg_tma3(d + TB / 2 + x * 4096, m, 64, u.g, row, fb);
+          }
         };
-        load(mk, ks, 0, 2 * NSTG, 0);
+        if (u.nt > 0) load(0, 0);
         for (int j = 0; j < u.nt; j++) {
-          if (j + 1 < u.nt) load(mk, ks, 0, 2 * NSTG, j + 1);
-          load(mv, vs, NSTG, 3 * NSTG, j);
+          if (j + 1 < u.nt) load(0, j + 1);
+          load(1, j);
         }
         it += u.nt;
       }
@@ -1376,14 +1433,14 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   };
   const float sl2 = scale * TC_LOG2E;
   /* ping-pong turns: named barrier 3 + w is warpgroup w's turn; each issue waits for its own turn
-  ** and then gives the other one its turn (consumer 0 starts; consumer 1 skips its very last hand-
-  ** over, which nobody would take: both issue as often) */
+  ** and then gives the other one its turn (consumer 0 starts and, at the very end, takes the turn
+  ** consumer 1's last issue gave it: both issue as often) */
   auto turn_wait = [&]() { if (PP) nb_sync(3 + wg, 256); };
-  auto turn_give = [&](int final_) { if (PP && !(final_ && wg == 1)) nb_arrive(3 + (wg ^ 1), 256); };
+  auto turn_give = [&]() { if (PP) nb_arrive(3 + (wg ^ 1), 256); };
   if (PP && wg == 0) nb_arrive(3, 256);
   float oacc[64], m[2], l[2];
-  int it = 0, rlo[2], rhi[2]; /* ring position of the unit's tile 0; allowed keys [rlo, rhi) of this
-                              ** thread's rows (padding rows: none) */
+  int it = 0, rlo[2], rhi[2]; /* ring position of the unit's tile 0; allowed (context) keys [rlo, rhi)
+                              ** of this thread's rows (padding rows: none) */
   auto keep_op = [&](unsigned (*pu)[4]) { /* O and the P operand in their registers around a P V */
 #pragma unroll
     for (int i = 0; i < 64; i++) wg_keep(oacc[i]);
@@ -1401,25 +1458,33 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     }
     wg_commit();
   };
-  auto issue_pv = [&](int t, unsigned (*pu)[4]) { /* O += P_t V_t */
+  /* O += P_t V_t over the tile's first NN keys (a wgmma skipped inside the loop by a run-time test
+  ** makes ptxas fence every one of them: the count is a template argument) */
+  auto issue_pv = [&](int t, unsigned (*pu)[4], auto nn) {
+    constexpr int NN = decltype(nn)::v;
     const unsigned vb = vs + ((it + t) % NSTG) * TB;
 #pragma unroll
-    for (int c = 0; c < KT / 16; c++) wg_rs128t(oacc, pu[c], wg_desc(vb + c * 2048, TB / 2, 1024));
+    for (int c = 0; c < NN / 16; c++) wg_rs128t(oacc, pu[c], wg_desc(vb + c * 2048, TB / 2, 1024));
     wg_commit();
   };
-  /* mask and softmax of S_t (keys from k0) into P (A fragments); corr: the factor O still has to take */
-  auto softmax = [&](float *s, int k0, unsigned (*pn)[4], float *corr) {
+  /* mask (allowed keys [lo, hi) of the thread's two rows) and softmax of S_t (keys from k0) into P (A
+  ** fragments); corr: the factor O still has to take. mgd: a merged tile, whose last 32 columns are
+  ** own keys 0 .. 31, allowed where bit 8 i + 2 (c - 12) + e of om is set (row i, column 8 c + 2 t4 + e:
+  ** one register instead of the own ranges, which made ptxas spill) */
+  auto softmax = [&](float *s, int k0, const int *lo, const int *hi, unsigned (*pn)[4], float *corr, int mgd,
+                     unsigned om) {
 #pragma unroll
     for (int i = 0; i < NS; i++) wg_keep(s[i]);
 #pragma unroll
     for (int i = 0; i < 2; i++)
-      if (!(k0 >= rlo[i] && k0 + KT <= rhi[i])) {
+      if (mgd || !(k0 >= lo[i] && k0 + KT <= hi[i])) {
 #pragma unroll
         for (int c = 0; c < KT / 8; c++)
 #pragma unroll
           for (int e = 0; e < 2; e++) {
-            int kv = k0 + c * 8 + 2 * t4 + e;
-            if (kv < rlo[i] || kv >= rhi[i]) s[4 * c + 2 * i + e] = DFL_NINF;
+            int kv = k0 + c * 8 + 2 * t4 + e, bad = kv < lo[i] || kv >= hi[i];
+            if (MG && c >= KT / 8 - 4) bad = mgd ? !((om >> (8 * i + 2 * (c - (KT / 8 - 4)) + e)) & 1u) : bad;
+            if (bad) s[4 * c + 2 * i + e] = DFL_NINF;
           }
       }
     /* lazy running max, as tc_fwd: moves only when a row gains more than TF_LAZY (log2 units) */
@@ -1456,13 +1521,53 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     nb_sync(1 + wg, 128);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-      int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i, s = u.s0 + r / G;
-      rlo[i] = r < u.P && W > 0 ? s - (W - 1) : 0;
-      rhi[i] = r < u.P ? s + 1 : 0;
+      int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i;
+      if constexpr (DFL) {
+        int bi = r / PB, j = (r / G) % B, ok = r < u.P && keep[u.ab + bi], a = ok ? anchors[u.ab + bi] : 0;
+        rlo[i] = W > 0 ? a + j - (W - 1) : 0;
+        rhi[i] = a;
+      } else {
+        int s = u.s0 + r / G;
+        rlo[i] = r < u.P && W > 0 ? s - (W - 1) : 0;
+        rhi[i] = r < u.P ? s + 1 : 0;
+      }
       m[i] = DFL_NINF; l[i] = 0.f;
     }
 #pragma unroll
     for (int i = 0; i < 64; i++) oacc[i] = 0.f;
+    /* tile t's S (its width for DFLASH's own tile) and softmax with its segment's row ranges */
+    /* DFLASH's own tile: P V over its first 32 keys when the unit has no more (its S stays KT wide:
+    ** an m64n32 S, the rest of S masked, made ptxas spill) */
+    auto pv_tile = [&](int t, unsigned (*pu)[4]) {
+      if (DFL && t >= u.nt0 && u.nown <= 32) issue_pv(t, pu, wg_ic<32>());
+      else issue_pv(t, pu, wg_ic<KT>());
+    };
+    auto sm_tile = [&](float *s, int t, unsigned (*pn)[4], float *corr) {
+      const int mgd = MG && u.nown > 0 && u.nt == u.nt0 && t == u.nt0 - 1, own = DFL && t >= u.nt0;
+      int olo[2] = {0, 0}, ohi[2] = {0, 0};
+      if (DFL && (own || mgd)) { /* own keys of the row's block i: [i B, i B + B), window: up to j + 1 */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+          int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i, bi = r / PB, j = (r / G) % B;
+          int ok = r < u.P && keep[u.ab + bi];
+          olo[i] = bi * B; ohi[i] = ok ? bi * B + (W > 0 ? j + 1 : B) : 0;
+        }
+      }
+      unsigned om = 0;
+      if (MG && mgd) {
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+          for (int c = 0; c < 4; c++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+              int ko = c * 8 + 2 * t4 + e;
+              om |= (unsigned)(ko >= olo[i] && ko < ohi[i]) << (8 * i + 2 * c + e);
+            }
+      }
+      const int lo[2] = {own ? olo[0] : rlo[0], own ? olo[1] : rlo[1]}, hi[2] = {own ? ohi[0] : rhi[0], own ? ohi[1] : rhi[1]};
+      softmax(s, own ? 0 : u.lo0 + t * KT, lo, hi, pn, corr, mgd, om);
+    };
     /* iteration t: S_t and P_{t-1} V_{t-1} in flight together, the softmax of S_t under the latter;
     ** K_t's slot is freed once S_t is done, V_{t-1}'s once the product is. P alternates between two
     ** register sets (pa: even tiles, pb: odd), never copied: a copy lets the register allocator
@@ -1475,11 +1580,11 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
       wg_fence();
       issue_s(s, t);
       mb_wait(fv(it + t - 1), ((it + t - 1) / NSTG) & 1);
-      issue_pv(t - 1, pu);
-      turn_give(0);
+      pv_tile(t - 1, pu);
+      turn_give();
       wg_wait<1>();
       mb_arrive(ek(it + t));
-      softmax(s, u.lo0 + t * KT, pw, corr);
+      sm_tile(s, t, pw, corr);
       wg_wait<0>();
       mb_arrive(ev(it + t - 1));
       keep_op(pu);
@@ -1488,38 +1593,40 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
         for (int c = 0; c < 16; c++) { oacc[4 * c] *= corr[0]; oacc[4 * c + 1] *= corr[0]; oacc[4 * c + 2] *= corr[1]; oacc[4 * c + 3] *= corr[1]; }
       }
     };
-    auto last = [&](unsigned (*pu)[4]) { /* the last P V; then the next unit's Q, under this one's epilogue */
+    auto last = [&](unsigned (*pu)[4]) { /* the last P V */
       const int t = u.nt - 1;
       mb_wait(fv(it + t), ((it + t) / NSTG) & 1);
       turn_wait();
       keep_op(pu);
       wg_fence();
-      issue_pv(t, pu);
-      turn_give(nxt >= units);
+      pv_tile(t, pu);
+      turn_give();
       wg_wait<0>();
       mb_arrive(ev(it + t));
       keep_op(pu);
-      if (nxt < units) {
-        nb_sync(1 + wg, 128); /* every warp past its last wgmma reading Q */
-        load_q(geom(nxt));
-      }
     };
-    { /* tile 0: S only (O is still 0, no rescale) */
-      float s[NS], corr[2];
-      mb_wait(fk(it), (it / NSTG) & 1);
-      turn_wait();
-      wg_fence();
-      issue_s(s, 0);
-      turn_give(0);
-      wg_wait<0>();
-      mb_arrive(ek(it));
-      softmax(s, u.lo0, pa, corr);
+    if (u.nt > 0) {
+      { /* tile 0: S only (O is still 0, no rescale) */
+        float s[NS], corr[2];
+        mb_wait(fk(it), (it / NSTG) & 1);
+        turn_wait();
+        wg_fence();
+        issue_s(s, 0);
+        turn_give();
+        wg_wait<0>();
+        mb_arrive(ek(it));
+        sm_tile(s, 0, pa, corr);
+      }
+      for (int t = 1; t < u.nt; t += 2) {
+        step(t, pa, pb);
+        if (t + 1 < u.nt) step(t + 1, pb, pa);
+      }
+      if (u.nt & 1) last(pa); else last(pb);
     }
-    for (int t = 1; t < u.nt; t += 2) {
-      step(t, pa, pb);
-      if (t + 1 < u.nt) step(t + 1, pb, pa);
+    if (nxt < units) { /* the next unit's Q, under this one's epilogue */
+      nb_sync(1 + wg, 128); /* every warp past its last wgmma reading Q */
+      load_q(geom(nxt));
     }
-    if (u.nt & 1) last(pa); else last(pb);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
       float lq = l[i];
@@ -1538,20 +1645,367 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     it += u.nt;
     L = nxt;
   }
+  if (PP && wg == 0) nb_sync(3, 256); /* the turn consumer 1's last issue gave */
+}
+/*
+** Query-major DFLASH backward by wgmma (dQ and the own blocks' dKn/dVn; tc_bwdq's semantics), in the
+** forward's structure: units as dfl_attn_fwd_wgd128's (R = 128 rows: NB = R / (B G) whole blocks),
+** a TMA producer warpgroup filling NSTG-slot K and V rings (tiles of 128 keys: the context union,
+** then the own tile, by the forward's tensor maps), two consumer warpgroups of 64 rows in ping-pong.
+** A consumer walks 64-key steps (the halves of a tile that hold keys of the unit's range):
+**   S = Q K^T, dP = dO V^T   two m64n64 wgmma groups, A and B from shared memory (Q and dO of the
+**                            warpgroup's rows stay there, swizzled as the forward's Q);
+**   P = exp2(S scale log2e - lse log2e) on the row's allowed keys, dS = P (dP - D), in registers;
+**   dQ += dS K               m64n128 wgmma, A = dS from registers (the accumulator layout is the A
+**                            fragment layout), B = K read N-major, exactly the forward's P V.
+** Step k issues S_k, dP_k and then dQ_{k-1}, waits for S_k and dP_k only, and computes P, dS of step k
+** under dQ_{k-1} (and the other consumer's GEMMs); dS alternates between two register sets. V's slot
+** is freed once the tile's last dP is done, K's once its last dQ is. Own keys: P and dS go to shared
+** memory in bf16 ([row][key of its block]) and after the loop all 8 consumer warps form dKn = scale
+** dS^T Q and dVn = P^T dO per block by mma.sync (tc_bwdq's loop, with the swizzled Q/dO addresses).
+** One unit per CTA (not persistent: the own-block products need both warpgroups' Q and dO after
+** the loop). k2 carries the tensor maps. Registers: S, dP (32 each), dQ (64), two dS sets (16 each).
+*/
+#define WQ_KT 128
+#define WQ_NSTG 2
+/* ldmatrix.trans at a shared::cta address */
+__device__ __forceinline__ void wg_ldsm4t(unsigned *r, unsigned a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a)
+               : "memory");
+}
+template <int PP>
+__device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const tc_bf *q, const unsigned char *tm,
+                                        const int *anchors, const int *keep, const float *lse, const float *Dg,
+                                        const tc_bf *dout, int batch, int S, int N, int B, int nh, int nkv, int W,
+                                        float scale) {
+  constexpr int HD = 128, R = 128, KT = WQ_KT, NSTG = WQ_NSTG;
+  constexpr unsigned QB = 64 * HD * 2, TB = KT * HD * 2; /* bytes: Q (or dO) of a warpgroup, one K or V tile */
+  extern __shared__ __align__(1024) unsigned char wg_sm[];
+  const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, dos = qs + 2 * QB, ks = dos + 2 * QB,
+                 vs = ks + NSTG * TB, bars = vs + NSTG * TB; /* K full, V full, K empty, V empty */
+  tc_bf *ps = (tc_bf *)(wg_sm + (bars + 4 * NSTG * 8 - sm0)), *dss = ps + R * B; /* own-block P, dS: [R][B] */
+  auto fk = [&](int t) { return bars + (t % NSTG) * 8; };
+  auto fv = [&](int t) { return bars + (NSTG + t % NSTG) * 8; };
+  auto ek = [&](int t) { return bars + (2 * NSTG + t % NSTG) * 8; };
+  auto ev = [&](int t) { return bars + (3 * NSTG + t % NSTG) * 8; };
+  const int G = nh / nkv, PB = B * G, NB = R / PB, ups = (N + NB - 1) / NB, L = blockIdx.x;
+  if (L >= batch * ups * nkv) return;
+  /* the unit (as wg_fwd's geom with DFL) */
+  const int gi = batch * ups - 1 - L / nkv, b = gi / ups, g = L % nkv, n0 = (gi % ups) * NB;
+  const int nb = N - n0 < NB ? N - n0 : NB, P = nb * PB, ab = b * N + n0, kvrow = b * S;
+  const ll qrow0 = (ll)ab * B;
+  int lo0 = 0x7fffffff, hi0 = 0, nown = 0;
+  for (int i = 0; i < nb; i++) {
+    if (!keep[ab + i]) continue;
+    int a = anchors[ab + i], l = W > 0 && a - (W - 1) > 0 ? a - (W - 1) : 0;
+    lo0 = l < lo0 ? l : lo0; hi0 = a > hi0 ? a : hi0; nown = nb * B;
+  }
+  if (lo0 > hi0) lo0 = hi0;
+  const int nt0 = (hi0 - lo0 + KT - 1) / KT, nt = nt0 + (nown > 0);
+  /* 64-key halves of tile t that hold keys: 2, or 1 for a last context tile of <= 64 keys and an own
+  ** tile of <= 64 keys */
+  auto halves = [&](int t) { return t < nt0 ? (hi0 - lo0 - t * KT > 64 ? 2 : 1) : (nown > 64 ? 2 : 1); };
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int i = 0; i < NSTG; i++) {
+      mb_init(fk(i), 1); mb_init(fv(i), 1);
+      mb_init(ek(i), 256); mb_init(ev(i), 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x < 128) { /* producer: K_j and V_j, in tile order */
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tm + 128 * i) : "memory");
+      for (int j = 0; j < nt; j++)
+#pragma unroll
+        for (int v = 0; v < 2; v++) {
+          mb_wait(bars + (2 + v) * NSTG * 8 + (j % NSTG) * 8, ((j / NSTG) & 1) ^ 1);
+          const unsigned fb = bars + v * NSTG * 8 + (j % NSTG) * 8, d = (v ? vs : ks) + (j % NSTG) * TB;
+          if (j < nt0) {
+            mb_expect(fb, TB);
+            wg_tma3(d, tm + 128 * v, 0, g, kvrow + lo0 + j * KT, fb);
+            wg_tma3(d + TB / 2, tm + 128 * v, 64, g, kvrow + lo0 + j * KT, fb);
+          } else { /* the own tile: 32-key boxes, as many as the steps read (all 4 past 32 keys) */
+            const int nbx = nown <= 32 ? 1 : KT / 32;
+            mb_expect(fb, nbx * 32 * 256);
+            for (int x = 0; x < nbx; x++) {
+              wg_tma3(d + x * 4096, tm + 256 + 128 * v, 0, g, (int)qrow0 + 32 * x, fb);
+              wg_tma3(d + TB / 2 + x * 4096, tm + 256 + 128 * v, 64, g, (int)qrow0 + 32 * x, fb);
+            }
+          }
+        }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;" ::: "memory");
+  const int wg = (threadIdx.x >> 7) - 1, tid = threadIdx.x & 127, lane = threadIdx.x & 31, gid = lane >> 2,
+            t4 = lane & 3;
+  const unsigned qw = qs + wg * QB, dw = dos + wg * QB;
+  for (int c = tid; c < 64 * 16; c += 128) { /* Q and dO of the warpgroup's rows, swizzled as wg_fwd's Q */
+    int rr = c >> 4, ch = c & 15, r = wg * 64 + rr, ok = r < P;
+    ll off = ok ? ((qrow0 + r / G) * nh + g * G + r % G) * HD + ch * 8 : 0;
+    unsigned so = (ch >> 3) * (QB / 2) + rr * 128 + (((ch & 7) ^ (rr & 7)) << 4);
+    wg_cp16(qw + so, q + off, ok);
+    wg_cp16(dw + so, dout + off, ok);
+  }
+  tc_commit();
+  for (int c = threadIdx.x - 128; c < R * B; c += 256) { ps[c] = 0; dss[c] = 0; }
+  /* this thread's rows: allowed context keys [rlo, rhi) and own keys [olo, ohi); lse (log2), D */
+  int rlo[2], rhi[2], olo[2], ohi[2];
+  float lq[2], dd[2];
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i, bi = r / PB, j = (r / G) % B;
+    int ok = r < P && keep[ab + bi], a = ok ? anchors[ab + bi] : 0;
+    rlo[i] = W > 0 ? a + j - (W - 1) : 0; rhi[i] = a;
+    olo[i] = bi * B; ohi[i] = ok ? bi * B + (W > 0 ? j + 1 : B) : 0;
+    ll idx = (qrow0 + r / G) * nh + g * G + r % G;
+    lq[i] = r < P ? lse[idx] * TC_LOG2E : 0.f;
+    dd[i] = r < P ? Dg[idx] : 0.f;
+  }
+  tc_wait<0>();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  nb_sync(5, 256); /* Q, dO and the zeroed P / dS of both warpgroups */
+  const float sl2 = scale * TC_LOG2E;
+  auto turn_wait = [&]() { if (PP) nb_sync(3 + wg, 256); };
+  auto turn_give = [&]() { if (PP) nb_arrive(3 + (wg ^ 1), 256); };
+  if (PP && wg == 0) nb_arrive(3, 256);
+  float dqa[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) dqa[i] = 0.f;
+  auto keep_op = [&](unsigned (*du)[4]) {
+#pragma unroll
+    for (int i = 0; i < 64; i++) wg_keep(dqa[i]);
+#pragma unroll
+    for (int c = 0; c < 4; c++) { wg_keepu(du[c][0]); wg_keepu(du[c][1]); wg_keepu(du[c][2]); wg_keepu(du[c][3]); }
+  };
+  /* S and dP of half h of tile t */
+  auto issue_sdp = [&](float *s, float *dp, int t, int h) {
+    const unsigned kb = ks + (t % NSTG) * TB + h * 64 * 128, vb = vs + (t % NSTG) * TB + h * 64 * 128;
+#pragma unroll
+    for (int k = 0; k < HD / 16; k++) {
+      unsigned long long da = wg_desc(qw + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
+      unsigned long long db = wg_desc(kb + (k >> 2) * (TB / 2) + (k & 3) * 32, 16, 1024);
+      if (k) wg_ss64<1>(s, da, db); else wg_ss64<0>(s, da, db);
+    }
+#pragma unroll
+    for (int k = 0; k < HD / 16; k++) {
+      unsigned long long da = wg_desc(dw + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
+      unsigned long long db = wg_desc(vb + (k >> 2) * (TB / 2) + (k & 3) * 32, 16, 1024);
+      if (k) wg_ss64<1>(dp, da, db); else wg_ss64<0>(dp, da, db);
+    }
+    wg_commit();
+  };
+  /* dQ += dS K over half h of tile t: its first NN keys (32: an own tile of <= 32 keys, whose other
+  ** K rows are not loaded) */
+  auto issue_dq = [&](int t, int h, unsigned (*du)[4], auto nn) {
+    constexpr int NN = decltype(nn)::v;
+    const unsigned kb = ks + (t % NSTG) * TB + h * 64 * 128;
+#pragma unroll
+    for (int c = 0; c < NN / 16; c++) wg_rs128t(dqa, du[c], wg_desc(kb + c * 2048, TB / 2, 1024));
+    wg_commit();
+  };
+  auto dq_step = [&](int t, int h, unsigned (*du)[4]) {
+    if (t >= nt0 && nown <= 32) issue_dq(t, h, du, wg_ic<32>());
+    else issue_dq(t, h, du, wg_ic<64>());
+  };
+  /* P and dS of half h of tile t into dS A fragments (own tile: also P, dS of the block's keys to
+  ** shared memory) */
+  auto grad = [&](float *s, float *dp, int t, int h, unsigned (*dn)[4]) {
+#pragma unroll
+    for (int i = 0; i < 32; i++) { wg_keep(s[i]); wg_keep(dp[i]); }
+    const int own = t >= nt0, k0 = own ? h * 64 : lo0 + t * KT + h * 64;
+    const int lo[2] = {own ? olo[0] : rlo[0], own ? olo[1] : rlo[1]}, hi[2] = {own ? ohi[0] : rhi[0], own ? ohi[1] : rhi[1]};
+    const int full = k0 >= lo[0] && k0 + 64 <= hi[0] && k0 >= lo[1] && k0 + 64 <= hi[1];
+#pragma unroll
+    for (int c = 0; c < 8; c++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int i = e >> 1, kv = k0 + c * 8 + 2 * t4 + (e & 1);
+        const int ok = full || (kv >= lo[i] && kv < hi[i]);
+        float p = tc_ex2(fmaf(s[4 * c + e], sl2, -lq[i]));
+        p = ok ? p : 0.f;
+        s[4 * c + e] = p;
+        dp[4 * c + e] = ok ? p * (dp[4 * c + e] - dd[i]) : 0.f;
+      }
+    if (own) {
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i;
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int kk = k0 + c * 8 + 2 * t4 + e - olo[i];
+            if (r < P && kk >= 0 && kk < B) {
+              ps[r * B + kk] = (tc_bf)(tc_pack(s[4 * c + 2 * i + e], 0.f) & 0xffffu);
+              dss[r * B + kk] = (tc_bf)(tc_pack(dp[4 * c + 2 * i + e], 0.f) & 0xffffu);
+            }
+          }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+      dn[c >> 1][2 * (c & 1)] = tc_pack(dp[4 * c], dp[4 * c + 1]);
+      dn[c >> 1][2 * (c & 1) + 1] = tc_pack(dp[4 * c + 2], dp[4 * c + 3]);
+    }
+  };
+  unsigned da_[4][4], db_[4][4];
+  if (nt > 0) {
+    int t = 0, h = 0; /* the step just issued */
+    { /* step 0: S and dP only */
+      float s[32], dp[32];
+      mb_wait(fk(0), 0);
+      mb_wait(fv(0), 0);
+      turn_wait();
+      wg_fence();
+      issue_sdp(s, dp, 0, 0);
+      turn_give();
+      wg_wait<0>();
+      if (halves(0) == 1) mb_arrive(ev(0));
+      grad(s, dp, 0, 0, da_);
+    }
+    /* step (t, h) after (pt, ph): S_k, dP_k, then dQ_{k-1} with du; the new dS into dn */
+    auto step = [&](unsigned (*du)[4], unsigned (*dn)[4]) {
+      const int pt = t, ph = h;
+      if (h + 1 < halves(t)) h++;
+      else { t++; h = 0; }
+      float s[32], dp[32];
+      if (h == 0) { mb_wait(fk(t), (t / NSTG) & 1); mb_wait(fv(t), (t / NSTG) & 1); }
+      turn_wait();
+      keep_op(du);
+      wg_fence();
+      issue_sdp(s, dp, t, h);
+      dq_step(pt, ph, du);
+      turn_give();
+      wg_wait<1>();
+      if (h + 1 == halves(t)) mb_arrive(ev(t)); /* the tile's last dP done */
+      grad(s, dp, t, h, dn);
+      wg_wait<0>();
+      if (ph + 1 == halves(pt)) mb_arrive(ek(pt)); /* the tile's last dQ done */
+      keep_op(du);
+    };
+    auto last = [&](unsigned (*du)[4]) {
+      turn_wait();
+      keep_op(du);
+      wg_fence();
+      dq_step(t, h, du);
+      turn_give();
+      wg_wait<0>();
+      mb_arrive(ek(t));
+      keep_op(du);
+    };
+    for (;;) {
+      if (t == nt - 1 && h + 1 == halves(t)) { last(da_); break; }
+      step(da_, db_);
+      if (t == nt - 1 && h + 1 == halves(t)) { last(db_); break; }
+      step(db_, da_);
+    }
+  }
+  if (PP && wg == 0) nb_sync(3, 256); /* the turn consumer 1's last issue gave */
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    int r = wg * 64 + (tid >> 5) * 16 + gid + 8 * i;
+    if (r >= P) continue;
+    tc_bf *p = dq + ((qrow0 + r / G) * nh + g * G + r % G) * HD + 2 * t4;
+#pragma unroll
+    for (int c = 0; c < 16; c++) *(unsigned *)(p + c * 8) = tc_pack(dqa[4 * c + 2 * i] * scale, dqa[4 * c + 2 * i + 1] * scale);
+  }
+  nb_sync(5, 256); /* every own P and dS stored */
+  /* own-block keys, as tc_bwdq: dKn = scale dS^T Q, dVn = P^T dO over the block's rows; Q / dO
+  ** element (r, d) at (r / 64) QB + (d / 64) QB / 2 + (r % 64) 128 + 16 ((d % 64 / 8) ^ (r % 8)) + 2 (d % 8) */
+  auto swz = [&](unsigned base, int r, int d) {
+    return base + (r >> 6) * QB + (d >> 6) * (QB / 2) + (r & 63) * 128 + ((((d & 63) >> 3) ^ (r & 7)) << 4) + (d & 7) * 2;
+  };
+  const int cw = (threadIdx.x - 128) >> 5;
+  if ((B & 15) == 0 && (PB & 15) == 0) {
+    const int mb = B / 16, nitem = nb * mb * 2 * (HD / 32), aof = tc_koff(lane, B);
+    const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lc = (lane >> 4) * 8; /* tc_voff's row, column */
+    for (int it = cw; it < nitem; it += 8) {
+      const int dc = it % (HD / 32), rest = it / (HD / 32), isv = rest & 1, bi = (rest >> 1) / mb, mt = (rest >> 1) % mb;
+      const tc_bf *A = (isv ? ps : dss) + bi * PB * B + mt * 16 + aof;
+      const unsigned base = isv ? dos : qs;
+      float acc[4][4];
+#pragma unroll
+      for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+      for (int kk = 0; kk < PB / 16; kk++) {
+        unsigned af[4], b0[4], b1[4];
+        const int r = bi * PB + kk * 16 + lr;
+        tc_ldsm4t(af, A + kk * 16 * B);
+        wg_ldsm4t(b0, swz(base, r, dc * 32 + lc));
+        wg_ldsm4t(b1, swz(base, r, dc * 32 + 16 + lc));
+        tc_mma(acc[0], af, b0[0], b0[1]);
+        tc_mma(acc[1], af, b0[2], b0[3]);
+        tc_mma(acc[2], af, b1[0], b1[1]);
+        tc_mma(acc[3], af, b1[2], b1[3]);
+      }
+      const float sc = isv ? 1.f : scale;
+      tc_bf *out = isv ? dv2 : dk2;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        ll off = ((qrow0 + bi * B + mt * 16 + gid + 8 * h) * nkv + g) * HD + dc * 32 + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < 4; n++) *(unsigned *)(out + off + n * 8) = tc_pack(acc[n][2 * h] * sc, acc[n][2 * h + 1] * sc);
+      }
+    }
+  } else {
+    for (int c = threadIdx.x - 128; c < nb * B * (HD / 8); c += 256) {
+      int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8, bi = key / B, kk = key % B;
+      float gk[8], gv[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
+      for (int r = bi * PB; r < bi * PB + PB; r++) {
+        float ds = __uint_as_float((unsigned)dss[r * B + kk] << 16), pp = __uint_as_float((unsigned)ps[r * B + kk] << 16);
+        const uint4 qv = *(const uint4 *)(wg_sm + (swz(qs, r, d8) - sm0)), dv = *(const uint4 *)(wg_sm + (swz(dos, r, d8) - sm0));
+        unsigned qx[4] = {qv.x, qv.y, qv.z, qv.w}, dx[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          gk[2 * i] += ds * __uint_as_float(qx[i] << 16); gk[2 * i + 1] += ds * __uint_as_float(qx[i] & 0xffff0000u);
+          gv[2 * i] += pp * __uint_as_float(dx[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dx[i] & 0xffff0000u);
+        }
+      }
+      ll off = ((qrow0 + key) * nkv + g) * HD + d8;
+      uint4 ko, vo;
+      ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
+      ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
+      vo.x = tc_pack(gv[0], gv[1]); vo.y = tc_pack(gv[2], gv[3]); vo.z = tc_pack(gv[4], gv[5]); vo.w = tc_pack(gv[6], gv[7]);
+      *(uint4 *)(dk2 + off) = ko; *(uint4 *)(dv2 + off) = vo;
+    }
+  }
 }
 #endif
-/* 384 threads: the producer warpgroup and two consumers. k2 (unused by CAUSAL) carries the tensor maps. */
-#define WG_FWD_KERNEL(name, KT, NS, PP, PERS)                                                                     \
+/* 384 threads: the producer warpgroup and two consumers. k2 (no key pointer the kernel reads) carries
+** the tensor maps. */
+#define WG_FWD_KERNEL(name, KT, NS, PP, PERS, DFL)                                                                \
   extern "C" __global__ void __launch_bounds__(384, 1) name(TC_FWD_ARGS) {                                      \
     (void)dt; (void)hd; (void)k1; (void)v1; (void)v2; (void)anchors; (void)keep; (void)mask; (void)N; (void)B;  \
-    WG_FWD_BODY(KT, NS, PP, PERS)                                                                              \
+    WG_FWD_BODY(KT, NS, PP, PERS, DFL)                                                                         \
   }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WG_FWD_BODY(KT, NS, PP, PERS) wg_fwd<KT, NS, PP, PERS>(o, lse, q, (const unsigned char *)k2, batch, S, nh, nkv, window, scale);
+#define WG_FWD_BODY(KT, NS, PP, PERS, DFL) \
+  wg_fwd<KT, NS, PP, PERS, DFL>(o, lse, q, (const unsigned char *)k2, anchors, keep, batch, S, N, B, nh, nkv, window, scale);
 #else
-#define WG_FWD_BODY(KT, NS, PP, PERS) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
+#define WG_FWD_BODY(KT, NS, PP, PERS, DFL) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
 #endif
-WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 2, 1, 1)
+WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 2, 1, 1, 0)
+WG_FWD_KERNEL(dfl_attn_fwd_wgd128, 128, 2, 1, 1, 2)
+WG_FWD_KERNEL(dfl_attn_fwd_wgd128s, 128, 2, 1, 1, 1) /* own keys always in a tile of their own */
+/* 384 threads, as the forward; k2 carries the tensor maps */
+extern "C" __global__ void __launch_bounds__(384, 1) dfl_attn_bwdq_wg128(TC_BWDQ_ARGS) {
+  (void)k1; (void)v1; (void)v2;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  wg_bwdq<1>(dq, dk2, dv2, q, (const unsigned char *)k2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
+#else
+  (void)dq; (void)dk2; (void)dv2; (void)q; (void)k2; (void)anchors; (void)keep; (void)lse; (void)D; (void)dout;
+  (void)batch; (void)S; (void)N; (void)B; (void)nh; (void)nkv; (void)window; (void)scale;
+#endif
+}
 
 /*
 ** ---- Hopper path (sm_90a only): DFLASH key-major backward (dKc/dVc), bf16, head_dim 128, by wgmma ----
@@ -1628,9 +2082,11 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
     if (threadIdx.x == 0 && nit > 0) {
-      const unsigned char *mk = tm, *mv = tm + 128, *mq = tm + 256, *md = tm + 384;
+      /* the op's maps (runtime/cuda.c att_tmaps): k1, v1 (128-key boxes) first, q and dO last, 6 and 7 */
+      const unsigned char *mk = tm, *mv = tm + 128, *mq = tm + 6 * 128, *md = tm + 7 * 128;
+      const unsigned char *mps[4] = {mk, mv, mq, md};
 #pragma unroll
-      for (int i = 0; i < 4; i++) asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(tm + 128 * i) : "memory");
+      for (int i = 0; i < 4; i++) asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(mps[i]) : "memory");
       mb_expect(bars, 2 * KB);
       wg_tma3(ks, mk, 0, g, b * S + k0, bars);
       wg_tma3(ks + KB / 2, mk, 64, g, b * S + k0, bars);
@@ -1773,7 +2229,7 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
   }
 }
 #endif
-/* 384 threads: the producer warpgroup and two consumers; tm: the K, V, q and dO tensor maps (runtime/cuda.c
+/* 384 threads: the producer warpgroup and two consumers; tm: the op's tensor maps (K, V first, q and dO 7th and 8th: runtime/cuda.c
 ** att_tmaps). Grid: (S / 128 tiles) x batch x kv heads, as dfl_attn_bwdkv_tc128. */
 #define WG_BWDKV_ARGS                                                                                              \
   tc_bf *dk1, tc_bf *dv1, const unsigned char *tm, const int *anchors, const int *keep, const float *lse,          \

@@ -35,7 +35,7 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_ATT_FWD_WG128, K_ATT_BWDKV_WG128,
+  K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_COUNT
 };
 static const char *kname[] = {
@@ -44,7 +44,8 @@ static const char *kname[] = {
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
-  "dfl_attn_fwd_wg128", "dfl_attn_bwdkv_wg128", "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
+  "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128",
+  "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
@@ -71,8 +72,8 @@ typedef struct {
   mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
   dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
   char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
-  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg128: its K and V tensor maps; ATTENTION_BWD by
-                    ** dfl_attn_bwdkv_wg128: K, V, q and dO (device memory) */
+  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg(d)128, ATTENTION_BWD by dfl_attn_bwd{q,kv}_wg128: their
+                    ** tensor maps (device memory, att_tmaps) */
   int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
                     ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
 } opstate;
@@ -88,10 +89,12 @@ struct dfl_cuda_impl {
   int nsm;
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
-  int att_wg;       /* the wgmma CAUSAL forward (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
+  int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
+  int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
+  int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
   int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
   int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all: leave that backward pass out (all: both, only D = rowsum(dO O)
-                    ** runs), to time the rest alone; wrong results */
+                    ** runs), to time the rest alone (bench_attention); wrong results */
   PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
@@ -272,7 +275,7 @@ static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, s
 ** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
 ** frozen target needs no backward). Everything else, and any case with DFL_ATTN_REF set, runs the
 ** CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
-typedef struct { int kfwd, kbq, kbkv, nw, wg, wgr, wgkv; size_t sf, sq, skv; } att_tc_t;
+typedef struct { int kfwd, kbq, kbkv, nw, wg, wgr, wgq, wgkv; size_t sf, sq, skv; } att_tc_t;
 static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   const dfl_attrs *a = &op->a;
   struct dfl_cuda_impl *im = c->impl;
@@ -297,17 +300,18 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   t->kfwd = hd == 64 ? K_ATT_FWD_TC64 : K_ATT_FWD_TC128;
   t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
   t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
-  /* Hopper: the CAUSAL hd 128 forward by wgmma (kernels/attention.cuh, dfl_attn_fwd_wg128): a TMA
-  ** producer warpgroup and 2 consumer warpgroups of 64 rows per CTA, K/V tiles of 128 keys in NSTG K
-  ** and NSTG V slots; t->sf is then its shared memory (Q, the slots, 4 NSTG mbarriers, + 1 KB to
-  ** align the swizzled tiles to 1024 bytes). Only where the kernels were built for sm_90a and the
-  ** driver encodes tensor maps; DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
-  t->wg = 0; t->wgr = 0; t->wgkv = 0; t->sq = t->skv = 0;
-  if (im->att_wg && im->tmap_encode && !dfl && !bwd && hd == 128) {
-    enum { KT = 128, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg128, ...) */
+  /* Hopper: the hd 128 forward by wgmma (kernels/attention.cuh, dfl_attn_fwd_wg128 for CAUSAL,
+  ** dfl_attn_fwd_wgd128 for DFLASH, B G <= 128 as above): a TMA producer warpgroup and 2 consumer
+  ** warpgroups of 64 rows per CTA, K/V tiles of 128 keys in NSTG K and NSTG V slots; t->sf is then
+  ** its shared memory (Q, the slots, 4 NSTG mbarriers, + 1 KB to align the swizzled tiles to 1024
+  ** bytes). Only where the kernels were built for sm_90a and the driver encodes tensor maps;
+  ** DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
+  t->wg = 0; t->wgr = 0; t->wgq = t->wgkv = 0; t->sq = t->skv = 0;
+  if ((dfl ? im->att_wgd : im->att_wg) && im->tmap_encode && !bwd && hd == 128) {
+    enum { KT = 128, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg(d)128, ...) */
     size_t sf = 2 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 1024;
     if (G <= 128 && sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
-      t->wg = K_ATT_FWD_WG128;
+      t->wg = !dfl ? K_ATT_FWD_WG128 : im->att_wgs ? K_ATT_FWD_WGD128S : K_ATT_FWD_WGD128;
       t->wgr = 128;
       t->sf = sf;
       return 1;
@@ -320,6 +324,14 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   ** list and its anchors, row tables */
   t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + (2 * (size_t)a->N + 3 + 2 * 128) * 4;
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
+  /* Hopper: the query-major DFLASH backward by wgmma (dfl_attn_bwdq_wg128, the forward's structure and
+  ** tensor maps; one unit per CTA): Q and dO (128 rows), NSTG K and V slots of 128 keys, 4 NSTG
+  ** mbarriers, the own blocks' P and dS (bf16), + 1 KB of alignment. DFL_ATTN_WG=0: tc_bwdq. */
+  if (bwd && im->att_wgd && im->tmap_encode && hd == 128) {
+    enum { KT = 128, NSTG = 2 }; /* as WQ_KT, WQ_NSTG */
+    size_t sq = 4 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 2 * 128 * (size_t)a->B * 2 + 1024;
+    if (sq <= (size_t)im->smax) { t->kbq = K_ATT_BWDQ_WG128; t->wgq = 1; t->sq = sq; }
+  }
   /* Hopper: the key-major pass by wgmma (dfl_attn_bwdkv_wg128): a producer warpgroup and 2 consumers of
   ** 64 keys, K/V of the 128 keys resident, NSTG slots of a 64-row group's Q and dO (TMA boxes of G heads x
   ** 64 / G positions: B G a multiple of 64, G a divisor of 64) and its row data; t->skv is then its shared
@@ -333,22 +345,24 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
 }
 
 /* The K and V tensor maps of dfl_attn_fwd_wg128, {dim, kv head, row} over [rows, nkv, 128] bf16, a box
-** of {64, 1, 128}: one 64-dim half of a 128-key tile, 128-byte swizzled (the wgmma operand layout).
-** The pointers never change after init, so they are encoded once, into device memory (the kernel
-** gets them through its k2 argument, unused by CAUSAL).
-** ATTENTION_BWD (dfl_attn_bwdkv_wg128): those of k1 / v1 (inputs 1, 2) and then q / dO (inputs 0, 9), the
-** latter {dim, head, row} over [rows, nh, 128] with a box of {64, G, 64 / G}: one 64-dim half of a row
-** group (64 / G positions x the kv head's G query heads). */
-static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os) {
+** of {64, 1, 128}: one 64-dim half of a 128-key tile, 128-byte swizzled (the wgmma operand layout);
+** DFLASH (dfl_attn_fwd_wgd128, dfl_attn_bwdq_wg128) adds the own keys k2 and v2 with a box of 32 rows
+** (a unit's own keys are few: 2 blocks of 16 for the 8B drafter), and k1, v1 again with 32 rows (the
+** forward's last context tile: 96 context keys and the own ones). With qdo (ATTENTION_BWD by
+** dfl_attn_bwdkv_wg128) maps 6 and 7 are q and dO (inputs 0, 9), {dim, head, row} over [rows, nh, 128]
+** with a box of {64, G, 64 / G}: one 64-dim half of a row group (64 / G positions x the kv head's G
+** query heads). The pointers never change after init, so they are encoded once, into device memory
+** (the kernels get them through an argument: k2 for the forward and the query-major pass). */
+static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os, int qdo) {
   struct dfl_cuda_impl *im = c->impl;
   int nkv = op->a.kv_heads, nh = op->a.heads, hd = op->a.head_dim, G = nh / nkv;
-  int nm = op->code == DFL_OP_ATTENTION_BWD ? 4 : 2;
-  CUtensorMap m[4];
+  int nm = op->a.mask == DFL_MASK_DFLASH ? (qdo ? 8 : 6) : 2;
+  CUtensorMap m[8];
   for (int i = 0; i < nm; i++) {
-    int ti = op->in[i < 2 ? 1 + i : i == 2 ? 0 : 9], hs = i < 2 ? nkv : nh; /* heads per row */
+    int ti = i < 6 ? op->in[1 + i % 4] : op->in[i == 6 ? 0 : 9], hs = i < 6 ? nkv : nh; /* heads per row */
     cuuint64_t dim[3] = {(cuuint64_t)hd, (cuuint64_t)hs, (cuuint64_t)(numel(c, ti) / ((int64_t)hs * hd))};
     cuuint64_t stride[2] = {(cuuint64_t)hd * 2, (cuuint64_t)hs * hd * 2}; /* bytes, dims 1 and 2 */
-    cuuint32_t box[3] = {64, i < 2 ? 1 : (cuuint32_t)G, i < 2 ? 128 : (cuuint32_t)(64 / G)}, es[3] = {1, 1, 1};
+    cuuint32_t box[3] = {64, i < 6 ? 1 : (cuuint32_t)G, i < 2 ? 128 : i < 6 ? 32 : (cuuint32_t)(64 / G)}, es[3] = {1, 1, 1};
     CUresult r = im->tmap_encode(&m[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, c->ptr[ti], dim, stride, box, es,
                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -394,8 +408,12 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
   const char *wge = getenv("DFL_ATTN_WG");
   im->att_wg = !strcmp(arch, "sm_90a") && !(wge && !strcmp(wge, "0"));
+  const char *wgm = getenv("DFL_ATTN_WG_MERGE");
+  im->att_wgs = wgm && !strcmp(wgm, "0");
   const char *wgb = getenv("DFL_ATTN_WG_BWD"), *skip = getenv("DFL_ATTN_BWD_SKIP");
-  im->att_wg_bwd = im->att_wg && !(wgb && !strcmp(wgb, "0"));
+  const char *wgd = getenv("DFL_ATTN_WG_DFLASH");
+  im->att_wgd = im->att_wg && !(wgd && !strcmp(wgd, "0"));
+  im->att_wg_bwd = im->att_wgd && !(wgb && !strcmp(wgb, "0"));
   im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : 0;
   im->tmap_encode = NULL;
   if (im->att_wg) {
@@ -456,7 +474,7 @@ static int setup_op(dfl_cuda *c, int i) {
         return DFL_ESHAPE;
       }
     att_tc_t tc;
-    if (att_tc(c, op, &tc) && (op->code == DFL_OP_ATTENTION ? tc.wg : tc.wgkv)) return att_tmaps(c, op, os);
+    if (att_tc(c, op, &tc) && (tc.wg || tc.wgq || tc.wgkv)) return att_tmaps(c, op, os, tc.wgkv != 0);
   }
   return DFL_OK;
 }
@@ -737,10 +755,11 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
       void *o = P(op->out[0]), *lse = P(op->out[1]);
       void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
                       &win, &scale};
-      if (tc.wg) { /* wgmma CAUSAL: units of wgr / G positions (times the kv heads), a consumer warpgroup
-                    ** per 64 rows + the producer; persistent: one CTA per SM walks the units */
-        int per = tc.wgr / G;
-        int64_t units = (int64_t)batch * ((S + per - 1) / per) * nkv;
+      if (tc.wg) { /* wgmma: units of wgr / G positions (CAUSAL) or wgr / (B G) blocks (DFLASH), times the
+                    ** kv heads, a consumer warpgroup per 64 rows + the producer; persistent: one CTA per
+                    ** SM walks the units */
+        int per = dfl ? tc.wgr / (B * G) : tc.wgr / G;
+        int64_t units = (int64_t)batch * (((dfl ? N : S) + per - 1) / per) * nkv;
         args[5] = &tmaps; /* k2: the tensor maps */
         return launch2(c, tc.wg, units < c->impl->nsm ? units : c->impl->nsm, 1, 384, tc.sf, args);
       }
@@ -758,7 +777,13 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
     void *aq[] = {&dq, &dkn, &dvn, &q, &k1, &v1, &k2, &v2, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh,
                   &nkv, &win, &scale};
     int per = 128 / (B * G); /* 128-row CTAs of whole blocks, as the forward */
-    if (c->impl->att_skip != 1 && c->impl->att_skip != 3) TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
+    if (c->impl->att_skip != 1 && c->impl->att_skip != 3) {
+      if (tc.wgq) { /* wgmma: a unit per CTA (kv heads interleaved), the producer + 2 consumer warpgroups */
+        aq[6] = &tmaps; /* k2: the tensor maps */
+        TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per) * nkv, 1, 384, tc.sq, aq));
+      } else
+        TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
+    }
     if (c->impl->att_skip >= 2) return DFL_OK;
     int64_t nkt = (int64_t)((S + 127) / 128) * batch * nkv; /* CTAs of 128 keys */
     if (tc.wgkv) {

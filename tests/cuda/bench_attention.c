@@ -8,12 +8,13 @@
 ** FLOPs count only unmasked work: 4*hd per visible (query head, key) forward, 2.5x that backward.
 ** Each mode prints median ms over the repetitions (host clock around launch + sync; the kernels
 ** run for milliseconds, so launch overhead is noise) and checks the tensor-core outputs against
-** the reference kernels' (max |diff| / max |ref| per tensor, bf16 tolerance 3e-2).
-** DFLASH also runs the tensor-core kernels with DFL_ATTN_WG_BWD=0 (the mma.sync key-major pass: the
-** before/after of dfl_attn_bwdkv_wg128) and, after them, each setting of BENCH_ATT_EXTRA (space separated,
-** each VAR=VAL[,VAR=VAL..], e.g. "DFL_ATTN_BWD_SKIP=q DFL_ATTN_WG_BWD=0,DFL_ATTN_BWD_SKIP=q": the
-** key-major pass, new and old, with D = rowsum(dO O), which DFL_ATTN_BWD_SKIP=all times alone), timed and
-** checked the same way (a setting with DFL_ATTN_BWD_SKIP leaves a pass out: timing only, errors not counted).
+** the reference kernels' (max |diff| / max |ref| per tensor, bf16 tolerance 3e-2). The tensor-core
+** kernels without the Hopper wgmma ones (DFL_ATTN_WG=0, "old") are timed and checked too; for DFLASH
+** also the wgmma forward that keeps the own keys in a tile of their own (DFL_ATTN_WG_MERGE=0, "sep"),
+** the mma.sync key-major backward pass with the rest wgmma (DFL_ATTN_WG_BWD=0) and, after them, each
+** setting of BENCH_ATT_EXTRA (space separated, each VAR=VAL[,VAR=VAL..], e.g. "DFL_ATTN_BWD_SKIP=q
+** DFL_ATTN_WG_BWD=0,DFL_ATTN_BWD_SKIP=q": the key-major pass, new and old, with D = rowsum(dO O), which
+** DFL_ATTN_BWD_SKIP=all times alone; a setting with DFL_ATTN_BWD_SKIP leaves a pass out: timing only).
 ** Usage: bench_attention [reps] [only]   (DFL_SEED=... fixes the inputs; only: run the configurations
 ** whose name contains it, e.g. causal)
 */
@@ -139,10 +140,11 @@ static int bench(const char *name, int dflash, int window, int reps) {
     for (int64_t i = 0; i < n; i++) vals[k][i] = (float)((urand() * 2 - 1) * sc);
   }
   double fl = 4.0 * HD * visible(dflash, window, anc);
-  /* modes: 0 reference kernels, 1 tensor cores, 2 tensor cores with the old key-major pass, 3.. extras */
+  /* modes: 0 reference kernels, 1 tensor cores, 2 DFL_ATTN_WG=0 ("old"), DFLASH: 3 DFL_ATTN_WG_MERGE=0 ("sep"),
+  ** 4 DFL_ATTN_WG_BWD=0, 5.. extras */
   enum { MM = 16 };
   char extra[MM][128], *ex = getenv("BENCH_ATT_EXTRA");
-  int nm = dflash ? 3 : 2;
+  int nm = dflash ? 5 : 3;
   for (const char *e = ex ? ex : ""; *e && nm < MM;) {
     while (*e == ' ') e++;
     int l = (int)strcspn(e, " ");
@@ -153,11 +155,13 @@ static int bench(const char *name, int dflash, int window, int reps) {
   float *res[MM][7] = {{0}};
   int fails = 0;
   for (int mode = 0; mode < nm; mode++) {
-    static const char *vars[] = {"DFL_ATTN_REF", "DFL_ATTN_WG_BWD", "DFL_ATTN_BKV", "DFL_ATTN_BWD_SKIP"};
-    for (int v = 0; v < 4; v++) unsetenv(vars[v]);
+    static const char *vars[] = {"DFL_ATTN_REF", "DFL_ATTN_WG", "DFL_ATTN_WG_MERGE", "DFL_ATTN_WG_BWD", "DFL_ATTN_BWD_SKIP"};
+    for (int v = 0; v < 5; v++) unsetenv(vars[v]);
     if (mode == 0) setenv("DFL_ATTN_REF", "1", 1);
-    if (mode == 2) setenv("DFL_ATTN_WG_BWD", "0", 1);
-    if (mode >= 3) { /* VAR=VAL[,VAR=VAL..] */
+    if (mode == 2) setenv("DFL_ATTN_WG", "0", 1);
+    if (mode == 3) setenv("DFL_ATTN_WG_MERGE", "0", 1);
+    if (mode == 4) setenv("DFL_ATTN_WG_BWD", "0", 1);
+    if (mode >= 5) { /* VAR=VAL[,VAR=VAL..] */
       char buf[128];
       memcpy(buf, extra[mode], sizeof buf);
       for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
@@ -187,8 +191,8 @@ static int bench(const char *name, int dflash, int window, int reps) {
     dfl_cuda_free(&c);
   }
   for (int mode = 1; mode < nm; mode++) {
-    const char *lab = mode == 1 ? "tc" : mode == 2 ? "tc DFL_ATTN_WG_BWD=0" : extra[mode];
-    int timing = mode >= 3 && strstr(extra[mode], "SKIP") != NULL;
+    const char *lab = mode == 1 ? "tc" : mode == 2 ? "old" : mode == 3 ? "sep" : mode == 4 ? "DFL_ATTN_WG_BWD=0" : extra[mode];
+    int timing = mode >= 5 && strstr(extra[mode], "SKIP") != NULL;
     for (int k = 0; k < b.nout; k++) {
       const dfl_tensor *T = &b.g.t[b.out[k]];
       int64_t n = dfl_tensor_numel(T), bad = 0;
@@ -205,7 +209,7 @@ static int bench(const char *name, int dflash, int window, int reps) {
              rel, (long long)bad, timing ? "(timing only)" : ok ? "ok" : "FAIL");
       fails += !ok && !timing;
     }
-    if (mode >= 2)
+    if (mode >= 3 && b.bwd_op >= 0)
       printf("%-28s bwd: %-32s %7.3f ms %6.1f TF/s (tc: %.3f ms)\n", name, lab, ms[mode][1], 2.5 * fl / ms[mode][1] * 1e-9,
              ms[1][1]);
   }
@@ -213,9 +217,17 @@ static int bench(const char *name, int dflash, int window, int reps) {
     for (int k = 0; k < b.nout; k++) free(res[mode][k]);
   printf("%-28s fwd: ref %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.1fx\n", name, ms[0][0],
          fl / ms[0][0] * 1e-9, ms[1][0], fl / ms[1][0] * 1e-9, ms[0][0] / ms[1][0]);
-  if (b.bwd_op >= 0)
+  printf("%-28s fwd: old %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.2fx over old\n", name, ms[2][0],
+         fl / ms[2][0] * 1e-9, ms[1][0], fl / ms[1][0] * 1e-9, ms[2][0] / ms[1][0]);
+  if (dflash)
+    printf("%-28s fwd: sep %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.2fx over sep\n", name, ms[3][0],
+           fl / ms[3][0] * 1e-9, ms[1][0], fl / ms[1][0] * 1e-9, ms[3][0] / ms[1][0]);
+  if (b.bwd_op >= 0) {
     printf("%-28s bwd: ref %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.1fx\n", name, ms[0][1],
            2.5 * fl / ms[0][1] * 1e-9, ms[1][1], 2.5 * fl / ms[1][1] * 1e-9, ms[0][1] / ms[1][1]);
+    printf("%-28s bwd: old %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.2fx over old\n", name, ms[2][1],
+           2.5 * fl / ms[2][1] * 1e-9, ms[1][1], 2.5 * fl / ms[1][1] * 1e-9, ms[2][1] / ms[1][1]);
+  }
   for (int k = 0; k < 10; k++) free(vals[k]);
   dfl_graph_free(&b.g);
   return fails;

@@ -632,6 +632,13 @@ int main(void) {
       ** and a window that starts the key range past 0 */
       case_attention_tc(0, 600, 0, 1, 0, 128, 8, 2, 0);
       case_attention_tc(0, 700, 0, 1, 300, 128, 12, 4, 0);    /* G = 3, window */
+      /* DFLASH hd 128 on sm_90: the wgmma forward, several context tiles (odd and even counts), own
+      ** tiles of 32 keys (G 4), 64 (G 2: 4 boxes of k2/v2) and 16 (G 8: one block per unit), a window,
+      ** invalid blocks (amode 0: some units have none valid) */
+      case_attention_tc(1, 700, 13, 16, 0, 128, 16, 4, 3);
+      case_attention_tc(1, 700, 17, 16, 0, 128, 8, 4, 0);
+      case_attention_tc(1, 600, 9, 16, 200, 128, 16, 2, 3);
+      case_attention_tc(1, 500, 11, 16, 150, 128, 16, 4, 0);
       /* the backward's geometry at head_dim 128: B G = 128 (one block per query-major CTA, two 64-row
       ** steps per block in the key-major pass), B G = 96 (32 padding rows, a half-empty second step);
       ** S not a multiple of the key-major pass's 128 keys */
