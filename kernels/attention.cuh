@@ -710,6 +710,72 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd_dot(float *D, con
   }
 }
 
+/* Own-block keys of the query-major pass (tc_bwdq, wg_bwdq): dKn = scale dS^T Q, dVn = P^T dO over
+** each block's rows. ps, dss: the own P and dS in shared memory, bf16 [row][key of its block]; at(v, r, d):
+** Q (v 0) or dO (v 1) element (r, d) in shared memory, the callers' only difference (padded rows,
+** swizzled tiles). B and B G multiples of 16 (the drafters): by mma, a warp per (block, 16 keys, dK or
+** dV, 32 dims), dS^T / P^T A fragments by ldmatrix.trans of the [row][key] arrays, Q / dO B fragments
+** by ldmatrix.trans; otherwise a thread owns 8 dims of a key (16-byte loads of Q and dO rows, 16-byte
+** stores). Threads tix = 0 .. nthr - 1 (a multiple of 32) of the caller take part. */
+template <int HD, class At>
+__device__ __forceinline__ void tc_own_dkv(tc_bf *dk2, tc_bf *dv2, const tc_bf *ps, const tc_bf *dss, At at, int tix,
+                                           int nthr, int nb, int B, int PB, ll qrow0, int nkv, int g, float scale) {
+  const int lane = tix & 31, gid = lane >> 2, t4 = lane & 3;
+  if ((B & 15) == 0 && (PB & 15) == 0) {
+    const int mb = B / 16, nitem = nb * mb * 2 * (HD / 32), aof = tc_koff(lane, B);
+    const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lc = (lane >> 4) * 8; /* tc_voff's row, column */
+    for (int it = tix >> 5; it < nitem; it += nthr >> 5) {
+      const int dc = it % (HD / 32), rest = it / (HD / 32), isv = rest & 1, bi = (rest >> 1) / mb, mt = (rest >> 1) % mb;
+      const tc_bf *A = (isv ? ps : dss) + bi * PB * B + mt * 16 + aof;
+      float acc[4][4];
+#pragma unroll
+      for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+      for (int kk = 0; kk < PB / 16; kk++) {
+        unsigned af[4], b0[4], b1[4];
+        const int r = bi * PB + kk * 16 + lr;
+        tc_ldsm4t(af, A + kk * 16 * B);
+        tc_ldsm4t(b0, at(isv, r, dc * 32 + lc));
+        tc_ldsm4t(b1, at(isv, r, dc * 32 + 16 + lc));
+        tc_mma(acc[0], af, b0[0], b0[1]);
+        tc_mma(acc[1], af, b0[2], b0[3]);
+        tc_mma(acc[2], af, b1[0], b1[1]);
+        tc_mma(acc[3], af, b1[2], b1[3]);
+      }
+      const float sc = isv ? 1.f : scale;
+      tc_bf *out = isv ? dv2 : dk2;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        ll off = ((qrow0 + bi * B + mt * 16 + gid + 8 * h) * nkv + g) * HD + dc * 32 + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < 4; n++) *(unsigned *)(out + off + n * 8) = tc_pack(acc[n][2 * h] * sc, acc[n][2 * h + 1] * sc);
+      }
+    }
+  } else {
+    for (int c = tix; c < nb * B * (HD / 8); c += nthr) {
+      int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8, bi = key / B, kk = key % B;
+      float gk[8], gv[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
+      for (int r = bi * PB; r < bi * PB + PB; r++) {
+        float ds = __uint_as_float((unsigned)dss[r * B + kk] << 16), pp = __uint_as_float((unsigned)ps[r * B + kk] << 16);
+        uint4 qv = *(const uint4 *)at(0, r, d8), dv = *(const uint4 *)at(1, r, d8);
+        unsigned qw[4] = {qv.x, qv.y, qv.z, qv.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) { /* bf16 pair -> two floats: low half first */
+          gk[2 * i] += ds * __uint_as_float(qw[i] << 16); gk[2 * i + 1] += ds * __uint_as_float(qw[i] & 0xffff0000u);
+          gv[2 * i] += pp * __uint_as_float(dw[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dw[i] & 0xffff0000u);
+        }
+      }
+      ll off = ((qrow0 + key) * nkv + g) * HD + d8;
+      uint4 ko, vo;
+      ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
+      ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
+      vo.x = tc_pack(gv[0], gv[1]); vo.y = tc_pack(gv[2], gv[3]); vo.z = tc_pack(gv[4], gv[5]); vo.w = tc_pack(gv[6], gv[7]);
+      *(uint4 *)(dk2 + off) = ko; *(uint4 *)(dv2 + off) = vo;
+    }
+  }
+}
+
 /*
 ** Query-major DFLASH backward: dQ, and dKn/dVn of the own blocks. Same CTA geometry as the forward:
 ** 128 rows, NB = 128 / (B G) whole blocks n0 .. n0 + nb - 1 of one (sample, kv head), 4 warps of
@@ -893,61 +959,28 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
       *(unsigned *)(p + d * 8) = tc_pack(dqa[i >> 1][d][2 * (i & 1)] * scale, dqa[i >> 1][d][2 * (i & 1) + 1] * scale);
   }
   __syncthreads();
-  /* own-block keys: dKn = scale dS^T Q, dVn = P^T dO over the block's rows. B and B G multiples of 16
-  ** (the drafters): by mma, a warp per (block, 16 keys, dK or dV, 32 dims), dS^T / P^T A fragments
-  ** by ldmatrix.trans of the [row][key] bf16 arrays, Q / dO B fragments by ldmatrix.trans; otherwise
-  ** a thread owns 8 dims of a key (16-byte loads of Q and dO rows, 16-byte stores). */
-  if ((B & 15) == 0 && (PB & 15) == 0) {
-    const int mb = B / 16, nitem = nb * mb * 2 * (HD / 32), aof = tc_koff(lane, B), bof = tc_voff(lane, SR);
-    for (int it = warp; it < nitem; it += TF_R / 32) {
-      const int dc = it % (HD / 32), rest = it / (HD / 32), isv = rest & 1, bi = (rest >> 1) / mb, mt = (rest >> 1) % mb;
-      const tc_bf *A = (isv ? ps : dss) + bi * PB * B + mt * 16 + aof, *Bm = (isv ? dos : qs) + bi * PB * SR + bof + dc * 32;
-      float acc[4][4];
-#pragma unroll
-      for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-      for (int kk = 0; kk < PB / 16; kk++) {
-        unsigned af[4], b0[4], b1[4];
-        tc_ldsm4t(af, A + kk * 16 * B);
-        tc_ldsm4t(b0, Bm + kk * 16 * SR);
-        tc_ldsm4t(b1, Bm + kk * 16 * SR + 16);
-        tc_mma(acc[0], af, b0[0], b0[1]);
-        tc_mma(acc[1], af, b0[2], b0[3]);
-        tc_mma(acc[2], af, b1[0], b1[1]);
-        tc_mma(acc[3], af, b1[2], b1[3]);
-      }
-      const float sc = isv ? 1.f : scale;
-      tc_bf *out = isv ? dv2 : dk2;
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        ll off = ((qrow0 + bi * B + mt * 16 + gid + 8 * h) * nkv + g) * HD + dc * 32 + 2 * t4;
-#pragma unroll
-        for (int n = 0; n < 4; n++) *(unsigned *)(out + off + n * 8) = tc_pack(acc[n][2 * h] * sc, acc[n][2 * h + 1] * sc);
-      }
+  /* own-block keys (tc_own_dkv): Q / dO rows padded to SR */
+  tc_own_dkv<HD>(dk2, dv2, ps, dss, [&](int v, int r, int d) { return (v ? dos : qs) + r * SR + d; }, threadIdx.x, blockDim.x,
+                 nb, B, PB, qrow0, nkv, g, scale);
+}
+
+/* Key-major passes (tc_bwdkv, wg_bwdkv), one warp: the blocks of sample b whose rows see some key of
+** [k0, k0 + KT) (kept, anchor past k0, window reaching it), in order, into list and their anchors into
+** lista; returns their count. */
+__device__ __forceinline__ int tc_block_list(int *list, int *lista, const int *anchors, const int *keep, int b, int N,
+                                             int k0, int KT, int W, int lane) {
+  int c = 0;
+  for (int base = 0; base < N; base += 32) {
+    int n = base + lane, rel = 0, a = 0;
+    if (n < N && keep[(ll)b * N + n]) {
+      a = anchors[(ll)b * N + n];
+      rel = k0 < a && (W == 0 || k0 + KT - 1 >= a - (W - 1));
     }
-  } else {
-    for (int c = threadIdx.x; c < nb * B * (HD / 8); c += blockDim.x) {
-      int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8, bi = key / B, kk = key % B;
-      float gk[8], gv[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
-      for (int r = bi * PB; r < bi * PB + PB; r++) {
-        float ds = __uint_as_float((unsigned)dss[r * B + kk] << 16), pp = __uint_as_float((unsigned)ps[r * B + kk] << 16);
-        uint4 qv = *(const uint4 *)(qs + r * SR + d8), dv = *(const uint4 *)(dos + r * SR + d8);
-        unsigned qw[4] = {qv.x, qv.y, qv.z, qv.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) { /* bf16 pair -> two floats: low half first */
-          gk[2 * i] += ds * __uint_as_float(qw[i] << 16); gk[2 * i + 1] += ds * __uint_as_float(qw[i] & 0xffff0000u);
-          gv[2 * i] += pp * __uint_as_float(dw[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dw[i] & 0xffff0000u);
-        }
-      }
-      ll off = ((qrow0 + key) * nkv + g) * HD + d8;
-      uint4 ko, vo;
-      ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
-      ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
-      vo.x = tc_pack(gv[0], gv[1]); vo.y = tc_pack(gv[2], gv[3]); vo.z = tc_pack(gv[4], gv[5]); vo.w = tc_pack(gv[6], gv[7]);
-      *(uint4 *)(dk2 + off) = ko; *(uint4 *)(dv2 + off) = vo;
-    }
+    unsigned bal = __ballot_sync(0xffffffffu, rel), at = c + __popc(bal & ((1u << lane) - 1u));
+    if (rel) list[at] = n, lista[at] = a;
+    c += __popc(bal);
   }
+  return c;
 }
 
 /*
@@ -992,17 +1025,7 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
   tc_load_kv<HD>(ks_ + TC_KT * SR, vs_ + TC_KT * SR, k1, v1, (ll)b * S, k0 + TC_KT, S, nkv, g);
   tc_commit();
   if (warp == 0) { /* the blocks whose rows see some key of the tile, in order */
-    int c = 0;
-    for (int base = 0; base < N; base += 32) {
-      int n = base + lane, rel = 0, a = 0;
-      if (n < N && keep[(ll)b * N + n]) {
-        a = anchors[(ll)b * N + n];
-        rel = k0 < a && (W == 0 || k0 + KT - 1 >= a - (W - 1));
-      }
-      unsigned bal = __ballot_sync(0xffffffffu, rel);
-      if (rel) list[c + __popc(bal & ((1u << lane) - 1u))] = n, lista[c + __popc(bal & ((1u << lane) - 1u))] = a;
-      c += __popc(bal);
-    }
+    const int c = tc_block_list(list, lista, anchors, keep, b, N, k0, KT, W, lane);
     if (lane == 0) *cnt = c;
   }
   for (int r = threadIdx.x; r < 128; r += blockDim.x) { /* element offset of row r of a block (-1: padding) */
@@ -1259,6 +1282,16 @@ __device__ __forceinline__ void wg_rs128t(float *d, const unsigned *a, unsigned 
   asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" WG_ACC64 "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 1;"
                : WG_D64(d)
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+/* D = A B^T over 128 dims by eight m64n64k16 steps (no wait): A (64 rows) and B (64 rows) in the 128-byte
+** swizzled layout, each as two [rows][64 dims] halves ah / bh bytes apart (the backward's S and dP) */
+__device__ __forceinline__ void wg_abt64(float *d, unsigned a, unsigned ah, unsigned b, unsigned bh) {
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    unsigned long long da = wg_desc(a + (k >> 2) * ah + (k & 3) * 32, 16, 1024);
+    unsigned long long db = wg_desc(b + (k >> 2) * bh + (k & 3) * 32, 16, 1024);
+    if (k) wg_ss64<1>(d, da, db); else wg_ss64<0>(d, da, db);
+  }
 }
 /* mbarriers (shared::cta addresses) and named barriers */
 __device__ __forceinline__ void mb_init(unsigned a, unsigned n) {
@@ -1788,18 +1821,8 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   /* S and dP of half h of tile t */
   auto issue_sdp = [&](float *s, float *dp, int t, int h) {
     const unsigned kb = ks + (t % NSTG) * TB + h * 64 * 128, vb = vs + (t % NSTG) * TB + h * 64 * 128;
-#pragma unroll
-    for (int k = 0; k < HD / 16; k++) {
-      unsigned long long da = wg_desc(qw + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
-      unsigned long long db = wg_desc(kb + (k >> 2) * (TB / 2) + (k & 3) * 32, 16, 1024);
-      if (k) wg_ss64<1>(s, da, db); else wg_ss64<0>(s, da, db);
-    }
-#pragma unroll
-    for (int k = 0; k < HD / 16; k++) {
-      unsigned long long da = wg_desc(dw + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
-      unsigned long long db = wg_desc(vb + (k >> 2) * (TB / 2) + (k & 3) * 32, 16, 1024);
-      if (k) wg_ss64<1>(dp, da, db); else wg_ss64<0>(dp, da, db);
-    }
+    wg_abt64(s, qw, QB / 2, kb, TB / 2);
+    wg_abt64(dp, dw, QB / 2, vb, TB / 2);
     wg_commit();
   };
   /* dQ += dS K over half h of tile t: its first NN keys (32: an own tile of <= 32 keys, whose other
@@ -1918,66 +1941,13 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
     for (int c = 0; c < 16; c++) *(unsigned *)(p + c * 8) = tc_pack(dqa[4 * c + 2 * i] * scale, dqa[4 * c + 2 * i + 1] * scale);
   }
   nb_sync(5, 256); /* every own P and dS stored */
-  /* own-block keys, as tc_bwdq: dKn = scale dS^T Q, dVn = P^T dO over the block's rows; Q / dO
-  ** element (r, d) at (r / 64) QB + (d / 64) QB / 2 + (r % 64) 128 + 16 ((d % 64 / 8) ^ (r % 8)) + 2 (d % 8) */
-  auto swz = [&](unsigned base, int r, int d) {
-    return base + (r >> 6) * QB + (d >> 6) * (QB / 2) + (r & 63) * 128 + ((((d & 63) >> 3) ^ (r & 7)) << 4) + (d & 7) * 2;
+  /* own-block keys (tc_own_dkv): Q / dO element (r, d) at (r / 64) QB + (d / 64) QB / 2 + (r % 64) 128 +
+  ** 16 ((d % 64 / 8) ^ (r % 8)) + 2 (d % 8) of its swizzled tiles */
+  auto swz = [&](int v, int r, int d) {
+    return (const tc_bf *)(wg_sm + ((v ? dos : qs) - sm0) + (r >> 6) * QB + (d >> 6) * (QB / 2) + (r & 63) * 128 +
+                           ((((d & 63) >> 3) ^ (r & 7)) << 4) + (d & 7) * 2);
   };
-  const int cw = (threadIdx.x - 128) >> 5;
-  if ((B & 15) == 0 && (PB & 15) == 0) {
-    const int mb = B / 16, nitem = nb * mb * 2 * (HD / 32), aof = tc_koff(lane, B);
-    const int lr = (lane & 7) + ((lane >> 3) & 1) * 8, lc = (lane >> 4) * 8; /* tc_voff's row, column */
-    for (int it = cw; it < nitem; it += 8) {
-      const int dc = it % (HD / 32), rest = it / (HD / 32), isv = rest & 1, bi = (rest >> 1) / mb, mt = (rest >> 1) % mb;
-      const tc_bf *A = (isv ? ps : dss) + bi * PB * B + mt * 16 + aof;
-      const unsigned base = isv ? dos : qs;
-      float acc[4][4];
-#pragma unroll
-      for (int n = 0; n < 4; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-      for (int kk = 0; kk < PB / 16; kk++) {
-        unsigned af[4], b0[4], b1[4];
-        const int r = bi * PB + kk * 16 + lr;
-        tc_ldsm4t(af, A + kk * 16 * B);
-        wg_ldsm4t(b0, swz(base, r, dc * 32 + lc));
-        wg_ldsm4t(b1, swz(base, r, dc * 32 + 16 + lc));
-        tc_mma(acc[0], af, b0[0], b0[1]);
-        tc_mma(acc[1], af, b0[2], b0[3]);
-        tc_mma(acc[2], af, b1[0], b1[1]);
-        tc_mma(acc[3], af, b1[2], b1[3]);
-      }
-      const float sc = isv ? 1.f : scale;
-      tc_bf *out = isv ? dv2 : dk2;
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        ll off = ((qrow0 + bi * B + mt * 16 + gid + 8 * h) * nkv + g) * HD + dc * 32 + 2 * t4;
-#pragma unroll
-        for (int n = 0; n < 4; n++) *(unsigned *)(out + off + n * 8) = tc_pack(acc[n][2 * h] * sc, acc[n][2 * h + 1] * sc);
-      }
-    }
-  } else {
-    for (int c = threadIdx.x - 128; c < nb * B * (HD / 8); c += 256) {
-      int key = c / (HD / 8), d8 = (c % (HD / 8)) * 8, bi = key / B, kk = key % B;
-      float gk[8], gv[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++) gk[i] = gv[i] = 0.f;
-      for (int r = bi * PB; r < bi * PB + PB; r++) {
-        float ds = __uint_as_float((unsigned)dss[r * B + kk] << 16), pp = __uint_as_float((unsigned)ps[r * B + kk] << 16);
-        const uint4 qv = *(const uint4 *)(wg_sm + (swz(qs, r, d8) - sm0)), dv = *(const uint4 *)(wg_sm + (swz(dos, r, d8) - sm0));
-        unsigned qx[4] = {qv.x, qv.y, qv.z, qv.w}, dx[4] = {dv.x, dv.y, dv.z, dv.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-          gk[2 * i] += ds * __uint_as_float(qx[i] << 16); gk[2 * i + 1] += ds * __uint_as_float(qx[i] & 0xffff0000u);
-          gv[2 * i] += pp * __uint_as_float(dx[i] << 16); gv[2 * i + 1] += pp * __uint_as_float(dx[i] & 0xffff0000u);
-        }
-      }
-      ll off = ((qrow0 + key) * nkv + g) * HD + d8;
-      uint4 ko, vo;
-      ko.x = tc_pack(gk[0] * scale, gk[1] * scale); ko.y = tc_pack(gk[2] * scale, gk[3] * scale);
-      ko.z = tc_pack(gk[4] * scale, gk[5] * scale); ko.w = tc_pack(gk[6] * scale, gk[7] * scale);
-      vo.x = tc_pack(gv[0], gv[1]); vo.y = tc_pack(gv[2], gv[3]); vo.z = tc_pack(gv[4], gv[5]); vo.w = tc_pack(gv[6], gv[7]);
-      *(uint4 *)(dk2 + off) = ko; *(uint4 *)(dv2 + off) = vo;
-    }
-  }
+  tc_own_dkv<HD>(dk2, dv2, ps, dss, swz, threadIdx.x - 128, 256, nb, B, PB, qrow0, nkv, g, scale);
 }
 #endif
 /* 384 threads: the producer warpgroup and two consumers. k2 (no key pointer the kernel reads) carries
@@ -2054,17 +2024,7 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
   const int k0 = tile * KT;
   if (threadIdx.x < 32) { /* the blocks whose rows see some key of the tile, in order (as tc_bwdkv) */
     const int lane = threadIdx.x;
-    int c = 0;
-    for (int base = 0; base < N; base += 32) {
-      int n = base + lane, rel = 0, a = 0;
-      if (n < N && keep[(ll)b * N + n]) {
-        a = anchors[(ll)b * N + n];
-        rel = k0 < a && (W == 0 || k0 + KT - 1 >= a - (W - 1));
-      }
-      unsigned bal = __ballot_sync(0xffffffffu, rel);
-      if (rel) list[c + __popc(bal & ((1u << lane) - 1u))] = n, lista[c + __popc(bal & ((1u << lane) - 1u))] = a;
-      c += __popc(bal);
-    }
+    const int c = tc_block_list(list, lista, anchors, keep, b, N, k0, KT, W, lane);
     if (lane == 0) {
       *cnt = c;
       mb_init(bars, 1);
@@ -2146,19 +2106,9 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
     turn_wait();
     keep_acc();
     wg_fence();
-#pragma unroll
-    for (int k = 0; k < HD / 16; k++) {
-      unsigned long long da = wg_desc(kw + (k >> 2) * (KB / 2) + (k & 3) * 32, 16, 1024);
-      unsigned long long dbq = wg_desc(qb + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
-      if (k) wg_ss64<1>(s, da, dbq); else wg_ss64<0>(s, da, dbq);
-    }
+    wg_abt64(s, kw, KB / 2, qb, QB / 2);
     if (SPLIT) wg_commit();
-#pragma unroll
-    for (int k = 0; k < HD / 16; k++) {
-      unsigned long long da = wg_desc(vw + (k >> 2) * (KB / 2) + (k & 3) * 32, 16, 1024);
-      unsigned long long dbd = wg_desc(db + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
-      if (k) wg_ss64<1>(dp, da, dbd); else wg_ss64<0>(dp, da, dbd);
-    }
+    wg_abt64(dp, vw, KB / 2, db, QB / 2);
     wg_commit();
     turn_give(0);
     if (SPLIT) wg_wait<1>(); else wg_wait<0>();
