@@ -17,13 +17,14 @@ for b in dflc_gpu cuda_ops cuda_step test_train_cuda cuda_init bench_attention b
 done
 export DFL_CACHE_DIR=/tmp/dflc-cache
 mkdir -p $DFL_CACHE_DIR
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader > $OUT/gpu.txt 2>&1
-ts() { echo "$1 $(date +%s.%N)" >> $OUT/times.txt; }
+# at most 8 files come back from $OUT: the GPU and the times share session.txt, cuda_ops goes into checks.log
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader > $OUT/session.txt 2>&1
+ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }
 ts start
-( timeout 90 /tmp/cuda_ops; echo "rc $?" ) > $OUT/cuda_ops.log 2>&1; ts cuda_ops
+( timeout 90 /tmp/cuda_ops; echo "rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
 ( for fx in dflash_step_public dflash_step_public_b; do for p in fp32 bf16; do
   timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --$p 2>&1 | tail -2; echo "rc $?"
-done; done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/test_train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) > $OUT/checks.log 2>&1; ts checks
+done; done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/test_train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) >> $OUT/checks.log 2>&1; ts checks
 [ -x /tmp/bench_attention ] && ( DFL_SEED=12345 timeout 90 /tmp/bench_attention 10; echo "rc $?" ) > $OUT/attention.log 2>&1; ts attention
 [ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm
 ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 --ops --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
@@ -38,7 +39,7 @@ done
 # RUN27=1 with CMP_ENV: the 27B bench again under each assignment (appended to extra.log)
 [ -n "${RUN27:-}" ] && [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== 27B $v"; env "$v" timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
   grep -E "steps:|step time|MFU|positions/s|rc|error"; done >> $OUT/extra.log 2>&1 && ts bench27_cmp
-grep -E "FAIL|PASS|passed|failed|rc " $OUT/cuda_ops.log | tail -5; grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; cat $OUT/checks.log | grep -E "PASS|FAIL|rc" ; cat $OUT/times.txt
+grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; grep -E "cases|PASS|FAIL|rc" $OUT/checks.log; cat $OUT/session.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi
 [ -n "${CMP_ENV:-}" ] && cat $OUT/extra.log

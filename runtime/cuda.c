@@ -414,7 +414,14 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   const char *wgd = getenv("DFL_ATTN_WG_DFLASH");
   im->att_wgd = im->att_wg && !(wgd && !strcmp(wgd, "0"));
   im->att_wg_bwd = im->att_wgd && !(wgb && !strcmp(wgb, "0"));
-  im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : 0;
+  im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : -1;
+  if (im->att_skip < 0) {
+    fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWD_SKIP=%s: expected q, kv or all (a benchmarking switch); unset it\n", skip);
+    return DFL_ERR;
+  }
+  if (im->att_skip) /* a training run with it set would learn from wrong gradients: say so every time */
+    fprintf(stderr, "dflc: cuda backend: warning: DFL_ATTN_BWD_SKIP=%s leaves attention backward passes out: "
+                    "gradients are WRONG (for timing the other pass only)\n", skip);
   im->tmap_encode = NULL;
   if (im->att_wg) {
     void *fn = NULL;
