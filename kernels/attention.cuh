@@ -1695,19 +1695,12 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
 ** under dQ_{k-1} (and the other consumer's GEMMs); dS alternates between two register sets. V's slot
 ** is freed once the tile's last dP is done, K's once its last dQ is. Own keys: P and dS go to shared
 ** memory in bf16 ([row][key of its block]) and after the loop all 8 consumer warps form dKn = scale
-** dS^T Q and dVn = P^T dO per block by mma.sync (tc_bwdq's loop, with the swizzled Q/dO addresses).
+** dS^T Q and dVn = P^T dO per block by mma.sync (tc_own_dkv, with the swizzled Q/dO addresses).
 ** One unit per CTA (not persistent: the own-block products need both warpgroups' Q and dO after
 ** the loop). k2 carries the tensor maps. Registers: S, dP (32 each), dQ (64), two dS sets (16 each).
 */
 #define WQ_KT 128
 #define WQ_NSTG 2
-/* ldmatrix.trans at a shared::cta address */
-__device__ __forceinline__ void wg_ldsm4t(unsigned *r, unsigned a) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a)
-               : "memory");
-}
 template <int PP>
 __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const tc_bf *q, const unsigned char *tm,
                                         const int *anchors, const int *keep, const float *lse, const float *Dg,

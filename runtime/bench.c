@@ -255,7 +255,7 @@ int dfl_cmd_bench(int argc, char **argv) {
              "                  positions/s, MFU by dflc's FLOP count and by the peer's\n"
              "  --ops           also time every op alone (CUDA events) and print the time per phase and\n"
              "                  op kind, with TFLOP/s and the GB/s of its tensors\n"
-             "  --gemms         with --ops: also each GEMM shape's time and TFLOP/s\n", PEAK_TFLOPS);
+             "  --gemms         --ops and also each GEMM shape's time and TFLOP/s\n", PEAK_TFLOPS);
       return 0;
     } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--phase-steps")) {
       char *end;

@@ -93,8 +93,8 @@ struct dfl_cuda_impl {
   int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
   int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
   int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
-  int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all: leave that backward pass out (all: both, only D = rowsum(dO O)
-                    ** runs), to time the rest alone (bench_attention); wrong results */
+  int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all (bits 1 / 2 / both): leave those backward passes out
+                    ** (all: only D = rowsum(dO O) runs), to time the rest alone (bench_attention); wrong results */
   PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
@@ -275,7 +275,7 @@ static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, s
 ** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
 ** frozen target needs no backward). Everything else, and any case with DFL_ATTN_REF set, runs the
 ** CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
-typedef struct { int kfwd, kbq, kbkv, nw, wg, wgr, wgq, wgkv; size_t sf, sq, skv; } att_tc_t;
+typedef struct { int kfwd, kbq, kbkv, nw, wg, wgq, wgkv; size_t sf, sq, skv; } att_tc_t; /* wg*: 0 or a K_* wgmma kernel */
 static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   const dfl_attrs *a = &op->a;
   struct dfl_cuda_impl *im = c->impl;
@@ -306,13 +306,12 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   ** its shared memory (Q, the slots, 4 NSTG mbarriers, + 1 KB to align the swizzled tiles to 1024
   ** bytes). Only where the kernels were built for sm_90a and the driver encodes tensor maps;
   ** DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
-  t->wg = 0; t->wgr = 0; t->wgq = t->wgkv = 0; t->sq = t->skv = 0;
+  t->wg = t->wgq = t->wgkv = 0; t->sq = t->skv = 0;
   if ((dfl ? im->att_wgd : im->att_wg) && im->tmap_encode && !bwd && hd == 128) {
     enum { KT = 128, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg(d)128, ...) */
     size_t sf = 2 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 1024;
-    if (G <= 128 && sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
+    if (sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
       t->wg = !dfl ? K_ATT_FWD_WG128 : im->att_wgs ? K_ATT_FWD_WGD128S : K_ATT_FWD_WGD128;
-      t->wgr = 128;
       t->sf = sf;
       return 1;
     }
@@ -330,7 +329,7 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   if (bwd && im->att_wgd && im->tmap_encode && hd == 128) {
     enum { KT = 128, NSTG = 2 }; /* as WQ_KT, WQ_NSTG */
     size_t sq = 4 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 2 * 128 * (size_t)a->B * 2 + 1024;
-    if (sq <= (size_t)im->smax) { t->kbq = K_ATT_BWDQ_WG128; t->wgq = 1; t->sq = sq; }
+    if (sq <= (size_t)im->smax) { t->wgq = K_ATT_BWDQ_WG128; t->sq = sq; }
   }
   /* Hopper: the key-major pass by wgmma (dfl_attn_bwdkv_wg128): a producer warpgroup and 2 consumers of
   ** 64 keys, K/V of the 128 keys resident, NSTG slots of a 64-row group's Q and dO (TMA boxes of G heads x
@@ -762,10 +761,10 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
       void *o = P(op->out[0]), *lse = P(op->out[1]);
       void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
                       &win, &scale};
-      if (tc.wg) { /* wgmma: units of wgr / G positions (CAUSAL) or wgr / (B G) blocks (DFLASH), times the
+      if (tc.wg) { /* wgmma: units of 128 / G positions (CAUSAL) or 128 / (B G) blocks (DFLASH), times the
                     ** kv heads, a consumer warpgroup per 64 rows + the producer; persistent: one CTA per
                     ** SM walks the units */
-        int per = dfl ? tc.wgr / (B * G) : tc.wgr / G;
+        int per = dfl ? 128 / (B * G) : 128 / G;
         int64_t units = (int64_t)batch * (((dfl ? N : S) + per - 1) / per) * nkv;
         args[5] = &tmaps; /* k2: the tensor maps */
         return launch2(c, tc.wg, units < c->impl->nsm ? units : c->impl->nsm, 1, 384, tc.sf, args);
@@ -784,14 +783,14 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
     void *aq[] = {&dq, &dkn, &dvn, &q, &k1, &v1, &k2, &v2, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh,
                   &nkv, &win, &scale};
     int per = 128 / (B * G); /* 128-row CTAs of whole blocks, as the forward */
-    if (c->impl->att_skip != 1 && c->impl->att_skip != 3) {
+    if (!(c->impl->att_skip & 1)) {
       if (tc.wgq) { /* wgmma: a unit per CTA (kv heads interleaved), the producer + 2 consumer warpgroups */
         aq[6] = &tmaps; /* k2: the tensor maps */
-        TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per) * nkv, 1, 384, tc.sq, aq));
+        TRY(launch2(c, tc.wgq, (int64_t)batch * ((N + per - 1) / per) * nkv, 1, 384, tc.sq, aq));
       } else
         TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
     }
-    if (c->impl->att_skip >= 2) return DFL_OK;
+    if (c->impl->att_skip & 2) return DFL_OK;
     int64_t nkt = (int64_t)((S + 127) / 128) * batch * nkv; /* CTAs of 128 keys */
     if (tc.wgkv) {
       void *aw[] = {&dkc, &dvc, &tmaps, &anc, &keep, &lse, &D, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
