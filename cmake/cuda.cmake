@@ -86,3 +86,8 @@ set_tests_properties(cuda_build_examples PROPERTIES LABELS cuda TIMEOUT 300)
 add_executable(bench_fp8_gemm tests/cuda/bench_fp8_gemm.c)
 target_link_libraries(bench_fp8_gemm PRIVATE ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads m)
 target_include_directories(bench_fp8_gemm PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+# bench_gemm_layout: bf16 GEMMs with the weight operand as stored or transposed (docs/performance.md);
+# not a ctest test: run build/bench_gemm_layout on a GPU.
+add_executable(bench_gemm_layout tests/cuda/bench_gemm_layout.c)
+target_link_libraries(bench_gemm_layout PRIVATE ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads m)
+target_include_directories(bench_gemm_layout PRIVATE ${CUDAToolkit_INCLUDE_DIRS})

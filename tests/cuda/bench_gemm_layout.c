@@ -1,0 +1,142 @@
+/*
+** bench_gemm_layout.c: does a bf16 GEMM of the drafter's backward or loss head run faster with its
+** weight operand stored transposed? dflc's backward dX GEMMs read the weight W[N_out, K_in] as stored
+** ("NN": dX = dY W, W's rows along the output) and run at ~690 TFLOP/s on the 27B against ~800 for
+** the forward's "NT" (both operands K-major, Hopper's native wgmma layout). This times each shape
+** both ways, cuBLASLt's first heuristic choice and the best of its first 8, on fresh random data.
+** Not a ctest test: run build/bench_gemm_layout on a GPU.   bench_gemm_layout [reps]
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <time.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+
+#define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#define LT(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)s_); exit(1); } } while (0)
+
+static cublasLtHandle_t lt;
+static void *ws;
+static const size_t WS = 32u << 20; /* runtime/cuda.c's BLAS_WS */
+
+static uint64_t rs;
+static uint16_t rbf(void) { /* a random bf16 in [-1, 1) */
+  rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+  float f = (float)((rs >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+  uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16);
+}
+/* n random bf16 on the device: a fresh 32 MB random block, copied over the buffer from varying offsets
+** (drawing billions of values on the host would take longer than the timing) */
+#define POOL (16u << 20)
+static uint16_t *pool;
+static void *drand_bf(size_t n) {
+  if (!pool) pool = malloc((size_t)POOL * 2);
+  for (size_t i = 0; i < POOL; i++) pool[i] = rbf();
+  uint16_t *d; CU(cudaMalloc((void **)&d, n * 2));
+  for (size_t o = 0; o < n;) {
+    size_t off = (size_t)(rbf() & 0x3fff) * 64, len = POOL - off;
+    if (len > n - o) len = n - o;
+    CU(cudaMemcpy(d + o, pool + off, len * 2, cudaMemcpyHostToDevice));
+    o += len;
+  }
+  return d;
+}
+
+/* Row-major C[M,N] = op(A)[M,K] op(B)[K,N] as runtime/cuda.c's mm_setup: cuBLASLt's column-major
+** C^T = op(B)^T op(A)^T. ta: A stored [K,M]; tb: B stored [N,K]. */
+static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int reps, double *best, int *nalg) {
+  size_t ea = 2, ec = f32out ? 4 : 2;
+  void *A = drand_bf((size_t)M * K), *B = drand_bf((size_t)K * N), *C;
+  CU(cudaMalloc(&C, (size_t)M * N * ec));
+  cublasLtMatmulDesc_t d; cublasLtMatrixLayout_t la, lb, lc;
+  LT(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+  LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, tb ? K : N, tb ? N : K, tb ? K : N));
+  LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, ta ? M : K, ta ? K : M, ta ? M : K));
+  LT(cublasLtMatrixLayoutCreate(&lc, f32out ? CUDA_R_32F : CUDA_R_16BF, N, M, N));
+  cublasLtMatmulPreference_t p;
+  LT(cublasLtMatmulPreferenceCreate(&p));
+  LT(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
+  cublasLtMatmulHeuristicResult_t h[8];
+  int n = 0;
+  LT(cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, lc, lc, p, 8, h, &n));
+  cublasLtMatmulPreferenceDestroy(p);
+  float alpha = 1, beta = 0;
+  cudaEvent_t e0, e1; CU(cudaEventCreate(&e0)); CU(cudaEventCreate(&e1));
+  double first = 0; *best = 1e30; *nalg = n;
+  for (int a = 0; a < n; a++) {
+    for (int w = 0; w < 3; w++)
+      LT(cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &h[a].algo, ws, WS, 0));
+    CU(cudaEventRecord(e0, 0));
+    for (int r = 0; r < reps; r++)
+      LT(cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &h[a].algo, ws, WS, 0));
+    CU(cudaEventRecord(e1, 0)); CU(cudaEventSynchronize(e1));
+    float ms; CU(cudaEventElapsedTime(&ms, e0, e1));
+    double t = ms / reps;
+    if (a == 0) first = t;
+    if (t < *best) *best = t;
+  }
+  CU(cudaEventDestroy(e0)); CU(cudaEventDestroy(e1));
+  cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(d);
+  CU(cudaFree(A)); CU(cudaFree(B)); CU(cudaFree(C));
+  (void)ea;
+  return first;
+}
+
+typedef struct { const char *what; int M, N, K, f32out; } shape;
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 20;
+  if (reps < 1) { fprintf(stderr, "usage: bench_gemm_layout [reps >= 1]\n"); return 2; }
+  rs = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL); /* fresh data every run */
+  LT(cublasLtCreate(&lt));
+  CU(cudaMalloc(&ws, WS));
+  /* dX-like shapes: C[M,N] = A[M,K] W, W stored [K,N] ("NN", as dflc's backward reads it) or
+  ** transposed, [N,K] ("NT"); the loss head's logits GEMM (NT) for scale */
+  static const shape sh[] = {
+      {"27B loss dX (1920 rows)", 1920, 5120, 248320, 0},
+      {"27B loss dX (7680 rows)", 7680, 5120, 248320, 0},
+      {"27B bwd dX of down (K 17408)", 8192, 5120, 17408, 0},
+      {"27B bwd dX of gate/up (K 5120)", 8192, 17408, 5120, 0},
+      {"27B bwd dX of q (K 4096)", 8192, 5120, 4096, 0},
+      {"27B bwd dX of k/v (K 1024)", 8192, 5120, 1024, 0},
+      {"27B bwd dX of k+v (K 2048)", 8192, 5120, 2048, 0},
+      {"8B loss dX (2560 rows)", 2560, 4096, 151936, 0},
+      {"8B bwd dX of down (K 12288)", 8192, 4096, 12288, 0},
+      {"8B bwd dX of k/v (K 1024)", 8192, 4096, 1024, 0},
+      {"8B bwd dX of k+v (K 2048)", 8192, 4096, 2048, 0},
+  };
+  printf("%-32s %6s %6s %7s | %-23s | %-23s\n", "shape", "M", "N", "K", "NN first / best TF/s", "NT first / best TF/s");
+  for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+    const shape *s = &sh[i];
+    double fl = 2.0 * s->M * s->N * s->K, b0, b1;
+    int n0, n1;
+    double t0 = time_gemm(0, 0, s->M, s->N, s->K, s->f32out, reps, &b0, &n0);
+    double t1 = time_gemm(0, 1, s->M, s->N, s->K, s->f32out, reps, &b1, &n1);
+    printf("%-32s %6d %6d %7d | %6.3f %5.0f / %5.0f (%d) | %6.3f %5.0f / %5.0f (%d)\n", s->what, s->M, s->N, s->K,
+           t0, fl / t0 / 1e9, fl / b0 / 1e9, n0, t1, fl / t1 / 1e9, fl / b1 / 1e9, n1);
+  }
+  /* the logits GEMM and the weight gradients, for the same machine's scale */
+  double b; int n;
+  double t = time_gemm(0, 1, 1920, 248320, 5120, 0, reps, &b, &n);
+  printf("27B loss logits NT 1920x248320x5120: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 1920 * 248320 * 5120 / t / 1e9,
+         2.0 * 1920 * 248320 * 5120 / b / 1e9);
+  t = time_gemm(1, 0, 17408, 5120, 8192, 1, reps, &b, &n);
+  printf("27B dW TN f32 17408x5120x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 17408 * 5120 * 8192 / t / 1e9,
+         2.0 * 17408 * 5120 * 8192 / b / 1e9);
+  t = time_gemm(1, 0, 17408, 5120, 8192, 0, reps, &b, &n);
+  printf("27B dW TN bf16 17408x5120x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 17408 * 5120 * 8192 / t / 1e9,
+         2.0 * 17408 * 5120 * 8192 / b / 1e9);
+  t = time_gemm(1, 0, 12288, 4096, 8192, 0, reps, &b, &n);
+  printf("8B dW TN bf16 12288x4096x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 12288 * 4096 * 8192 / t / 1e9,
+         2.0 * 12288 * 4096 * 8192 / b / 1e9);
+  t = time_gemm(1, 0, 12288, 4096, 8192, 1, reps, &b, &n);
+  printf("8B dW TN f32 12288x4096x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 12288 * 4096 * 8192 / t / 1e9,
+         2.0 * 12288 * 4096 * 8192 / b / 1e9);
+  return 0;
+}
