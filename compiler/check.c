@@ -104,6 +104,7 @@ static const dfl_kdef train_keys[] = {
   {"clip", K_FLOAT, -1e300, 1e300, 0, 0, 0, "clip = 1.0"},
   {"accum", K_INT, 1, 1048576, 0, 0, 0, "accum = 1"},
   {"precision", K_ENUM, 0, 0, "bf16|fp32", 0, 0, "precision = bf16"},
+  {"grads", K_ENUM, 0, 0, "f32|bf16", 0, 0, "grads = bf16"},
   {"checkpoint", K_BLOCK, 0, 0, 0, &ckpt_schema, 0, "checkpoint { every = 1000 }"},
   {"log_every", K_INT, 1, IMAX, 0, 0, 0, "log_every = 10"},
   {0}};
@@ -892,6 +893,15 @@ static void check_train(dfl_check *c) {
   s->clip = dfl_check_float(t, "clip", 1.0);
   s->accum = (int)dfl_check_int(t, "accum", 1);
   s->precision = strcmp(dfl_check_enum(t, "precision", "bf16"), "fp32") ? DFL_PREC_BF16 : DFL_PREC_FP32;
+  s->grads_bf16 = !strcmp(dfl_check_enum(t, "grads", "f32"), "bf16");
+  if (s->grads_bf16 && s->precision == DFL_PREC_FP32) {
+    dfl_diag_error(dfl_check_where(t, "grads"), "`grads = bf16` needs bf16 weights, but `precision = fp32`");
+    dfl_diag_help("remove `grads = bf16` (fp32 training keeps fp32 gradients) or set `precision = bf16`");
+  } else if (s->grads_bf16 && s->accum > 1) {
+    dfl_diag_warning(dfl_check_where(t, "grads"), "`grads = bf16` applies with `accum = 1` only: with accum %d the "
+                     "gradients are summed over micro-steps in f32", s->accum);
+    dfl_diag_help("remove `grads = bf16`, or train with `accum = 1` to keep the gradients in bf16");
+  }
   s->log_every = (int)dfl_check_int(t, "log_every", 10);
   dfl_sect *k = sub(t, "checkpoint");
   s->ckpt_every = k ? dfl_check_int(k, "every", 0) : 0;

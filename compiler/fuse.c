@@ -260,6 +260,59 @@ int dfl_fuse_overwrite(dfl_graph *g) {
 }
 
 /*
+** dfl_fuse_grads_lowp (train.grads = bf16, after dfl_fuse_overwrite): an accumulator its single
+** writer overwrites each step holds the gradient in the param's dtype (bf16), as the reference's
+** BF16Optimizer keeps it ("grad (bf16) -> fp32" in AdamW). Per weight element the dW GEMM writes 2
+** bytes less, the norm and AdamW read 2 less each, and the plan's grads take half the bytes. The
+** writer is a MATMUL with inputs in that dtype (cuBLASLt rounds its f32 result once) or a COPY (a
+** conversion); a COPY of an activation t already in that dtype, which only it reads and one op
+** writes, is removed and that op writes the accumulator itself (the norm weights' RMSNORM_BWD, the
+** k-norm's ADD of its two halves, the k/v weights' two summed GEMMs).
+*/
+int dfl_fuse_grads_lowp(dfl_graph *g) {
+  int done = 0, *readers, *writers, *drop;
+  if (uses_open(g, &readers, &writers, &drop)) return -1;
+  for (int a = 0; a < g->nops; a++) {
+    const dfl_op *ad = &g->ops[a];
+    if (ad->code != DFL_OP_ADAMW || ad->n_in < 5 || !ad->a.keep_grad) continue;
+    int acc = ad->in[4], p = ad->in[0];
+    /* written by its ADAMW (in place, kept) and by one other op */
+    if (acc < 0 || p < 0 || g->t[acc].dtype != DFL_F32 || writers[acc] != 2) continue;
+    dfl_dtype lp = g->t[p].dtype;
+    if (lp != DFL_BF16 && lp != DFL_F16) continue;
+    int w = -1;
+    for (int i = 0; i < a && w < 0; i++)
+      for (int k = 0; k < g->ops[i].n_out; k++)
+        if (g->ops[i].out[k] == acc) w = i;
+    if (w < 0) continue;
+    dfl_op *wo = &g->ops[w];
+    if (wo->code == DFL_OP_MATMUL) {
+      if (wo->n_in != 2 || g->t[wo->in[0]].dtype != lp || g->t[wo->in[1]].dtype != lp) continue;
+    } else if (wo->code == DFL_OP_COPY) {
+      int t = wo->in[0], i = sole_producer(g, readers, writers, drop, t, w);
+      if (i >= 0 && g->t[t].dtype == lp && same_shape(&g->t[t], &g->t[acc]) && !touched_between(g, drop, i, w, acc, 1)) {
+        dfl_op *po = &g->ops[i];
+        int in_use = 0;
+        for (int k = 0; k < po->n_in; k++) in_use |= po->in[k] == acc;
+        if (!in_use)
+          for (int k = 0; k < po->n_out; k++)
+            if (po->out[k] == t) po->out[k] = acc;
+        if (!in_use) drop[w] = 1;
+      }
+    } else {
+      continue;
+    }
+    g->t[acc].dtype = lp;
+    done++;
+  }
+  int dropped = 0;
+  for (int i = 0; i < g->nops; i++) dropped |= drop[i];
+  if (dropped) compact(g, drop);
+  free(readers); free(writers); free(drop);
+  return done;
+}
+
+/*
 **   y = RMSNORM(x, w) {group hd} ; z = ROPE(y, pos) {head_dim hd}      ->      z = ROPE(x, pos, w)
 **
 ** The per-head q/k norms of Qwen3-style attention feed RoPE directly. In a forward-only graph

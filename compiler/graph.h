@@ -284,6 +284,11 @@ int dfl_fuse(dfl_graph *g);
 ** keeps it (a.keep_grad). Same values (0 + x = x exactly); per weight element 4 bytes fewer read
 ** by the GEMM epilogue and 4 fewer written by AdamW. Returns the number of accumulators rewritten. */
 int dfl_fuse_overwrite(dfl_graph *g);
+/* After dfl_fuse_overwrite, for train.grads = bf16: every overwritten accumulator of a bf16 (f16)
+** param whose writer is a MATMUL of that dtype or a COPY takes the param's dtype (the reference's
+** bf16 gradients); a same-dtype COPY is removed, its source's producer writing the accumulator.
+** Returns the number of accumulators retyped, -1 when out of memory. */
+int dfl_fuse_grads_lowp(dfl_graph *g);
 /* Rewrites MATMUL -> t ; u = ADD(t, r) (either order), t read by nothing else, into one MATMUL
 ** with an addend (a.beta = 1, in: A, B, r -> out u, u != r): the residual adds of every layer and
 ** autodiff's gradient sums run in the GEMM epilogue. Conditions and numerics: compiler/fuse.c. Run

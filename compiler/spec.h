@@ -111,6 +111,7 @@ typedef struct dfl_spec {
   double clip;                      /* max global grad norm; <= 0: none */
   int accum;                        /* micro-batches per optimizer step */
   dfl_precision precision;
+  int grads_bf16;                   /* train.grads = bf16: the weight gradients in bf16 (accum 1, one device) */
   int64_t ckpt_every;               /* 0 = only at the end */
   char ckpt_dir[DFL_PATH_MAX];
   int ckpt_keep;

@@ -94,7 +94,10 @@ int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated)
 }
 
 unsigned dfl_model_single_device(dfl_graph *g, const dfl_spec *s) {
-  if (s->accum == 1) dfl_fuse_overwrite(g);
+  if (s->accum == 1) {
+    dfl_fuse_overwrite(g);
+    if (s->grads_bf16) dfl_fuse_grads_lowp(g);
+  }
   return dfl_sched_overlap_ok(g) ? 1u << DFL_PH_OPTIMIZER : 0;
 }
 

@@ -24,6 +24,7 @@ typedef struct {
   int quiet;
   int cuda;               /* 1: the step runs on the CUDA backend (the CPU backend only stages) */
   int bf16;               /* with cuda: a bf16 graph (params and activations bf16, masters f32) */
+  int grads_bf16;         /* with bf16: the gradients in bf16 too, as train.grads = bf16 runs them */
 } verify_opts;
 
 typedef struct {
@@ -218,13 +219,14 @@ static int gpu_run(dfl_backend *b, dfl_cpu *cpu, unsigned mask) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: dflc verify FIXTURE [--tol X] [--f64] [--vocab-chunk N] [--quiet] [--cuda [--fp32|--bf16]]\n"
+  fprintf(f, "usage: dflc verify FIXTURE [--tol X] [--f64] [--vocab-chunk N] [--quiet] [--cuda [--fp32|--bf16 [--grads-bf16]]]\n"
              "  FIXTURE: path of NAME.json / NAME.safetensors (with or without the extension)\n"
              "  Runs one DFlash training step on the CPU backend (--cuda: on the CUDA backend, fp32 graph,\n"
              "  or with --bf16 bf16 params and activations) and compares it with the fixture.\n"
              "  Exit status: 0 PASS, 1 FAIL (an error above --tol, default 1e-4; --bf16: 5e-2), 2 bad input,\n"
              "  77 --cuda without a usable GPU. --bf16 judges the AdamW update weighted by |grad| (the sign\n"
-             "  of a near-zero bf16 gradient, hence its first-step update, is noise).\n");
+             "  of a near-zero bf16 gradient, hence its first-step update, is noise). --grads-bf16 keeps the\n"
+             "  weight gradients in bf16 as `train { grads = bf16 }` does.\n");
 }
 
 static int verify_run(const char *base, const verify_opts *o, verify_tally *tally) {
@@ -265,6 +267,13 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
     goto done;
   }
   dfl_graph *g = &tg.g;
+  if (o->grads_bf16) { /* as the single-device trainer with accum 1 and train.grads = bf16 */
+    dfl_fuse_overwrite(g);
+    if (dfl_fuse_grads_lowp(g) <= 0) {
+      fprintf(stderr, "%s: --grads-bf16: no gradient could be kept in bf16\n", jpath);
+      goto done;
+    }
+  }
   if (dfl_cpu_init(&cpu, g, NULL, o->f64) != DFL_OK) {
     fprintf(stderr, "verify: cannot allocate the CPU backend\n");
     goto done;
@@ -422,7 +431,7 @@ done:
 }
 
 int dfl_cmd_verify(int argc, char **argv) {
-  verify_opts o = {1e-4, 0, 0, 0, 0, 0};
+  verify_opts o = {1e-4, 0, 0, 0, 0, 0, 0};
   const char *fixture = NULL;
   int tol_set = 0;
   for (int i = 1; i < argc; i++) {
@@ -432,6 +441,7 @@ int dfl_cmd_verify(int argc, char **argv) {
     else if (!strcmp(argv[i], "--cuda")) o.cuda = 1;
     else if (!strcmp(argv[i], "--fp32")) o.bf16 = 0;
     else if (!strcmp(argv[i], "--bf16")) o.bf16 = 1;
+    else if (!strcmp(argv[i], "--grads-bf16")) o.grads_bf16 = 1;
     else if (!strcmp(argv[i], "--tol") && i + 1 < argc) {
       char *end;
       o.tol = strtod(argv[++i], &end);
@@ -450,6 +460,7 @@ int dfl_cmd_verify(int argc, char **argv) {
     else { fprintf(stderr, "dflc verify: one fixture at a time ('%s')\n", argv[i]); return 2; }
   }
   if (!fixture) { usage(stderr); return 2; }
+  if (o.grads_bf16 && !o.bf16) { fprintf(stderr, "dflc verify: --grads-bf16 needs --cuda --bf16\n"); return 2; }
   if (o.bf16 && !o.cuda) { fprintf(stderr, "dflc verify: --bf16 needs --cuda (the CPU backend computes in f32/f64)\n"); return 2; }
   if (o.cuda && o.f64) { fprintf(stderr, "dflc verify: --f64 is for the CPU backend; drop it with --cuda\n"); return 2; }
   if (o.cuda && !dfl_be_cuda_available()) {
