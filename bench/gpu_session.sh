@@ -6,6 +6,7 @@
 # with CMP_OVERLAP=1 also the 8B bench with DFL_NO_OVERLAP=1 (the optimizer after its own step: the overlap's before/after);
 # with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (e.g. DFL_ATTN_WG=0: the old causal kernel),
 # and with RUN27=1 the 27B bench too.
+# with CMP_F32GRADS=1 the 8B (and with RUN27=1 the 27B) bench again from its spec without `grads = bf16` (into extra.log),
 # with EXTRA_SPECS="a.dfl b.dfl" each spec benched the same way after it (e.g. examples/qwen3-8b-fp8.dfl), and a carried
 # bench_fp8_gemm runs before the benches.
 # Serial: nothing overlaps a bench. Logs go to $OUT (the device tool's output folder).
@@ -16,33 +17,49 @@ for b in dflc_gpu cuda_ops cuda_step test_train_cuda cuda_init bench_attention b
   [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b
 done
 export DFL_CACHE_DIR=/tmp/dflc-cache
+OPSF=${OPSF:---ops}   # OPSF=--gemms: the per-op rows and the GEMMs by shape
 mkdir -p $DFL_CACHE_DIR
 # at most 8 files come back from $OUT: the GPU and the times share session.txt, cuda_ops goes into checks.log
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader > $OUT/session.txt 2>&1
 ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }
 ts start
+# SMI=1: the SM clock, power and temperature every second while it runs (throttling shows as clocks below max)
+[ -n "${SMI:-}" ] && { nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader -l 1 > $OUT/smi.log 2>&1 & SMIPID=$!; }
 ( timeout 90 /tmp/cuda_ops; echo "rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
 ( for fx in dflash_step_public dflash_step_public_b; do for p in fp32 bf16; do
   timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --$p 2>&1 | tail -2; echo "rc $?"
-done; done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/test_train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) >> $OUT/checks.log 2>&1; ts checks
+done; timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --bf16 --grads-bf16 2>&1 | tail -2; echo "grads-bf16 rc $?"
+done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/test_train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) >> $OUT/checks.log 2>&1; ts checks
 [ -x /tmp/bench_attention ] && ( DFL_SEED=12345 timeout 90 /tmp/bench_attention 10; echo "rc $?" ) > $OUT/attention.log 2>&1; ts attention
 [ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm
-( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 --ops --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
+( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $OPSF --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
 for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl)
-  ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 --ops; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
+  ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 $OPSF; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
 done
 [ -n "${CMP_OVERLAP:-}" ] && ( DFL_NO_OVERLAP=1 timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20; echo "bench rc $?" ) > $OUT/bench8b_nooverlap.log 2>&1 && ts bench8b_nooverlap
 # CMP_ENV="A=1 B=2": the 8B bench again once per assignment, same binary (a before/after in one call)
 [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env "$v" timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 2>&1 |
   grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward) |rc|error"; done > $OUT/extra.log 2>&1
-[ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 --ops; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
+[ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 $OPSF; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
 # RUN27=1 with CMP_ENV: the 27B bench again under each assignment (appended to extra.log)
+# CMP_F32GRADS=1: the 8B (and with RUN27 the 27B) bench again from a copy of its spec without `grads = bf16`
+if [ -n "${CMP_F32GRADS:-}" ]; then
+  sed '/^  grads /d' examples/qwen3-8b.dfl > examples/_f32grads-8b.dfl
+  sed '/^  grads /d' examples/qwen36-27b-drafter.dfl > examples/_f32grads-27b.dfl
+  { echo "== 8B, grads f32"; timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/_f32grads-8b.dfl --steps 20 2>&1 |
+      grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |memory|rc|error"
+    [ -n "${RUN27:-}" ] && { echo "== 27B, grads f32"; timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/_f32grads-27b.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
+      grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |memory|rc|error"; }
+  } >> $OUT/extra.log 2>&1; ts f32grads
+fi
 [ -n "${RUN27:-}" ] && [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== 27B $v"; env "$v" timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
   grep -E "steps:|step time|MFU|positions/s|rc|error"; done >> $OUT/extra.log 2>&1 && ts bench27_cmp
 grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; grep -E "cases|PASS|FAIL|rc" $OUT/checks.log; cat $OUT/session.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi
-[ -n "${CMP_ENV:-}" ] && cat $OUT/extra.log
+[ -f $OUT/extra.log ] && cat $OUT/extra.log
 [ -f $OUT/fp8gemm.log ] && cat $OUT/fp8gemm.log
 for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl); echo "== $sp"
   grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/$n.log | tail -30; done
+[ -n "${SMIPID:-}" ] && kill $SMIPID
+true
