@@ -37,9 +37,12 @@ for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl)
   ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 $OPSF; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
 done
 [ -n "${CMP_OVERLAP:-}" ] && ( DFL_NO_OVERLAP=1 timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20; echo "bench rc $?" ) > $OUT/bench8b_nooverlap.log 2>&1 && ts bench8b_nooverlap
-# CMP_ENV="A=1 B=2": the 8B bench again once per assignment, same binary (a before/after in one call)
-[ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env "$v" timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 2>&1 |
-  grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward) |rc|error"; done > $OUT/extra.log 2>&1
+# CMP_ENV="A=1 B=2,C=3": the 8B bench again once per entry (commas join assignments), same binary (a
+# before/after in one call); CMP_OPS=1 adds --ops and keeps its memory-bound rows
+CMPF=; CMPR='^$'
+[ -n "${CMP_OPS:-}" ] && CMPF=--ops && CMPR='^  [a-z ]+ +(rmsnorm|rmsnorm_bwd|adamw|sumsq_acc|rope|swiglu|swiglu_bwd) '
+[ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env ${v//,/ } timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $CMPF 2>&1 |
+  grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |rc|error|$CMPR"; done > $OUT/extra.log 2>&1 && ts cmp8b
 [ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 $OPSF; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
 # RUN27=1 with CMP_ENV: the 27B bench again under each assignment (appended to extra.log)
 # CMP_F32GRADS=1: the 8B (and with RUN27 the 27B) bench again from a copy of its spec without `grads = bf16`
@@ -52,8 +55,8 @@ if [ -n "${CMP_F32GRADS:-}" ]; then
       grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |memory|rc|error"; }
   } >> $OUT/extra.log 2>&1; ts f32grads
 fi
-[ -n "${RUN27:-}" ] && [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== 27B $v"; env "$v" timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
-  grep -E "steps:|step time|MFU|positions/s|rc|error"; done >> $OUT/extra.log 2>&1 && ts bench27_cmp
+[ -n "${RUN27:-}" ] && [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== 27B $v"; env ${v//,/ } timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 $CMPF 2>&1 |
+  grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |rc|error|$CMPR"; done >> $OUT/extra.log 2>&1 && ts bench27_cmp
 grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; grep -E "cases|PASS|FAIL|rc" $OUT/checks.log; cat $OUT/session.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi

@@ -531,11 +531,13 @@ static void case_optimizer(void) {
 /* Three tensors of ragged sizes in one multi-tensor launch each (consecutive SUMSQ_ACC / ADAMW ops
 ** with one state): the kernels' table search crosses tensors, and each tensor has a ragged tail.
 ** keep: AdamW leaves the gradients as they are (a.keep_grad) instead of zeroing them; 2: the same
-** through the per-tensor kernels (DFL_NO_MT). */
+** through the per-tensor kernels (DFL_NO_MT); 3: larger tensors (several passes of the sum of
+** squares' grid) with gradients in the params' dtype (train.grads = bf16), kept. */
 static void case_optimizer_mt(int keep) {
   if (keep == 2) setenv("DFL_NO_MT", "1", 1);
   dfl_graph g; dfl_graph_init(&g);
-  static const int sz[3] = {37, 301, 1030};
+  static const int small[3] = {37, 301, 1030}, large[3] = {100003, 1000001, 257};
+  const int *sz = keep >= 3 ? large : small;
   int p[3], ms[3], m[3], v[3], gr[3];
   for (int k = 0; k < 3; k++) {
     char nm[32];
@@ -543,7 +545,7 @@ static void case_optimizer_mt(int keep) {
     snprintf(nm, sizeof nm, "master%d", k); ms[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
     snprintf(nm, sizeof nm, "m%d", k); m[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
     snprintf(nm, sizeof nm, "v%d", k); v[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
-    snprintf(nm, sizeof nm, "grad%d", k); gr[k] = t1(&g, nm, DFL_F32, DFL_T_GRAD, sz[k]);
+    snprintf(nm, sizeof nm, "grad%d", k); gr[k] = t1(&g, nm, keep >= 3 ? ACT : DFL_F32, DFL_T_GRAD, sz[k]);
   }
   int st = t1(&g, "state", DFL_F32, DFL_T_STATE, DFL_OPT_COUNT);
   int ssq = t1(&g, "sumsq", DFL_F32, DFL_T_STATE, 1), den = t1(&g, "den", DFL_F32, DFL_T_STATE, 1);
@@ -562,7 +564,8 @@ static void case_optimizer_mt(int keep) {
   for (int k = 0; k < 3; k++) sc[gr[k]] = 30, sc[v[k]] = -1e-3;
   static const char *nm[] = {"sumsq+opt_prep+adamw, 3 tensors (multi-tensor)",
                              "sumsq+opt_prep+adamw, 3 tensors (multi-tensor), grads kept",
-                             "sumsq+opt_prep+adamw, 3 tensors (per-tensor kernels), grads kept"};
+                             "sumsq+opt_prep+adamw, 3 tensors (per-tensor kernels), grads kept",
+                             "sumsq+opt_prep+adamw, 3 large tensors (multi-tensor), grads in the params' dtype"};
   run_case(nm[keep], &g, f, 3, sc, NULL);
   unsetenv("DFL_NO_MT");
   dfl_graph_free(&g);
@@ -590,6 +593,10 @@ int main(void) {
     case_rmsnorm(23, 256, 64, 1);    /* the addend: vector kernel, several groups per block */
     case_rmsnorm(37, 5120, 5120, 1); /* one group per block */
     case_rmsnorm(31, 200, 40, 1);    /* warp per group */
+    /* several grid-stride passes per block, the last one ragged */
+    case_rmsnorm(1501, 4096, 4096, 1);
+    case_rmsnorm(70001, 128, 128, 0);
+    case_rmsnorm(1201, 5120, 5120, 0);
     case_rope(29, 3, 64);
     case_rope(45, 9, 128);
     case_rope_norm(29, 3, 64);
@@ -654,6 +661,7 @@ int main(void) {
     case_optimizer_mt(0);
     case_optimizer_mt(1);
     case_optimizer_mt(2);
+    case_optimizer_mt(3);
     case_fp8(37, 64, 48, 0);   /* vector path, odd M (cuBLASLt's FP8 wants N, K multiples of 16) */
     case_fp8(40, 4096, 96, 1); /* the 8B's K, with the addend */
     case_fp8(9, 77, 5, 0);     /* scalar path: QUANT only */
