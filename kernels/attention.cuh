@@ -350,6 +350,20 @@ __device__ __forceinline__ void tc_load_kv(tc_bf *ks, tc_bf *vs, const tc_bf *k,
     tc_cp16(vs + kk * SR + d8 * 8, v + off, ok);
   }
 }
+/* A DFLASH unit's context keys: the union [*lo, *hi) of the key ranges of its nb blocks that are
+** kept (a block at anchor a sees context keys [a - W + 1, a) with a sliding window W > 0, else
+** [0, a)); *lo <= *hi. Returns whether any block is kept (then its nb B own keys count too). */
+__device__ __forceinline__ int dfl_unit_ctx(const int *anchors, const int *keep, int nb, int W, int *lo, int *hi) {
+  int l0 = 0x7fffffff, h0 = 0, any = 0;
+  for (int i = 0; i < nb; i++) {
+    if (!keep[i]) continue;
+    int a = anchors[i], l = W > 0 && a - (W - 1) > 0 ? a - (W - 1) : 0;
+    l0 = l < l0 ? l : l0; h0 = a > h0 ? a : h0; any = 1;
+  }
+  *lo = l0 > h0 ? h0 : l0;
+  *hi = h0;
+  return any;
+}
 /* K/V tile t of a unit's two key segments into double-buffer slot t & 1 ([K rows][V rows], KT
 ** each, row stride HD + 8): tiles 0 .. nt0 - 1 hold context keys [lo0, hi0) of k1/v1 (rows from
 ** kvrow1), the rest own-block keys [0, hi1) of k2/v2, which sit at the query rows (qrow0); keys past
@@ -498,15 +512,8 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     n0 = (gi % ngr) * NB;
     int nb = N - n0 < NB ? N - n0 : NB;
     P = nb * PB; qrow0 = ((ll)b * N + n0) * B; kvrow1 = (ll)b * S;
-    lo0 = 0x7fffffff; hi0 = 0; hi1 = 0;
-    for (int i = 0; i < nb; i++) {
-      if (!keep[(ll)b * N + n0 + i]) continue;
-      int a = anchors[(ll)b * N + n0 + i], l = W > 0 ? a - (W - 1) : 0;
-      l = l < 0 ? 0 : l;
-      lo0 = l < lo0 ? l : lo0; hi0 = a > hi0 ? a : hi0; hi1 = nb * B;
-    }
-    if (lo0 > hi0) lo0 = hi0;
     anchors += (ll)b * N + n0; keep += (ll)b * N + n0;
+    hi1 = dfl_unit_ctx(anchors, keep, nb, W, &lo0, &hi0) ? nb * B : 0;
   } else {
     int T = R / G, ups = (S + T - 1) / T, b = gi / ups;
     if (b >= batch) return;
@@ -810,14 +817,8 @@ __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   const int n0 = (gi % ngr) * NB, nb = N - n0 < NB ? N - n0 : NB, P = nb * PB;
   const ll qrow0 = ((ll)b * N + n0) * B, kvrow1 = (ll)b * S;
   anchors += (ll)b * N + n0; keep += (ll)b * N + n0;
-  int lo0 = 0x7fffffff, hi0 = 0, hi1 = 0;
-  for (int i = 0; i < nb; i++) {
-    if (!keep[i]) continue;
-    int a = anchors[i], l = W > 0 ? a - (W - 1) : 0;
-    l = l < 0 ? 0 : l;
-    lo0 = l < lo0 ? l : lo0; hi0 = a > hi0 ? a : hi0; hi1 = nb * B;
-  }
-  if (lo0 > hi0) lo0 = hi0;
+  int lo0, hi0;
+  const int hi1 = dfl_unit_ctx(anchors, keep, nb, W, &lo0, &hi0) ? nb * B : 0;
   const int nt0 = (hi0 - lo0 + KT - 1) / KT, nt = nt0 + (hi1 + KT - 1) / KT;
   constexpr int C = HD / 8; /* tc_load_seg_tile's 16-byte pieces: keys lr + RPI i, dims 8 ld8 .. */
   const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
@@ -1300,6 +1301,29 @@ __device__ __forceinline__ void mb_init(unsigned a, unsigned n) {
 __device__ __forceinline__ void mb_arrive(unsigned a) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(a) : "memory");
 }
+/* The K/V pipeline barriers of wg_fwd and wg_bwdq: NSTG slots, each a K-full and a V-full barrier
+** (the producer's arrive, plus the TMA bytes) and a K-empty and a V-empty one (each of the 256
+** consumer threads, its wgmma on the slot done), 8 bytes each from shared address b. */
+template <int NSTG>
+struct wg_kvbars {
+  unsigned b;
+  __device__ __forceinline__ unsigned fk(int t) const { return b + (t % NSTG) * 8; }
+  __device__ __forceinline__ unsigned fv(int t) const { return b + (NSTG + t % NSTG) * 8; }
+  __device__ __forceinline__ unsigned ek(int t) const { return b + (2 * NSTG + t % NSTG) * 8; }
+  __device__ __forceinline__ unsigned ev(int t) const { return b + (3 * NSTG + t % NSTG) * 8; }
+  /* thread 0 initializes them all; every thread then waits at the barrier */
+  __device__ __forceinline__ void init() const {
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < NSTG; i++) {
+        mb_init(fk(i), 1); mb_init(fv(i), 1);
+        mb_init(ek(i), 256); mb_init(ev(i), 256);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+  }
+};
 __device__ __forceinline__ void mb_expect(unsigned a, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(a), "r"(bytes) : "memory");
 }
@@ -1354,10 +1378,7 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   extern __shared__ __align__(1024) unsigned char wg_sm[];
   const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, ks = qs + 2 * QB, vs = ks + NSTG * TB,
                  bars = vs + NSTG * TB; /* K full, V full, K empty, V empty: NSTG 8-byte barriers each */
-  auto fk = [&](int t) { return bars + (t % NSTG) * 8; };
-  auto fv = [&](int t) { return bars + (NSTG + t % NSTG) * 8; };
-  auto ek = [&](int t) { return bars + (2 * NSTG + t % NSTG) * 8; };
-  auto ev = [&](int t) { return bars + (3 * NSTG + t % NSTG) * 8; };
+  const wg_kvbars<NSTG> kb{bars};
   const int G = nh / nkv, T = R / G, PB = B * G, NB = R / (PB > 0 ? PB : 1);
   const int ups = DFL ? (N + NB - 1) / NB : (S + T - 1) / T, units = batch * ups * nkv;
   /* a unit's geometry from its linear index L (tc_unit: kv head L % nkv, heaviest first): rows P,
@@ -1370,14 +1391,9 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     int gi = batch * ups - 1 - L / nkv, b = gi / ups;
     u.g = L % nkv; u.kvrow = b * S;
     if constexpr (DFL) {
-      int n0 = (gi % ups) * NB, nb = N - n0 < NB ? N - n0 : NB, lo = 0x7fffffff, hi = 0;
-      u.s0 = 0; u.P = nb * PB; u.ab = b * N + n0; u.qrow0 = (ll)u.ab * B; u.nown = 0;
-      for (int i = 0; i < nb; i++) {
-        if (!keep[u.ab + i]) continue;
-        int a = anchors[u.ab + i], l = W > 0 && a - (W - 1) > 0 ? a - (W - 1) : 0;
-        lo = l < lo ? l : lo; hi = a > hi ? a : hi; u.nown = nb * B;
-      }
-      u.lo0 = lo > hi ? hi : lo;
+      int n0 = (gi % ups) * NB, nb = N - n0 < NB ? N - n0 : NB, hi;
+      u.s0 = 0; u.P = nb * PB; u.ab = b * N + n0; u.qrow0 = (ll)u.ab * B;
+      u.nown = dfl_unit_ctx(anchors + u.ab, keep + u.ab, nb, W, &u.lo0, &hi) ? nb * B : 0;
       u.nt0 = (hi - u.lo0 + KT - 1) / KT;
       const int mg = MG && u.nown > 0 && u.nown <= 32 && u.nt0 > 0 && hi - u.lo0 - (u.nt0 - 1) * KT <= KT - 32;
       u.nt = u.nt0 + (u.nown > 0 && !mg);
@@ -1398,15 +1414,7 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     return k * C + (k & 1 ? C - 1 - c : c);
   };
   if (L0 >= units) return;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int i = 0; i < NSTG; i++) {
-      mb_init(fk(i), 1); mb_init(fv(i), 1); /* the producer's arrive (+ the TMA bytes) */
-      mb_init(ek(i), 256); mb_init(ev(i), 256); /* every consumer thread, its wgmma on the slot done */
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  kb.init();
   if (threadIdx.x < 128) { /* producer: K_{j+1} before V_j, the order the consumers need them in */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
     if (threadIdx.x == 0) {
@@ -1607,19 +1615,19 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     ** merge the two, and ptxas then serializes the wgmma. */
     auto step = [&](int t, unsigned (*pu)[4], unsigned (*pw)[4]) {
       float s[NS], corr[2];
-      mb_wait(fk(it + t), ((it + t) / NSTG) & 1);
+      mb_wait(kb.fk(it + t), ((it + t) / NSTG) & 1);
       turn_wait();
       keep_op(pu);
       wg_fence();
       issue_s(s, t);
-      mb_wait(fv(it + t - 1), ((it + t - 1) / NSTG) & 1);
+      mb_wait(kb.fv(it + t - 1), ((it + t - 1) / NSTG) & 1);
       pv_tile(t - 1, pu);
       turn_give();
       wg_wait<1>();
-      mb_arrive(ek(it + t));
+      mb_arrive(kb.ek(it + t));
       sm_tile(s, t, pw, corr);
       wg_wait<0>();
-      mb_arrive(ev(it + t - 1));
+      mb_arrive(kb.ev(it + t - 1));
       keep_op(pu);
       if (corr[0] != 1.f || corr[1] != 1.f) {
 #pragma unroll
@@ -1628,26 +1636,26 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     };
     auto last = [&](unsigned (*pu)[4]) { /* the last P V */
       const int t = u.nt - 1;
-      mb_wait(fv(it + t), ((it + t) / NSTG) & 1);
+      mb_wait(kb.fv(it + t), ((it + t) / NSTG) & 1);
       turn_wait();
       keep_op(pu);
       wg_fence();
       pv_tile(t, pu);
       turn_give();
       wg_wait<0>();
-      mb_arrive(ev(it + t));
+      mb_arrive(kb.ev(it + t));
       keep_op(pu);
     };
     if (u.nt > 0) {
       { /* tile 0: S only (O is still 0, no rescale) */
         float s[NS], corr[2];
-        mb_wait(fk(it), (it / NSTG) & 1);
+        mb_wait(kb.fk(it), (it / NSTG) & 1);
         turn_wait();
         wg_fence();
         issue_s(s, 0);
         turn_give();
         wg_wait<0>();
-        mb_arrive(ek(it));
+        mb_arrive(kb.ek(it));
         sm_tile(s, 0, pa, corr);
       }
       for (int t = 1; t < u.nt; t += 2) {
@@ -1712,36 +1720,20 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, dos = qs + 2 * QB, ks = dos + 2 * QB,
                  vs = ks + NSTG * TB, bars = vs + NSTG * TB; /* K full, V full, K empty, V empty */
   tc_bf *ps = (tc_bf *)(wg_sm + (bars + 4 * NSTG * 8 - sm0)), *dss = ps + R * B; /* own-block P, dS: [R][B] */
-  auto fk = [&](int t) { return bars + (t % NSTG) * 8; };
-  auto fv = [&](int t) { return bars + (NSTG + t % NSTG) * 8; };
-  auto ek = [&](int t) { return bars + (2 * NSTG + t % NSTG) * 8; };
-  auto ev = [&](int t) { return bars + (3 * NSTG + t % NSTG) * 8; };
+  const wg_kvbars<NSTG> kb{bars};
   const int G = nh / nkv, PB = B * G, NB = R / PB, ups = (N + NB - 1) / NB, L = blockIdx.x;
   if (L >= batch * ups * nkv) return;
   /* the unit (as wg_fwd's geom with DFL) */
   const int gi = batch * ups - 1 - L / nkv, b = gi / ups, g = L % nkv, n0 = (gi % ups) * NB;
   const int nb = N - n0 < NB ? N - n0 : NB, P = nb * PB, ab = b * N + n0, kvrow = b * S;
   const ll qrow0 = (ll)ab * B;
-  int lo0 = 0x7fffffff, hi0 = 0, nown = 0;
-  for (int i = 0; i < nb; i++) {
-    if (!keep[ab + i]) continue;
-    int a = anchors[ab + i], l = W > 0 && a - (W - 1) > 0 ? a - (W - 1) : 0;
-    lo0 = l < lo0 ? l : lo0; hi0 = a > hi0 ? a : hi0; nown = nb * B;
-  }
-  if (lo0 > hi0) lo0 = hi0;
+  int lo0, hi0;
+  const int nown = dfl_unit_ctx(anchors + ab, keep + ab, nb, W, &lo0, &hi0) ? nb * B : 0;
   const int nt0 = (hi0 - lo0 + KT - 1) / KT, nt = nt0 + (nown > 0);
   /* 64-key halves of tile t that hold keys: 2, or 1 for a last context tile of <= 64 keys and an own
   ** tile of <= 64 keys */
   auto halves = [&](int t) { return t < nt0 ? (hi0 - lo0 - t * KT > 64 ? 2 : 1) : (nown > 64 ? 2 : 1); };
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int i = 0; i < NSTG; i++) {
-      mb_init(fk(i), 1); mb_init(fv(i), 1);
-      mb_init(ek(i), 256); mb_init(ev(i), 256);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  kb.init();
   if (threadIdx.x < 128) { /* producer: K_j and V_j, in tile order */
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;" ::: "memory");
     if (threadIdx.x == 0) {
@@ -1877,14 +1869,14 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
     int t = 0, h = 0; /* the step just issued */
     { /* step 0: S and dP only */
       float s[32], dp[32];
-      mb_wait(fk(0), 0);
-      mb_wait(fv(0), 0);
+      mb_wait(kb.fk(0), 0);
+      mb_wait(kb.fv(0), 0);
       turn_wait();
       wg_fence();
       issue_sdp(s, dp, 0, 0);
       turn_give();
       wg_wait<0>();
-      if (halves(0) == 1) mb_arrive(ev(0));
+      if (halves(0) == 1) mb_arrive(kb.ev(0));
       grad(s, dp, 0, 0, da_);
     }
     /* step (t, h) after (pt, ph): S_k, dP_k, then dQ_{k-1} with du; the new dS into dn */
@@ -1893,7 +1885,7 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
       if (h + 1 < halves(t)) h++;
       else { t++; h = 0; }
       float s[32], dp[32];
-      if (h == 0) { mb_wait(fk(t), (t / NSTG) & 1); mb_wait(fv(t), (t / NSTG) & 1); }
+      if (h == 0) { mb_wait(kb.fk(t), (t / NSTG) & 1); mb_wait(kb.fv(t), (t / NSTG) & 1); }
       turn_wait();
       keep_op(du);
       wg_fence();
@@ -1901,10 +1893,10 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
       dq_step(pt, ph, du);
       turn_give();
       wg_wait<1>();
-      if (h + 1 == halves(t)) mb_arrive(ev(t)); /* the tile's last dP done */
+      if (h + 1 == halves(t)) mb_arrive(kb.ev(t)); /* the tile's last dP done */
       grad(s, dp, t, h, dn);
       wg_wait<0>();
-      if (ph + 1 == halves(pt)) mb_arrive(ek(pt)); /* the tile's last dQ done */
+      if (ph + 1 == halves(pt)) mb_arrive(kb.ek(pt)); /* the tile's last dQ done */
       keep_op(du);
     };
     auto last = [&](unsigned (*du)[4]) {
@@ -1914,7 +1906,7 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
       dq_step(t, h, du);
       turn_give();
       wg_wait<0>();
-      mb_arrive(ek(t));
+      mb_arrive(kb.ek(t));
       keep_op(du);
     };
     for (;;) {
