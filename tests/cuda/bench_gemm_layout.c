@@ -121,22 +121,17 @@ int main(int argc, char **argv) {
     printf("%-32s %6d %6d %7d | %6.3f %5.0f / %5.0f (%d) | %6.3f %5.0f / %5.0f (%d)\n", s->what, s->M, s->N, s->K,
            t0, fl / t0 / 1e9, fl / b0 / 1e9, n0, t1, fl / t1 / 1e9, fl / b1 / 1e9, n1);
   }
-  /* the logits GEMM and the weight gradients, for the same machine's scale */
-  double b; int n;
-  double t = time_gemm(0, 1, 1920, 248320, 5120, 0, reps, &b, &n);
-  printf("27B loss logits NT 1920x248320x5120: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 1920 * 248320 * 5120 / t / 1e9,
-         2.0 * 1920 * 248320 * 5120 / b / 1e9);
-  t = time_gemm(1, 0, 17408, 5120, 8192, 1, reps, &b, &n);
-  printf("27B dW TN f32 17408x5120x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 17408 * 5120 * 8192 / t / 1e9,
-         2.0 * 17408 * 5120 * 8192 / b / 1e9);
-  t = time_gemm(1, 0, 17408, 5120, 8192, 0, reps, &b, &n);
-  printf("27B dW TN bf16 17408x5120x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 17408 * 5120 * 8192 / t / 1e9,
-         2.0 * 17408 * 5120 * 8192 / b / 1e9);
-  t = time_gemm(1, 0, 12288, 4096, 8192, 0, reps, &b, &n);
-  printf("8B dW TN bf16 12288x4096x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 12288 * 4096 * 8192 / t / 1e9,
-         2.0 * 12288 * 4096 * 8192 / b / 1e9);
-  t = time_gemm(1, 0, 12288, 4096, 8192, 1, reps, &b, &n);
-  printf("8B dW TN f32 12288x4096x8192: %.3f ms, %.0f TF/s (best %.0f)\n", t, 2.0 * 12288 * 4096 * 8192 / t / 1e9,
-         2.0 * 12288 * 4096 * 8192 / b / 1e9);
+  /* the logits GEMM and the weight gradients in their one layout, for the same machine's scale */
+  static const struct { const char *what; int ta, tb, M, N, K, f32out; } one[] = {
+      {"27B loss logits NT", 0, 1, 1920, 248320, 5120, 0}, {"27B dW TN f32", 1, 0, 17408, 5120, 8192, 1},
+      {"27B dW TN bf16", 1, 0, 17408, 5120, 8192, 0},      {"8B dW TN bf16", 1, 0, 12288, 4096, 8192, 0},
+      {"8B dW TN f32", 1, 0, 12288, 4096, 8192, 1}};
+  for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+    double b, fl = 2.0 * one[i].M * one[i].N * one[i].K;
+    int n;
+    double t = time_gemm(one[i].ta, one[i].tb, one[i].M, one[i].N, one[i].K, one[i].f32out, reps, &b, &n);
+    printf("%s %dx%dx%d: %.3f ms, %.0f TF/s (best %.0f)\n", one[i].what, one[i].M, one[i].N, one[i].K, t, fl / t / 1e9,
+           fl / b / 1e9);
+  }
   return 0;
 }
