@@ -1120,8 +1120,8 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   /* M target-only devices feed the D drafter-only replicas; the C colocated ones feed themselves */
   int M = p->tp.M, N = p->tp.N;
   if (s->grads_bf16 && !p->o.quiet) /* docs/training.md: the all-reduced accumulators stay f32 */
-    fprintf(p->log, "note: `grads = bf16` applies to single-device runs; these %d devices keep f32 gradients\n",
-            n_roles);
+    fprintf(p->log, "note: `grads = bf16` applies to single-device runs; this %d-device run keeps f32 gradients "
+            "(all-reduced across replicas)\n", n_roles);
   p->replicated = p->tp.D == 0;
   if (n_gpu && n_cpu) {
     fprintf(stderr, "%s: topology mixes GPU and CPU devices; the runner drives all-GPU or all-CPU pipelines\n",
