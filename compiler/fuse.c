@@ -270,7 +270,7 @@ int dfl_fuse_overwrite(dfl_graph *g) {
 ** k-norm's ADD of its two halves, the k/v weights' two summed GEMMs).
 */
 int dfl_fuse_grads_lowp(dfl_graph *g) {
-  int done = 0, *readers, *writers, *drop;
+  int done = 0, removed = 0, *readers, *writers, *drop;
   if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int a = 0; a < g->nops; a++) {
     const dfl_op *ad = &g->ops[a];
@@ -280,11 +280,8 @@ int dfl_fuse_grads_lowp(dfl_graph *g) {
     if (acc < 0 || p < 0 || g->t[acc].dtype != DFL_F32 || writers[acc] != 2) continue;
     dfl_dtype lp = g->t[p].dtype;
     if (lp != DFL_BF16 && lp != DFL_F16) continue;
-    int w = -1;
-    for (int i = 0; i < a && w < 0; i++)
-      for (int k = 0; k < g->ops[i].n_out; k++)
-        if (g->ops[i].out[k] == acc) w = i;
-    if (w < 0) continue;
+    int w = g->t[acc].producer; /* its first writer: the other one */
+    if (w < 0 || w >= a) continue;
     dfl_op *wo = &g->ops[w];
     if (wo->code == DFL_OP_MATMUL) {
       if (wo->n_in != 2 || g->t[wo->in[0]].dtype != lp || g->t[wo->in[1]].dtype != lp) continue;
@@ -294,10 +291,12 @@ int dfl_fuse_grads_lowp(dfl_graph *g) {
         dfl_op *po = &g->ops[i];
         int in_use = 0;
         for (int k = 0; k < po->n_in; k++) in_use |= po->in[k] == acc;
-        if (!in_use)
+        if (!in_use) {
           for (int k = 0; k < po->n_out; k++)
             if (po->out[k] == t) po->out[k] = acc;
-        if (!in_use) drop[w] = 1;
+          drop[w] = 1;
+          removed++;
+        }
       }
     } else {
       continue;
@@ -305,9 +304,7 @@ int dfl_fuse_grads_lowp(dfl_graph *g) {
     g->t[acc].dtype = lp;
     done++;
   }
-  int dropped = 0;
-  for (int i = 0; i < g->nops; i++) dropped |= drop[i];
-  if (dropped) compact(g, drop);
+  if (removed) compact(g, drop);
   free(readers); free(writers); free(drop);
   return done;
 }

@@ -47,7 +47,7 @@ static void *drand_bf(size_t n) {
 /* Row-major C[M,N] = op(A)[M,K] op(B)[K,N] as runtime/cuda.c's mm_setup: cuBLASLt's column-major
 ** C^T = op(B)^T op(A)^T. ta: A stored [K,M]; tb: B stored [N,K]. */
 static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int reps, double *best, int *nalg) {
-  size_t ea = 2, ec = f32out ? 4 : 2;
+  size_t ec = f32out ? 4 : 2;
   void *A = drand_bf((size_t)M * K), *B = drand_bf((size_t)K * N), *C;
   CU(cudaMalloc(&C, (size_t)M * N * ec));
   cublasLtMatmulDesc_t d; cublasLtMatrixLayout_t la, lb, lc;
@@ -84,7 +84,6 @@ static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int rep
   cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
   cublasLtMatmulDescDestroy(d);
   CU(cudaFree(A)); CU(cudaFree(B)); CU(cudaFree(C));
-  (void)ea;
   return first;
 }
 
