@@ -91,3 +91,8 @@ target_include_directories(bench_fp8_gemm PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 add_executable(bench_gemm_layout tests/cuda/bench_gemm_layout.c)
 target_link_libraries(bench_gemm_layout PRIVATE ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads m)
 target_include_directories(bench_gemm_layout PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+# bench_optim: the optimizer's multi-tensor kernels alone at a drafter's parameter shapes
+# (docs/performance.md); not a ctest test: run build/bench_optim on a GPU.
+add_executable(bench_optim tests/cuda/bench_optim.c)
+target_link_libraries(bench_optim PRIVATE dfl_cuda dfl_ir m)
+target_link_options(bench_optim PRIVATE -Wl,--as-needed)
