@@ -9,11 +9,14 @@
 # with CMP_F32GRADS=1 the 8B (and with RUN27=1 the 27B) bench again from its spec without `grads = bf16` (into extra.log),
 # with EXTRA_SPECS="a.dfl b.dfl" each spec benched the same way after it (e.g. examples/qwen3-8b-fp8.dfl), and a carried
 # bench_fp8_gemm runs before the benches.
+# A carried dflc_old (the previous commit's dflc_gpu) benches the 8B (and with RUN27=1 the 27B) again
+# in the same call, into old.log: a before/after of a change that has no switch. A carried
+# bench_optim runs the optimizer kernels alone at both drafters' shapes (BENCH_OPT_V: its variants).
 # Serial: nothing overlaps a bench. Logs go to $OUT (the device tool's output folder).
 set -o pipefail   # "rc" below is the program's status, not tail's
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_session.sh DIR}
-for b in dflc_gpu cuda_ops cuda_step test_train_cuda cuda_init bench_attention bench_fp8_gemm; do
+for b in dflc_gpu dflc_old cuda_ops cuda_step test_train_cuda cuda_init bench_attention bench_fp8_gemm bench_optim; do
   [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b
 done
 export DFL_CACHE_DIR=/tmp/dflc-cache
@@ -31,7 +34,10 @@ ts start
 done; timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --bf16 --grads-bf16 2>&1 | tail -2; echo "grads-bf16 rc $?"
 done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/test_train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) >> $OUT/checks.log 2>&1; ts checks
 [ -x /tmp/bench_attention ] && ( DFL_SEED=12345 timeout 90 /tmp/bench_attention 10; echo "rc $?" ) > $OUT/attention.log 2>&1; ts attention
+[ -x /tmp/bench_optim ] && ( for sh in 27b 8b; do timeout 150 /tmp/bench_optim $sh 15; echo "rc $?"; done ) > $OUT/optim.log 2>&1; ts optim
 [ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm
+[ -x /tmp/dflc_old ] && { echo "== old 8B"; timeout ${BENCH_T:-240} /tmp/dflc_old bench examples/qwen3-8b.dfl --steps 20 2>&1 |
+  grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|rc|error"; } > $OUT/old.log 2>&1 && ts old8b
 ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $OPSF --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
 for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl)
   ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 $OPSF; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
@@ -44,6 +50,8 @@ CMPF=; CMPR='^$'
 [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env ${v//,/ } timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $CMPF 2>&1 |
   grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |rc|error|$CMPR"; done > $OUT/extra.log 2>&1 && ts cmp8b
 [ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 $OPSF; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
+[ -n "${RUN27:-}" ] && [ -x /tmp/dflc_old ] && { echo "== old 27B"; timeout ${BENCH27_T:-200} /tmp/dflc_old bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
+  grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|rc|error"; } >> $OUT/old.log 2>&1 && ts old27b
 # RUN27=1 with CMP_ENV: the 27B bench again under each assignment (appended to extra.log)
 # CMP_F32GRADS=1: the 8B (and with RUN27 the 27B) bench again from a copy of its spec without `grads = bf16`
 if [ -n "${CMP_F32GRADS:-}" ]; then
@@ -61,6 +69,8 @@ grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; grep -E "cases|PASS|FAIL
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi
 [ -f $OUT/extra.log ] && cat $OUT/extra.log
+[ -f $OUT/old.log ] && cat $OUT/old.log
+[ -f $OUT/optim.log ] && grep -vE "^$" $OUT/optim.log
 [ -f $OUT/fp8gemm.log ] && cat $OUT/fp8gemm.log
 for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl); echo "== $sp"
   grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/$n.log | tail -30; done

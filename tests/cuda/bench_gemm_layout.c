@@ -5,6 +5,12 @@
 ** the forward's "NT" (both operands K-major, Hopper's native wgmma layout). This times each shape
 ** both ways, cuBLASLt's first heuristic choice and the best of its first 8, on fresh random data.
 ** Not a ctest test: run build/bench_gemm_layout on a GPU.   bench_gemm_layout [reps]
+**
+** bench_gemm_layout sustained [seconds]: the step runs at the H200's power cap, where a GEMM's rate
+** is set by its energy per FLOP, not by its speed in a burst. This runs the step's largest GEMM
+** shapes back to back for `seconds` (default 1.5) with each of cuBLASLt's first 8 algorithms, after
+** 2 s that bring the board to its cap, and prints the rate of the last part of each run: whether an
+** algorithm other than the first heuristic would do more work per joule.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +95,72 @@ static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int rep
 
 typedef struct { const char *what; int M, N, K, f32out; } shape;
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+/* Each algorithm run back to back for `sec` seconds; the rate over the part after the first 0.3 s. */
+static void sustain(const char *what, int ta, int tb, int M, int N, int K, int f32out, double sec) {
+  size_t ec = f32out ? 4 : 2;
+  void *A = drand_bf((size_t)M * K), *B = drand_bf((size_t)K * N), *C;
+  CU(cudaMalloc(&C, (size_t)M * N * ec));
+  cublasLtMatmulDesc_t d; cublasLtMatrixLayout_t la, lb, lc;
+  LT(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+  LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, tb ? K : N, tb ? N : K, tb ? K : N));
+  LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, ta ? M : K, ta ? K : M, ta ? M : K));
+  LT(cublasLtMatrixLayoutCreate(&lc, f32out ? CUDA_R_32F : CUDA_R_16BF, N, M, N));
+  cublasLtMatmulPreference_t p;
+  LT(cublasLtMatmulPreferenceCreate(&p));
+  LT(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
+  cublasLtMatmulHeuristicResult_t h[8];
+  int n = 0;
+  LT(cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, lc, lc, p, 8, h, &n));
+  cublasLtMatmulPreferenceDestroy(p);
+  float alpha = 1, beta = 0;
+  double fl = 2.0 * M * N * K;
+  printf("%s %dx%dx%d%s:", what, M, N, K, f32out ? " f32 out" : "");
+  for (int a = -1; a < n; a++) { /* a = -1: the 2 s that bring the board to its cap, algorithm 0 */
+    const cublasLtMatmulAlgo_t *al = &h[a < 0 ? 0 : a].algo;
+    double t0 = now_s(), tm = 0, lim = a < 0 ? 2.0 : sec;
+    long cnt = 0;
+    while (now_s() - t0 < lim) {
+      int measured = now_s() - t0 >= 0.3;
+      double b0 = now_s();
+      for (int r = 0; r < 4; r++) LT(cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc, al, ws, WS, 0));
+      CU(cudaDeviceSynchronize());
+      if (measured) { tm += now_s() - b0; cnt += 4; }
+    }
+    if (a >= 0) printf(" %d:%.0f", a, cnt ? fl * cnt / tm / 1e12 : 0.0);
+  }
+  printf("  TF/s sustained\n");
+  fflush(stdout);
+  cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(d);
+  CU(cudaFree(A)); CU(cudaFree(B)); CU(cudaFree(C));
+}
+
 int main(int argc, char **argv) {
-  int reps = argc > 1 ? atoi(argv[1]) : 20;
-  if (reps < 1) { fprintf(stderr, "usage: bench_gemm_layout [reps >= 1]\n"); return 2; }
+  int sus = argc > 1 && !strcmp(argv[1], "sustained");
+  int reps = argc > 1 && !sus ? atoi(argv[1]) : 20;
+  double sec = sus && argc > 2 ? atof(argv[2]) : 1.5;
+  if (reps < 1 || sec < 0.5) { fprintf(stderr, "usage: bench_gemm_layout [reps >= 1] | sustained [seconds >= 0.5]\n"); return 2; }
   rs = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL); /* fresh data every run */
   LT(cublasLtCreate(&lt));
   CU(cudaMalloc(&ws, WS));
+  if (sus) {
+    /* the step's heaviest GEMMs (row-major C[M,N]; ta: A stored [K,M], tb: B stored [N,K]) */
+    static const struct { const char *what; int ta, tb, M, N, K, f32out; } big[] = {
+        {"27B fwd gate/up NT", 0, 1, 8192, 17408, 5120, 0}, {"27B bwd dX of down NN", 0, 0, 8192, 5120, 17408, 0},
+        {"27B bwd dW of gate/up TN", 1, 0, 17408, 5120, 8192, 0}, {"27B loss logits NT", 0, 1, 1920, 248320, 5120, 0},
+        {"27B loss dX NN", 0, 0, 1920, 5120, 248320, 0},          {"8B target fwd gate/up NT", 0, 1, 4096, 12288, 4096, 0}};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
+      sustain(big[i].what, big[i].ta, big[i].tb, big[i].M, big[i].N, big[i].K, big[i].f32out, sec);
+    return 0;
+  }
   /* dX-like shapes: C[M,N] = A[M,K] W, W stored [K,N] ("NN", as dflc's backward reads it) or
   ** transposed, [N,K] ("NT"); the loss head's logits GEMM (NT) for scale */
   static const shape sh[] = {
