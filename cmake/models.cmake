@@ -17,7 +17,7 @@ target_link_libraries(dfl_models PUBLIC ${JANSSON_LIB} m Threads::Threads)
 # backend always, the CUDA one when the toolkit is there (cuda.cmake defines dfl_cuda under the
 # same condition, later; CMake resolves the name at generate time).
 target_sources(dfl_models PRIVATE ${CMAKE_SOURCE_DIR}/runtime/backend.c)
-foreach(f bench cmd_build)
+foreach(f bench power cmd_build)
   if(EXISTS ${CMAKE_SOURCE_DIR}/runtime/${f}.c)
     target_sources(dfl_models PRIVATE ${CMAKE_SOURCE_DIR}/runtime/${f}.c)
   endif()
@@ -28,6 +28,10 @@ if(CUDAToolkit_FOUND)
   target_compile_definitions(dfl_models PRIVATE DFL_HAVE_CUDA)
   target_link_libraries(dfl_models PUBLIC dfl_cuda)
 endif()
+
+# The NVML loader of `dflc bench`'s energy line: its failure paths everywhere, real readings where
+# NVIDIA's driver is.
+dfl_add_test(power SOURCES tests/train/test_power.c runtime/power.c LIBS ${CMAKE_DL_LIBS} LABELS train)
 
 # Tests need the IR (graph + CPU backend) and safetensors reading.
 if(TARGET dfl_ir AND TARGET dfl_io)

@@ -74,6 +74,7 @@ void dfl_be_close(dfl_backend *b) {
 
 #ifndef DFL_HAVE_CUDA
 int dfl_be_cuda_available(void) { return 0; }
+int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len) { return DFL_ERR; }
 int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs) {
   (void)b; (void)g; (void)plan; (void)inputs; (void)n_inputs;
   fprintf(stderr, "dflc: this build has no CUDA backend (the CUDA toolkit was not found at configure time); "

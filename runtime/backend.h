@@ -76,6 +76,9 @@ int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *pla
 void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes);
 /* 1 when this build has the CUDA backend and a device is usable. */
 int dfl_be_cuda_available(void);
+/* The PCI bus id of a CUDA backend's GPU ("0000:19:00.0", as cudaDeviceGetPCIBusId writes it):
+** DFL_OK, or DFL_ERR for a CPU backend or a build without CUDA. */
+int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len);
 /* CUDA builds only (runtime/backend_cuda.c). The backend's dfl_cuda (NULL for a CPU backend):
 ** benchmarks and tests reach the ops and tensors under the interface. */
 struct dfl_cuda *dfl_be_cuda_state(dfl_backend *b);

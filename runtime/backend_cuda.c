@@ -51,6 +51,11 @@ static cuda_be *ON(dfl_backend *b) {
 
 int dfl_be_cuda_available(void) { return dfl_cuda_available(); }
 
+int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len) {
+  if (b->kind != DFL_BE_CUDA || !CB(b) || len < 13) return DFL_ERR;
+  return cudaDeviceGetPCIBusId(buf, len, CB(b)->device) == cudaSuccess ? DFL_OK : DFL_ERR;
+}
+
 static int64_t mem_used(void) {
   size_t fr = 0, tot = 0;
   if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) return -1;

@@ -9,7 +9,10 @@
 **    (one captured graph only gives the total): target forward / drafter forward / loss /
 **    backward / optimizer;
 ** 3. FLOPs per step from dfl_op_flops, achieved TFLOP/s and MFU against 989 TFLOP/s (H200 dense
-**    bf16, the peer baseline's peak).
+**    bf16, the peer baseline's peak);
+** 4. on a GPU, the board's energy over the timed steps (NVML, runtime/power.c): joules per step,
+**    average power against the power limit, and what held the SM clock back near their end. An
+**    H200 runs these steps at its 700 W cap, where time = energy / cap (docs/performance.md).
 **
 ** --drafter-only (issue 6): the drafter step alone (dfl_train_opts.drafter_only: no target on the
 ** graph, random unit-scale features written once, random frozen embedding/head), reporting drafter
@@ -25,6 +28,7 @@
 #include <time.h>
 
 #include "compiler/cli.h"
+#include "runtime/power.h"
 #include "runtime/train.h"
 #ifdef DFL_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -250,7 +254,8 @@ int dfl_cmd_bench(int argc, char **argv) {
       printf("usage: dflc bench SPEC.dfl [--steps N] [--warmup W] [--phase-steps R] [--json FILE] [--fp32] [--cpu]\n"
              "                 [--drafter-only] [--ops] [--gemms]\n"
              "  Training throughput on the spec's device: sequence tokens/s, step time split by phase,\n"
-             "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured.\n"
+             "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured, and on a GPU the\n"
+             "  board's energy per step and average power (NVML; at the power cap, time = energy / cap).\n"
              "  --drafter-only  the drafter step alone (no target; random features written once): drafter\n"
              "                  positions/s, MFU by dflc's FLOP count and by the peer's\n"
              "  --ops           also time every op alone (CUDA events) and print the time per phase and\n"
@@ -366,19 +371,38 @@ int dfl_cmd_bench(int argc, char **argv) {
            ls[2], ls[3], ls[4]);
   fflush(stdout);
 
+  /* the board's energy over the timed steps (GPU only): at its power cap, time is energy / cap.
+  ** NVML opens before the warm-up: its start (up to a second) must not idle the GPU before t0. */
+  dfl_power pw;
+  dfl_power_sample e0, e1, em;
+  int pw_ok = 0;
+  char bus[32] = "";
+  memset(&pw, 0, sizeof pw);
+  if (tr->be.kind == DFL_BE_CUDA) {
+    if (dfl_be_pci_bus_id(&tr->be, bus, (int)sizeof bus) != DFL_OK)
+      snprintf(pw.err, sizeof pw.err, "the backend's GPU has no PCI bus id");
+    else
+      pw_ok = dfl_power_open(&pw, bus) == DFL_OK;
+  }
   double tw = now_s(), tokens = 0, loss0 = 0, loss1 = 0;
   int64_t done = 0;
   /* warmup runs the same pipelined schedule, so that every graph it uses is captured before t0 */
   if (warmup > 0) rc = run_steps(tr, warmup, &tokens, &loss0, &loss1, &done, NULL);
   tw = now_s() - tw;
+  if (pw_ok) pw_ok = dfl_power_read(&pw, &e0) == DFL_OK;
   double t0 = now_s();
   tokens = 0;
   done = 0;
   double *at = calloc((size_t)steps, sizeof *at);
   if (!at) rc = DFL_ENOMEM;
   if (rc == DFL_OK) rc = run_steps(tr, steps, &tokens, &loss0, &loss1, &done, at);
+  /* the clock and its limits while the last steps still run */
+  if (pw_ok) pw_ok = dfl_power_read(&pw, &em) == DFL_OK;
   if (rc == DFL_OK) rc = dfl_be_sync(&tr->be);
   double dt = now_s() - t0;
+  if (pw_ok) pw_ok = dfl_power_read(&pw, &e1) == DFL_OK;
+  double joules = pw_ok && done > 0 ? (double)(e1.energy_mj - e0.energy_mj) * 1e-3 : -1;
+  dfl_power_close(&pw);
   double ms_ph[DFL_PH_COUNT] = {0};
   if (rc == DFL_OK) rc = phase_times(tr, (int)reps, ms_ph);
   if (rc == DFL_OK && ops) rc = op_profile(tr, (int)reps, gemms);
@@ -446,6 +470,15 @@ int dfl_cmd_bench(int argc, char **argv) {
            "arena)", tr->mem_min / gib, tr->mem_max / gib, tr->step, used_delta / gib,
            100.0 * ((double)used_delta - (double)tr->be.arena_bytes) / (double)tr->be.arena_bytes);
   printf("\n");
+  if (joules >= 0) {
+    char why[160];
+    dfl_power_reasons(em.reasons, why, sizeof why);
+    printf("energy: %.1f J/step, %.0f W average over the %" PRId64 " timed steps (power limit %.0f W); near their end "
+           "the SM clock was %u MHz, held back by: %s\n", joules / (double)done, joules / dt, done, em.limit_mw * 1e-3,
+           em.sm_mhz, why);
+  } else if (tr->be.kind == DFL_BE_CUDA) {
+    printf("energy: not measured: %s\n", pw.err[0] ? pw.err : "no NVML reading");
+  }
   int status = 0;
   if (json) {
     FILE *f = fopen(json, "w");
@@ -460,9 +493,11 @@ int dfl_cmd_bench(int argc, char **argv) {
               positions / (step_ms * 1e-3), (fl_step + fl_peer_extra) / 1e12, tflops_peer / PEAK_TFLOPS, med, lo, hi);
       for (int p = 0; p < DFL_PH_COUNT; p++) fprintf(f, "%s\"%s\":%.3f", p ? "," : "", ph_name[p], ms_ph[p]);
       fprintf(f, "},\"plan_bytes\":%" PRId64 ",\"arena_bytes\":%" PRId64 ",\"mem_min\":%" PRId64 ",\"mem_max\":%" PRId64
-              ",\"mem_before\":%" PRId64 ",\"graph_launches_per_step\":%d,\"target_fp8\":%d}\n",
+              ",\"mem_before\":%" PRId64 ",\"graph_launches_per_step\":%d,\"target_fp8\":%d,\"joules_per_step\":%.3f,"
+              "\"watts_avg\":%.1f,\"power_limit_watts\":%.1f}\n",
               tr->planned ? tr->plan.arena_bytes : 0, tr->be.arena_bytes, tr->mem_min, tr->mem_max, tr->be.mem_before,
-              accum + 1, fp8);
+              accum + 1, fp8, joules >= 0 ? joules / (double)done : -1.0, joules >= 0 ? joules / dt : -1.0,
+              joules >= 0 ? em.limit_mw * 1e-3 : -1.0);
       fclose(f);
     }
   }
