@@ -37,7 +37,7 @@ done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 
 [ -x /tmp/bench_optim ] && ( for sh in 27b 8b; do timeout 150 /tmp/bench_optim $sh 15; echo "rc $?"; done ) > $OUT/optim.log 2>&1; ts optim
 [ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm
 [ -x /tmp/dflc_old ] && { echo "== old 8B"; timeout ${BENCH_T:-240} /tmp/dflc_old bench examples/qwen3-8b.dfl --steps 20 2>&1 |
-  grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|rc|error"; } > $OUT/old.log 2>&1 && ts old8b
+  grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|energy|rc|error"; } > $OUT/old.log 2>&1 && ts old8b
 ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $OPSF --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
 for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl)
   ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 $OPSF; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
@@ -48,23 +48,23 @@ done
 CMPF=; CMPR='^$'
 [ -n "${CMP_OPS:-}" ] && CMPF=--ops && CMPR='^  [a-z ]+ +(rmsnorm|rmsnorm_bwd|adamw|sumsq_acc|rope|swiglu|swiglu_bwd) '
 [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env ${v//,/ } timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $CMPF 2>&1 |
-  grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |rc|error|$CMPR"; done > $OUT/extra.log 2>&1 && ts cmp8b
+  grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |energy|rc|error|$CMPR"; done > $OUT/extra.log 2>&1 && ts cmp8b
 [ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 $OPSF; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
 [ -n "${RUN27:-}" ] && [ -x /tmp/dflc_old ] && { echo "== old 27B"; timeout ${BENCH27_T:-200} /tmp/dflc_old bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
-  grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|rc|error"; } >> $OUT/old.log 2>&1 && ts old27b
+  grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|energy|rc|error"; } >> $OUT/old.log 2>&1 && ts old27b
 # RUN27=1 with CMP_ENV: the 27B bench again under each assignment (appended to extra.log)
 # CMP_F32GRADS=1: the 8B (and with RUN27 the 27B) bench again from a copy of its spec without `grads = bf16`
 if [ -n "${CMP_F32GRADS:-}" ]; then
   sed '/^  grads /d' examples/qwen3-8b.dfl > examples/_f32grads-8b.dfl
   sed '/^  grads /d' examples/qwen36-27b-drafter.dfl > examples/_f32grads-27b.dfl
   { echo "== 8B, grads f32"; timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/_f32grads-8b.dfl --steps 20 2>&1 |
-      grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |memory|rc|error"
+      grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |memory|energy|rc|error"
     [ -n "${RUN27:-}" ] && { echo "== 27B, grads f32"; timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/_f32grads-27b.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
-      grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |memory|rc|error"; }
+      grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |memory|energy|rc|error"; }
   } >> $OUT/extra.log 2>&1; ts f32grads
 fi
 [ -n "${RUN27:-}" ] && [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== 27B $v"; env ${v//,/ } timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 $CMPF 2>&1 |
-  grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |rc|error|$CMPR"; done >> $OUT/extra.log 2>&1 && ts bench27_cmp
+  grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |energy|rc|error|$CMPR"; done >> $OUT/extra.log 2>&1 && ts bench27_cmp
 grep -E "fwd:|bwd:|rc " $OUT/attention.log 2>/dev/null; grep -E "cases|PASS|FAIL|rc" $OUT/checks.log; cat $OUT/session.txt
 grep -vE "^\s+(target forward|drafter forward|loss|backward|optimizer) +[a-z_]+ " $OUT/bench8b.log | tail -30
 if [ -n "${CMP_OVERLAP:-}" ]; then grep -E "steps:|rc " $OUT/bench8b_nooverlap.log; fi
