@@ -51,35 +51,53 @@ static void *drand_bf(size_t n) {
 }
 
 /* Row-major C[M,N] = op(A)[M,K] op(B)[K,N] as runtime/cuda.c's mm_setup: cuBLASLt's column-major
-** C^T = op(B)^T op(A)^T. ta: A stored [K,M]; tb: B stored [N,K]. */
-static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int reps, double *best, int *nalg) {
+** C^T = op(B)^T op(A)^T. ta: A stored [K,M]; tb: B stored [N,K]. Fresh random operands, and
+** cuBLASLt's first 8 heuristic algorithms. */
+typedef struct {
+  void *A, *B, *C;
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulHeuristicResult_t h[8];
+  int n;
+} gemm;
+static void gemm_setup(gemm *g, int ta, int tb, int M, int N, int K, int f32out) {
   size_t ec = f32out ? 4 : 2;
-  void *A = drand_bf((size_t)M * K), *B = drand_bf((size_t)K * N), *C;
-  CU(cudaMalloc(&C, (size_t)M * N * ec));
-  cublasLtMatmulDesc_t d; cublasLtMatrixLayout_t la, lb, lc;
-  LT(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  g->A = drand_bf((size_t)M * K), g->B = drand_bf((size_t)K * N);
+  CU(cudaMalloc(&g->C, (size_t)M * N * ec));
+  LT(cublasLtMatmulDescCreate(&g->d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-  LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, tb ? K : N, tb ? N : K, tb ? K : N));
-  LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, ta ? M : K, ta ? K : M, ta ? M : K));
-  LT(cublasLtMatrixLayoutCreate(&lc, f32out ? CUDA_R_32F : CUDA_R_16BF, N, M, N));
+  LT(cublasLtMatmulDescSetAttribute(g->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+  LT(cublasLtMatmulDescSetAttribute(g->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+  LT(cublasLtMatrixLayoutCreate(&g->la, CUDA_R_16BF, tb ? K : N, tb ? N : K, tb ? K : N));
+  LT(cublasLtMatrixLayoutCreate(&g->lb, CUDA_R_16BF, ta ? M : K, ta ? K : M, ta ? M : K));
+  LT(cublasLtMatrixLayoutCreate(&g->lc, f32out ? CUDA_R_32F : CUDA_R_16BF, N, M, N));
   cublasLtMatmulPreference_t p;
   LT(cublasLtMatmulPreferenceCreate(&p));
   LT(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
-  cublasLtMatmulHeuristicResult_t h[8];
-  int n = 0;
-  LT(cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, lc, lc, p, 8, h, &n));
+  g->n = 0;
+  LT(cublasLtMatmulAlgoGetHeuristic(lt, g->d, g->la, g->lb, g->lc, g->lc, p, 8, g->h, &g->n));
   cublasLtMatmulPreferenceDestroy(p);
+}
+static void gemm_run(gemm *g, int a) {
   float alpha = 1, beta = 0;
+  LT(cublasLtMatmul(lt, g->d, &alpha, g->B, g->la, g->A, g->lb, &beta, g->C, g->lc, g->C, g->lc, &g->h[a].algo, ws, WS, 0));
+}
+static void gemm_free(gemm *g) {
+  cublasLtMatrixLayoutDestroy(g->la); cublasLtMatrixLayoutDestroy(g->lb); cublasLtMatrixLayoutDestroy(g->lc);
+  cublasLtMatmulDescDestroy(g->d);
+  CU(cudaFree(g->A)); CU(cudaFree(g->B)); CU(cudaFree(g->C));
+}
+
+/* Each algorithm timed over reps back-to-back runs; returns the first's ms, *best the best's. */
+static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int reps, double *best, int *nalg) {
+  gemm g;
+  gemm_setup(&g, ta, tb, M, N, K, f32out);
   cudaEvent_t e0, e1; CU(cudaEventCreate(&e0)); CU(cudaEventCreate(&e1));
-  double first = 0; *best = 1e30; *nalg = n;
-  for (int a = 0; a < n; a++) {
-    for (int w = 0; w < 3; w++)
-      LT(cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &h[a].algo, ws, WS, 0));
+  double first = 0; *best = 1e30; *nalg = g.n;
+  for (int a = 0; a < g.n; a++) {
+    for (int w = 0; w < 3; w++) gemm_run(&g, a);
     CU(cudaEventRecord(e0, 0));
-    for (int r = 0; r < reps; r++)
-      LT(cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc, &h[a].algo, ws, WS, 0));
+    for (int r = 0; r < reps; r++) gemm_run(&g, a);
     CU(cudaEventRecord(e1, 0)); CU(cudaEventSynchronize(e1));
     float ms; CU(cudaEventElapsedTime(&ms, e0, e1));
     double t = ms / reps;
@@ -87,9 +105,7 @@ static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int rep
     if (t < *best) *best = t;
   }
   CU(cudaEventDestroy(e0)); CU(cudaEventDestroy(e1));
-  cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatmulDescDestroy(d);
-  CU(cudaFree(A)); CU(cudaFree(B)); CU(cudaFree(C));
+  gemm_free(&g);
   return first;
 }
 
@@ -102,35 +118,17 @@ static double now_s(void) {
 }
 /* Each algorithm run back to back for `sec` seconds; the rate over the part after the first 0.3 s. */
 static void sustain(const char *what, int ta, int tb, int M, int N, int K, int f32out, double sec) {
-  size_t ec = f32out ? 4 : 2;
-  void *A = drand_bf((size_t)M * K), *B = drand_bf((size_t)K * N), *C;
-  CU(cudaMalloc(&C, (size_t)M * N * ec));
-  cublasLtMatmulDesc_t d; cublasLtMatrixLayout_t la, lb, lc;
-  LT(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-  LT(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-  LT(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, tb ? K : N, tb ? N : K, tb ? K : N));
-  LT(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, ta ? M : K, ta ? K : M, ta ? M : K));
-  LT(cublasLtMatrixLayoutCreate(&lc, f32out ? CUDA_R_32F : CUDA_R_16BF, N, M, N));
-  cublasLtMatmulPreference_t p;
-  LT(cublasLtMatmulPreferenceCreate(&p));
-  LT(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &WS, sizeof WS));
-  cublasLtMatmulHeuristicResult_t h[8];
-  int n = 0;
-  LT(cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, lc, lc, p, 8, h, &n));
-  cublasLtMatmulPreferenceDestroy(p);
-  float alpha = 1, beta = 0;
+  gemm g;
+  gemm_setup(&g, ta, tb, M, N, K, f32out);
   double fl = 2.0 * M * N * K;
   printf("%s %dx%dx%d%s:", what, M, N, K, f32out ? " f32 out" : "");
-  for (int a = -1; a < n; a++) { /* a = -1: the 2 s that bring the board to its cap, algorithm 0 */
-    const cublasLtMatmulAlgo_t *al = &h[a < 0 ? 0 : a].algo;
+  for (int a = -1; a < g.n; a++) { /* a = -1: the 2 s that bring the board to its cap, algorithm 0 */
     double t0 = now_s(), tm = 0, lim = a < 0 ? 2.0 : sec;
     long cnt = 0;
     while (now_s() - t0 < lim) {
       int measured = now_s() - t0 >= 0.3;
       double b0 = now_s();
-      for (int r = 0; r < 4; r++) LT(cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc, al, ws, WS, 0));
+      for (int r = 0; r < 4; r++) gemm_run(&g, a < 0 ? 0 : a);
       CU(cudaDeviceSynchronize());
       if (measured) { tm += now_s() - b0; cnt += 4; }
     }
@@ -138,9 +136,7 @@ static void sustain(const char *what, int ta, int tb, int M, int N, int K, int f
   }
   printf("  TF/s sustained\n");
   fflush(stdout);
-  cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatmulDescDestroy(d);
-  CU(cudaFree(A)); CU(cudaFree(B)); CU(cudaFree(C));
+  gemm_free(&g);
 }
 
 int main(int argc, char **argv) {
