@@ -1,5 +1,5 @@
 /*
-** bench.c: `dflc bench SPEC [--steps N] [--warmup W] [--json FILE]`: training throughput of a
+** bench.c: `dflc bench SPEC [--steps N] [--warmup W] [--json FILE]` (docs/bench.md): training throughput of a
 ** spec on its device, through the real trainer (dfl_train_open / enqueue / collect; no eval,
 ** checkpoint or export).
 **

@@ -6,7 +6,8 @@
 # anchor rows dflc leaves out, 4 x anchors x batch x hidden x vocab; no target forward: fewer FLOPs than the colocated
 # step); `--ops` lists the time per (phase, op kind) adding up to its total, and `--gemms` the GEMMs by shape
 # adding up to the matmul rows; an FP8 target says so
-# in the header and the JSON; and the 27B drafter spec checks, plans, and is refused cleanly on the CPU.
+# in the header and the JSON; the CPU run reports no energy (the JSON's -1); and the 27B drafter spec
+# checks, plans, and is refused cleanly on the CPU.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_bench_drafter.sh PATH/TO/dflc}
@@ -69,6 +70,11 @@ if [ -f "$T/c.json" ]; then
     || fail "step-time median/spread inconsistent"
   grep -Eq "^step time over [0-9]+ intervals between results: median [0-9.]+ ms, min [0-9.]+, max [0-9.]+$" "$T/c.log" \
     || fail "no step-time spread line"
+  # energy is a GPU board's (NVML): on the CPU backend the JSON says not measured (-1) and no line claims it
+  for f in joules_per_step watts_avg power_limit_watts; do
+    [ "$(num "$T/c.json" $f)" = "-1.000" ] || [ "$(num "$T/c.json" $f)" = "-1.0" ] || fail "$f on the CPU: $(num "$T/c.json" $f)"
+  done
+  grep -q "^energy:" "$T/c.log" && fail "an energy line on the CPU backend"
 fi
 H=$(sed -nE 's/.*"hidden_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
 V=$(sed -nE 's/.*"vocab_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
