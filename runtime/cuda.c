@@ -1029,11 +1029,15 @@ static int exec_op(dfl_cuda *c, int i) {
 
 int dfl_cuda_run_op(dfl_cuda *c, int i) { return exec_op(c, i); }
 
+int dfl_cuda_run_op_grouped(dfl_cuda *c, int i) {
+  int grp = c->impl->ops[i].group;
+  return grp == 0 ? DFL_OK : grp > 0 ? mt_run(c, i) : exec_op(c, i);
+}
+
 int dfl_cuda_run_eager(dfl_cuda *c, unsigned mask) {
   for (int i = 0; i < c->g->nops; i++)
     if (mask & (1u << c->g->ops[i].phase)) {
-      int grp = c->impl->ops[i].group;
-      int rc = grp == 0 ? DFL_OK : grp > 0 ? mt_run(c, i) : exec_op(c, i);
+      int rc = dfl_cuda_run_op_grouped(c, i);
       if (rc) {
         fprintf(stderr, "dflc: cuda backend: op %d %s (%s) failed\n", i, dfl_opcode_name(c->g->ops[i].code), c->g->ops[i].label);
         return rc;

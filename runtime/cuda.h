@@ -43,6 +43,9 @@ int dfl_cuda_run(dfl_cuda *c, unsigned phase_mask);
 /* The same ops launched one by one (no graph): debugging, and the check that capture changes nothing. */
 int dfl_cuda_run_eager(dfl_cuda *c, unsigned phase_mask);
 int dfl_cuda_run_op(dfl_cuda *c, int op_index);
+/* As the graphs run it: a multi-tensor group's leader launches the whole group (AdamW, grad norm),
+** its other ops launch nothing; any other op as dfl_cuda_run_op. */
+int dfl_cuda_run_op_grouped(dfl_cuda *c, int op_index);
 int dfl_cuda_sync(dfl_cuda *c);
 /* The backend's stream (a cudaStream_t): callers order their own async copies and events on it. */
 void *dfl_cuda_stream(dfl_cuda *c);
