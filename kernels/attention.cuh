@@ -1980,8 +1980,12 @@ extern "C" __global__ void __launch_bounds__(384, 1) dfl_attn_bwdq_wg128(TC_BWDQ
 **                                layout: tc_c2a), B = dO / Q read N-major (imm-trans-b, as V in wg_fwd).
 ** dK, dV: 64 f32 registers each per thread (232 per consumer thread, no spills), scaled (dK) and written
 ** bf16 at the end. Not persistent: the CTAs' work falls linearly with the tile (fewer anchors lie past
-** it), and heaviest-first dispatch already balances it (the 8 tile-0 CTAs carry about the average load
-** of an SM). Kept: 2 slots, SPLIT 0, PP 0 (runtime/cuda.c att_tc; DFL_ATTN_WG_BWD=0: dfl_attn_bwdkv_tc128).
+** it), and heaviest-first dispatch balances it over two waves or more (the 8B's S 4096: 256 CTAs, the 8
+** tile-0 CTAs carry about the average load of an SM). With one wave (the 27B's S 2048: 128 CTAs on 132
+** SMs) the pass would last as long as a tile-0 CTA, twice the average: then each tile's steps are shared
+** by P CTAs (part pi: steps [nall pi / P, nall (pi + 1) / P)), which write f32 partial dK / dV to slabs
+** of the op's scratch, added by dfl_attn_bwdkv_sum (runtime/cuda.c bwdkv_parts chooses P).
+** Kept: 2 slots, SPLIT 0, PP 0 (runtime/cuda.c att_tc; DFL_ATTN_WG_BWD=0: dfl_attn_bwdkv_tc128).
 ** Measured on the H200 (bench_attention, DFLASH S 4096 N 512, 32/8 heads, full attention, medians of 30,
 ** the key-major pass plus D = rowsum(dO O) (0.043 ms) by DFL_ATTN_BWD_SKIP=q, same run): 0.939 ms against
 ** 1.983 for dfl_attn_bwdkv_tc128 (the pass alone 0.896 against 1.940 ms: 2.2x; 614 against 283 TF/s
@@ -1994,7 +1998,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) dfl_attn_bwdq_wg128(TC_BWDQ
 template <int NSTG, int SPLIT, int PP>
 __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned char *tm, const int *anchors,
                                          const int *keep, const float *lse, const float *Dg, int batch, int S, int N,
-                                         int B, int nh, int nkv, int W, float scale) {
+                                         int B, int nh, int nkv, int W, float scale, int P, float *part) {
   constexpr int HD = 128, KT = 128, RG = 64;
   constexpr unsigned KB = KT * HD * 2, QB = RG * HD * 2, MB = 3 * RG * 4; /* bytes: K or V; Q or dO; a slot's row data */
   extern __shared__ __align__(1024) unsigned char wg_sm[];
@@ -2005,7 +2009,10 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
   auto full = [&](int i) { return bars + 8 + (i % NSTG) * 8; };
   auto empty = [&](int i) { return bars + 8 + (NSTG + i % NSTG) * 8; };
   const int G = nh / nkv, ng = B * G / RG, PG = RG / G; /* row groups per block, positions per group */
-  const int tile = blockIdx.x / (batch * nkv), rem = blockIdx.x % (batch * nkv), b = rem / nkv, g = rem % nkv;
+  /* CTA: tile (heaviest first), then part pi, sample, kv head; part pi walks its share [i0, i0 + nit) of
+  ** the tile's nall steps */
+  const int per_t = P * batch * nkv, tile = blockIdx.x / per_t, r2 = blockIdx.x % per_t, pi = r2 / (batch * nkv),
+            rem = r2 % (batch * nkv), b = rem / nkv, g = rem % nkv;
   const int k0 = tile * KT;
   if (threadIdx.x < 32) { /* the blocks whose rows see some key of the tile, in order (as tc_bwdkv) */
     const int lane = threadIdx.x;
@@ -2022,8 +2029,9 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
     }
   }
   __syncthreads();
-  const int nit = *cnt * ng;
-  /* step i: block list[cnt - 1 - i / ng], its rows RG (i % ng) .. */
+  const int nall = *cnt * ng, i0 = (int)((long long)nall * pi / P), nit = (int)((long long)nall * (pi + 1) / P) - i0;
+  /* local step i (slot i % NSTG) is the tile's step i0 + i: block list[cnt - 1 - (i0 + i) / ng], its rows
+  ** RG ((i0 + i) % ng) .. */
   if (threadIdx.x < 128) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
     if (threadIdx.x == 0 && nit > 0) {
@@ -2038,7 +2046,7 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
       wg_tma3(vs, mv, 0, g, b * S + k0, bars);
       wg_tma3(vs + KB / 2, mv, 64, g, b * S + k0, bars);
       for (int i = 0; i < nit; i++) {
-        const int row = (b * N + list[*cnt - 1 - i / ng]) * B + (i % ng) * PG;
+        const int row = (b * N + list[*cnt - 1 - (i0 + i) / ng]) * B + ((i0 + i) % ng) * PG;
         const unsigned d = qs + (i % NSTG) * 2 * QB;
         mb_wait(empty(i), ((i / NSTG) & 1) ^ 1);
         mb_expect(full(i), 2 * QB);
@@ -2050,7 +2058,7 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
     } else if (threadIdx.x >= 32 && threadIdx.x < 32 + RG) { /* row r's lse, D, window start */
       const int r = threadIdx.x - 32;
       for (int i = 0; i < nit; i++) {
-        const int li = *cnt - 1 - i / ng, a = lista[li], j = (i % ng) * PG + r / G;
+        const int li = *cnt - 1 - (i0 + i) / ng, a = lista[li], j = ((i0 + i) % ng) * PG + r / G;
         const ll idx = ((ll)(b * N + list[li]) * B + j) * nh + g * G + r % G;
         const float l2 = lse[idx] * TC_LOG2E, dd = Dg[idx];
         float *m = mrow + (i % NSTG) * 3 * RG + r;
@@ -2084,7 +2092,7 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
   for (int i = 0; i < nit; i++) {
     const unsigned qb = qs + (i % NSTG) * 2 * QB, db = qb + QB;
     const float *m = mrow + (i % NSTG) * 3 * RG;
-    const int a = lista[*cnt - 1 - i / ng];
+    const int a = lista[*cnt - 1 - (i0 + i) / ng];
     float s[32], dp[32];
     unsigned pu[4][4], du[4][4];
     mb_wait(full(i), (i / NSTG) & 1);
@@ -2150,12 +2158,23 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
                                      wg_keepu(du[kk][0]); wg_keepu(du[kk][1]); wg_keepu(du[kk][2]); wg_keepu(du[kk][3]); }
     mb_arrive(empty(i));
   }
-  /* element (key key0 + 8 h, dim 8 c + 2 t4 + e) at [4 c + 2 h + e] */
+  /* element (key key0 + 8 h, dim 8 c + 2 t4 + e) at [4 c + 2 h + e]; split (P > 1): f32 partial sums of part
+  ** pi into its slab (dfl_attn_bwdkv_sum adds the P slabs), every key written so no slab needs clearing */
+  const ll slab = (ll)batch * S * nkv * HD;
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     const int key = key0 + 8 * h;
     if (key >= S) continue;
     const ll off = (((ll)b * S + key) * nkv + g) * HD + 2 * t4;
+    if (P > 1) {
+      float *pk = part + pi * slab + off, *pv = part + (P + pi) * slab + off;
+#pragma unroll
+      for (int c = 0; c < 16; c++) {
+        *(float2 *)(pk + c * 8) = make_float2(dka[4 * c + 2 * h] * scale, dka[4 * c + 2 * h + 1] * scale);
+        *(float2 *)(pv + c * 8) = make_float2(dva[4 * c + 2 * h], dva[4 * c + 2 * h + 1]);
+      }
+      continue;
+    }
 #pragma unroll
     for (int c = 0; c < 16; c++) {
       *(unsigned *)(dk1 + off + c * 8) = tc_pack(dka[4 * c + 2 * h] * scale, dka[4 * c + 2 * h + 1] * scale);
@@ -2168,14 +2187,33 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
 ** att_tmaps). Grid: (S / 128 tiles) x batch x kv heads, as dfl_attn_bwdkv_tc128. */
 #define WG_BWDKV_ARGS                                                                                              \
   tc_bf *dk1, tc_bf *dv1, const unsigned char *tm, const int *anchors, const int *keep, const float *lse,          \
-      const float *D, int batch, int S, int N, int B, int nh, int nkv, int window, float scale
+      const float *D, int batch, int S, int N, int B, int nh, int nkv, int window, float scale, int P, float *part
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WG_BWDKV_BODY(NS, SP, PP) wg_bwdkv<NS, SP, PP>(dk1, dv1, tm, anchors, keep, lse, D, batch, S, N, B, nh, nkv, window, scale);
+#define WG_BWDKV_BODY(NS, SP, PP) wg_bwdkv<NS, SP, PP>(dk1, dv1, tm, anchors, keep, lse, D, batch, S, N, B, nh, nkv, window, scale, P, part);
 #else
 #define WG_BWDKV_BODY(NS, SP, PP)                                                                                  \
   (void)dk1; (void)dv1; (void)tm; (void)anchors; (void)keep; (void)lse; (void)D; (void)batch; (void)S; (void)N;    \
-  (void)B; (void)nh; (void)nkv; (void)window; (void)scale;
+  (void)B; (void)nh; (void)nkv; (void)window; (void)scale; (void)P; (void)part;
 #endif
 #define WG_BWDKV_KERNEL(name, NS, SP, PP) \
   extern "C" __global__ void __launch_bounds__(384, 1) name(WG_BWDKV_ARGS) { WG_BWDKV_BODY(NS, SP, PP) }
 WG_BWDKV_KERNEL(dfl_attn_bwdkv_wg128, 2, 0, 0)
+
+/* The split key-major pass (dfl_attn_bwdkv_wg128 with P > 1): dK = sum of the P f32 slabs of part, then
+** dV from the next P; n elements each, bf16 out, 4 a thread (n % 4 == 0: hd 128). */
+extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_sum(tc_bf *dk1, tc_bf *dv1, const float *part, int P,
+                                                                     ll n) {
+  const ll n4 = n / 4;
+  for (ll t = (ll)blockIdx.x * blockDim.x + threadIdx.x; t < 2 * n4; t += (ll)gridDim.x * blockDim.x) {
+    const int v = t >= n4;
+    const ll e = (t - v * n4) * 4;
+    const float *src = part + (ll)v * P * n + e;
+    float4 a = __ldcs((const float4 *)src);
+    for (int q = 1; q < P; q++) {
+      const float4 b = __ldcs((const float4 *)(src + q * n));
+      a.x += b.x; a.y += b.y; a.z += b.z; a.w += b.w;
+    }
+    tc_bf *d = (v ? dv1 : dk1) + e;
+    *(uint2 *)d = make_uint2(tc_pack(a.x, a.y), tc_pack(a.z, a.w));
+  }
+}

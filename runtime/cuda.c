@@ -36,7 +36,7 @@ enum {
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -46,7 +46,7 @@ static const char *kname[] = {
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
   "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128",
   "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -93,6 +93,7 @@ struct dfl_cuda_impl {
   int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
   int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
   int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
+  int att_split;    /* DFL_ATTN_BWDKV_SPLIT=n: the key-major pass in n parts (1: never split); 0: by the grid */
   int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all (bits 1 / 2 / both): leave those backward passes out
                     ** (all: only D = rowsum(dO O) runs), to time the rest alone (bench_attention); wrong results */
   PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
@@ -256,6 +257,21 @@ static int reduce(dfl_cuda *c, float *part, void *out, int dto, const void *x, i
   return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
 }
 
+/* Parts of the wgmma key-major pass (nkt CTAs of 128 keys unsplit, pairs (row, head) values of D first in
+** the op's scratch): enough CTAs for about two waves when one wave would be short of them, as many as
+** the scratch holds (its CUDA-core-path dK/dV accumulators: 2 P f32 slabs of the context keys' dK and
+** dV fit in it for P up to 4 when the blocks have as many rows as the context), at most 4;
+** DFL_ATTN_BWDKV_SPLIT overrides (capped by the scratch the same way). */
+static int bwdkv_parts(dfl_cuda *c, const dfl_op *op, int64_t nkt, long long pairs) {
+  int64_t nsm = c->impl->nsm;
+  int P = c->impl->att_split > 0 ? c->impl->att_split : nkt * 2 < nsm * 3 ? (int)((2 * nsm + nkt - 1) / nkt) : 1;
+  if (P > 4 && !c->impl->att_split) P = 4;
+  const int64_t slab = dfl_tensor_numel(&c->g->t[op->out[1]]) * 4, have = dfl_plan_cuda_op_scratch(c->g, op);
+  const int64_t dbytes = ((pairs + 63) / 64) * 64 * 4;
+  while (P > 1 && dbytes + 2 * P * slab > have) P--;
+  return P;
+}
+
 /* --- attention geometry (kernels/attention.cuh: units of rows sharing one key range) --- */
 static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, size_t *smem_b) {
   int G = a->heads / a->kv_heads, hd = a->head_dim;
@@ -414,6 +430,12 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->att_wgd = im->att_wg && !(wgd && !strcmp(wgd, "0"));
   im->att_wg_bwd = im->att_wgd && !(wgb && !strcmp(wgb, "0"));
   im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : -1;
+  const char *spl = getenv("DFL_ATTN_BWDKV_SPLIT");
+  im->att_split = spl ? atoi(spl) : 0;
+  if (im->att_split < 0 || im->att_split > 8) {
+    fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWDKV_SPLIT=%s: expected 1..8 parts (a benchmarking switch); unset it\n", spl);
+    return DFL_ERR;
+  }
   if (im->att_skip < 0) {
     fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWD_SKIP=%s: expected q, kv or all (a benchmarking switch); unset it\n", skip);
     return DFL_ERR;
@@ -796,8 +818,18 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
     if (c->impl->att_skip & 2) return DFL_OK;
     int64_t nkt = (int64_t)((S + 127) / 128) * batch * nkv; /* CTAs of 128 keys */
     if (tc.wgkv) {
-      void *aw[] = {&dkc, &dvc, &tmaps, &anc, &keep, &lse, &D, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
-      return launch2(c, tc.wgkv, nkt, 1, 384, tc.skv, aw);
+      /* A tile's work falls linearly with its keys (fewer anchors lie past them): heaviest-first dispatch
+      ** balances it over two or more waves, but one wave (the 27B's S 2048: 16 tiles x 8 kv heads on 132
+      ** SMs) waits for the tile-0 CTAs at twice the average. Then each tile's walk is split into P parts
+      ** (CTAs) writing f32 partial sums into the op's scratch after D, and dfl_attn_bwdkv_sum adds them. */
+      int P = bwdkv_parts(c, op, nkt, pairs);
+      float *part = D + ((pairs + 63) / 64) * 64;
+      void *aw[] = {&dkc, &dvc, &tmaps, &anc, &keep, &lse, &D, &batch, &S, &N, &B, &nh, &nkv, &win, &scale, &P, &part};
+      TRY(launch2(c, tc.wgkv, nkt * P, 1, 384, tc.skv, aw));
+      if (P == 1) return DFL_OK;
+      long long n = (long long)batch * S * nkv * 128;
+      void *as[] = {&dkc, &dvc, &part, &P, &n};
+      return launch(c, K_ATT_BWDKV_SUM, n / 2, as);
     }
     void *ak[] = {&dkc, &dvc, &q, &k1, &v1, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
     return launch2(c, tc.kbkv, nkt, 1, 256, tc.skv, ak); /* 8 warps */

@@ -1,6 +1,7 @@
 /*
 ** bench_attention (GPU, not in the default ctest run): the attention ops at the Qwen3-8B drafter
-** shapes, tensor-core kernels against the CUDA-core reference kernels (DFL_ATTN_REF), one layer:
+** shapes (and DFLASH at the 27B benchmark's S=2048, last), tensor-core kernels against the CUDA-core
+** reference kernels (DFL_ATTN_REF), one layer:
 **   DFLASH forward + backward: S=4096, N=512 anchors (uniform over positions 0..S-2 without
 **     replacement, sorted, like runtime/anchors.c with every position supervised), B=16,
 **     nh=32, nkv=8, hd=128, batch 1, bf16; full layer, and a sliding layer (window 2048);
@@ -43,7 +44,8 @@ static double now(void) {
 static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 static int cmp_i(const void *a, const void *b) { return *(const int32_t *)a - *(const int32_t *)b; }
 
-enum { S_ = 4096, N_ = 512, B_ = 16, NH = 32, NKV = 8, HD = 128 };
+enum { N_ = 512, B_ = 16, NH = 32, NKV = 8, HD = 128, S_MAX = 4096 };
+static int S_ = 4096; /* context length of the configuration being run */
 
 typedef struct {
   dfl_graph g;
@@ -119,7 +121,7 @@ static int bench(const char *name, int dflash, int window, int reps) {
   build(&b, dflash, window);
   int32_t anc[N_], kp[N_];
   { /* N distinct positions of [0, S-2], sorted */
-    static int32_t cand[S_];
+    static int32_t cand[S_MAX];
     int nc = S_ - 1;
     for (int i = 0; i < nc; i++) cand[i] = i;
     for (int i = 0; i < N_; i++) {
@@ -155,8 +157,9 @@ static int bench(const char *name, int dflash, int window, int reps) {
   float *res[MM][7] = {{0}};
   int fails = 0;
   for (int mode = 0; mode < nm; mode++) {
-    static const char *vars[] = {"DFL_ATTN_REF", "DFL_ATTN_WG", "DFL_ATTN_WG_MERGE", "DFL_ATTN_WG_BWD", "DFL_ATTN_BWD_SKIP"};
-    for (int v = 0; v < 5; v++) unsetenv(vars[v]);
+    static const char *vars[] = {"DFL_ATTN_REF", "DFL_ATTN_WG", "DFL_ATTN_WG_MERGE", "DFL_ATTN_WG_BWD", "DFL_ATTN_BWD_SKIP",
+                                 "DFL_ATTN_BWDKV_SPLIT"};
+    for (int v = 0; v < 6; v++) unsetenv(vars[v]);
     if (mode == 0) setenv("DFL_ATTN_REF", "1", 1);
     if (mode == 2) setenv("DFL_ATTN_WG", "0", 1);
     if (mode == 3) setenv("DFL_ATTN_WG_MERGE", "0", 1);
@@ -245,6 +248,9 @@ int main(int argc, char **argv) {
   if (strstr("dflash full S4096 N512", only)) fails += bench("dflash full S4096 N512", 1, 0, reps);
   if (strstr("dflash sliding W2048", only)) fails += bench("dflash sliding W2048", 1, 2048, reps);
   if (strstr("causal S4096", only)) fails += bench("causal S4096", 0, 0, reps);
+  S_ = 2048; /* the Qwen3.6-27B drafter's benchmark: 2048-token sequences, the same heads */
+  if (strstr("dflash full S2048 N512 (27B)", only)) fails += bench("dflash full S2048 N512 (27B)", 1, 0, reps);
+  S_ = 4096;
   printf("%s\n", fails ? "FAIL" : "OK");
   return fails ? 1 : 0;
 }

@@ -20,7 +20,7 @@ static const char *kernels[] = {
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s",
-  "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128", "dfl_lce_row", "dfl_lce_num",
+  "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128", "dfl_attn_bwdkv_sum", "dfl_lce_row", "dfl_lce_num",
   "dfl_opt_prep", "dfl_adamw"};
 
 static int has(const void *bin, size_t n, const char *name) {

@@ -651,6 +651,14 @@ int main(void) {
       ** S not a multiple of the key-major pass's 128 keys */
       case_attention_tc(1, 200, 6, 16, 50, 128, 16, 2, 3);
       case_attention_tc(1, 180, 7, 12, 0, 128, 16, 2, 0);
+      /* the key-major pass split into parts (runtime/cuda.c bwdkv_parts: f32 partials into the op's scratch,
+      ** added by dfl_attn_bwdkv_sum): by the grid, the cases above with blocks of at least the context's rows
+      ** run in 2 parts; here 3 forced (the scratch of S 130 with 40 x 16 block rows holds 5), so the parts'
+      ** shares of a tile's steps are uneven, with and without a window */
+      setenv("DFL_ATTN_BWDKV_SPLIT", "3", 1);
+      case_attention_tc(1, 130, 40, 16, 0, 128, 16, 4, 3);
+      case_attention_tc(1, 130, 40, 16, 60, 128, 16, 4, 0);
+      unsetenv("DFL_ATTN_BWDKV_SPLIT");
     }
     case_linear_ce(0);
     case_linear_ce(1);
