@@ -5,3 +5,11 @@ include_guard(GLOBAL)
 add_test(NAME cli_errors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli.sh $<TARGET_FILE:dflc>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_errors PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 600)
+
+# JSON written by dflc (build.json and `dflc train DIR`, bench --json, eval's result line) for a
+# spec whose path needs escaping; a damaged build.json refused with its file:line:col.
+add_executable(json_get tests/cli/json_get.c)
+target_link_libraries(json_get PRIVATE ${JANSSON_LIB})
+add_test(NAME cli_json_paths COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_json_paths.sh $<TARGET_FILE:dflc>
+         $<TARGET_FILE:json_get> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_json_paths PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 600)

@@ -27,6 +27,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "compiler/cli.h"
 #include "runtime/power.h"
 #include "runtime/train.h"
@@ -480,26 +482,30 @@ int dfl_cmd_bench(int argc, char **argv) {
     printf("energy: not measured: %s\n", pw.err[0] ? pw.err : "no NVML reading");
   }
   int status = 0;
-  if (json) {
-    FILE *f = fopen(json, "w");
-    if (!f) {
+  if (json) { /* jansson: the spec's path may hold any character a JSON string must escape */
+    json_t *ph = json_object();
+    for (int p = 0; p < DFL_PH_COUNT; p++) json_object_set_new(ph, ph_name[p], json_real(ms_ph[p]));
+    json_t *o = json_pack(
+        "{s:s, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:i, "
+        "s:i, s:f, s:f, s:f}",
+        "spec", spec_file, "backend", tr->be.name, "steps", (json_int_t)done, "step_ms", step_ms, "seq_tokens_per_s", tps,
+        "tflop_per_step", fl_step / 1e12, "tflops", tflops, "mfu", tflops / PEAK_TFLOPS, "drafter_only", drafter_only,
+        "positions_per_s", positions / (step_ms * 1e-3), "tflop_per_step_peer_count", (fl_step + fl_peer_extra) / 1e12,
+        "mfu_peer_count", tflops_peer / PEAK_TFLOPS, "step_ms_median", med, "step_ms_min", lo, "step_ms_max", hi,
+        "phase_ms", ph, "plan_bytes", (json_int_t)(tr->planned ? tr->plan.arena_bytes : 0), "arena_bytes",
+        (json_int_t)tr->be.arena_bytes, "mem_min", (json_int_t)tr->mem_min, "mem_max", (json_int_t)tr->mem_max,
+        "mem_before", (json_int_t)tr->be.mem_before, "graph_launches_per_step", accum + 1, "target_fp8", fp8,
+        "joules_per_step", joules >= 0 ? joules / (double)done : -1.0, "watts_avg", joules >= 0 ? joules / dt : -1.0,
+        "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0);
+    if (!o) {
+      fprintf(stderr, "dflc bench: %s: the spec's path is not UTF-8, which JSON cannot hold: %s not written\n", spec_file,
+              json);
+      status = 1;
+    } else if (json_dump_file(o, json, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))) {
       fprintf(stderr, "dflc bench: cannot write %s: %s\n", json, strerror(errno));
       status = 1;
-    } else {
-      fprintf(f, "{\"spec\":\"%s\",\"backend\":\"%s\",\"steps\":%" PRId64 ",\"step_ms\":%.3f,\"seq_tokens_per_s\":%.1f,"
-              "\"tflop_per_step\":%.6f,\"tflops\":%.2f,\"mfu\":%.4f,\"drafter_only\":%d,\"positions_per_s\":%.1f,"
-              "\"tflop_per_step_peer_count\":%.6f,\"mfu_peer_count\":%.4f,\"step_ms_median\":%.3f,\"step_ms_min\":%.3f,"
-              "\"step_ms_max\":%.3f,\"phase_ms\":{", spec_file, tr->be.name, done, step_ms, tps, fl_step / 1e12, tflops, tflops / PEAK_TFLOPS, drafter_only,
-              positions / (step_ms * 1e-3), (fl_step + fl_peer_extra) / 1e12, tflops_peer / PEAK_TFLOPS, med, lo, hi);
-      for (int p = 0; p < DFL_PH_COUNT; p++) fprintf(f, "%s\"%s\":%.3f", p ? "," : "", ph_name[p], ms_ph[p]);
-      fprintf(f, "},\"plan_bytes\":%" PRId64 ",\"arena_bytes\":%" PRId64 ",\"mem_min\":%" PRId64 ",\"mem_max\":%" PRId64
-              ",\"mem_before\":%" PRId64 ",\"graph_launches_per_step\":%d,\"target_fp8\":%d,\"joules_per_step\":%.3f,"
-              "\"watts_avg\":%.1f,\"power_limit_watts\":%.1f}\n",
-              tr->planned ? tr->plan.arena_bytes : 0, tr->be.arena_bytes, tr->mem_min, tr->mem_max, tr->be.mem_before,
-              accum + 1, fp8, joules >= 0 ? joules / (double)done : -1.0, joules >= 0 ? joules / dt : -1.0,
-              joules >= 0 ? em.limit_mw * 1e-3 : -1.0);
-      fclose(f);
     }
+    json_decref(o);
   }
   dfl_train_close(tr);
   free(tr);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <jansson.h>
 
 #include "compiler/cli.h"
 #include "compiler/plan.h"
@@ -154,16 +155,21 @@ int dfl_cmd_build(int argc, char **argv) {
   if (rc == DFL_OK) {
     if (!realpath(spec_file, abs_spec)) snprintf(abs_spec, sizeof abs_spec, "%s", spec_file);
     snprintf(path, sizeof path, "%s/build.json", out);
-    FILE *f = fopen(path, "w");
-    if (!f) rc = DFL_EIO;
-    else {
-      fprintf(f, "{\n  \"format\": \"dflc-build-1\",\n  \"spec\": \"%s\",\n  \"device\": \"%s\",\n"
-              "  \"precision\": \"%s\",\n  \"arch\": \"%s\",\n  \"ops\": %d,\n  \"tensors\": %d,\n"
-              "  \"arena_bytes\": %" PRId64 "\n}\n", abs_spec, kind == DFL_BE_CUDA ? "cuda" : "cpu",
-              s->precision == DFL_PREC_BF16 ? "bf16" : "fp32", arch, tg->g.nops, tg->g.nt,
-              planned ? plan.arena_bytes : (int64_t)-1);
-      if (fclose(f)) rc = DFL_EIO;
+    /* jansson escapes the path (quotes, backslashes, control characters); a path that is not UTF-8
+    ** cannot be a JSON string: refused, not written mangled */
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I}", "format", "dflc-build-1", "spec", abs_spec,
+                          "device", kind == DFL_BE_CUDA ? "cuda" : "cpu", "precision",
+                          s->precision == DFL_PREC_BF16 ? "bf16" : "fp32", "arch", arch, "ops", tg->g.nops, "tensors",
+                          tg->g.nt, "arena_bytes", (json_int_t)(planned ? plan.arena_bytes : -1));
+    if (!o) {
+      fprintf(stderr, "dflc build: %s: the spec's path is not UTF-8, which build.json (JSON) cannot hold: move the "
+                      "spec to a UTF-8 path\n", abs_spec);
+      rc = DFL_EFORMAT;
+    } else if (json_dump_file(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+      fprintf(stderr, "dflc build: cannot write %s: %s\n", path, strerror(errno));
+      rc = DFL_EIO;
     }
+    json_decref(o);
     if (rc == DFL_OK)
       printf("built %s: %d ops, %d tensors, arena %.1f MiB -> %s/{build.json,plan.yaml,schedule.txt,kernels.cu,cubin/}\n",
              spec_file, tg->g.nops, tg->g.nt, planned ? plan.arena_bytes / 1048576.0 : 0.0, out);
@@ -182,31 +188,38 @@ int dfl_build_resolve(const char *arg, char *spec, unsigned long n) {
     snprintf(spec, n, "%s", arg);
     return DFL_OK;
   }
-  char path[DFL_PATH_MAX + 64], line[DFL_PATH_MAX + 64];
+  char path[DFL_PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/build.json", arg);
-  FILE *f = fopen(path, "r");
-  if (!f) {
+  if (stat(path, &st)) {
     fprintf(stderr, "dflc train: %s is a directory without build.json: pass a .dfl file or a directory "
             "written by `dflc build SPEC -o DIR`\n", arg);
     return DFL_EIO;
   }
-  int found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    char *p = strstr(line, "\"spec\": \"");
-    if (!p) continue;
-    p += 9;
-    char *q = strrchr(p, '"');
-    if (q) {
-      *q = 0;
-      snprintf(spec, n, "%s", p);
-      found = 1;
-    }
-  }
-  fclose(f);
-  if (!found) {
-    fprintf(stderr, "%s: no \"spec\" entry: rebuild with `dflc build`\n", path);
+  json_error_t je;
+  json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  if (!o) {
+    fprintf(stderr, "%s:%d:%d: not valid JSON (%s): rebuild with `dflc build SPEC -o %s`\n", path, je.line, je.column,
+            je.text, arg);
     return DFL_EFORMAT;
   }
+  const char *fmt = json_string_value(json_object_get(o, "format"));
+  const char *sp = json_string_value(json_object_get(o, "spec"));
+  int rc = DFL_OK;
+  if (!fmt || strcmp(fmt, "dflc-build-1")) {
+    fprintf(stderr, "%s: \"format\" is %s%s%s, not \"dflc-build-1\": rebuild with this dflc (`dflc build SPEC -o %s`)\n",
+            path, fmt ? "\"" : "missing", fmt ? fmt : "", fmt ? "\"" : "", arg);
+    rc = DFL_EFORMAT;
+  } else if (!sp || !*sp) {
+    fprintf(stderr, "%s: no \"spec\" string: rebuild with `dflc build SPEC -o %s`\n", path, arg);
+    rc = DFL_EFORMAT;
+  } else if (strlen(sp) >= n) {
+    fprintf(stderr, "%s: the spec's path is longer than %lu bytes\n", path, n - 1);
+    rc = DFL_EFORMAT;
+  } else {
+    snprintf(spec, n, "%s", sp);
+  }
+  json_decref(o);
+  if (rc) return rc;
   snprintf(path, sizeof path, "%s/cubin", arg);
   setenv("DFL_CACHE_DIR", path, 0);   /* an explicit DFL_CACHE_DIR wins */
   return DFL_OK;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 
 #include "compiler/cli.h"
 #include "compiler/spec.h"
@@ -25,6 +26,12 @@ static int parse_i64(const char *cmd, const char *opt, const char *v, int64_t mi
   }
   *out = x;
   return 1;
+}
+
+/* A JSON string, or null for bytes that are not UTF-8 (which no JSON string holds). */
+static json_t *jstr(const char *v) {
+  json_t *j = json_string(v);
+  return j ? j : json_null();
 }
 
 static void train_usage(FILE *f) {
@@ -179,8 +186,19 @@ int dfl_cmd_eval(int argc, char **argv) {
     if ((rc = dfl_train_load_weights(s, &ev->cpu, drafter)) == DFL_OK &&
         (rc = dfl_eval_run(ev, &d, &es)) == DFL_OK) {
       dfl_eval_print(stdout, "eval", &es);
-      printf("{\"drafter\":\"%s\",\"data\":\"%s\",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,\"rows\":%" PRId64
-             ",\"blocks\":%" PRId64 "}\n", drafter, s->eval_path, es.loss, es.acc, es.tau, es.rows, es.blocks);
+      /* jansson escapes the paths; one that is not UTF-8 is written as null, the numbers still come */
+      json_t *o = json_object();
+      json_object_set_new(o, "drafter", jstr(drafter));
+      json_object_set_new(o, "data", jstr(s->eval_path));
+      json_object_set_new(o, "loss", json_real(es.loss));
+      json_object_set_new(o, "acc", json_real(es.acc));
+      json_object_set_new(o, "tau", json_real(es.tau));
+      json_object_set_new(o, "rows", json_integer(es.rows));
+      json_object_set_new(o, "blocks", json_integer(es.blocks));
+      char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+      if (line) printf("%s\n", line);
+      free(line);
+      json_decref(o);
     }
     dfl_eval_close(ev);
   }
