@@ -54,7 +54,7 @@ int dfl_read_file(const char *path, size_t max, char **text, size_t *len) {
 static dfl_loc key_loc(const dfl_source *src, const char *key) {
   char pat[128];
   snprintf(pat, sizeof pat, "\"%s\"", key);
-  const char *p = strstr(src->text, pat);
+  const char *p = memmem(src->text, src->len, pat, strlen(pat)); /* the text need not end in a NUL */
   if (!p) return dfl_loc_file(src);
   dfl_loc l = {src, 1, 1, (int)strlen(pat)};
   for (const char *q = src->text; q < p; q++) {
