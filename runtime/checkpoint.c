@@ -269,6 +269,19 @@ static int get_i64(json_t *o, const char *key, int64_t *v, const char *file) {
   return DFL_OK;
 }
 
+/* A 64-bit word written as hex by write_meta: 1..16 hex digits, nothing else. */
+static int hex_u64(const char *h, uint64_t *v) {
+  if (!h || !*h || strlen(h) > 16) return 0;
+  uint64_t x = 0;
+  for (const char *q = h; *q; q++) {
+    int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : *q >= 'A' && *q <= 'F' ? *q - 'A' + 10 : -1;
+    if (d < 0) return 0;
+    x = x << 4 | (uint64_t)d;
+  }
+  *v = x;
+  return 1;
+}
+
 static json_t *load_json(const char *path, char *file, size_t flen) {
   json_error_t je;
   snprintf(file, flen, "%s/trainer.json", path);
@@ -302,11 +315,16 @@ int dfl_ckpt_read_meta(const char *path, dfl_ckpt_meta *m) {
     fprintf(stderr, "%s: \"rng\" (4 hex strings), \"seed\" and \"spec\" are required\n", file);
     rc = DFL_EFORMAT;
   } else {
-    for (int i = 0; i < 4; i++) {
-      const char *h = json_string_value(json_array_get(rng, i));
-      m->rng[i] = h ? strtoull(h, NULL, 16) : 0;
+    /* the anchors' RNG resumes from these words: a damaged one must stop the resume, not train on
+    ** another stream (an all-zero xoshiro state would draw zeros forever) */
+    int ok = 1;
+    for (int i = 0; i < 4; i++) ok &= hex_u64(json_string_value(json_array_get(rng, i)), &m->rng[i]);
+    ok &= hex_u64(json_string_value(seed), &m->seed);
+    if (!ok || (m->rng[0] | m->rng[1] | m->rng[2] | m->rng[3]) == 0) {
+      fprintf(stderr, "%s: \"rng\" and \"seed\" must be hex words of 1-16 digits, the rng not all zero: the "
+                      "checkpoint is damaged; resume from an earlier one\n", file);
+      rc = DFL_EFORMAT;
     }
-    m->seed = strtoull(json_string_value(seed), NULL, 16);
     snprintf(m->spec, sizeof m->spec, "%s", json_string_value(spec));
   }
   m->tokens_seen = json_is_number(tok) ? json_number_value(tok) : 0;

@@ -9,6 +9,7 @@
 ** trainer.json are ignored by resume, and a save over a stale temp dir succeeds. A checkpoint of
 ** another spec is refused. D: a checkpoint written with accum = 1 (whose gradient accumulators are
 ** left holding the last step's gradients) resumed with accum = 2 starts from zero gradients.
+** A damaged trainer.json (rng or seed not hex words, an all-zero rng) is refused.
 ** Data is random (seed from the time, printed).
 */
 #include <math.h>
@@ -183,6 +184,69 @@ int main(void) {
   int nz_after = nonzero_grads(tr, NULL);
   CHECK(nz_after == 0, "gradient accumulators start at zero after a resume (%d non-zero)", nz_after);
   dfl_train_close(tr);
+
+  /* A damaged trainer.json: the anchors' RNG words must be hex and not all zero, else the resume
+  ** would draw from another stream (all zero: xoshiro's fixed point) without a word. The last
+  ** checkpoint's meta, one field replaced at a time. */
+  {
+    char tj[DFL_PATH_MAX + 32], ck[DFL_PATH_MAX], *orig = NULL;
+    CHECK(dfl_ckpt_resolve(rootd, ck, sizeof ck) == DFL_OK, "resolve D's checkpoint");
+    snprintf(tj, sizeof tj, "%s/trainer.json", ck);
+    FILE *fj = fopen(tj, "r");
+    size_t cap = 1 << 20, nr = 0;
+    orig = calloc(cap, 1);
+    if (fj && orig) nr = fread(orig, 1, cap - 1, fj);
+    if (fj) fclose(fj);
+    CHECK(nr > 0 && strstr(orig, "\"rng\""), "read %s", tj);
+    static const char *bad[][2] = {{"\"rng\": [", "\"rng\": [\"zz\", "}, {"\"seed\": \"", "\"seed\": \"x"},
+                                   {"\"rng\": [", "\"rng\": [\"11111111111111111\", "}};
+    for (int k = 0; nr > 0 && k < 3; k++) {
+      /* replace the first element of rng (or prefix the seed) by something that is not a hex word */
+      char *at = strstr(orig, bad[k][0]), *buf = malloc(nr + 64);
+      if (!at || !buf) { CHECK(0, "no %s in trainer.json", bad[k][0]); free(buf); continue; }
+      size_t pre = (size_t)(at - orig);
+      const char *rest = at + strlen(bad[k][0]);
+      if (k != 1) rest = strchr(rest, ',') + 1; /* drop the first rng word */
+      snprintf(buf, nr + 64, "%.*s%s%s", (int)pre, orig, bad[k][1], rest);
+      fj = fopen(tj, "w");
+      fputs(buf, fj);
+      fclose(fj);
+      dfl_ckpt_meta mm;
+      stderr_cap cm;
+      cap_begin(&cm);
+      int r2 = dfl_ckpt_read_meta(ck, &mm);
+      char *msg2 = cap_end(&cm);
+      CHECK(r2 == DFL_EFORMAT && msg2 && strstr(msg2, "must be hex words"), "damaged meta %d accepted (rc %d): %s", k, r2,
+            msg2 ? msg2 : "");
+      free(msg2);
+      free(buf);
+    }
+    if (nr > 0) { /* all-zero rng words */
+      char *buf = malloc(nr + 200), *at = strstr(orig, "\"rng\": [");
+      char *end = at ? strchr(at, ']') : NULL;
+      if (buf && at && end) {
+        snprintf(buf, nr + 200, "%.*s\"rng\": [\"0\", \"0\", \"0\", \"0\"%s", (int)(at - orig), orig, end);
+        fj = fopen(tj, "w");
+        fputs(buf, fj);
+        fclose(fj);
+        dfl_ckpt_meta mm;
+        stderr_cap cm;
+        cap_begin(&cm);
+        int r2 = dfl_ckpt_read_meta(ck, &mm);
+        free(cap_end(&cm));
+        CHECK(r2 == DFL_EFORMAT, "an all-zero rng state accepted");
+      } else {
+        CHECK(0, "no rng array in trainer.json");
+      }
+      free(buf);
+      fj = fopen(tj, "w"); /* the original back: it must read again */
+      fputs(orig, fj);
+      fclose(fj);
+      dfl_ckpt_meta mm;
+      CHECK(dfl_ckpt_read_meta(ck, &mm) == DFL_OK, "the restored trainer.json reads");
+    }
+    free(orig);
+  }
 
   for (int i = 0; i < nt; i++) free(snap[i]);
   free(snap);
