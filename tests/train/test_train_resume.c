@@ -21,6 +21,31 @@
 
 #define K 3
 
+/* The whole file, NUL-terminated; NULL when unreadable. */
+static char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "r");
+  char *b = f ? calloc(1 << 20, 1) : NULL;
+  *n = b ? fread(b, 1, (1 << 20) - 1, f) : 0;
+  if (f) fclose(f);
+  return b;
+}
+
+/* Writes text[0, pre) + mid + rest to the checkpoint's trainer.json tj and reads its meta: the
+** status, and what it printed in *msg. */
+static int meta_from(const char *tj, const char *ck, const char *text, size_t pre, const char *mid, const char *rest,
+                     char **msg) {
+  FILE *f = fopen(tj, "w");
+  if (!f) return -1;
+  fprintf(f, "%.*s%s%s", (int)pre, text, mid, rest);
+  fclose(f);
+  dfl_ckpt_meta m;
+  stderr_cap c;
+  cap_begin(&c);
+  int rc = dfl_ckpt_read_meta(ck, &m);
+  *msg = cap_end(&c);
+  return rc;
+}
+
 static int run_steps(dfl_trainer *tr, int n, double *loss) {
   dfl_step_stats st;
   for (int i = 0; i < n; i++) {
@@ -186,65 +211,33 @@ int main(void) {
   dfl_train_close(tr);
 
   /* A damaged trainer.json: the anchors' RNG words must be hex and not all zero, else the resume
-  ** would draw from another stream (all zero: xoshiro's fixed point) without a word. The last
-  ** checkpoint's meta, one field replaced at a time. */
+  ** would draw from another stream (all zero: xoshiro's fixed point) without a word. D's checkpoint
+  ** meta, the rng array's first word or the seed replaced, then all four rng words zero. */
   {
-    char tj[DFL_PATH_MAX + 32], ck[DFL_PATH_MAX], *orig = NULL;
+    char tj[DFL_PATH_MAX + 32], ck[DFL_PATH_MAX];
     CHECK(dfl_ckpt_resolve(rootd, ck, sizeof ck) == DFL_OK, "resolve D's checkpoint");
     snprintf(tj, sizeof tj, "%s/trainer.json", ck);
-    FILE *fj = fopen(tj, "r");
-    size_t cap = 1 << 20, nr = 0;
-    orig = calloc(cap, 1);
-    if (fj && orig) nr = fread(orig, 1, cap - 1, fj);
-    if (fj) fclose(fj);
-    CHECK(nr > 0 && strstr(orig, "\"rng\""), "read %s", tj);
-    static const char *bad[][2] = {{"\"rng\": [", "\"rng\": [\"zz\", "}, {"\"seed\": \"", "\"seed\": \"x"},
-                                   {"\"rng\": [", "\"rng\": [\"11111111111111111\", "}};
-    for (int k = 0; nr > 0 && k < 3; k++) {
-      /* replace the first element of rng (or prefix the seed) by something that is not a hex word */
-      char *at = strstr(orig, bad[k][0]), *buf = malloc(nr + 64);
-      if (!at || !buf) { CHECK(0, "no %s in trainer.json", bad[k][0]); free(buf); continue; }
-      size_t pre = (size_t)(at - orig);
-      const char *rest = at + strlen(bad[k][0]);
-      if (k != 1) rest = strchr(rest, ',') + 1; /* drop the first rng word */
-      snprintf(buf, nr + 64, "%.*s%s%s", (int)pre, orig, bad[k][1], rest);
-      fj = fopen(tj, "w");
-      fputs(buf, fj);
-      fclose(fj);
-      dfl_ckpt_meta mm;
-      stderr_cap cm;
-      cap_begin(&cm);
-      int r2 = dfl_ckpt_read_meta(ck, &mm);
-      char *msg2 = cap_end(&cm);
-      CHECK(r2 == DFL_EFORMAT && msg2 && strstr(msg2, "must be hex words"), "damaged meta %d accepted (rc %d): %s", k, r2,
-            msg2 ? msg2 : "");
-      free(msg2);
-      free(buf);
+    size_t nr = 0;
+    char *orig = slurp(tj, &nr);
+    CHECK(orig && strstr(orig, "\"rng\": [") && strstr(orig, "\"seed\": \""), "read %s", tj);
+    /* {what to find, its replacement, up to where the original resumes (NULL: right after it)} */
+    static const char *bad[][3] = {{"\"rng\": [", "\"rng\": [\"zz\",", ","},
+                                   {"\"seed\": \"", "\"seed\": \"x", NULL},
+                                   {"\"rng\": [", "\"rng\": [\"11111111111111111\",", ","},
+                                   {"\"rng\": [", "\"rng\": [\"0\", \"0\", \"0\", \"0\"", "]"}};
+    for (int k = 0; orig && k < 4; k++) {
+      const char *at = strstr(orig, bad[k][0]), *rest = at ? at + strlen(bad[k][0]) : NULL;
+      if (rest && bad[k][2]) rest = strstr(rest, bad[k][2]) + (bad[k][2][0] == ',');
+      char *msg = NULL;
+      int r2 = rest ? meta_from(tj, ck, orig, (size_t)(at - orig), bad[k][1], rest, &msg) : -1;
+      CHECK(r2 == DFL_EFORMAT && msg && strstr(msg, "must be hex words"), "damaged meta %d accepted (rc %d): %s", k, r2,
+            msg ? msg : "");
+      free(msg);
     }
-    if (nr > 0) { /* all-zero rng words */
-      char *buf = malloc(nr + 200), *at = strstr(orig, "\"rng\": [");
-      char *end = at ? strchr(at, ']') : NULL;
-      if (buf && at && end) {
-        snprintf(buf, nr + 200, "%.*s\"rng\": [\"0\", \"0\", \"0\", \"0\"%s", (int)(at - orig), orig, end);
-        fj = fopen(tj, "w");
-        fputs(buf, fj);
-        fclose(fj);
-        dfl_ckpt_meta mm;
-        stderr_cap cm;
-        cap_begin(&cm);
-        int r2 = dfl_ckpt_read_meta(ck, &mm);
-        free(cap_end(&cm));
-        CHECK(r2 == DFL_EFORMAT, "an all-zero rng state accepted");
-      } else {
-        CHECK(0, "no rng array in trainer.json");
-      }
-      free(buf);
-      fj = fopen(tj, "w"); /* the original back: it must read again */
-      fputs(orig, fj);
-      fclose(fj);
-      dfl_ckpt_meta mm;
-      CHECK(dfl_ckpt_read_meta(ck, &mm) == DFL_OK, "the restored trainer.json reads");
-    }
+    char *msg = NULL;
+    CHECK(orig && meta_from(tj, ck, orig, nr, "", "", &msg) == DFL_OK, "the restored trainer.json reads: %s",
+          msg ? msg : "");
+    free(msg);
     free(orig);
   }
 
