@@ -165,6 +165,12 @@ int dfl_hfconfig_parse(const char *name, const char *text, size_t len, dfl_arch 
                    out->heads, out->kv_heads);
     c.errors++;
   }
+  if (!c.errors && out->head_dim < 1) { /* no head_dim, and hidden_size // num_attention_heads is 0 */
+    dfl_diag_error(key_loc(&src, "hidden_size"), "no `head_dim`, and hidden_size %d // num_attention_heads %d is 0",
+                   out->hidden, out->heads);
+    dfl_diag_help("give `head_dim`, or a hidden_size of at least num_attention_heads");
+    c.errors++;
+  }
   if (!c.errors && out->head_dim % 2) {
     dfl_diag_error(key_loc(&src, "head_dim"), "head_dim %d is odd; RoPE needs an even head dimension", out->head_dim);
     c.errors++;
