@@ -431,8 +431,9 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->att_wg_bwd = im->att_wgd && !(wgb && !strcmp(wgb, "0"));
   im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : -1;
   const char *spl = getenv("DFL_ATTN_BWDKV_SPLIT");
-  im->att_split = spl ? atoi(spl) : 0;
-  if (im->att_split < 0 || im->att_split > 8) {
+  char *spe = NULL;
+  im->att_split = spl ? (int)strtol(spl, &spe, 10) : 0;
+  if (spl && (spe == spl || *spe || im->att_split < 1 || im->att_split > 8)) {
     fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWDKV_SPLIT=%s: expected 1..8 parts (a benchmarking switch); unset it\n", spl);
     return DFL_ERR;
   }
