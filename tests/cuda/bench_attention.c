@@ -27,6 +27,7 @@
 #include "compiler/graph.h"
 #include "compiler/spec.h"
 #include "runtime/cuda.h"
+#include "tests/cuda/bench_util.h"
 
 static unsigned long long rng_s;
 static double urand(void) { /* splitmix64 */
@@ -36,12 +37,6 @@ static double urand(void) { /* splitmix64 */
   z ^= z >> 31;
   return (double)(z >> 11) / 9007199254740992.0;
 }
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 static int cmp_i(const void *a, const void *b) { return *(const int32_t *)a - *(const int32_t *)b; }
 
 enum { N_ = 512, B_ = 16, NH = 32, NKV = 8, HD = 128, S_MAX = 4096 };
@@ -101,20 +96,6 @@ static double visible(int dflash, int window, const int32_t *anc) {
   return n * NH;
 }
 
-static int time_op(dfl_cuda *c, int op, int reps, double *ms) {
-  double t[64];
-  if (reps > 64) reps = 64;
-  if (dfl_cuda_run_op(c, op) || dfl_cuda_sync(c)) return 1; /* warm-up */
-  for (int r = 0; r < reps; r++) {
-    double t0 = now();
-    if (dfl_cuda_run_op(c, op) || dfl_cuda_sync(c)) return 1;
-    t[r] = (now() - t0) * 1e3;
-  }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_d);
-  *ms = t[reps / 2];
-  return 0;
-}
-
 /* One configuration: both kernel sets on the same inputs; returns the number of failures. */
 static int bench(const char *name, int dflash, int window, int reps) {
   bgraph b;
@@ -164,14 +145,7 @@ static int bench(const char *name, int dflash, int window, int reps) {
     if (mode == 2) setenv("DFL_ATTN_WG", "0", 1);
     if (mode == 3) setenv("DFL_ATTN_WG_MERGE", "0", 1);
     if (mode == 4) setenv("DFL_ATTN_WG_BWD", "0", 1);
-    if (mode >= 5) { /* VAR=VAL[,VAR=VAL..] */
-      char buf[128];
-      memcpy(buf, extra[mode], sizeof buf);
-      for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-        char *eq = strchr(t, '=');
-        if (eq) { *eq = 0; setenv(t, eq + 1, 1); }
-      }
-    }
+    if (mode >= 5) dfl_bench_setvars(extra[mode], 1);
     dfl_cuda c;
     if (dfl_cuda_init(&c, &b.g, NULL, NULL) != DFL_OK) { fprintf(stderr, "FAIL %s: cuda init\n", name); return 1; }
     for (int k = 0; k < b.nin; k++) {
@@ -181,7 +155,8 @@ static int bench(const char *name, int dflash, int window, int reps) {
       else dfl_cuda_set_f(&c, b.in[k], vals[k], n);
     }
     int r = mode == 0 ? (reps < 3 ? reps : 3) : reps; /* the reference kernels are slow */
-    if (time_op(&c, b.fwd_op, r, &ms[mode][0]) || (b.bwd_op >= 0 && time_op(&c, b.bwd_op, r, &ms[mode][1]))) {
+    if (dfl_bench_median_ms(&c, dfl_cuda_run_op, b.fwd_op, r, &ms[mode][0]) ||
+        (b.bwd_op >= 0 && dfl_bench_median_ms(&c, dfl_cuda_run_op, b.bwd_op, r, &ms[mode][1]))) {
       fprintf(stderr, "FAIL %s: run failed\n", name);
       dfl_cuda_free(&c);
       return 1;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <cuda_runtime.h>
 #include <cublasLt.h>
+#include "tests/cuda/bench_util.h"
 
 #define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 #define LT(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #x, (int)s_); exit(1); } } while (0)
@@ -111,11 +112,6 @@ static double time_gemm(int ta, int tb, int M, int N, int K, int f32out, int rep
 
 typedef struct { const char *what; int M, N, K, f32out; } shape;
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
 /* Each algorithm run back to back for `sec` seconds; the rate over the part after the first 0.3 s. */
 static void sustain(const char *what, int ta, int tb, int M, int N, int K, int f32out, double sec) {
   gemm g;
@@ -123,14 +119,14 @@ static void sustain(const char *what, int ta, int tb, int M, int N, int K, int f
   double fl = 2.0 * M * N * K;
   printf("%s %dx%dx%d%s:", what, M, N, K, f32out ? " f32 out" : "");
   for (int a = -1; a < g.n; a++) { /* a = -1: the 2 s that bring the board to its cap, algorithm 0 */
-    double t0 = now_s(), tm = 0, lim = a < 0 ? 2.0 : sec;
+    double t0 = dfl_bench_now(), tm = 0, lim = a < 0 ? 2.0 : sec;
     long cnt = 0;
-    while (now_s() - t0 < lim) {
-      int measured = now_s() - t0 >= 0.3;
-      double b0 = now_s();
+    while (dfl_bench_now() - t0 < lim) {
+      int measured = dfl_bench_now() - t0 >= 0.3;
+      double b0 = dfl_bench_now();
       for (int r = 0; r < 4; r++) gemm_run(&g, a < 0 ? 0 : a);
       CU(cudaDeviceSynchronize());
-      if (measured) { tm += now_s() - b0; cnt += 4; }
+      if (measured) { tm += dfl_bench_now() - b0; cnt += 4; }
     }
     if (a >= 0) printf(" %d:%.0f", a, cnt ? fl * cnt / tm / 1e12 : 0.0);
   }

@@ -20,13 +20,8 @@
 #include "compiler/graph.h"
 #include "compiler/spec.h"
 #include "runtime/cuda.h"
+#include "tests/cuda/bench_util.h"
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 static unsigned long long rng_s = 12345;
 static float urand(void) { /* splitmix64 -> [-1, 1) */
   unsigned long long z = (rng_s += 0x9e3779b97f4a7c15ull);
@@ -55,37 +50,8 @@ static int shapes(int is8b, shape *s) {
   return (int)n;
 }
 
-static int time_mask(dfl_cuda *c, unsigned mask, int reps, double *ms) {
-  double t[64];
-  if (reps > 64) reps = 64;
-  if (dfl_cuda_run_eager(c, mask) || dfl_cuda_sync(c)) return 1; /* warm-up */
-  for (int r = 0; r < reps; r++) {
-    double t0 = now();
-    if (dfl_cuda_run_eager(c, mask) || dfl_cuda_sync(c)) return 1;
-    t[r] = (now() - t0) * 1e3;
-  }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_d);
-  *ms = t[reps / 2];
-  return 0;
-}
-
-static void setvars(const char *spec) { /* VAR=VAL[,VAR=VAL..] */
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", spec);
-  for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-    char *eq = strchr(t, '=');
-    if (eq) { *eq = 0; setenv(t, eq + 1, 1); }
-  }
-}
-static void unsetvars(const char *spec) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", spec);
-  for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-    char *eq = strchr(t, '=');
-    if (eq) *eq = 0;
-    unsetenv(t);
-  }
-}
+/* The eager run of a phase mask (the graphs would time their capture once). */
+static int run_mask(dfl_cuda *c, int mask) { return dfl_cuda_run_eager(c, (unsigned)mask); }
 
 int main(int argc, char **argv) {
   if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
@@ -157,22 +123,23 @@ int main(int argc, char **argv) {
   if (dfl_cuda_set_f(&c, den, &one, 1)) return 1;
   printf("%s drafter: %d tensors, %.3f G parameters; %d reps\n", is8b ? "Qwen3-8B" : "Qwen3.6-27B", np, total * 1e-9, reps);
   double t = 0;
-  if (time_mask(&c, 1u << DFL_PH_TARGET, reps, &t)) return 1;
+  if (dfl_bench_median_ms(&c, run_mask, 1 << DFL_PH_TARGET, reps, &t)) return 1;
   printf("%-40s %8.3f ms %7.1f GB/s\n", "copy 2 GiB (read + write)", t, 2.0 * 2 * ncopy / t * 1e-6);
   const char *ex = getenv("BENCH_OPT_V");
   char list[1024];
   snprintf(list, sizeof list, "default %s", ex ? ex : "");
   int runs = 0;
   for (char *save = NULL, *it = strtok_r(list, " ", &save); it; it = strtok_r(NULL, " ", &save)) {
-    runs += reps < 64 ? reps + 1 : 65; /* time_mask: a warm-up, then at most 64 */
+    runs += reps < 64 ? reps + 1 : 65; /* dfl_bench_median_ms: a warm-up, then at most 64 */
     int dflt = !strcmp(it, "default");
-    if (!dflt) setvars(it);
+    if (!dflt) dfl_bench_setvars(it, 1);
     double tn = 0, ta = 0;
-    if (time_mask(&c, 1u << DFL_PH_BACKWARD, reps, &tn) || time_mask(&c, 1u << DFL_PH_OPTIMIZER, reps, &ta)) return 1;
+    if (dfl_bench_median_ms(&c, run_mask, 1 << DFL_PH_BACKWARD, reps, &tn) ||
+        dfl_bench_median_ms(&c, run_mask, 1 << DFL_PH_OPTIMIZER, reps, &ta)) return 1;
     double bpp = 28;
     printf("%-40s grad norm %7.3f ms %7.1f GB/s | adamw %7.3f ms %7.1f GB/s | sum %7.3f ms\n", it, tn,
            2.0 * total / tn * 1e-6, ta, bpp * total / ta * 1e-6, tn + ta);
-    if (!dflt) unsetvars(it);
+    if (!dflt) dfl_bench_setvars(it, 0);
   }
   /* every optimizer run counted its step (OPT_PREP ran each time, nothing was skipped) */
   float chk[DFL_OPT_COUNT];
