@@ -257,18 +257,17 @@ static int reduce(dfl_cuda *c, float *part, void *out, int dto, const void *x, i
   return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
 }
 
-/* Parts of the wgmma key-major pass (nkt CTAs of 128 keys unsplit, pairs (row, head) values of D first in
-** the op's scratch): enough CTAs for about two waves when one wave would be short of them, as many as
+/* Parts of the wgmma key-major pass (nkt CTAs of 128 keys unsplit, the op's scratch holding D's dfloats
+** floats first): enough CTAs for about two waves when one wave would be short of them, as many as
 ** the scratch holds (its CUDA-core-path dK/dV accumulators: 2 P f32 slabs of the context keys' dK and
 ** dV fit in it for P up to 4 when the blocks have as many rows as the context), at most 4;
 ** DFL_ATTN_BWDKV_SPLIT overrides (capped by the scratch the same way). */
-static int bwdkv_parts(dfl_cuda *c, const dfl_op *op, int64_t nkt, long long pairs) {
+static int bwdkv_parts(dfl_cuda *c, const dfl_op *op, int64_t nkt, int64_t dfloats) {
   int64_t nsm = c->impl->nsm;
   int P = c->impl->att_split > 0 ? c->impl->att_split : nkt * 2 < nsm * 3 ? (int)((2 * nsm + nkt - 1) / nkt) : 1;
   if (P > 4 && !c->impl->att_split) P = 4;
   const int64_t slab = dfl_tensor_numel(&c->g->t[op->out[1]]) * 4, have = dfl_plan_cuda_op_scratch(c->g, op);
-  const int64_t dbytes = ((pairs + 63) / 64) * 64 * 4;
-  while (P > 1 && dbytes + 2 * P * slab > have) P--;
+  while (P > 1 && dfloats * 4 + 2 * P * slab > have) P--;
   return P;
 }
 
@@ -823,8 +822,9 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
       ** balances it over two or more waves, but one wave (the 27B's S 2048: 16 tiles x 8 kv heads on 132
       ** SMs) waits for the tile-0 CTAs at twice the average. Then each tile's walk is split into P parts
       ** (CTAs) writing f32 partial sums into the op's scratch after D, and dfl_attn_bwdkv_sum adds them. */
-      int P = bwdkv_parts(c, op, nkt, pairs);
-      float *part = D + ((pairs + 63) / 64) * 64;
+      const int64_t dfloats = (pairs + 63) / 64 * 64; /* D, then the parts' slabs 256-byte aligned */
+      int P = bwdkv_parts(c, op, nkt, dfloats);
+      float *part = D + dfloats;
       void *aw[] = {&dkc, &dvc, &tmaps, &anc, &keep, &lse, &D, &batch, &S, &N, &B, &nh, &nkv, &win, &scale, &P, &part};
       TRY(launch2(c, tc.wgkv, nkt * P, 1, 384, tc.skv, aw));
       if (P == 1) return DFL_OK;
