@@ -572,7 +572,8 @@ static int mt_run(dfl_cuda *c, int i0) {
     ** the whole kernel. 128 threads: as fast as 256 with today's kernel (4.12 TB/s, bench_optim on
     ** the 27B drafter), 3% faster with session 7's; DFL_ADAMW_TPB sets it for such comparisons. */
     const char *et = getenv("DFL_ADAMW_TPB");
-    int tpb = et && atoi(et) >= 64 && atoi(et) <= 1024 ? atoi(et) : 128;
+    int tpb = et ? atoi(et) : 0;
+    if (tpb < 64 || tpb > 1024) tpb = 128;
     return launch2(c, K_ADAMW_MT, (units + tpb - 1) / tpb, 1, tpb, 0, a);
   }
   float *part = (float *)c->impl->ops[i0].scratch;
