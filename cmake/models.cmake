@@ -17,7 +17,7 @@ target_link_libraries(dfl_models PUBLIC ${JANSSON_LIB} m Threads::Threads)
 # backend always, the CUDA one when the toolkit is there (cuda.cmake defines dfl_cuda under the
 # same condition, later; CMake resolves the name at generate time).
 target_sources(dfl_models PRIVATE ${CMAKE_SOURCE_DIR}/runtime/backend.c)
-foreach(f bench power cmd_build)
+foreach(f bench bench_ops power cmd_build)
   if(EXISTS ${CMAKE_SOURCE_DIR}/runtime/${f}.c)
     target_sources(dfl_models PRIVATE ${CMAKE_SOURCE_DIR}/runtime/${f}.c)
   endif()

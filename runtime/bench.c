@@ -13,6 +13,8 @@
 ** 4. on a GPU, the board's energy over the timed steps (NVML, runtime/power.c): joules per step,
 **    average power against the power limit, and what held the SM clock back near their end. An
 **    H200 runs these steps at its 700 W cap, where time = energy / cap (docs/performance.md).
+** 5. --ops / --gemms / --floor (runtime/bench_ops.c): every op timed alone; and the step's compute
+**    floor, its GEMMs and loss head (then with its attention) alone, back to back, at the board's power.
 **
 ** --drafter-only (issue 6): the drafter step alone (dfl_train_opts.drafter_only: no target on the
 ** graph, random unit-scale features written once, random frozen embedding/head), reporting drafter
@@ -25,11 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
 #include "compiler/cli.h"
+#include "runtime/bench_ops.h"
 #include "runtime/power.h"
 #include "runtime/train.h"
 #ifdef DFL_HAVE_CUDA
@@ -38,14 +40,6 @@
 #endif
 
 #define PEAK_TFLOPS 989.0
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static const char *ph_name[DFL_PH_COUNT] = {"target forward", "drafter forward", "loss", "backward", "optimizer"};
 
 /* Per-phase milliseconds of one optimizer step (accum micro-steps), averaged over `reps` steps.
 ** The device keeps the last micro-batch's inputs: timing does not depend on the values. */
@@ -90,13 +84,13 @@ static int phase_times(dfl_trainer *tr, int reps, double ms[DFL_PH_COUNT]) {
   for (int r = 0; r < reps; r++) {
     for (int a = 0; a < accum; a++)
       for (int p = 0; p < DFL_PH_OPTIMIZER; p++) {
-        double t0 = now_s();
+        double t0 = dfl_bench_clock();
         if ((rc = dfl_be_run(be, 1u << p))) return rc;
-        ms[p] += 1e3 * (now_s() - t0) / reps;
+        ms[p] += 1e3 * (dfl_bench_clock() - t0) / reps;
       }
-    double t0 = now_s();
+    double t0 = dfl_bench_clock();
     if ((rc = dfl_be_run(be, 1u << DFL_PH_OPTIMIZER))) return rc;
-    ms[DFL_PH_OPTIMIZER] += 1e3 * (now_s() - t0) / reps;
+    ms[DFL_PH_OPTIMIZER] += 1e3 * (dfl_bench_clock() - t0) / reps;
   }
   return DFL_OK;
 }
@@ -112,7 +106,7 @@ static int run_steps(dfl_trainer *tr, int64_t n, double *tokens, double *loss0, 
   for (int64_t i = 1; i <= n && rc == DFL_OK; i++) {
     if (i < n && (rc = dfl_train_enqueue(tr))) break;
     if ((rc = dfl_train_collect(tr, &st))) break;
-    if (at) at[i - 1] = now_s();
+    if (at) at[i - 1] = dfl_bench_clock();
     *tokens += st.tokens;
     if (i == 1) *loss0 = st.loss;
     *loss1 = st.loss;
@@ -121,140 +115,37 @@ static int run_steps(dfl_trainer *tr, int64_t n, double *tokens, double *loss0, 
   return rc;
 }
 
-/* --ops: every op of one step run on its own and timed, summed per (phase, op kind), with FLOPs
-** and the bytes of the op's tensors (each input read once, each output written once: a lower bound
-** on its traffic) against the measured ceilings. Printed largest first. On the GPU each op is
-** launched alone between CUDA events (no graph: launch gaps are not counted, since an event pair
-** brackets only the op's own kernels); on the CPU backend a host clock brackets each op. The
-** step is a real one (the optimizer updates the weights), as every timing run here. */
-typedef struct { int ph, code, n; double ms, fl, by; } prof_row;
 static int dbl_cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
-static int prof_cmp(const void *a, const void *b) {
-  double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
-  return (x < y) - (x > y);
-}
-/* ms[i] += the mean time of op i over reps steps (after one warm-up step). */
-static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
-  const dfl_graph *g = &tr->tg.g;
-  int rc = DFL_OK;
-#ifdef DFL_HAVE_CUDA
-  dfl_cuda *c = dfl_be_cuda_state(&tr->be);
-  if (c) {
-    *how = "each op launched alone between CUDA events; a multi-tensor optimizer group as one launch, timed on its first op";
-    cudaStream_t st = (cudaStream_t)dfl_cuda_stream(c);
-    cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(g->nops + 1));
-    int nev = 0;
-    if (!ev) return DFL_ENOMEM;
-    for (; rc == DFL_OK && nev <= g->nops; nev++)
-      if (cudaEventCreate(&ev[nev]) != cudaSuccess) rc = DFL_ERR;
-    for (int r = 0; r <= reps && rc == DFL_OK; r++) { /* r = 0: warm-up, not counted */
-      cudaEventRecord(ev[0], st);
-      for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
-        rc = dfl_cuda_run_op_grouped(c, i); /* the optimizer's kernels as the step runs them */
-        cudaEventRecord(ev[i + 1], st);
-      }
-      if (rc == DFL_OK && cudaStreamSynchronize(st) != cudaSuccess) rc = DFL_ERR;
-      for (int i = 0; i < g->nops && rc == DFL_OK && r > 0; i++) {
-        float t = 0;
-        cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
-        ms[i] += t / reps;
-      }
-    }
-    for (int i = 0; i < nev; i++) cudaEventDestroy(ev[i]);
-    free(ev);
-    return rc;
+
+/* One --floor line: what the pass ran, its time and energy, and the throughput of a step of only that work. */
+static void floor_print(const char *what, const dfl_bench_floor *f, double tokens_per_step, const char *unit) {
+  printf("%s (%d ops a micro-step; %d passes timed after %.1f s of them): %.2f ms/step", what, f->nops, f->passes,
+         f->warm_s, f->ms);
+  if (f->joules >= 0) printf(", %.1f J/step at %.0f W", f->joules, f->watts);
+  printf(", %.2f TFLOP at %.1f TFLOP/s", f->tflop, f->ms > 0 ? f->tflop / (f->ms * 1e-3) : 0);
+  if (f->joules >= 0) {
+    char why[160];
+    dfl_power_reasons(f->reasons, why, sizeof why);
+    printf("; SM clock %u MHz, held back by: %s", f->sm_mhz, why);
   }
-#endif
-  if (!tr->be.cpu) return DFL_ERR;
-  *how = "each op run alone, host clock";
-  for (int r = 0; r <= reps && rc == DFL_OK; r++)
-    for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
-      double t0 = now_s();
-      rc = dfl_cpu_run_op(tr->be.cpu, i);
-      if (r > 0) ms[i] += 1e3 * (now_s() - t0) / reps;
-    }
-  return rc;
-}
-/* --gemms: the GEMM rows of --ops split by shape, so a slow GEMM is named: (phase, M x N x K,
-** op(A) op(B) as N/T, output dtype, "+acc" for the accumulating or addend form). */
-typedef struct { int ph, m, n, k, ta, tb, acc, dt, cnt; double ms, fl; } gemm_row;
-static int gemm_cmp(const void *a, const void *b) {
-  double x = ((const gemm_row *)a)->ms, y = ((const gemm_row *)b)->ms;
-  return (x < y) - (x > y);
-}
-static void gemm_table(const dfl_graph *g, const double *ms) {
-  gemm_row *r = calloc((size_t)g->nops + 1, sizeof *r);
-  int nr = 0;
-  if (!r) return;
-  for (int i = 0; i < g->nops; i++) {
-    const dfl_op *op = &g->ops[i];
-    if (op->code != DFL_OP_MATMUL && op->code != DFL_OP_MATMUL_F8) continue;
-    const dfl_tensor *A = &g->t[op->in[0]], *C = &g->t[op->out[0]];
-    int f8 = op->code == DFL_OP_MATMUL_F8, ta = f8 ? 0 : op->a.trans_a, tb = f8 ? 1 : op->a.trans_b;
-    gemm_row x = {(int)op->phase, (int)C->shape[0], (int)C->shape[1], (int)(ta ? A->shape[0] : A->shape[1]), ta, tb,
-                  !f8 && op->a.beta != 0, (int)C->dtype, 0, 0, 0};
-    int k = 0;
-    while (k < nr && (r[k].ph != x.ph || r[k].m != x.m || r[k].n != x.n || r[k].k != x.k || r[k].ta != x.ta ||
-                      r[k].tb != x.tb || r[k].acc != x.acc || r[k].dt != x.dt))
-      k++;
-    if (k == nr) r[nr++] = x;
-    r[k].cnt++; r[k].ms += ms[i]; r[k].fl += dfl_op_flops(g, op);
-  }
-  qsort(r, (size_t)nr, sizeof *r, gemm_cmp);
-  printf("GEMMs by shape (C[M,N] = op(A)[M,K] op(B)[K,N]; N: as stored, T: transposed):\n");
-  printf("  %-16s %7s %7s %7s %-3s %-5s %4s %5s %9s %9s\n", "phase", "M", "N", "K", "op", "out", "acc", "count", "ms",
-         "TFLOP/s");
-  for (int k = 0; k < nr; k++)
-    printf("  %-16s %7d %7d %7d %c%c  %-5s %4s %5d %9.3f %9.1f\n", ph_name[r[k].ph], r[k].m, r[k].n, r[k].k,
-           r[k].ta ? 'T' : 'N', r[k].tb ? 'T' : 'N', dfl_dtype_name((dfl_dtype)r[k].dt), r[k].acc ? "+acc" : "", r[k].cnt,
-           r[k].ms, r[k].ms > 0 ? r[k].fl / (r[k].ms * 1e-3) / 1e12 : 0);
-  free(r);
-}
-static int op_profile(dfl_trainer *tr, int reps, int gemms) {
-  const dfl_graph *g = &tr->tg.g;
-  double *ms = calloc((size_t)g->nops + 1, sizeof(double));
-  prof_row *rows = calloc((size_t)g->nops + 1, sizeof(prof_row));
-  const char *how = "";
-  int rc = ms && rows ? time_ops(tr, reps, ms, &how) : DFL_ENOMEM, nr = 0;
-  double total = 0;
-  for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
-    const dfl_op *op = &g->ops[i];
-    int k = 0;
-    while (k < nr && (rows[k].ph != (int)op->phase || rows[k].code != (int)op->code)) k++;
-    if (k == nr) rows[nr++] = (prof_row){(int)op->phase, (int)op->code, 0, 0, 0, 0};
-    double by = 0;
-    for (int j = 0; j < op->n_in; j++) by += (double)dfl_tensor_bytes(&g->t[op->in[j]]);
-    for (int j = 0; j < op->n_out; j++) by += (double)dfl_tensor_bytes(&g->t[op->out[j]]);
-    rows[k].n++; rows[k].ms += ms[i]; rows[k].fl += dfl_op_flops(g, op); rows[k].by += by;
-    total += ms[i];
-  }
-  if (rc == DFL_OK) {
-    qsort(rows, (size_t)nr, sizeof *rows, prof_cmp);
-    printf("ops (%s, mean of %d steps; %.2f ms in all):\n", how, reps, total);
-    printf("  %-16s %-16s %5s %9s %6s %9s %9s\n", "phase", "op", "count", "ms", "share", "TFLOP/s", "GB/s(min)");
-    for (int k = 0; k < nr; k++)
-      printf("  %-16s %-16s %5d %9.3f %5.1f%% %9.3f %9.1f\n", ph_name[rows[k].ph], dfl_opcode_name((dfl_opcode)rows[k].code),
-             rows[k].n, rows[k].ms, total > 0 ? 100 * rows[k].ms / total : 0,
-             rows[k].ms > 0 ? rows[k].fl / (rows[k].ms * 1e-3) / 1e12 : 0,
-             rows[k].ms > 0 ? rows[k].by / (rows[k].ms * 1e-3) / 1e9 : 0);
-  }
-  if (rc == DFL_OK && gemms) gemm_table(g, ms);
-  free(ms); free(rows);
-  return rc;
+  printf("; a step of only this work: %.0f %s/s\n", f->ms > 0 ? tokens_per_step / (f->ms * 1e-3) : 0, unit);
+  if (f->nonfinite)
+    printf("  NOTE: %" PRId64 " of %" PRId64 " output values read back after the passes are not finite: a GPU draws "
+           "another power on them, so this line is not the step's floor\n", f->nonfinite, f->sampled);
 }
 
 int dfl_cmd_bench(int argc, char **argv) {
   const char *spec_file = NULL, *json = NULL;
   int64_t steps = 20, warmup = 3, reps = 3;
-  int fp32 = 0, cpu = 0, drafter_only = 0, ops = 0, gemms = 0;
+  int fp32 = 0, cpu = 0, drafter_only = 0, ops = 0, gemms = 0, floor_ = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: dflc bench SPEC.dfl [--steps N] [--warmup W] [--phase-steps R] [--json FILE] [--fp32] [--cpu]\n"
-             "                 [--drafter-only] [--ops] [--gemms]\n"
+             "                 [--drafter-only] [--ops] [--gemms] [--floor]\n"
              "  Training throughput on the spec's device: sequence tokens/s, step time split by phase,\n"
              "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured, and on a GPU the\n"
              "  board's energy per step and average power (NVML; at the power cap, time = energy / cap).\n"
@@ -262,7 +153,10 @@ int dfl_cmd_bench(int argc, char **argv) {
              "                  positions/s, MFU by dflc's FLOP count and by the peer's\n"
              "  --ops           also time every op alone (CUDA events) and print the time per phase and\n"
              "                  op kind, with TFLOP/s and the GB/s of its tensors\n"
-             "  --gemms         --ops and also each GEMM shape's time and TFLOP/s\n", PEAK_TFLOPS);
+             "  --gemms         --ops and also each GEMM shape's time and TFLOP/s\n"
+             "  --floor         last, the step's GEMMs and loss head alone, back to back for seconds, then\n"
+             "                  those and its attention: their time and (GPU) energy per step at the board's\n"
+             "                  power, the floor of a step that did nothing else\n", PEAK_TFLOPS);
       return 0;
     } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--phase-steps")) {
       char *end;
@@ -292,6 +186,8 @@ int dfl_cmd_bench(int argc, char **argv) {
       ops = 1;
     } else if (!strcmp(a, "--gemms")) {
       ops = gemms = 1;
+    } else if (!strcmp(a, "--floor")) {
+      floor_ = 1;
     } else if (a[0] == '-' || spec_file) {
       fprintf(stderr, "dflc bench: unexpected argument '%s'\n", a);
       return 2;
@@ -329,13 +225,13 @@ int dfl_cmd_bench(int argc, char **argv) {
   o.fp32 = fp32;
   o.backend = cpu ? DFL_TRAIN_BE_CPU : DFL_TRAIN_BE_AUTO;
   o.out_dir = "runs/bench";
-  double t_open = now_s();
+  double t_open = dfl_bench_clock();
   if ((rc = dfl_train_open(tr, s, &o))) {
     free(tr);
     free(s);
     return 1;
   }
-  t_open = now_s() - t_open;
+  t_open = dfl_bench_clock() - t_open;
   const dfl_graph *g = &tr->tg.g;
   int accum = tr->spec.accum;
   double fl[DFL_PH_COUNT] = {0}, fl_step = 0;
@@ -386,13 +282,13 @@ int dfl_cmd_bench(int argc, char **argv) {
     else
       pw_ok = dfl_power_open(&pw, bus) == DFL_OK;
   }
-  double tw = now_s(), tokens = 0, loss0 = 0, loss1 = 0;
+  double tw = dfl_bench_clock(), tokens = 0, loss0 = 0, loss1 = 0;
   int64_t done = 0;
   /* warmup runs the same pipelined schedule, so that every graph it uses is captured before t0 */
   if (warmup > 0) rc = run_steps(tr, warmup, &tokens, &loss0, &loss1, &done, NULL);
-  tw = now_s() - tw;
+  tw = dfl_bench_clock() - tw;
   if (pw_ok) pw_ok = dfl_power_read(&pw, &e0) == DFL_OK;
-  double t0 = now_s();
+  double t0 = dfl_bench_clock();
   tokens = 0;
   done = 0;
   double *at = calloc((size_t)steps, sizeof *at);
@@ -401,13 +297,17 @@ int dfl_cmd_bench(int argc, char **argv) {
   /* the clock and its limits while the last steps still run */
   if (pw_ok) pw_ok = dfl_power_read(&pw, &em) == DFL_OK;
   if (rc == DFL_OK) rc = dfl_be_sync(&tr->be);
-  double dt = now_s() - t0;
+  double dt = dfl_bench_clock() - t0;
   if (pw_ok) pw_ok = dfl_power_read(&pw, &e1) == DFL_OK;
   double joules = pw_ok && done > 0 ? (double)(e1.energy_mj - e0.energy_mj) * 1e-3 : -1;
-  dfl_power_close(&pw);
   double ms_ph[DFL_PH_COUNT] = {0};
   if (rc == DFL_OK) rc = phase_times(tr, (int)reps, ms_ph);
-  if (rc == DFL_OK && ops) rc = op_profile(tr, (int)reps, gemms);
+  if (rc == DFL_OK && ops) rc = dfl_bench_op_profile(tr, (int)reps, gemms);
+  /* last: its passes leave the tensors as no step would */
+  dfl_bench_floor fl_g = {0}, fl_a = {0};
+  if (rc == DFL_OK && floor_) rc = dfl_bench_floor_run(tr, 0, pw.lib ? &pw : NULL, &fl_g);
+  if (rc == DFL_OK && floor_) rc = dfl_bench_floor_run(tr, 1, pw.lib ? &pw : NULL, &fl_a);
+  dfl_power_close(&pw);
   if (rc) {
     fprintf(stderr, "dflc bench: failed\n");
     free(at);
@@ -438,7 +338,7 @@ int dfl_cmd_bench(int argc, char **argv) {
     printf("step time over %" PRId64 " intervals between results: median %.1f ms, min %.1f, max %.1f\n", niv, med,
            lo, hi);
   printf("FLOPs/step: %.2f TFLOP (", fl_step / 1e12);
-  for (int p = 0; p < DFL_PH_COUNT; p++) printf("%s%s %.2f", p ? ", " : "", ph_name[p], fl[p] / 1e12);
+  for (int p = 0; p < DFL_PH_COUNT; p++) printf("%s%s %.2f", p ? ", " : "", dfl_bench_phase_name[p], fl[p] / 1e12);
   printf("); achieved %.1f TFLOP/s, MFU %.1f%% of %.0f\n", tflops, 100 * tflops / PEAK_TFLOPS, PEAK_TFLOPS);
   double tflops_peer = (fl_step + fl_peer_extra) / (step_ms * 1e-3) / 1e12;
   if (drafter_only) {
@@ -454,7 +354,7 @@ int dfl_cmd_bench(int argc, char **argv) {
   printf("phases (separate timing run, one graph per phase, %" PRId64 " steps%s):\n", reps,
          monotone ? "" : "; NOTE: phases interleave in the schedule, the split is approximate");
   for (int p = drafter_only ? 1 : 0; p < DFL_PH_COUNT; p++)
-    printf("  %-16s %8.2f ms  %6.1f TFLOP/s\n", ph_name[p], ms_ph[p], ms_ph[p] > 0 ? fl[p] / (ms_ph[p] * 1e-3) / 1e12 : 0);
+    printf("  %-16s %8.2f ms  %6.1f TFLOP/s\n", dfl_bench_phase_name[p], ms_ph[p], ms_ph[p] > 0 ? fl[p] / (ms_ph[p] * 1e-3) / 1e12 : 0);
   printf("  %-16s %8.2f ms\n", "sum", sum_ph);
   if (tr->overlap) /* the previous step's optimizer with the target forward, then the rest of the step */
     printf("graph launches per step: %d (optimizer + target forward, drafter%s), plus %d async copies and 3 memsets; "
@@ -481,13 +381,19 @@ int dfl_cmd_bench(int argc, char **argv) {
   } else if (tr->be.kind == DFL_BE_CUDA) {
     printf("energy: not measured: %s\n", pw.err[0] ? pw.err : "no NVML reading");
   }
+  if (floor_) {
+    double per_step = drafter_only ? positions : (done > 0 ? tokens / (double)done : 0);
+    const char *unit = drafter_only ? "drafter positions" : "sequence tokens";
+    floor_print("floor: GEMMs and loss head alone", &fl_g, per_step, unit);
+    floor_print("floor: GEMMs, loss head and attention alone", &fl_a, per_step, unit);
+  }
   int status = 0;
   if (json) { /* jansson: the spec's path may hold any character a JSON string must escape */
     json_t *ph = json_object();
-    for (int p = 0; p < DFL_PH_COUNT; p++) json_object_set_new(ph, ph_name[p], json_real(ms_ph[p]));
+    for (int p = 0; p < DFL_PH_COUNT; p++) json_object_set_new(ph, dfl_bench_phase_name[p], json_real(ms_ph[p]));
     json_t *o = json_pack(
         "{s:s, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:i, "
-        "s:i, s:f, s:f, s:f}",
+        "s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
         "spec", spec_file, "backend", tr->be.name, "steps", (json_int_t)done, "step_ms", step_ms, "seq_tokens_per_s", tps,
         "tflop_per_step", fl_step / 1e12, "tflops", tflops, "mfu", tflops / PEAK_TFLOPS, "drafter_only", drafter_only,
         "positions_per_s", positions / (step_ms * 1e-3), "tflop_per_step_peer_count", (fl_step + fl_peer_extra) / 1e12,
@@ -496,7 +402,9 @@ int dfl_cmd_bench(int argc, char **argv) {
         (json_int_t)tr->be.arena_bytes, "mem_min", (json_int_t)tr->mem_min, "mem_max", (json_int_t)tr->mem_max,
         "mem_before", (json_int_t)tr->be.mem_before, "graph_launches_per_step", accum + 1, "target_fp8", fp8,
         "joules_per_step", joules >= 0 ? joules / (double)done : -1.0, "watts_avg", joules >= 0 ? joules / dt : -1.0,
-        "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0);
+        "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0, "floor_gemm_ms", floor_ ? fl_g.ms : -1.0,
+        "floor_gemm_joules", floor_ && !fl_g.nonfinite ? fl_g.joules : -1.0, "floor_attention_ms", floor_ ? fl_a.ms : -1.0,
+        "floor_attention_joules", floor_ && !fl_a.nonfinite ? fl_a.joules : -1.0);
     if (!o) {
       fprintf(stderr, "dflc bench: %s: the spec's path is not UTF-8, which JSON cannot hold: %s not written\n", spec_file,
               json);

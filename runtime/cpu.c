@@ -72,7 +72,39 @@ oom:
   return DFL_ENOMEM;
 }
 
+int dfl_cpu_unshared(dfl_cpu *c, const struct dfl_plan *plan, int on) {
+  const dfl_graph *g = c->g;
+  if (!on) {
+    if (c->planned_buf) memcpy(c->buf, c->planned_buf, sizeof *c->buf * (size_t)g->nt);
+    free(c->planned_buf);
+    free(c->priv);
+    c->planned_buf = c->priv = NULL;
+    return DFL_OK;
+  }
+  if (!plan || c->planned_buf) return DFL_OK;
+  size_t total = 0;
+  for (int i = 0; i < g->nt; i++)
+    if (plan->first[i] >= 0 && plan->offset[i] >= 0)
+      total += ((size_t)dfl_tensor_numel(&g->t[i]) * dfl_cpu_elem_size(&g->t[i], c->f64) + 63) / 64 * 64;
+  c->planned_buf = malloc(sizeof *c->buf * (size_t)(g->nt + 1));
+  c->priv = calloc(1, total ? total : 1); /* 16-byte aligned, the tensors at 64-byte steps */
+  if (!c->planned_buf || !c->priv) {
+    free(c->planned_buf); free(c->priv);
+    c->planned_buf = c->priv = NULL;
+    return DFL_ENOMEM;
+  }
+  memcpy(c->planned_buf, c->buf, sizeof *c->buf * (size_t)g->nt);
+  size_t off = 0;
+  for (int i = 0; i < g->nt; i++)
+    if (plan->first[i] >= 0 && plan->offset[i] >= 0) {
+      c->buf[i] = (char *)c->priv + off;
+      off += ((size_t)dfl_tensor_numel(&g->t[i]) * dfl_cpu_elem_size(&g->t[i], c->f64) + 63) / 64 * 64;
+    }
+  return DFL_OK;
+}
+
 void dfl_cpu_free(dfl_cpu *c) {
+  dfl_cpu_unshared(c, NULL, 0);
   if (c->owned)
     for (int i = 0; i < c->n_owned; i++) free(c->owned[i]);
   free(c->owned);

@@ -21,6 +21,8 @@ typedef struct dfl_cpu {
   size_t arena_bytes;
   void **owned;       /* allocations to free */
   int n_owned;
+  void **planned_buf; /* dfl_cpu_unshared: buf as planned, while the private copy is on */
+  void *priv;
 } dfl_cpu;
 
 /* Element size the CPU backend uses for a tensor (4 or 8 for floats, 4 for ints). */
@@ -36,6 +38,12 @@ void dfl_cpu_free(dfl_cpu *c);
 int dfl_cpu_run(dfl_cpu *c, unsigned phase_mask);
 #define DFL_PH_ALL 0xffffffffu
 #define DFL_PH_STEP (DFL_PH_ALL & ~(1u << DFL_PH_OPTIMIZER))
+
+/* on = 1: every per-step tensor of plan (the one c was opened with) moves to bytes of its own, so
+** that any subset of the ops can run in order and read what a step wrote (dflc bench --floor; the
+** plan lets tensors never live at once share bytes). Their contents are not copied: run a step
+** first. on = 0: back to the plan's arena. */
+int dfl_cpu_unshared(dfl_cpu *c, const struct dfl_plan *plan, int on);
 
 /* Run a single op (used by the op tests). */
 int dfl_cpu_run_op(dfl_cpu *c, int op_index);

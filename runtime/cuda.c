@@ -100,6 +100,11 @@ struct dfl_cuda_impl {
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
   cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
+  /* dfl_cuda_unshared: the planned pointers, op scratch and tensor maps, and the private allocation */
+  void **planned_ptr;
+  char **planned_scr;
+  void **planned_tm;
+  char *priv;
   cudaEvent_t fork, join[2];
 };
 
@@ -696,8 +701,88 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
   return DFL_OK;
 }
 
+/* The attention tensor maps hold the tensors' addresses: rebuilt for the private copy, kept aside
+** for the planned one. */
+static int unshared_tmaps(dfl_cuda *c, int on) {
+  struct dfl_cuda_impl *im = c->impl;
+  for (int i = 0; i < c->g->nops; i++) {
+    if (!im->planned_tm[i]) continue;
+    if (on) {
+      im->ops[i].tmaps = NULL;
+      att_tc_t tc;
+      const dfl_op *op = &c->g->ops[i];
+      if (!att_tc(c, op, &tc)) return DFL_ERR;
+      TRY(att_tmaps(c, op, &im->ops[i], tc.wgkv != 0));
+    } else {
+      if (im->ops[i].tmaps && im->ops[i].tmaps != im->planned_tm[i]) cudaFree(im->ops[i].tmaps);
+      im->ops[i].tmaps = im->planned_tm[i];
+    }
+  }
+  return DFL_OK;
+}
+
+int dfl_cuda_unshared(dfl_cuda *c, const struct dfl_plan *plan, int on) {
+  struct dfl_cuda_impl *im = c->impl;
+  const dfl_graph *g = c->g;
+  if (!on) {
+    if (!im->planned_ptr) return DFL_OK;
+    TRY(dfl_cuda_sync(c));
+    unshared_tmaps(c, 0);
+    memcpy(c->ptr, im->planned_ptr, sizeof *c->ptr * (size_t)g->nt);
+    for (int i = 0; i < g->nops; i++) im->ops[i].scratch = im->planned_scr[i];
+    free(im->planned_ptr); free(im->planned_scr); free(im->planned_tm);
+    im->planned_ptr = NULL; im->planned_scr = NULL; im->planned_tm = NULL;
+    cudaFree(im->priv);
+    im->priv = NULL;
+    return DFL_OK;
+  }
+  if (!plan || im->planned_ptr) return DFL_OK; /* unplanned: nothing shares bytes but the scratch, used one op at a time */
+  size_t total = 0;
+  for (int i = 0; i < g->nt; i++)
+    if (plan->first[i] >= 0 && plan->offset[i] >= 0) total += align_up((size_t)dfl_tensor_bytes(&g->t[i]));
+  for (int i = 0; i < g->nops; i++) total += align_up((size_t)dfl_plan_cuda_op_scratch(g, &g->ops[i]));
+  TRY(dfl_cuda_sync(c));
+  cudaError_t e = cudaMalloc((void **)&im->priv, total ? total : ALIGN);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    im->priv = NULL;
+    fprintf(stderr, "dflc: cuda backend: no room for an unshared copy of the step's tensors (%.2f GiB): %s\n",
+            total / 1073741824.0, cudaGetErrorString(e));
+    return DFL_ENOMEM;
+  }
+  CU(cudaMemset(im->priv, 0, total));
+  im->planned_ptr = malloc(sizeof *c->ptr * (size_t)(g->nt + 1));
+  im->planned_scr = malloc(sizeof(char *) * (size_t)(g->nops + 1));
+  im->planned_tm = malloc(sizeof(void *) * (size_t)(g->nops + 1));
+  if (!im->planned_ptr || !im->planned_scr || !im->planned_tm) {
+    free(im->planned_ptr); free(im->planned_scr); free(im->planned_tm);
+    im->planned_ptr = NULL; im->planned_scr = NULL; im->planned_tm = NULL;
+    cudaFree(im->priv);
+    im->priv = NULL;
+    return DFL_ENOMEM;
+  }
+  memcpy(im->planned_ptr, c->ptr, sizeof *c->ptr * (size_t)g->nt);
+  size_t off = 0;
+  for (int i = 0; i < g->nt; i++)
+    if (plan->first[i] >= 0 && plan->offset[i] >= 0) {
+      c->ptr[i] = im->priv + off;
+      off += align_up((size_t)dfl_tensor_bytes(&g->t[i]));
+    }
+  for (int i = 0; i < g->nops; i++) {
+    im->planned_scr[i] = im->ops[i].scratch;
+    im->planned_tm[i] = im->ops[i].tmaps;
+    size_t s = align_up((size_t)dfl_plan_cuda_op_scratch(g, &g->ops[i]));
+    if (s) im->ops[i].scratch = im->priv + off;
+    off += s;
+  }
+  int rc = unshared_tmaps(c, 1);
+  if (rc) dfl_cuda_unshared(c, plan, 0);
+  return rc;
+}
+
 void dfl_cuda_free(dfl_cuda *c) {
   struct dfl_cuda_impl *im = c->impl;
+  if (im && im->planned_ptr) dfl_cuda_unshared(c, NULL, 0);
   if (im) {
     for (int i = 0; i < im->nexec; i++) cudaGraphExecDestroy(im->execs[i].exec);
     for (int i = 0; im->ops && i < c->g->nops; i++) {

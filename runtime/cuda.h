@@ -47,6 +47,13 @@ int dfl_cuda_run_op(dfl_cuda *c, int op_index);
 ** its other ops launch nothing; any other op as dfl_cuda_run_op. */
 int dfl_cuda_run_op_grouped(dfl_cuda *c, int op_index);
 int dfl_cuda_sync(dfl_cuda *c);
+/* on = 1: every per-step tensor of plan (the one c was initialized with) and every op's scratch
+** move to bytes of their own (one more allocation, the sum of their sizes), so that any subset of
+** the ops can be launched in order and read what a step wrote: dflc bench --floor. The plan lets
+** tensors never live at once share bytes, which such a subset would otherwise read over. Contents
+** are not copied (run a step eagerly first); the captured graphs keep the planned addresses and
+** must not be replayed until on = 0 restores them and frees the copy. */
+int dfl_cuda_unshared(dfl_cuda *c, const struct dfl_plan *plan, int on);
 /* The backend's stream (a cudaStream_t): callers order their own async copies and events on it. */
 void *dfl_cuda_stream(dfl_cuda *c);
 

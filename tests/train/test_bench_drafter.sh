@@ -33,7 +33,7 @@ rc=$?; cat "$T/d.log"
 grep -Eq "^drafter positions/s: [0-9]+" "$T/d.log" || fail "no 'drafter positions/s' line"
 grep -q "drafter alone" "$T/d.log" || fail "the header does not say drafter alone"
 grep -q "^  target forward" "$T/d.log" && fail "a target forward phase in drafter-only mode"
-(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 4 --warmup 1 --phase-steps 1 --json c.json --gemms) > "$T/c.log" 2>&1 \
+(cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 4 --warmup 1 --phase-steps 1 --json c.json --gemms --floor) > "$T/c.log" 2>&1 \
   || fail "colocated bench exited $?"
 # --ops: one row per (phase, op kind), the GEMMs of every phase among them, rows adding up to the total
 for row in "target forward +matmul" "drafter forward +matmul" "backward +matmul" "loss +linear_ce" "optimizer +adamw"; do
@@ -60,6 +60,20 @@ awk 'function phase(last,   p, j) { p = $1; for (j = 2; j <= last; j++) p = p " 
            if (np < 3) { print "matmul rows of --ops: " np; bad = 1 }
            exit bad }' "$T/c.log" || fail "--gemms table inconsistent with --ops"
 
+# --floor: its two passes run the GEMMs and loss head, then those and the attention: exactly the ops of
+# those kinds that --ops counted. Before the passes ran on a private copy of the step's tensors, the CPU
+# backend stopped here (the loss head's labels overwritten by a GEMM the plan let share their bytes).
+awk '/^ops \(/ { ops = 1 } /^GEMMs by shape/ { ops = 0 }
+     ops && /^  [a-z]/ { for (i = 1; i <= NF; i++) if ($i ~ /^(matmul|linear_ce|attention|attention_bwd)$/) {
+       n[$i == "matmul" || $i == "linear_ce" ? "g" : "a"] += $(i + 1) } }
+     function nops(   m) { m = match($0, /\([0-9]+ ops/); return m ? substr($0, RSTART + 1, RLENGTH - 5) + 0 : -1 }
+     /^floor: GEMMs and loss head alone \(/ { fg = nops(); gl++; if (!match($0, /: [0-9.]+ ms\/step/)) bad = 1 }
+     /^floor: GEMMs, loss head and attention alone \(/ { fa = nops(); al++; if (!match($0, /: [0-9.]+ ms\/step/)) bad = 1 }
+     /NOTE: .* not finite/ { print "non-finite values after the floor: " $0; bad = 1 }
+     END { if (gl != 1 || al != 1) { print "floor lines: " gl " and " al; exit 1 }
+           if (fg != n["g"] || fa != n["g"] + n["a"]) { print "floor ops " fg ", " fa " vs --ops " n["g"] ", " n["g"] + n["a"]; exit 1 }
+           exit bad }' "$T/c.log" || fail "--floor lines wrong"
+
 num() { sed -E "s/.*\"$2\":([-0-9.e+]+).*/\1/" "$1"; }
 # the spread of the step time: min <= median <= max, all positive, the median near the mean
 if [ -f "$T/c.json" ]; then
@@ -75,6 +89,14 @@ if [ -f "$T/c.json" ]; then
     [ "$(num "$T/c.json" $f)" = "-1.000" ] || [ "$(num "$T/c.json" $f)" = "-1.0" ] || fail "$f on the CPU: $(num "$T/c.json" $f)"
   done
   grep -q "^energy:" "$T/c.log" && fail "an energy line on the CPU backend"
+  for f in floor_gemm_ms floor_attention_ms; do
+    awk -v v="$(num "$T/c.json" $f)" 'BEGIN { exit !(v > 0) }' || fail "$f: $(num "$T/c.json" $f)"
+  done
+  for f in floor_gemm_joules floor_attention_joules; do
+    [ "$(num "$T/c.json" $f)" = "-1.0" ] || fail "$f on the CPU: $(num "$T/c.json" $f)"
+  done
+  # without --floor the JSON says not measured
+  awk -v v="$(num "$T/d.json" floor_gemm_ms)" 'BEGIN { exit !(v == -1) }' || fail "floor_gemm_ms without --floor: $(num "$T/d.json" floor_gemm_ms)"
 fi
 H=$(sed -nE 's/.*"hidden_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
 V=$(sed -nE 's/.*"vocab_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
