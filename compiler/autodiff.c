@@ -173,6 +173,10 @@ static int backward_op(ad *s, int oi) {
     break;
   }
   case DFL_OP_SWIGLU: {
+    if (op.n_out == 2) { /* FP8: fusion runs after autodiff, on the frozen target only */
+      fprintf(stderr, "dflc: autodiff (%s): a quantized SWIGLU (dfl_fuse_quant) has no backward\n", op.label);
+      return DFL_ERR;
+    }
     int gt = op.in[0], up = op.in[1], d = real_grad(s, y);
     int dg = new_like(s, gt, ".grad"), du = new_like(s, up, ".grad");
     int in[3] = {gt, up, d}, out[2] = {dg, du};

@@ -49,7 +49,7 @@ static int op_family(dfl_opcode c, const char **kernels) {
   case DFL_OP_RMSNORM: f = DFL_KF_RMSNORM; k = "dfl_rmsnorm_v dfl_rmsnorm dfl_rmsnorm_q2 dfl_rmsnorm_q4"; break;
   case DFL_OP_ROPE: f = DFL_KF_ROPE; k = "dfl_rope_v dfl_rope"; break;
   case DFL_OP_ATTENTION: f = DFL_KF_ATTENTION; k = "dfl_attn_fwd"; break;
-  case DFL_OP_SWIGLU: k = "dfl_swiglu"; break;
+  case DFL_OP_SWIGLU: k = "dfl_swiglu dfl_swiglu_q2 dfl_swiglu_q4"; break;
   case DFL_OP_LINEAR_CE:
     f = DFL_KF_LCE; k = "dfl_lce_rows cublasLtMatmul dfl_lce_row cublasLtMatmul dfl_lce_num"; break;
   case DFL_OP_SCATTER_ADD: f = DFL_KF_GATHER; k = "dfl_scatter_add dfl_copy"; break;

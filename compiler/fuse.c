@@ -358,23 +358,30 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
 
 /*
 **   y = RMSNORM(x, w) {group = row} ; (q, s) = QUANT_F8(y)    ->    (q, rstd, s) = RMSNORM(x, w)
+**   h = SWIGLU(g, u)               ; (q, s) = QUANT_F8(h)    ->    (q, s) = SWIGLU(g, u)
 **
-** An FP8 target quantizes the outputs of its two norms per row for the next GEMMs, and reads them
-** nowhere else: the norm holds the row (the amax is one more block reduction), so it quantizes it
-** itself and y is never written nor re-read. Per element, bf16: 2 bytes written and 2 read saved
-** (examples/qwen3-8b-fp8.dfl: 68 of its 136 QUANT_F8; on one H200 the norms and their
-** quantizations went from 3.8 to 2.2 ms per step). The same rewrite for the SwiGLU before the down
-** projection was measured slower than the two separate kernels (5.3-5.9 ms against 4.8), so it is
-** not made. Legal when: y is an activation written by that norm alone and read by that QUANT_F8
-** alone; same phase; the norm's group is the whole row, of a multiple of 512 features up to 16384
-** or of 1024 up to 32768 (the CUDA kernel's block holds one row in registers, 16 or 32 features
-** per thread); nothing reads its rstd; x and w are not written between the two (the norm moves
-** down to the QUANT_F8's place); y is f32 or bf16. Numerics: both backends round y to its dtype
-** (a.mid_dtype) before quantizing, as the unfused graph stores it (the CPU's unfused graph keeps
-** f32 values: there, f32 graphs are bit-identical, bf16 ones differ by that rounding).
+** An FP8 target quantizes per row the outputs of its two norms (for q/k/v and gate/up) and of its
+** SwiGLU (for down), and reads them nowhere else: the producer holds the row (the amax is one more
+** block reduction), so it quantizes it itself and y is never written nor re-read. Per element,
+** bf16: 2 bytes written and 2 read saved. examples/qwen3-8b-fp8.dfl: 102 of its 136 QUANT_F8 (the
+** attention outputs' 34 stay apart). On one H200 the norms and their quantizations went from 3.8 to
+** 2.2 ms per step. The SwiGLU's was measured slower alone than its two kernels (5.3-5.9 ms against
+** 4.8, session 5), before the step was seen to run at the board's power cap, where the bytes moved
+** and not a kernel's time set the step (docs/performance.md, session 10: the SwiGLU's 9 bytes an
+** element become 5). DFL_FUSE_SWIGLU_Q=0 leaves it apart. Legal when: y is an activation written by
+** that producer alone and read by that QUANT_F8 alone; same phase; the row is a multiple of 512
+** features up to 16384 or of 1024 up to 32768 (the CUDA kernels' block holds one row in registers,
+** 16 or 32 features per thread); a norm's group is the whole row and nothing reads its rstd; the
+** producer's inputs are not written between the two (it moves down to the QUANT_F8's place); y is
+** f32 or bf16. Numerics: both backends round y to its dtype (a.mid_dtype) before quantizing, as the
+** unfused graph stores it (the CPU's unfused graph keeps f32 values: there, f32 graphs are
+** bit-identical, bf16 ones differ by that rounding). The quantized SwiGLU is never in place
+** (plan.c): a block's bytes land on other rows of g.
 */
 int dfl_fuse_quant(dfl_graph *g) {
   int nops = g->nops, fused = 0;
+  const char *sq = getenv("DFL_FUSE_SWIGLU_Q"); /* 0: the SwiGLU's stays a QUANT_F8 (before/after runs) */
+  const int swiglu_q = !(sq && !strcmp(sq, "0"));
   int *readers, *writers, *drop;
   if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
@@ -383,18 +390,19 @@ int dfl_fuse_quant(dfl_graph *g) {
     int y = qo->in[0], i = sole_producer(g, readers, writers, drop, y, j);
     if (i < 0) continue;
     const dfl_op *no = &g->ops[i];
-    if (no->code != DFL_OP_RMSNORM || no->n_in != 2 || no->n_out != 2 || no->phase != qo->phase || no->out[0] != y)
-      continue;
+    int norm = no->code == DFL_OP_RMSNORM && no->n_in == 2 && no->n_out == 2;
+    int swig = no->code == DFL_OP_SWIGLU && no->n_in == 2 && no->n_out == 1 && swiglu_q;
+    if (!(norm || swig) || no->phase != qo->phase || no->out[0] != y) continue;
     int64_t C = g->t[y].shape[g->t[y].ndim - 1];
     if (!(C % 512 == 0 && (C <= 16384 || (C % 1024 == 0 && C <= 32768)))) continue; /* the CUDA kernel's rows */
-    if (no->a.group != C || readers[no->out[1]] != 0) continue;
+    if (norm && (no->a.group != C || readers[no->out[1]] != 0)) continue;
     dfl_dtype md = g->t[y].dtype;
     if (md != DFL_F32 && md != DFL_BF16) continue;
     if (touched_between(g, drop, i, j, no->in[0], 0) || touched_between(g, drop, i, j, no->in[1], 0)) continue;
-    dfl_op f = *no; /* the norm, moved to j with the quantizer's outputs */
+    dfl_op f = *no; /* the producer, moved to j with the quantizer's outputs */
     f.out[0] = qo->out[0];
-    f.out[2] = qo->out[1];
-    f.n_out = 3;
+    f.out[norm ? 2 : 1] = qo->out[1];
+    f.n_out = norm ? 3 : 2;
     f.a.mid_dtype = (int)md;
     *qo = f;
     drop[i] = 1;

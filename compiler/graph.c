@@ -389,9 +389,11 @@ static void validate(const vctx *v, const dfl_attrs *a) {
   }
   case DFL_OP_ATTENTION: check_attention(v, a, 0); break;
   case DFL_OP_ATTENTION_BWD: check_attention(v, a, 1); break;
-  case DFL_OP_SWIGLU:
-    need_io(v, 2, 1);
-    need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
+  case DFL_OP_SWIGLU: /* quantized form (dfl_fuse_quant): out q f8e4m3, s[R] f32 */
+    need_io(v, 2, v->n_out == 2 ? 2 : 1);
+    need_float_in(v, 0), need_float_in(v, 1);
+    if (v->n_out == 2) need_quant_out(v, a, 0, 1, cols(TI(v, 0)));
+    else need_float_out(v, 0);
     need_same_shape_in(v, 0, 1);
     need_same_shape_out(v, 0, 0);
     break;

@@ -89,7 +89,9 @@ typedef enum {
                             out: o[b*Q, nh*hd], lse[b*Q*nh] f32     (a: batch,S,N,B, heads, kv_heads,
                             head_dim, window (0 = full layer), scale)
                           A fully masked row outputs 0 and passes no gradient.              */
-  DFL_OP_SWIGLU,       /* in: g, u [R,I] -> out = silu(g) * u */
+  DFL_OP_SWIGLU,       /* in: g, u [R,I] -> out = silu(g) * u
+                          Quantized form (dfl_fuse_quant): out q f8e4m3, s[R] f32: QUANT_F8 of
+                          the output rounded to a.mid_dtype, without it; no backward. */
   DFL_OP_LINEAR_CE,    /* fused frozen-head linear cross-entropy, streaming the vocabulary:
                           in: y[R,H], w_lm[V,H], labels[R] i32, weights[R] f32
                           out: num[1] f32      = sum_r weights[r] * CE_r   (rows with weight 0 skipped)

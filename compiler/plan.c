@@ -45,7 +45,8 @@ int dfl_plan_op_inplace_ok(dfl_opcode code) {
 /* Inputs an in-place op's output may alias (its elementwise operands). */
 static int inplace_inputs(const dfl_op *op) {
   switch (op->code) {
-  case DFL_OP_ADD: case DFL_OP_SWIGLU: return 2;
+  case DFL_OP_ADD: return 2;
+  case DFL_OP_SWIGLU: return op->n_out == 1 ? 2 : 0; /* the quantized form's blocks write bytes of other rows */
   case DFL_OP_SCALE: return 1;
   default: return 0;
   }

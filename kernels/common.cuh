@@ -165,3 +165,22 @@ __device__ __forceinline__ uint2 dfl_e4m3x8(const float *v, float inv) {
   o.y = dfl_e4m3x2(v[4] * inv, v[5] * inv) | (dfl_e4m3x2(v[6] * inv, v[7] * inv) << 16);
   return o;
 }
+/* The quantized forms (dfl_fuse_quant: RMSNORM, SWIGLU): a block holds its row of C = 8 * NCH *
+** blockDim.x features in registers (NCH chunks of 8 per thread, chunk c of thread t at features
+** 8 (c blockDim.x + t): coalesced); rowq_store rounds y to mid (the dtype the unfused graph stored it
+** in) and writes the bytes and scale of dfl_quant_f8. */
+template <int NCH>
+__device__ __forceinline__ void rowq_store(unsigned char *q, float *s, ll row, int C, float (&y)[NCH][8], int mid) {
+  __shared__ float red[32];
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < NCH; c++)
+#pragma unroll
+    for (int k = 0; k < 8; k++) y[c][k] = dfl_round_to(y[c][k], mid), amax = fmaxf(amax, fabsf(y[c][k]));
+  amax = block_max(amax, red);
+  const float inv = dfl_fp8_inv(amax);
+  if (threadIdx.x == 0) s[row] = dfl_fp8_scale(amax);
+#pragma unroll
+  for (int c = 0; c < NCH; c++)
+    *(uint2 *)(q + row * C + (c * blockDim.x + threadIdx.x) * 8) = dfl_e4m3x8(y[c], inv);
+}

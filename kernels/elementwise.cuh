@@ -1,5 +1,5 @@
 /*
-** elementwise.cuh: IOTA_MOD, ADD, SCALE, COPY, SWIGLU(+BWD), ACCUM, and the deterministic
+** elementwise.cuh: IOTA_MOD, ADD, SCALE, COPY, SWIGLU (and its quantized form) (+BWD), ACCUM, and the deterministic
 ** two-level reductions behind SUM and SUMSQ_ACC (partials per block, then one block adds them in a
 ** fixed order, so a replayed step gives bit-identical sums).
 ** ADD, SWIGLU, SWIGLU_BWD (the big ones: [tokens, intermediate] bf16) take 8 elements per thread
@@ -48,6 +48,33 @@ extern "C" __global__ void dfl_swiglu(void *out, int dto, const void *g, int dtg
     stf(out, dto, i, a * dfl_sigmoid(a) * ldf(u, dtu, i));
   }
 }
+/* SWIGLU's quantized form (dfl_fuse_quant; an FP8 target's input of its down projection): a block
+** per row (common.cuh rowq_store), h = silu(g) u as dfl_swiglu computes it: g and u read once, one
+** byte written per feature, h never stored (9 bytes an element unfused in bf16, 5 fused). */
+template <int NCH>
+__device__ __forceinline__ void swiglu_q(unsigned char *q, float *s, const void *g, int dtg, const void *u, int dtu,
+                                         int C, int mid) {
+  const ll row = blockIdx.x;
+  float y[NCH][8], b[8];
+#pragma unroll
+  for (int c = 0; c < NCH; c++) {
+    const ll o = row * C + (c * blockDim.x + threadIdx.x) * 8;
+    ld8(g, dtg, o, y[c]);
+    ld8(u, dtu, o, b);
+#pragma unroll
+    for (int k = 0; k < 8; k++) y[c][k] = y[c][k] * dfl_sigmoid(y[c][k]) * b[k];
+  }
+  rowq_store<NCH>(q, s, row, C, y, mid);
+}
+/* At most 40 registers: two blocks of the 8B's 768 threads fit an SM (the 46 it takes unbounded
+** leave room for one, and an SM whose only block sits at its barrier has no load in flight). */
+#define DFL_SWIGLU_Q(N, BOUND)                                                                                      \
+  extern "C" __global__ void BOUND dfl_swiglu_q##N(unsigned char *q, float *s, const void *g, int dtg,              \
+                                                   const void *u, int dtu, int C, int mid) {                        \
+    swiglu_q<N>(q, s, g, dtg, u, dtu, C, mid);                                                                      \
+  }
+DFL_SWIGLU_Q(2, __maxnreg__(40))
+DFL_SWIGLU_Q(4, __launch_bounds__(1024))
 /* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))) */
 extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
                                          const void *u, int dtu, const void *dy, int dtdy, ll n) {

@@ -158,25 +158,8 @@ extern "C" __global__ void dfl_rmsnorm_dw(void *dw, int dtdw, const float *part,
 }
 
 /* RMSNORM's quantized form (dfl_fuse_quant; G is the row): one block per row of C =
-** 8 * NCH * blockDim.x features, the row held in registers (NCH chunks of 8 per thread, chunk c of
-** thread t at features 8 (c blockDim.x + t): coalesced), y rounded to mid (the dtype the unfused
-** graph stored it in) and quantized as dfl_quant_f8 does. One read of the inputs, one byte written
-** per feature; y is never stored. */
-template <int NCH>
-__device__ __forceinline__ void rowq_store(unsigned char *q, float *s, ll row, int C, float (&y)[NCH][8], int mid) {
-  __shared__ float red[32];
-  float amax = 0.f;
-#pragma unroll
-  for (int c = 0; c < NCH; c++)
-#pragma unroll
-    for (int k = 0; k < 8; k++) y[c][k] = dfl_round_to(y[c][k], mid), amax = fmaxf(amax, fabsf(y[c][k]));
-  amax = block_max(amax, red);
-  const float inv = dfl_fp8_inv(amax);
-  if (threadIdx.x == 0) s[row] = dfl_fp8_scale(amax);
-#pragma unroll
-  for (int c = 0; c < NCH; c++)
-    *(uint2 *)(q + row * C + (c * blockDim.x + threadIdx.x) * 8) = dfl_e4m3x8(y[c], inv);
-}
+** 8 * NCH * blockDim.x features, the row held in registers (common.cuh rowq_store). One read of the
+** inputs, one byte written per feature; y is never stored. */
 template <int NCH>
 __device__ __forceinline__ void rmsnorm_q(unsigned char *q, float *s, float *rstd, const void *x, int dtx,
                                           const void *w, int dtw, int C, float eps, int mid) {

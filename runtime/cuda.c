@@ -36,7 +36,7 @@ enum {
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -46,7 +46,7 @@ static const char *kname[] = {
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
   "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128",
   "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -1006,6 +1006,13 @@ static int exec_op(dfl_cuda *c, int i) {
   }
   case DFL_OP_SWIGLU: {
     void *u = P(op->in[1]); int du = dt(c, op->in[1]);
+    if (op->n_out == 2) { /* quantized form (dfl_fuse_quant): a block per row */
+      void *sc = P(op->out[1]);
+      int C = (int)T(c, op->in[0])->shape[1], mid = at->mid_dtype, nch = rowq_nch(C, op);
+      void *a[] = {&o0, &sc, &i0, &d1, &u, &du, &C, &mid};
+      return nch ? launch2(c, nch == 2 ? K_SWIGLU_Q2 : K_SWIGLU_Q4, T(c, op->in[0])->shape[0], 1, C / (8 * nch), 0, a)
+                 : DFL_ESHAPE;
+    }
     void *a[] = {&o0, &d0, &i0, &d1, &u, &du, &n}; return launch(c, K_SWIGLU, n, a);
   }
   case DFL_OP_SWIGLU_BWD: {

@@ -223,16 +223,18 @@ static void case_fp8(int R, int K, int N, int addend) {
   dfl_graph_free(&g);
 }
 
-/* RMSNORM's quantized form (compiler/fuse.c dfl_fuse_quant: whole rows), fused into the same graph
-** on both backends; R odd. */
+/* The quantized forms of RMSNORM and SWIGLU (compiler/fuse.c dfl_fuse_quant: whole rows), fused into
+** the same graph on both backends; R odd. */
 static void case_fp8_fused(int R, int C) {
   dfl_graph g; dfl_graph_init(&g);
   int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), w = t1(&g, "w", ACT, DFL_T_INPUT, C);
-  int y = dfl_rmsnorm(&g, x, w, C, 1e-6, "y"), s1;
+  int gt = t2(&g, "gate", ACT, DFL_T_INPUT, R, C), up = t2(&g, "up", ACT, DFL_T_INPUT, R, C);
+  int y = dfl_rmsnorm(&g, x, w, C, 1e-6, "y"), s1, s2;
   dfl_quant_f8(&g, y, &s1, "norm8");
+  dfl_quant_f8(&g, dfl_swiglu(&g, gt, up, "h"), &s2, "swiglu8");
   int nf = dfl_fuse_quant(&g);
-  if (nf != 1) { fprintf(stderr, "FAIL fp8 fused norm R%d C%d: %d fused, want 1\n", R, C, nf); fails++; }
-  char nm[64]; snprintf(nm, sizeof nm, "fp8 fused norm R%d C%d", R, C);
+  if (nf != 2) { fprintf(stderr, "FAIL fp8 fused norm/swiglu R%d C%d: %d fused, want 2\n", R, C, nf); fails++; }
+  char nm[64]; snprintf(nm, sizeof nm, "fp8 fused norm+swiglu R%d C%d", R, C);
   run_case(nm, &g, NULL, 0, NULL, NULL);
   dfl_graph_free(&g);
 }

@@ -161,9 +161,10 @@ static void test_fuse(void) {
   free(out[0]), free(out[1]);
 }
 
-/* dfl_fuse_quant: RMSNORM (whole rows) absorbs the QUANT_F8 of its output, the SwiGLU's stays apart.
-** The fused bytes and scales must equal the unfused graph's y rounded to y's dtype (bf16: as the
-** GPU stores it; f32: unchanged) and quantized by runtime/fp8.h. Cases it must refuse stay unfused. */
+/* dfl_fuse_quant: RMSNORM (whole rows) and SWIGLU absorb the QUANT_F8 of their output (the SwiGLU's
+** unless DFL_FUSE_SWIGLU_Q=0). The fused bytes and scales must equal the unfused graph's y rounded to
+** y's dtype (bf16: as the GPU stores it; f32: unchanged) and quantized by runtime/fp8.h. Cases it
+** must refuse stay unfused. extra_read: 1 reads the norm's y twice, 2 the SwiGLU's. */
 static void fuse_quant_case(dfl_dtype dt, int C, int group, int extra_read, int rstd_read, int expect) {
   enum { NR = 5 };
   double *got[4], *ys[2] = {NULL, NULL};
@@ -176,7 +177,7 @@ static void fuse_quant_case(dfl_dtype dt, int C, int group, int extra_read, int 
     int sw = dfl_swiglu(&g, gt, up, "sw");
     int s1, s2;
     int q1 = dfl_quant_f8(&g, y, &s1, "q1"), q2 = dfl_quant_f8(&g, sw, &s2, "q2");
-    if (extra_read) (void)dfl_add(&g, y, y, "yy");
+    if (extra_read) (void)dfl_add(&g, extra_read == 1 ? y : sw, extra_read == 1 ? y : sw, "yy");
     if (rstd_read) {
       int rs = g.ops[g.t[y].producer].out[1], cp = dfl_tensor_1d(&g, "rs_copy", DFL_F32, DFL_T_ACT, dfl_tensor_numel(&g.t[rs]));
       dfl_op_add(&g, DFL_OP_COPY, &rs, 1, &cp, 1, NULL);
@@ -232,11 +233,15 @@ int main(void) {
   test_fuse();
   for (int b = 0; b < 2; b++) {
     dfl_dtype dt = b ? DFL_BF16 : DFL_F32;
-    fuse_quant_case(dt, 512, 512, 0, 0, 1);   /* the norm (never the SwiGLU) */
-    fuse_quant_case(dt, 1024, 64, 0, 0, 0);   /* per-head norm */
+    fuse_quant_case(dt, 512, 512, 0, 0, 2);   /* the norm and the SwiGLU */
+    fuse_quant_case(dt, 1024, 64, 0, 0, 1);   /* per-head norm: the SwiGLU only */
     fuse_quant_case(dt, 384, 384, 0, 0, 0);   /* rows not a multiple of 512 */
-    fuse_quant_case(dt, 512, 512, 1, 0, 0);   /* y read twice */
-    fuse_quant_case(dt, 512, 512, 0, 1, 0);   /* the norm's rstd is read */
+    fuse_quant_case(dt, 512, 512, 1, 0, 1);   /* the norm's y read twice: the SwiGLU only */
+    fuse_quant_case(dt, 512, 512, 2, 0, 1);   /* the SwiGLU's output read twice: the norm only */
+    fuse_quant_case(dt, 512, 512, 0, 1, 1);   /* the norm's rstd is read: the SwiGLU only */
+    setenv("DFL_FUSE_SWIGLU_Q", "0", 1);
+    fuse_quant_case(dt, 512, 512, 0, 0, 1);   /* switched off: the norm only */
+    unsetenv("DFL_FUSE_SWIGLU_Q");
   }
   if (fails) { fprintf(stderr, "ir_fp8: %d failures\n", fails); return 1; }
   printf("ir_fp8: ok\n");
