@@ -365,10 +365,10 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
 ** block reduction), so it quantizes it itself and y is never written nor re-read. Per element,
 ** bf16: 2 bytes written and 2 read saved. examples/qwen3-8b-fp8.dfl: 102 of its 136 QUANT_F8 (the
 ** attention outputs' 34 stay apart). On one H200 the norms and their quantizations went from 3.8 to
-** 2.2 ms per step. The SwiGLU's was measured slower alone than its two kernels (5.3-5.9 ms against
-** 4.8, session 5), before the step was seen to run at the board's power cap, where the bytes moved
-** and not a kernel's time set the step (docs/performance.md, session 10: the SwiGLU's 9 bytes an
-** element become 5). DFL_FUSE_SWIGLU_Q=0 leaves it apart. Legal when: y is an activation written by
+** 2.2 ms per step. The SwiGLU's (9 bytes an element become 5) was first dropped as slower alone
+** (session 5); its kernel now holds two blocks per SM, the 34 take 4.5 ms against ~5.0 for the
+** separate kernels, and the step is ~0.5 ms shorter, same losses (docs/performance.md, session 10).
+** DFL_FUSE_SWIGLU_Q=0 leaves it apart. Legal when: y is an activation written by
 ** that producer alone and read by that QUANT_F8 alone; same phase; the row is a multiple of 512
 ** features up to 16384 or of 1024 up to 32768 (the CUDA kernels' block holds one row in registers,
 ** 16 or 32 features per thread); a norm's group is the whole row and nothing reads its rstd; the
