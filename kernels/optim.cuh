@@ -172,6 +172,46 @@ __device__ __forceinline__ float sumsq_mt_run(const dfl_mt &t) {
   }
   return s;
 }
+/* The same sum when the group's gradients lie end to end in memory (the plan places them so:
+** runtime/cuda.c mt_run checks it), as one flat array of n values: 16-byte streaming loads, SUMSQ_U
+** in flight per thread, no tensor table. */
+template <int DT>
+__device__ __forceinline__ float sumsq_flat_run(const void *g, ll n) {
+  float s = 0.f;
+  const ll n8 = n >> 3, stride = (ll)gridDim.x * blockDim.x, t0 = (ll)blockIdx.x * blockDim.x + threadIdx.x;
+  for (ll v0 = t0; v0 < n8; v0 += SUMSQ_U * stride) {
+    float x[SUMSQ_U][8];
+#pragma unroll
+    for (int j = 0; j < SUMSQ_U; j++) {
+      const ll v = v0 + j * stride;
+      if (v < n8) {
+        if (DT == DT_BF16) {
+          uint4 u = __ldcs((const uint4 *)g + v);
+          unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+          for (int e = 0; e < 4; e++) x[j][2 * e] = __uint_as_float(w[e] << 16), x[j][2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+        } else {
+          float4 a = __ldcs((const float4 *)g + 2 * v), b = __ldcs((const float4 *)g + 2 * v + 1);
+          x[j][0] = a.x; x[j][1] = a.y; x[j][2] = a.z; x[j][3] = a.w; x[j][4] = b.x; x[j][5] = b.y; x[j][6] = b.z; x[j][7] = b.w;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) x[j][e] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < SUMSQ_U; j++)
+#pragma unroll
+      for (int e = 0; e < 8; e++) s += x[j][e] * x[j][e];
+  }
+  for (ll i = n8 * 8 + t0; i < n; i += stride) { float v = ldf(g, DT, i); s += v * v; }
+  return s;
+}
+extern "C" __global__ void dfl_sumsq_flat(float *part, const void *g, int dtg, ll n) {
+  float s = dtg == DT_BF16 ? sumsq_flat_run<DT_BF16>(g, n) : sumsq_flat_run<DT_F32>(g, n);
+  s = block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
 extern "C" __global__ void dfl_sumsq_mt(float *part, const dfl_mt t) {
   float s = t.dtg == DT_BF16 ? sumsq_mt_run<DT_BF16>(t) : t.dtg == DT_F32 ? sumsq_mt_run<DT_F32>(t) : sumsq_mt_run<-1>(t);
   s = block_sum(s);

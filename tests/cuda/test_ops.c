@@ -534,20 +534,27 @@ static void case_optimizer(void) {
 ** with one state): the kernels' table search crosses tensors, and each tensor has a ragged tail.
 ** keep: AdamW leaves the gradients as they are (a.keep_grad) instead of zeroing them; 2: the same
 ** through the per-tensor kernels (DFL_NO_MT); 3: larger tensors (several passes of the sum of
-** squares' grid) with gradients in the params' dtype (train.grads = bf16), kept. */
+** squares' grid) with gradients in the params' dtype (train.grads = bf16), kept; 4: as 3, the
+** gradients created one after the other with sizes of 256-byte multiples (but the last, whose odd
+** size leaves a tail of 1), so that unplanned they lie end to end as the plan places a model's, and
+** the sum of squares takes its flat kernel (dfl_sumsq_flat). */
 static void case_optimizer_mt(int keep) {
   if (keep == 2) setenv("DFL_NO_MT", "1", 1);
   dfl_graph g; dfl_graph_init(&g);
-  static const int small[3] = {37, 301, 1030}, large[3] = {100003, 1000001, 257};
-  const int *sz = keep >= 3 ? large : small;
+  static const int small[3] = {37, 301, 1030}, large[3] = {100003, 1000001, 257}, flat[3] = {128 * 781, 128 * 7813, 257};
+  const int *sz = keep == 4 ? flat : keep >= 3 ? large : small;
   int p[3], ms[3], m[3], v[3], gr[3];
+  for (int k = 0; k < 3 && keep == 4; k++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "grad%d", k); gr[k] = t1(&g, nm, ACT, DFL_T_GRAD, sz[k]);
+  }
   for (int k = 0; k < 3; k++) {
     char nm[32];
     snprintf(nm, sizeof nm, "param%d", k); p[k] = t1(&g, nm, ACT, DFL_T_PARAM, sz[k]);
     snprintf(nm, sizeof nm, "master%d", k); ms[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
     snprintf(nm, sizeof nm, "m%d", k); m[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
     snprintf(nm, sizeof nm, "v%d", k); v[k] = t1(&g, nm, DFL_F32, DFL_T_STATE, sz[k]);
-    snprintf(nm, sizeof nm, "grad%d", k); gr[k] = t1(&g, nm, keep >= 3 ? ACT : DFL_F32, DFL_T_GRAD, sz[k]);
+    if (keep != 4) { snprintf(nm, sizeof nm, "grad%d", k); gr[k] = t1(&g, nm, keep >= 3 ? ACT : DFL_F32, DFL_T_GRAD, sz[k]); }
   }
   int st = t1(&g, "state", DFL_F32, DFL_T_STATE, DFL_OPT_COUNT);
   int ssq = t1(&g, "sumsq", DFL_F32, DFL_T_STATE, 1), den = t1(&g, "den", DFL_F32, DFL_T_STATE, 1);
@@ -567,7 +574,8 @@ static void case_optimizer_mt(int keep) {
   static const char *nm[] = {"sumsq+opt_prep+adamw, 3 tensors (multi-tensor)",
                              "sumsq+opt_prep+adamw, 3 tensors (multi-tensor), grads kept",
                              "sumsq+opt_prep+adamw, 3 tensors (per-tensor kernels), grads kept",
-                             "sumsq+opt_prep+adamw, 3 large tensors (multi-tensor), grads in the params' dtype"};
+                             "sumsq+opt_prep+adamw, 3 large tensors (multi-tensor), grads in the params' dtype",
+                             "sumsq+opt_prep+adamw, 3 large tensors (multi-tensor), grads end to end (flat sum of squares)"};
   run_case(nm[keep], &g, f, 3, sc, NULL);
   unsetenv("DFL_NO_MT");
   dfl_graph_free(&g);
@@ -672,6 +680,7 @@ int main(void) {
     case_optimizer_mt(1);
     case_optimizer_mt(2);
     case_optimizer_mt(3);
+    case_optimizer_mt(4);
     case_fp8(37, 64, 48, 0);   /* vector path, odd M (cuBLASLt's FP8 wants N, K multiples of 16) */
     case_fp8(40, 4096, 96, 1); /* the 8B's K, with the addend */
     case_fp8(9, 77, 5, 0);     /* scalar path: QUANT only */
