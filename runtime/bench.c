@@ -303,12 +303,8 @@ int dfl_cmd_bench(int argc, char **argv) {
   double ms_ph[DFL_PH_COUNT] = {0};
   if (rc == DFL_OK) rc = phase_times(tr, (int)reps, ms_ph);
   if (rc == DFL_OK && ops) rc = dfl_bench_op_profile(tr, (int)reps, gemms);
-  /* last: its passes leave the tensors as no step would */
-  dfl_bench_floor fl_g = {0}, fl_a = {0};
-  if (rc == DFL_OK && floor_) rc = dfl_bench_floor_run(tr, 0, pw.lib ? &pw : NULL, &fl_g);
-  if (rc == DFL_OK && floor_) rc = dfl_bench_floor_run(tr, 1, pw.lib ? &pw : NULL, &fl_a);
-  dfl_power_close(&pw);
   if (rc) {
+    dfl_power_close(&pw);
     fprintf(stderr, "dflc bench: failed\n");
     free(at);
     dfl_train_close(tr);
@@ -381,13 +377,26 @@ int dfl_cmd_bench(int argc, char **argv) {
   } else if (tr->be.kind == DFL_BE_CUDA) {
     printf("energy: not measured: %s\n", pw.err[0] ? pw.err : "no NVML reading");
   }
+  /* Last, after everything above is printed: its passes leave the tensors as no step would, and it
+  ** needs device memory beside the plan (bench_ops.c), which a full device may not have: a floor that
+  ** cannot run loses nothing of the rest, and the command exits 1. */
+  dfl_bench_floor fl_g = {0}, fl_a = {0};
+  int floor_rc = DFL_OK;
   if (floor_) {
+    fflush(stdout);
     double per_step = drafter_only ? positions : (done > 0 ? tokens / (double)done : 0);
     const char *unit = drafter_only ? "drafter positions" : "sequence tokens";
-    floor_print("floor: GEMMs and loss head alone", &fl_g, per_step, unit);
-    floor_print("floor: GEMMs, loss head and attention alone", &fl_a, per_step, unit);
+    if ((floor_rc = dfl_bench_floor_run(tr, 0, pw.lib ? &pw : NULL, &fl_g)) == DFL_OK)
+      floor_print("floor: GEMMs and loss head alone", &fl_g, per_step, unit);
+    if (floor_rc == DFL_OK && (floor_rc = dfl_bench_floor_run(tr, 1, pw.lib ? &pw : NULL, &fl_a)) == DFL_OK)
+      floor_print("floor: GEMMs, loss head and attention alone", &fl_a, per_step, unit);
+    if (floor_rc != DFL_OK) {
+      printf("floor: not measured (the messages above say why)\n");
+      fl_g.ms = fl_a.ms = fl_g.joules = fl_a.joules = -1;
+    }
   }
-  int status = 0;
+  dfl_power_close(&pw);
+  int status = floor_rc == DFL_OK ? 0 : 1;
   if (json) { /* jansson: the spec's path may hold any character a JSON string must escape */
     json_t *ph = json_object();
     for (int p = 0; p < DFL_PH_COUNT; p++) json_object_set_new(ph, dfl_bench_phase_name[p], json_real(ms_ph[p]));
@@ -402,8 +411,8 @@ int dfl_cmd_bench(int argc, char **argv) {
         (json_int_t)tr->be.arena_bytes, "mem_min", (json_int_t)tr->mem_min, "mem_max", (json_int_t)tr->mem_max,
         "mem_before", (json_int_t)tr->be.mem_before, "graph_launches_per_step", accum + 1, "target_fp8", fp8,
         "joules_per_step", joules >= 0 ? joules / (double)done : -1.0, "watts_avg", joules >= 0 ? joules / dt : -1.0,
-        "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0, "floor_gemm_ms", floor_ ? fl_g.ms : -1.0,
-        "floor_gemm_joules", floor_ && !fl_g.nonfinite ? fl_g.joules : -1.0, "floor_attention_ms", floor_ ? fl_a.ms : -1.0,
+        "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0, "floor_gemm_ms", floor_ && fl_g.passes ? fl_g.ms : -1.0,
+        "floor_gemm_joules", floor_ && !fl_g.nonfinite ? fl_g.joules : -1.0, "floor_attention_ms", floor_ && fl_a.passes ? fl_a.ms : -1.0,
         "floor_attention_joules", floor_ && !fl_a.nonfinite ? fl_a.joules : -1.0);
     if (!o) {
       fprintf(stderr, "dflc bench: %s: the spec's path is not UTF-8, which JSON cannot hold: %s not written\n", spec_file,
