@@ -102,7 +102,7 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g);
 ** for reductions, RMSNORM_BWD, SCATTER_ADD and ATTENTION_BWD (cat ACT). */
 #define DFL_CUBLASLT_WS_BYTES (32ll << 20)
 #define DFL_RED_PARTS 1024          /* partial sums of SUM / SUMSQ_ACC reductions, at most */
-#define DFL_RMS_PARTS 256           /* partial dw rows of the vector RMSNORM_BWD kernel, at most */
+#define DFL_RMS_PARTS 512           /* partial dw rows of the vector RMSNORM_BWD kernel, at most */
 /* LINEAR_CE workspace layout: the logits of one chunk of rows over the whole vocabulary, [rows, V]
 ** (row stride V) in the head's dtype: bf16 logits, as the reference's bf16 matmul rounds them,
 ** with the log-sum-exp, argmax and counts taken in f32. Rows, not vocabulary columns, are chunked

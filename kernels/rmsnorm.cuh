@@ -97,7 +97,9 @@ extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_v(void *y, int dt
 /* dx as dfl_rmsnorm_bwd; dw: each thread sums dy xh of its 8 features over the groups it visits,
 ** the block adds its sub-groups in a fixed order and writes part[blockIdx.x][G] (no atomics:
 ** deterministic); dfl_rmsnorm_dw adds the gridDim.x partial rows in order. */
-extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_bwd_v(void *dx, int dtdx, float *part, const void *x,
+/* At most 48 registers (64 unbounded): two blocks of a 5120-feature row's 640 threads per SM instead
+** of one. */
+extern "C" __global__ void __maxnreg__(48) dfl_rmsnorm_bwd_v(void *dx, int dtdx, float *part, const void *x,
                                                                      int dtx, const void *w, int dtw,
                                                                      const float *rstd, const void *dy, int dtdy,
                                                                      const void *ad, int dtad, ll ngroups, int G) {
@@ -148,12 +150,22 @@ extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_bwd_v(void *dx, i
     part[(ll)blockIdx.x * G + i] = s;
   }
 }
-/* dw[i] = sum over the np partial rows, in order. */
+/* dw[i] = sum over the np partial rows in a fixed order: a block of 8 x 32 threads per 32 features,
+** thread (r, l) adds rows r, r + 8, ... of feature 32 blockIdx.x + l, then the 8 sums in order (one
+** thread per feature walking all np rows left a 128-feature norm's sum to 128 threads). */
 extern "C" __global__ void dfl_rmsnorm_dw(void *dw, int dtdw, const float *part, int np, int G) {
-  GRID_STRIDE(i, G) {
-    float s = 0.f;
-    for (int b = 0; b < np; b++) s += part[(ll)b * G + i];
-    stf(dw, dtdw, i, s);
+  __shared__ float red[8][33];
+  const int l = threadIdx.x & 31, r = threadIdx.x >> 5, i = blockIdx.x * 32 + l;
+  float s = 0.f;
+  if (i < G)
+    for (int b = r; b < np; b += 8) s += part[(ll)b * G + i];
+  red[r][l] = s;
+  __syncthreads();
+  if (r == 0 && i < G) {
+    float t = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) t += red[k][l];
+    stf(dw, dtdw, i, t);
   }
 }
 

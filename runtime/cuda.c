@@ -1075,12 +1075,16 @@ static int exec_op(dfl_cuda *c, int i) {
     void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
     int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w, dy, ad ? ad : o0}, (const int[]){d0, d1, dtw, ddy, dad}, 5);
     if (blk) { /* dw from DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
-      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per;
-      int np = (int)(nb < DFL_RMS_PARTS ? nb : DFL_RMS_PARTS), dto = dt(c, op->out[1]);
+      /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
+      ** the SMs' threads); DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons */
+      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = DFL_RMS_PARTS;
+      const char *ep = getenv("DFL_RMS_BWD_PARTS");
+      if (ep && atoi(ep) >= 1 && atoi(ep) <= DFL_RMS_PARTS) cap = atoi(ep);
+      int np = (int)(nb < cap ? nb : cap), dto = dt(c, op->out[1]);
       TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
       void *wout = P(op->out[1]);
       void *a2[] = {&wout, &dto, &dw, &np, &Gi};
-      return launch(c, K_RMSNORM_DW, Gi, a2);
+      return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
     }
     CU(cudaMemsetAsync(dw, 0, (size_t)Gi * 4, im->stream));
     TRY(launch_warps(c, K_RMSNORM_BWD, ng, (size_t)Gi * 4, a));
