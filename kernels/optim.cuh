@@ -85,6 +85,19 @@ __device__ __forceinline__ void ld4cs(const void *p, int dt, ll i, float *x) {
     x[0] = r.x; x[1] = r.y; x[2] = r.z; x[3] = r.w;
   } else for (int k = 0; k < 4; k++) x[k] = ldf(p, dt, i + k);
 }
+/* Eight, with one 16-byte load: DT_BF16 or DT_F32 only (the flat sum of squares). */
+template <int DT>
+__device__ __forceinline__ void ld8cs(const void *p, ll i, float *x) {
+  if (DT == DT_BF16) {
+    uint4 r = __ldcs((const uint4 *)((const unsigned short *)p + i));
+    unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++) x[2 * e] = __uint_as_float(w[e] << 16), x[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+  } else {
+    ld4cs<DT_F32>(p, DT_F32, i, x);
+    ld4cs<DT_F32>(p, DT_F32, i + 4, x + 4);
+  }
+}
 template <int DT>
 __device__ __forceinline__ void st4cs(void *p, int dt, ll i, const float *x) {
   if (DT == DT_BF16 || (DT < 0 && dt == DT_BF16)) {
@@ -185,15 +198,7 @@ __device__ __forceinline__ float sumsq_flat_run(const void *g, ll n) {
     for (int j = 0; j < SUMSQ_U; j++) {
       const ll v = v0 + j * stride;
       if (v < n8) {
-        if (DT == DT_BF16) {
-          uint4 u = __ldcs((const uint4 *)g + v);
-          unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-          for (int e = 0; e < 4; e++) x[j][2 * e] = __uint_as_float(w[e] << 16), x[j][2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
-        } else {
-          float4 a = __ldcs((const float4 *)g + 2 * v), b = __ldcs((const float4 *)g + 2 * v + 1);
-          x[j][0] = a.x; x[j][1] = a.y; x[j][2] = a.z; x[j][3] = a.w; x[j][4] = b.x; x[j][5] = b.y; x[j][6] = b.z; x[j][7] = b.w;
-        }
+        ld8cs<DT>(g, v * 8, x[j]);
       } else {
 #pragma unroll
         for (int e = 0; e < 8; e++) x[j][e] = 0.f;
