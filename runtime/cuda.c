@@ -733,6 +733,14 @@ static int unshared_tmaps(dfl_cuda *c, int on) {
   return DFL_OK;
 }
 
+/* Frees what dfl_cuda_unshared allocated (the pointers must be back to the planned ones). */
+static void unshared_free(struct dfl_cuda_impl *im) {
+  free(im->planned_ptr); free(im->planned_scr); free(im->planned_tm);
+  im->planned_ptr = NULL; im->planned_scr = NULL; im->planned_tm = NULL;
+  if (im->priv) cudaFree(im->priv);
+  im->priv = NULL;
+}
+
 int dfl_cuda_unshared(dfl_cuda *c, const struct dfl_plan *plan, int on) {
   struct dfl_cuda_impl *im = c->impl;
   const dfl_graph *g = c->g;
@@ -742,10 +750,7 @@ int dfl_cuda_unshared(dfl_cuda *c, const struct dfl_plan *plan, int on) {
     unshared_tmaps(c, 0);
     memcpy(c->ptr, im->planned_ptr, sizeof *c->ptr * (size_t)g->nt);
     for (int i = 0; i < g->nops; i++) im->ops[i].scratch = im->planned_scr[i];
-    free(im->planned_ptr); free(im->planned_scr); free(im->planned_tm);
-    im->planned_ptr = NULL; im->planned_scr = NULL; im->planned_tm = NULL;
-    cudaFree(im->priv);
-    im->priv = NULL;
+    unshared_free(im);
     return DFL_OK;
   }
   if (!plan || im->planned_ptr) return DFL_OK; /* unplanned: nothing shares bytes but the scratch, used one op at a time */
@@ -762,16 +767,16 @@ int dfl_cuda_unshared(dfl_cuda *c, const struct dfl_plan *plan, int on) {
             total / 1073741824.0, cudaGetErrorString(e));
     return DFL_ENOMEM;
   }
-  CU(cudaMemset(im->priv, 0, total));
   im->planned_ptr = malloc(sizeof *c->ptr * (size_t)(g->nt + 1));
   im->planned_scr = malloc(sizeof(char *) * (size_t)(g->nops + 1));
   im->planned_tm = malloc(sizeof(void *) * (size_t)(g->nops + 1));
   if (!im->planned_ptr || !im->planned_scr || !im->planned_tm) {
-    free(im->planned_ptr); free(im->planned_scr); free(im->planned_tm);
-    im->planned_ptr = NULL; im->planned_scr = NULL; im->planned_tm = NULL;
-    cudaFree(im->priv);
-    im->priv = NULL;
+    unshared_free(im);
     return DFL_ENOMEM;
+  }
+  if ((e = cudaMemset(im->priv, 0, total)) != cudaSuccess) {
+    unshared_free(im);
+    CU(e);
   }
   memcpy(im->planned_ptr, c->ptr, sizeof *c->ptr * (size_t)g->nt);
   size_t off = 0;
@@ -1079,7 +1084,8 @@ static int exec_op(dfl_cuda *c, int i) {
       ** the SMs' threads); DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons */
       int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = DFL_RMS_PARTS;
       const char *ep = getenv("DFL_RMS_BWD_PARTS");
-      if (ep && atoi(ep) >= 1 && atoi(ep) <= DFL_RMS_PARTS) cap = atoi(ep);
+      int ev = ep ? atoi(ep) : 0;
+      if (ev >= 1 && ev <= DFL_RMS_PARTS) cap = ev;
       int np = (int)(nb < cap ? nb : cap), dto = dt(c, op->out[1]);
       TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
       void *wout = P(op->out[1]);
