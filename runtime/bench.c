@@ -380,7 +380,7 @@ int dfl_cmd_bench(int argc, char **argv) {
   /* Last, after everything above is printed: its passes leave the tensors as no step would, and it
   ** needs device memory beside the plan (bench_ops.c), which a full device may not have: a floor that
   ** cannot run loses nothing of the rest, and the command exits 1. */
-  dfl_bench_floor fl_g = {0}, fl_a = {0};
+  dfl_bench_floor fl_g = {.ms = -1, .joules = -1}, fl_a = {.ms = -1, .joules = -1};
   int floor_rc = DFL_OK;
   if (floor_) {
     fflush(stdout);
@@ -390,10 +390,7 @@ int dfl_cmd_bench(int argc, char **argv) {
       floor_print("floor: GEMMs and loss head alone", &fl_g, per_step, unit);
     if (floor_rc == DFL_OK && (floor_rc = dfl_bench_floor_run(tr, 1, pw.lib ? &pw : NULL, &fl_a)) == DFL_OK)
       floor_print("floor: GEMMs, loss head and attention alone", &fl_a, per_step, unit);
-    if (floor_rc != DFL_OK) {
-      printf("floor: not measured (the messages above say why)\n");
-      fl_g.ms = fl_a.ms = fl_g.joules = fl_a.joules = -1;
-    }
+    if (floor_rc != DFL_OK) printf("floor: not measured (the messages above say why)\n");
   }
   dfl_power_close(&pw);
   int status = floor_rc == DFL_OK ? 0 : 1;
@@ -411,9 +408,9 @@ int dfl_cmd_bench(int argc, char **argv) {
         (json_int_t)tr->be.arena_bytes, "mem_min", (json_int_t)tr->mem_min, "mem_max", (json_int_t)tr->mem_max,
         "mem_before", (json_int_t)tr->be.mem_before, "graph_launches_per_step", accum + 1, "target_fp8", fp8,
         "joules_per_step", joules >= 0 ? joules / (double)done : -1.0, "watts_avg", joules >= 0 ? joules / dt : -1.0,
-        "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0, "floor_gemm_ms", floor_ && fl_g.passes ? fl_g.ms : -1.0,
-        "floor_gemm_joules", floor_ && !fl_g.nonfinite ? fl_g.joules : -1.0, "floor_attention_ms", floor_ && fl_a.passes ? fl_a.ms : -1.0,
-        "floor_attention_joules", floor_ && !fl_a.nonfinite ? fl_a.joules : -1.0);
+        "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0, "floor_gemm_ms", fl_g.ms,
+        "floor_gemm_joules", fl_g.nonfinite ? -1.0 : fl_g.joules, "floor_attention_ms", fl_a.ms,
+        "floor_attention_joules", fl_a.nonfinite ? -1.0 : fl_a.joules);
     if (!o) {
       fprintf(stderr, "dflc bench: %s: the spec's path is not UTF-8, which JSON cannot hold: %s not written\n", spec_file,
               json);

@@ -50,6 +50,16 @@ static int prof_cmp(const void *a, const void *b) {
   double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
   return (x < y) - (x > y);
 }
+/* Op i of the step, launched (GPU) or run (CPU) alone; a multi-tensor optimizer group's first op
+** launches the whole group, as the step's graphs do. */
+static int run_op(dfl_trainer *tr, int i) {
+#ifdef DFL_HAVE_CUDA
+  dfl_cuda *c = dfl_be_cuda_state(&tr->be);
+  if (c) return dfl_cuda_run_op_grouped(c, i);
+#endif
+  return tr->be.cpu ? dfl_cpu_run_op(tr->be.cpu, i) : DFL_ERR;
+}
+
 /* ms[i] += the mean time of op i over reps steps (after one warm-up step). */
 static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
   const dfl_graph *g = &tr->tg.g;
@@ -67,7 +77,7 @@ static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
     for (int r = 0; r <= reps && rc == DFL_OK; r++) { /* r = 0: warm-up, not counted */
       cudaEventRecord(ev[0], st);
       for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
-        rc = dfl_cuda_run_op_grouped(c, i); /* the optimizer's kernels as the step runs them */
+        rc = run_op(tr, i); /* the optimizer's kernels as the step runs them */
         cudaEventRecord(ev[i + 1], st);
       }
       if (rc == DFL_OK && cudaStreamSynchronize(st) != cudaSuccess) rc = DFL_ERR;
@@ -87,7 +97,7 @@ static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
   for (int r = 0; r <= reps && rc == DFL_OK; r++)
     for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
       double t0 = dfl_bench_clock();
-      rc = dfl_cpu_run_op(tr->be.cpu, i);
+      rc = run_op(tr, i);
       if (r > 0) ms[i] += 1e3 * (dfl_bench_clock() - t0) / reps;
     }
   return rc;
@@ -160,24 +170,11 @@ int dfl_bench_op_profile(dfl_trainer *tr, int reps, int gemms) {
   return rc;
 }
 
-/* --floor */
-static int floor_pass(dfl_trainer *tr, const int *idx, int n) {
-  int rc = DFL_OK;
-#ifdef DFL_HAVE_CUDA
-  dfl_cuda *c = dfl_be_cuda_state(&tr->be);
-  if (c) {
-    for (int k = 0; k < n && rc == DFL_OK; k++) rc = dfl_cuda_run_op(c, idx[k]);
-    return rc;
-  }
-#endif
-  if (!tr->be.cpu) return DFL_ERR;
-  for (int k = 0; k < n && rc == DFL_OK; k++) rc = dfl_cpu_run_op(tr->be.cpu, idx[k]);
-  return rc;
-}
-
+/* --floor: `passes` passes over the ops idx[0..n), then a sync */
 static int floor_passes(dfl_trainer *tr, const int *idx, int n, int passes) {
   int rc = DFL_OK;
-  for (int p = 0; p < passes && rc == DFL_OK; p++) rc = floor_pass(tr, idx, n);
+  for (int p = 0; p < passes && rc == DFL_OK; p++)
+    for (int k = 0; k < n && rc == DFL_OK; k++) rc = run_op(tr, idx[k]);
   return rc == DFL_OK ? dfl_be_sync(&tr->be) : rc;
 }
 
@@ -240,7 +237,7 @@ int dfl_bench_floor_run(dfl_trainer *tr, int with_attention, dfl_power *pw, dfl_
   ** backend (tests, small specs) has no power state to reach: one pass, then two */
   const double warm_s = gpu ? 2.0 : 0, timed_s = gpu ? 3.0 : 0;
   memset(f, 0, sizeof *f);
-  f->joules = f->watts = -1;
+  f->ms = f->joules = f->watts = -1;
   int *idx = malloc(sizeof(int) * (size_t)(g->nops + 1)), n = 0;
   if (!idx) return DFL_ENOMEM;
   for (int i = 0; i < g->nops; i++) {
@@ -269,9 +266,11 @@ int dfl_bench_floor_run(dfl_trainer *tr, int with_attention, dfl_power *pw, dfl_
   if (rc == DFL_OK) rc = floor_passes(tr, idx, n, 1);
   double dt = dfl_bench_clock() - t;
   if (pw_ok) pw_ok = dfl_power_read(pw, &e1) == DFL_OK;
-  f->passes = timed;
-  f->ms = 1e3 * dt / timed * accum;
-  if (pw_ok) {
+  if (rc == DFL_OK) {
+    f->passes = timed;
+    f->ms = 1e3 * dt / timed * accum;
+  }
+  if (rc == DFL_OK && pw_ok) {
     f->joules = (double)(e1.energy_mj - e0.energy_mj) * 1e-3 / timed * accum;
     f->watts = (double)(e1.energy_mj - e0.energy_mj) * 1e-3 / dt;
     f->sm_mhz = em.sm_mhz;

@@ -24,7 +24,7 @@ typedef struct dfl_bench_floor {
   int nops;                 /* ops in one pass (one micro-step) */
   int passes;               /* timed passes */
   double warm_s;            /* seconds of passes before the timed ones */
-  double ms;                /* per step */
+  double ms;                /* per step; -1: not measured (the run failed) */
   double tflop;             /* per step, dfl_op_flops */
   double joules, watts;     /* per step and average; -1: not measured (CPU, no NVML) */
   unsigned sm_mhz, limit_mw;
