@@ -23,6 +23,17 @@ __device__ __forceinline__ unsigned short dfl_f2bf(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
 }
+/* Two floats to packed bf16 (lo in the low half), rounded to nearest even as dfl_f2bf: one cvt on
+** sm_80+ (a NaN becomes the canonical 0x7fff there rather than its quieted payload). */
+__device__ __forceinline__ unsigned dfl_f2bf2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return (unsigned)dfl_f2bf(lo) | ((unsigned)dfl_f2bf(hi) << 16);
+#endif
+}
 __device__ __forceinline__ float dfl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
@@ -90,11 +101,9 @@ __device__ __forceinline__ void st8(void *p, int dt, ll i, const float *v) {
   if (dt == DT_BF16 || dt == DT_F16) {
     unsigned w[4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-      unsigned lo = dt == DT_BF16 ? dfl_f2bf(v[2 * k]) : dfl_f2h(v[2 * k]);
-      unsigned hi = dt == DT_BF16 ? dfl_f2bf(v[2 * k + 1]) : dfl_f2h(v[2 * k + 1]);
-      w[k] = lo | (hi << 16);
-    }
+    for (int k = 0; k < 4; k++)
+      w[k] = dt == DT_BF16 ? dfl_f2bf2(v[2 * k], v[2 * k + 1])
+                           : (unsigned)dfl_f2h(v[2 * k]) | ((unsigned)dfl_f2h(v[2 * k + 1]) << 16);
     *(uint4 *)((unsigned short *)p + i) = make_uint4(w[0], w[1], w[2], w[3]);
   } else if (dt == DT_F32) {
     float4 *q = (float4 *)((float *)p + i);
@@ -176,7 +185,13 @@ __device__ __forceinline__ void rowq_store(unsigned char *q, float *s, ll row, i
 #pragma unroll
   for (int c = 0; c < NCH; c++)
 #pragma unroll
-    for (int k = 0; k < 8; k++) y[c][k] = dfl_round_to(y[c][k], mid), amax = fmaxf(amax, fabsf(y[c][k]));
+    for (int k = 0; k < 8; k += 2) {
+      if (mid == DT_BF16) { /* one cvt per pair (dfl_f2bf2) */
+        const unsigned p = dfl_f2bf2(y[c][k], y[c][k + 1]);
+        y[c][k] = __uint_as_float(p << 16), y[c][k + 1] = __uint_as_float(p & 0xffff0000u);
+      } else y[c][k] = dfl_round_to(y[c][k], mid), y[c][k + 1] = dfl_round_to(y[c][k + 1], mid);
+      amax = fmaxf(amax, fmaxf(fabsf(y[c][k]), fabsf(y[c][k + 1])));
+    }
   amax = block_max(amax, red);
   const float inv = dfl_fp8_inv(amax);
   if (threadIdx.x == 0) s[row] = dfl_fp8_scale(amax);

@@ -201,3 +201,111 @@ __device__ __forceinline__ void rmsnorm_q(unsigned char *q, float *s, float *rst
   }
 DFL_RMSNORM_Q(2)
 DFL_RMSNORM_Q(4)
+
+/* Warp-per-row forms (session 11; runtime/cuda.c takes them for bf16 x, w (and y) and rows of
+** G = 256 V features, V <= 32, unless DFL_RMS_WARP=0). A warp holds its row in registers as packed
+** bf16 (V of VMAX 16-byte vectors per lane), so each lane has V loads in flight and the sum of squares
+** needs no barrier. The block-per-row kernels above keep one 16-byte load in flight per thread
+** between two barriers: 1.4-1.9 TB/s in the 8B step. bf16 only: with a dtype switch per access the
+** unrolled rows took 300 KB of code. Values as theirs: x_i r w_i, r from the f32 sum of squares
+** (taken in another order: r can differ in its last bit). */
+__device__ __forceinline__ void bf8(uint4 u, float *v) {
+  unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) v[2 * k] = __uint_as_float(w[k] << 16), v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+}
+/* Loads row `row` (G = 256 V) into raw (lane's vector j: features (32 j + lane) 8 ..+8) and returns
+** its 1 / rms. */
+template <int VMAX>
+__device__ __forceinline__ float rmsw_load(uint4 (&raw)[VMAX], const void *x, ll row, int V, float eps) {
+  const uint4 *xr = (const uint4 *)((const unsigned short *)x + row * (ll)(V * 256)) + (threadIdx.x & 31);
+#pragma unroll
+  for (int j = 0; j < VMAX; j++)
+    if (j < V) raw[j] = xr[j * 32];
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < VMAX; j++)
+    if (j < V) {
+      float v[8];
+      bf8(raw[j], v);
+#pragma unroll
+      for (int k = 0; k < 8; k++) ss += v[k] * v[k];
+    }
+  return rsqrtf(warp_sum(ss) / (V * 256) + eps);
+}
+/* lane's 8 values of vector j, normalized: x r w */
+__device__ __forceinline__ void rmsw_y(uint4 raw, const void *w, int f, float r, float *v) {
+  float wv[8];
+  bf8(raw, v);
+  bf8(*(const uint4 *)((const unsigned short *)w + f), wv);
+#pragma unroll
+  for (int k = 0; k < 8; k++) v[k] = v[k] * r * wv[k];
+}
+/* y = x r w, one warp per row, 4 rows per 128-thread block */
+template <int VMAX>
+__device__ __forceinline__ void rmsnorm_w(void *y, float *rstd, const void *x, const void *w, ll ngroups, int V,
+                                          float eps) {
+  const ll row = (ll)blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (row >= ngroups) return;   /* no barrier below */
+  const int lane = threadIdx.x & 31;
+  uint4 raw[VMAX];
+  const float r = rmsw_load<VMAX>(raw, x, row, V, eps);
+  if (lane == 0) rstd[row] = r;
+#pragma unroll
+  for (int j = 0; j < VMAX; j++)
+    if (j < V) {
+      const int f = (j * 32 + lane) * 8;
+      float v[8];
+      rmsw_y(raw[j], w, f, r, v);
+      *(uint4 *)((unsigned short *)y + row * (ll)(V * 256) + f) =
+          make_uint4(dfl_f2bf2(v[0], v[1]), dfl_f2bf2(v[2], v[3]), dfl_f2bf2(v[4], v[5]), dfl_f2bf2(v[6], v[7]));
+    }
+}
+/* The quantized form (dfl_fuse_quant) as rmsnorm_q: y rounded to bf16 (the unfused graph's
+** intermediate) replaces x in the registers, the row's amax over a warp, then E4M3 bytes and the row
+** scale as dfl_quant_f8; y is never stored. */
+template <int VMAX>
+__device__ __forceinline__ void rmsnorm_wq(unsigned char *q, float *s, float *rstd, const void *x, const void *w,
+                                           ll ngroups, int V, float eps) {
+  const ll row = (ll)blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (row >= ngroups) return;
+  const int lane = threadIdx.x & 31;
+  uint4 raw[VMAX];
+  const float r = rmsw_load<VMAX>(raw, x, row, V, eps);
+  if (lane == 0) rstd[row] = r;
+  float amax = 0.f;
+#pragma unroll
+  for (int j = 0; j < VMAX; j++)
+    if (j < V) {
+      float v[8];
+      rmsw_y(raw[j], w, (j * 32 + lane) * 8, r, v);
+      raw[j] = make_uint4(dfl_f2bf2(v[0], v[1]), dfl_f2bf2(v[2], v[3]), dfl_f2bf2(v[4], v[5]), dfl_f2bf2(v[6], v[7]));
+      bf8(raw[j], v);
+#pragma unroll
+      for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(v[k]));
+    }
+  amax = warp_max(amax);
+  if (lane == 0) s[row] = dfl_fp8_scale(amax);
+  const float inv = dfl_fp8_inv(amax);
+#pragma unroll
+  for (int j = 0; j < VMAX; j++)
+    if (j < V) {
+      float v[8];
+      bf8(raw[j], v);
+      *(uint2 *)(q + row * (ll)(V * 256) + (j * 32 + lane) * 8) = dfl_e4m3x8(v, inv);
+    }
+}
+#define DFL_RMSNORM_W(VM)                                                                                          \
+  extern "C" __global__ void __launch_bounds__(128) dfl_rmsnorm_w##VM(void *y, float *rstd, const void *x,         \
+                                                                      const void *w, ll ngroups, int V, float eps) { \
+    rmsnorm_w<VM>(y, rstd, x, w, ngroups, V, eps);                                                                  \
+  }                                                                                                                 \
+  extern "C" __global__ void __launch_bounds__(128) dfl_rmsnorm_wq##VM(unsigned char *q, float *s, float *rstd,    \
+                                                                       const void *x, const void *w, ll ngroups,   \
+                                                                       int V, float eps) {                         \
+    rmsnorm_wq<VM>(q, s, rstd, x, w, ngroups, V, eps);                                                              \
+  }
+DFL_RMSNORM_W(8)
+DFL_RMSNORM_W(16)
+DFL_RMSNORM_W(24)
+DFL_RMSNORM_W(32)

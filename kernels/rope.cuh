@@ -23,7 +23,12 @@ extern "C" __global__ void dfl_rope(void *out, int dto, const void *x, int dtx, 
 ** time. Their angles (rows x hd/2, formed in double as above: same values) go to shared memory
 ** once, then every (row, head, 8 consecutive i) of those rows is rotated with 16-byte accesses.
 ** Each angle is formed once per op: the double pow/sincos, not the bytes, bounded the earlier
-** kernel that formed 8 angles per thread for every group of 4 heads (1.1 TB/s).
+** kernel that formed 8 angles per thread for every group of 4 heads (1.1 TB/s). Since session 11
+** the CTA forms its hd/2 inverse frequencies once (double pow, as before: the same angles), and
+** an angle's sine and cosine come from a double range reduction and an f32 sincosf of the reduced
+** angle with a first-order correction (rope_sincos): a few DP operations instead of a double sincos,
+** whose latency one wave of CTAs could not hide (RoPE ran at 1.2 TB/s in the 8B step). Issuing four
+** items' loads at once (126 registers, two CTAs an SM) was slower: 0.87 TB/s.
 ** Normed form (wn != NULL: ROPE with a norm weight, made by dfl_fuse_norm_rope): each head is
 ** first RMS-normalized (f32 statistics over its hd features, the ni threads of a (row, head)
 ** reducing by shuffles) and scaled by wn, rounded to dty (the dtype of the intermediate the fusion
@@ -33,11 +38,26 @@ extern "C" __global__ void dfl_rope(void *out, int dto, const void *x, int dtx, 
 __device__ __forceinline__ float rope_round(float v, int dt) {
   return dt == DT_BF16 ? __uint_as_float((unsigned)dfl_f2bf(v) << 16) : dt == DT_F16 ? dfl_h2f(dfl_f2h(v)) : v;
 }
+/* sin and cos of a (radians, |a| up to ~1e6) within a few f32 ulps of the double functions' values
+** rounded to f32: a - k 2pi in double (2pi as hi + lo; the reduced angle is exact to ~1e-16), then
+** sincosf of its f32 head and a first-order correction for its tail. */
+__device__ __forceinline__ void rope_sincos(double a, float *s, float *c) {
+  const double k = rint(a * 0.15915494309189535);   /* 1 / (2 pi) */
+  double r = fma(-k, 6.283185307179586, a);
+  r = fma(-k, 2.4492935982947064e-16, r);
+  float h = (float)r, l = (float)(r - (double)h), sh, ch;
+  sincosf(h, &sh, &ch);
+  *s = fmaf(ch, l, sh);
+  *c = fmaf(-sh, l, ch);
+}
 extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto, const void *x, int dtx,
                                                              const int *pos, ll rows, int nh, int hd, double theta,
                                                              int inverse, const void *wn, int dtw, int dty, float eps) {
-  extern __shared__ float2 dfl_rope_tab[];   /* DFL_ROPE_RT x half: (cos, +-sin) */
+  extern __shared__ double dfl_rope_sm[];   /* half inverse frequencies, then DFL_ROPE_RT x half (cos, +-sin) */
   int half = hd / 2, ni = half / 8;
+  double *invf = dfl_rope_sm;
+  float2 *dfl_rope_tab = (float2 *)(dfl_rope_sm + half);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) invf[i] = pow(theta, -2.0 * i / hd);   /* the barrier below */
   float w1[8], w2[8];
   if (wn) {   /* every thread keeps the same 8 + 8 weights: its i0 is fixed (blockDim % ni == 0) */
     int i0 = (threadIdx.x % ni) * 8;
@@ -48,10 +68,9 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
     int nr = rows - r0 < DFL_ROPE_RT ? (int)(rows - r0) : DFL_ROPE_RT;
     __syncthreads();   /* the previous rows' readers are done with the table */
     for (int t = threadIdx.x; t < nr * half; t += blockDim.x) {
-      int i = t % half;
-      double ang = (double)pos[r0 + t / half] * pow(theta, -2.0 * i / hd), sn, cs;
-      sincos(ang, &sn, &cs);
-      dfl_rope_tab[t] = make_float2((float)cs, inverse ? -(float)sn : (float)sn);
+      float sn, cs;
+      rope_sincos((double)pos[r0 + t / half] * invf[t % half], &sn, &cs);
+      dfl_rope_tab[t] = make_float2(cs, inverse ? -sn : sn);
     }
     __syncthreads();
     int items = nr * nh * ni;

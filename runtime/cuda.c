@@ -36,7 +36,8 @@ enum {
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT, K_COUNT
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
+  K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32, K_RMSNORM_WQ32, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -46,7 +47,9 @@ static const char *kname[] = {
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
   "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128",
   "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat"};
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
+  "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
+  "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -988,6 +991,19 @@ static int rowq_nch(int C, const dfl_op *op) {
   return 0;
 }
 
+/* The warp-per-row RMSNORM kernels (kernels/rmsnorm.cuh rmsnorm_w / _wq): bf16 tensors (the
+** quantized form: x and w bf16, the removed intermediate bf16), rows of G = 256 V features with
+** V <= 32, 16-byte aligned pointers; their K_ index (VMAX 8, 16, 24, 32; q: the quantized form), or
+** -1 (then the block kernels run). DFL_RMS_WARP=0 keeps the block kernels, for comparisons. */
+static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int n) {
+  const char *e = getenv("DFL_RMS_WARP");   /* read per op: capture and eager runs only */
+  int off = e && !strcmp(e, "0"), V = G / 256;
+  if (off || G % 256 || V < 1 || V > 32 || !vec_dtypes(p, d, n)) return -1;
+  for (int k = 0; k < n; k++)
+    if (d[k] != DFL_BF16) return -1;
+  return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
+}
+
 static int exec_op(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   const dfl_attrs *at = &op->a;
@@ -1058,11 +1074,23 @@ static int exec_op(dfl_cuda *c, int i) {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
     int Gi = (int)G, dw = dt(c, op->in[1]); void *w = P(op->in[1]), *rs = P(op->out[1]);
     float eps = (float)at->eps;
-    if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a block per row */
+    if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a warp or a block per row */
       void *sc = P(op->out[2]);
-      int mid = at->mid_dtype, nch = rowq_nch(Gi, op);
+      int mid = at->mid_dtype, V = Gi / 256;
+      int kw = mid == DFL_BF16 ? rms_warp_kernel(Gi, 1, (const void *[]){i0, w}, (const int[]){d1, dw}, 2) : -1;
+      if (kw >= 0) {
+        void *aw[] = {&o0, &sc, &rs, &i0, &w, &ng, &V, &eps};
+        return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
+      }
+      int nch = rowq_nch(Gi, op);
       void *a[] = {&o0, &sc, &rs, &i0, &d1, &w, &dw, &Gi, &eps, &mid};
       return nch ? launch2(c, nch == 2 ? K_RMSNORM_Q2 : K_RMSNORM_Q4, ng, 1, Gi / (8 * nch), 0, a) : DFL_ESHAPE;
+    }
+    int kw = rms_warp_kernel(Gi, 0, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
+    if (kw >= 0) {
+      int V = Gi / 256;
+      void *aw[] = {&o0, &rs, &i0, &w, &ng, &V, &eps};
+      return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
     }
     void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps};
     int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
@@ -1113,9 +1141,10 @@ static int exec_op(dfl_cuda *c, int i) {
       return DFL_ESHAPE;
     }
     if (hd % 16 == 0 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
-      /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory */
+      /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory after the hd / 2
+      ** inverse frequencies (double) */
       int64_t nb = (rows + 3) / 4, cap = (int64_t)im->nsm * 8;
-      return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256, (size_t)4 * (hd / 2) * 8, a);
+      return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256, (size_t)5 * (hd / 2) * 8, a);
     }
     void *as[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
     return launch(c, K_ROPE, rows * nh * (hd / 2), as);

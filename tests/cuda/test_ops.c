@@ -607,6 +607,14 @@ int main(void) {
     case_rmsnorm(1501, 4096, 4096, 1);
     case_rmsnorm(70001, 128, 128, 0);
     case_rmsnorm(1201, 5120, 5120, 0);
+    /* bf16: rows of 256 V features take the warp-per-row kernels (VMAX 8, 16, 24, 32: V = 13 and 20
+    ** leave vectors unused); 8448 (V 33) falls back to the block kernel, as does DFL_RMS_WARP=0 */
+    case_rmsnorm(45, 3328, 3328, 0);
+    case_rmsnorm(33, 8192, 8192, 0);
+    case_rmsnorm(9, 8448, 8448, 0);
+    setenv("DFL_RMS_WARP", "0", 1);
+    case_rmsnorm(301, 4096, 4096, 0);
+    unsetenv("DFL_RMS_WARP");
     case_rope(29, 3, 64);
     case_rope(45, 9, 128);
     case_rope_norm(29, 3, 64);
@@ -688,6 +696,14 @@ int main(void) {
     case_fp8_fused(21, 4096);  /* the 8B's rows: 256 threads */
     case_fp8_fused(5, 12288);  /* 768 threads */
     case_fp8_fused(3, 17408);  /* 4 chunks per thread: 544 threads */
+    /* the norm by a warp per row (bf16; 512 and 4096 above too): V 24, V 20 of 24 vectors, V 32; then
+    ** the block-per-row norm forced */
+    case_fp8_fused(13, 6144);
+    case_fp8_fused(11, 5120);
+    case_fp8_fused(7, 8192);
+    setenv("DFL_RMS_WARP", "0", 1);
+    case_fp8_fused(21, 4096);
+    unsetenv("DFL_RMS_WARP");
   }
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
