@@ -121,6 +121,14 @@ extern "C" __global__ void dfl_fill(void *out, int dto, ll n, float v) {
 }
 /* CONCAT_COLS, one input at a time: out[r, off + c] = x[r, c] for c < C. */
 extern "C" __global__ void dfl_copy_cols(void *out, int dto, ll ldo, ll off, const void *x, int dtx, ll R, ll C) {
+  /* 16-bit to the same dtype, columns, offset and stride in whole 16-byte vectors: the bytes as they
+  ** are, one division per 8 values (the target's feature concatenation ran at 1 TB/s by value) */
+  if (dto == dtx && (dtx == DT_BF16 || dtx == DT_F16) && ((C | off | ldo) & 7) == 0 && vec_ok(out) && vec_ok(x)) {
+    const ll c8 = C >> 3;
+    GRID_STRIDE(v, R * c8)
+      *((uint4 *)((unsigned short *)out + (v / c8) * ldo + off) + v % c8) = ((const uint4 *)x)[v];
+    return;
+  }
   GRID_STRIDE(t, R * C) stf(out, dto, (t / C) * ldo + off + t % C, ldf(x, dtx, t));
 }
 

@@ -35,8 +35,15 @@ extern "C" __global__ void dfl_rope(void *out, int dto, const void *x, int dtx, 
 ** removed), then rotated: the per-head q/k norm and RoPE of the target in one pass. It needs
 ** ni = hd / 16 to be a power of two (a (row, head) is ni aligned lanes of one warp). */
 #define DFL_ROPE_RT 4
-__device__ __forceinline__ float rope_round(float v, int dt) {
-  return dt == DT_BF16 ? __uint_as_float((unsigned)dfl_f2bf(v) << 16) : dt == DT_F16 ? dfl_h2f(dfl_f2h(v)) : v;
+/* 8 values rounded to dt and read back (bf16: a cvt per pair, dfl_f2bf2) */
+__device__ __forceinline__ void rope_round8(float *v, int dt) {
+#pragma unroll
+  for (int k = 0; k < 8; k += 2) {
+    if (dt == DT_BF16) {
+      const unsigned p = dfl_f2bf2(v[k], v[k + 1]);
+      v[k] = __uint_as_float(p << 16), v[k + 1] = __uint_as_float(p & 0xffff0000u);
+    } else if (dt == DT_F16) v[k] = dfl_h2f(dfl_f2h(v[k])), v[k + 1] = dfl_h2f(dfl_f2h(v[k + 1]));
+  }
 }
 /* sin and cos of a (radians, |a| up to ~1e6) within a few f32 ulps of the double functions' values
 ** rounded to f32: a - k 2pi in double (2pi as hi + lo; the reduced angle is exact to ~1e-16), then
@@ -74,11 +81,13 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
     }
     __syncthreads();
     int items = nr * nh * ni;
+    /* blockDim.x % ni == 0: a thread keeps its i0 and steps its (row, head) by blockDim.x / ni, so
+    ** no division by ni per item (the kernel is partly instruction-bound) */
+    const int i0 = (threadIdx.x % ni) * 8, gstep = blockDim.x / ni;
     /* a uniform trip count: the normed form's shuffles need every lane of a (row, head) group */
-    for (int t0 = 0; t0 < items; t0 += blockDim.x) {
-      int t = t0 + threadIdx.x, ok = t < items;
-      int i0 = (t % ni) * 8, rr = t / (ni * nh);
-      ll base = (r0 * nh + t / ni) * hd;   /* row r0 + rr, head (t / ni) % nh */
+    for (int t0 = 0, g = threadIdx.x / ni; t0 < items; t0 += blockDim.x, g += gstep) {
+      int ok = t0 + (int)threadIdx.x < items, rr = g / nh;
+      ll base = (r0 * nh + g) * hd;   /* row r0 + rr, head g % nh */
       const float2 *cs = dfl_rope_tab + rr * half + i0;
       float x1[8], x2[8], o1[8], o2[8];
       if (ok) {
@@ -92,10 +101,9 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
         for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
         float r = rsqrtf(ss / hd + eps);
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-          x1[k] = rope_round(x1[k] * r * w1[k], dty);
-          x2[k] = rope_round(x2[k] * r * w2[k], dty);
-        }
+        for (int k = 0; k < 8; k++) x1[k] = x1[k] * r * w1[k], x2[k] = x2[k] * r * w2[k];
+        rope_round8(x1, dty);
+        rope_round8(x2, dty);
       }
       if (!ok) continue;
 #pragma unroll

@@ -1140,11 +1140,12 @@ static int exec_op(dfl_cuda *c, int i) {
                       "tensors bf16/f16/f32\n", op->label, hd);
       return DFL_ESHAPE;
     }
-    if (hd % 16 == 0 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
+    if (hd % 16 == 0 && hd <= 4096 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
       /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory after the hd / 2
       ** inverse frequencies (double) */
       int64_t nb = (rows + 3) / 4, cap = (int64_t)im->nsm * 8;
-      return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256, (size_t)5 * (hd / 2) * 8, a);
+      int ni = hd / 16;   /* threads of a (row, head); the block a multiple of them (kernels/rope.cuh) */
+      return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256 / ni * ni, (size_t)5 * (hd / 2) * 8, a);
     }
     void *as[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
     return launch(c, K_ROPE, rows * nh * (hd / 2), as);

@@ -239,6 +239,19 @@ static void case_fp8_fused(int R, int C) {
   dfl_graph_free(&g);
 }
 
+/* CONCAT_COLS with every column count a multiple of 8: the 16-byte path of dfl_copy_cols (16-bit
+** dtypes; f32 takes the scalar one), as the target's taps are concatenated */
+static void case_concat(int R) {
+  dfl_graph g; dfl_graph_init(&g);
+  int a0 = t2(&g, "a", ACT, DFL_T_INPUT, R, 64), b0 = t2(&g, "b", ACT, DFL_T_INPUT, R, 128);
+  int c0 = t2(&g, "c", ACT, DFL_T_INPUT, R, 8), cat = t2(&g, "concat", ACT, DFL_T_ACT, R, 200);
+  dfl_attrs a = {0};
+  op(&g, DFL_OP_CONCAT_COLS, 3, (int[]){a0, b0, c0}, 1, &cat, &a);
+  char nm[40]; snprintf(nm, sizeof nm, "concat %d x (64, 128, 8)", R);
+  run_case(nm, &g, NULL, 0, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
 /* R * C % 8 == 0 takes the 16-byte vector path of ADD / SWIGLU / SWIGLU_BWD, otherwise the scalar one. */
 static void case_elementwise(int R, int C) {
   dfl_graph g; dfl_graph_init(&g);
@@ -594,6 +607,7 @@ int main(void) {
     case_matmul_addend();
     case_elementwise(19, 77);
     case_elementwise(16, 96);
+    case_concat(37);
     case_rmsnorm(23, 256, 256, 0);
     case_rmsnorm(23, 256, 64, 0);
     case_rmsnorm(50, 256, 128, 0);
@@ -621,6 +635,7 @@ int main(void) {
     case_rope_norm(45, 9, 128);
     case_rope_norm(8, 32, 128);
     case_rope(17, 2, 24);
+    case_rope(37, 5, 96);   /* vector path, 6 threads a (row, head): blocks of 252 */
     case_gather();
     case_dflash_data();
     case_attention(0, 0, 64, 4, 2);
