@@ -1135,14 +1135,15 @@ static int exec_op(dfl_cuda *c, int i) {
     float eps = (float)at->eps;
     void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv, &wn, &dtw, &dty, &eps};
     int pow2 = (hd / 16 & (hd / 16 - 1)) == 0;
-    if (wn && (hd % 16 || !pow2 || !vec_dtypes((const void *[]){o0, i0, wn}, (const int[]){d0, d1, dtw}, 3))) {
-      fprintf(stderr, "dflc: cuda backend: rope with a norm (%s): head_dim %d must be 16 x a power of two and the "
-                      "tensors bf16/f16/f32\n", op->label, hd);
+    /* hd <= 512: a (row, head)'s hd / 16 threads reduce within one warp */
+    if (wn && (hd % 16 || !pow2 || hd > 512 || !vec_dtypes((const void *[]){o0, i0, wn}, (const int[]){d0, d1, dtw}, 3))) {
+      fprintf(stderr, "dflc: cuda backend: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, "
+                      "and the tensors bf16/f16/f32\n", op->label, hd);
       return DFL_ESHAPE;
     }
-    if (hd % 16 == 0 && hd <= 4096 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
+    if (hd % 16 == 0 && hd <= 1024 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
       /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory after the hd / 2
-      ** inverse frequencies (double) */
+      ** inverse frequencies (double): 20 KiB at hd 1024, within what a launch gets without opting in */
       int64_t nb = (rows + 3) / 4, cap = (int64_t)im->nsm * 8;
       int ni = hd / 16;   /* threads of a (row, head); the block a multiple of them (kernels/rope.cuh) */
       return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256 / ni * ni, (size_t)5 * (hd / 2) * 8, a);
