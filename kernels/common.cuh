@@ -34,6 +34,20 @@ __device__ __forceinline__ unsigned dfl_f2bf2(float lo, float hi) {
   return (unsigned)dfl_f2bf(lo) | ((unsigned)dfl_f2bf(hi) << 16);
 #endif
 }
+/* 8 floats to 8 packed bf16 (value k in half k), and back: 16-byte accesses of bf16 rows */
+__device__ __forceinline__ uint4 dfl_f2bf8(const float *v) {
+  return make_uint4(dfl_f2bf2(v[0], v[1]), dfl_f2bf2(v[2], v[3]), dfl_f2bf2(v[4], v[5]), dfl_f2bf2(v[6], v[7]));
+}
+__device__ __forceinline__ void dfl_bf8(uint4 u, float *v) {
+  unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) v[2 * k] = __uint_as_float(w[k] << 16), v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+}
+/* v[0], v[1] rounded to bf16 and read back (dfl_f2bf2: one cvt for the pair) */
+__device__ __forceinline__ void dfl_round_bf2(float *v) {
+  const unsigned p = dfl_f2bf2(v[0], v[1]);
+  v[0] = __uint_as_float(p << 16), v[1] = __uint_as_float(p & 0xffff0000u);
+}
 __device__ __forceinline__ float dfl_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
@@ -186,10 +200,8 @@ __device__ __forceinline__ void rowq_store(unsigned char *q, float *s, ll row, i
   for (int c = 0; c < NCH; c++)
 #pragma unroll
     for (int k = 0; k < 8; k += 2) {
-      if (mid == DT_BF16) { /* one cvt per pair (dfl_f2bf2) */
-        const unsigned p = dfl_f2bf2(y[c][k], y[c][k + 1]);
-        y[c][k] = __uint_as_float(p << 16), y[c][k + 1] = __uint_as_float(p & 0xffff0000u);
-      } else y[c][k] = dfl_round_to(y[c][k], mid), y[c][k + 1] = dfl_round_to(y[c][k + 1], mid);
+      if (mid == DT_BF16) dfl_round_bf2(&y[c][k]);
+      else y[c][k] = dfl_round_to(y[c][k], mid), y[c][k + 1] = dfl_round_to(y[c][k + 1], mid);
       amax = fmaxf(amax, fmaxf(fabsf(y[c][k]), fabsf(y[c][k + 1])));
     }
   amax = block_max(amax, red);

@@ -89,10 +89,7 @@ __device__ __forceinline__ void ld4cs(const void *p, int dt, ll i, float *x) {
 template <int DT>
 __device__ __forceinline__ void ld8cs(const void *p, ll i, float *x) {
   if (DT == DT_BF16) {
-    uint4 r = __ldcs((const uint4 *)((const unsigned short *)p + i));
-    unsigned w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int e = 0; e < 4; e++) x[2 * e] = __uint_as_float(w[e] << 16), x[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+    dfl_bf8(__ldcs((const uint4 *)((const unsigned short *)p + i)), x);
   } else {
     ld4cs<DT_F32>(p, DT_F32, i, x);
     ld4cs<DT_F32>(p, DT_F32, i + 4, x + 4);

@@ -209,11 +209,6 @@ DFL_RMSNORM_Q(4)
 ** between two barriers: 1.4-1.9 TB/s in the 8B step. bf16 only: with a dtype switch per access the
 ** unrolled rows took 300 KB of code. Values as theirs: x_i r w_i, r from the f32 sum of squares
 ** (taken in another order: r can differ in its last bit). */
-__device__ __forceinline__ void bf8(uint4 u, float *v) {
-  unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int k = 0; k < 4; k++) v[2 * k] = __uint_as_float(w[k] << 16), v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-}
 /* Loads row `row` (G = 256 V) into raw (lane's vector j: features (32 j + lane) 8 ..+8) and returns
 ** its 1 / rms. */
 template <int VMAX>
@@ -227,7 +222,7 @@ __device__ __forceinline__ float rmsw_load(uint4 (&raw)[VMAX], const void *x, ll
   for (int j = 0; j < VMAX; j++)
     if (j < V) {
       float v[8];
-      bf8(raw[j], v);
+      dfl_bf8(raw[j], v);
 #pragma unroll
       for (int k = 0; k < 8; k++) ss += v[k] * v[k];
     }
@@ -236,8 +231,8 @@ __device__ __forceinline__ float rmsw_load(uint4 (&raw)[VMAX], const void *x, ll
 /* lane's 8 values of vector j, normalized: x r w */
 __device__ __forceinline__ void rmsw_y(uint4 raw, const void *w, int f, float r, float *v) {
   float wv[8];
-  bf8(raw, v);
-  bf8(*(const uint4 *)((const unsigned short *)w + f), wv);
+  dfl_bf8(raw, v);
+  dfl_bf8(*(const uint4 *)((const unsigned short *)w + f), wv);
 #pragma unroll
   for (int k = 0; k < 8; k++) v[k] = v[k] * r * wv[k];
 }
@@ -257,8 +252,7 @@ __device__ __forceinline__ void rmsnorm_w(void *y, float *rstd, const void *x, c
       const int f = (j * 32 + lane) * 8;
       float v[8];
       rmsw_y(raw[j], w, f, r, v);
-      *(uint4 *)((unsigned short *)y + row * (ll)(V * 256) + f) =
-          make_uint4(dfl_f2bf2(v[0], v[1]), dfl_f2bf2(v[2], v[3]), dfl_f2bf2(v[4], v[5]), dfl_f2bf2(v[6], v[7]));
+      st8(y, DT_BF16, row * (ll)(V * 256) + f, v);
     }
 }
 /* The quantized form (dfl_fuse_quant) as rmsnorm_q: y rounded to bf16 (the unfused graph's
@@ -279,8 +273,8 @@ __device__ __forceinline__ void rmsnorm_wq(unsigned char *q, float *s, float *rs
     if (j < V) {
       float v[8];
       rmsw_y(raw[j], w, (j * 32 + lane) * 8, r, v);
-      raw[j] = make_uint4(dfl_f2bf2(v[0], v[1]), dfl_f2bf2(v[2], v[3]), dfl_f2bf2(v[4], v[5]), dfl_f2bf2(v[6], v[7]));
-      bf8(raw[j], v);
+      raw[j] = dfl_f2bf8(v);
+      dfl_bf8(raw[j], v);
 #pragma unroll
       for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(v[k]));
     }
@@ -291,7 +285,7 @@ __device__ __forceinline__ void rmsnorm_wq(unsigned char *q, float *s, float *rs
   for (int j = 0; j < VMAX; j++)
     if (j < V) {
       float v[8];
-      bf8(raw[j], v);
+      dfl_bf8(raw[j], v);
       *(uint2 *)(q + row * (ll)(V * 256) + (j * 32 + lane) * 8) = dfl_e4m3x8(v, inv);
     }
 }

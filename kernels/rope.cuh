@@ -39,10 +39,8 @@ extern "C" __global__ void dfl_rope(void *out, int dto, const void *x, int dtx, 
 __device__ __forceinline__ void rope_round8(float *v, int dt) {
 #pragma unroll
   for (int k = 0; k < 8; k += 2) {
-    if (dt == DT_BF16) {
-      const unsigned p = dfl_f2bf2(v[k], v[k + 1]);
-      v[k] = __uint_as_float(p << 16), v[k + 1] = __uint_as_float(p & 0xffff0000u);
-    } else if (dt == DT_F16) v[k] = dfl_h2f(dfl_f2h(v[k])), v[k + 1] = dfl_h2f(dfl_f2h(v[k + 1]));
+    if (dt == DT_BF16) dfl_round_bf2(&v[k]);
+    else if (dt == DT_F16) v[k] = dfl_h2f(dfl_f2h(v[k])), v[k + 1] = dfl_h2f(dfl_f2h(v[k + 1]));
   }
 }
 /* sin and cos of a (radians, |a| up to ~1e6) within a few f32 ulps of the double functions' values
