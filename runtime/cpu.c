@@ -72,6 +72,11 @@ oom:
   return DFL_ENOMEM;
 }
 
+/* Bytes of tensor i in dfl_cpu_unshared's private copy: its elements, rounded up to 64. */
+static size_t priv_bytes(const dfl_cpu *c, int i) {
+  return ((size_t)dfl_tensor_numel(&c->g->t[i]) * dfl_cpu_elem_size(&c->g->t[i], c->f64) + 63) / 64 * 64;
+}
+
 int dfl_cpu_unshared(dfl_cpu *c, const struct dfl_plan *plan, int on) {
   const dfl_graph *g = c->g;
   if (!on) {
@@ -85,7 +90,7 @@ int dfl_cpu_unshared(dfl_cpu *c, const struct dfl_plan *plan, int on) {
   size_t total = 0;
   for (int i = 0; i < g->nt; i++)
     if (plan->first[i] >= 0 && plan->offset[i] >= 0)
-      total += ((size_t)dfl_tensor_numel(&g->t[i]) * dfl_cpu_elem_size(&g->t[i], c->f64) + 63) / 64 * 64;
+      total += priv_bytes(c, i);
   c->planned_buf = malloc(sizeof *c->buf * (size_t)(g->nt + 1));
   c->priv = calloc(1, total ? total : 1); /* 16-byte aligned, the tensors at 64-byte steps */
   if (!c->planned_buf || !c->priv) {
@@ -98,7 +103,7 @@ int dfl_cpu_unshared(dfl_cpu *c, const struct dfl_plan *plan, int on) {
   for (int i = 0; i < g->nt; i++)
     if (plan->first[i] >= 0 && plan->offset[i] >= 0) {
       c->buf[i] = (char *)c->priv + off;
-      off += ((size_t)dfl_tensor_numel(&g->t[i]) * dfl_cpu_elem_size(&g->t[i], c->f64) + 63) / 64 * 64;
+      off += priv_bytes(c, i);
     }
   return DFL_OK;
 }

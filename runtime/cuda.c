@@ -1072,11 +1072,12 @@ static int exec_op(dfl_cuda *c, int i) {
   }
   case DFL_OP_RMSNORM: {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
-    int Gi = (int)G, dw = dt(c, op->in[1]); void *w = P(op->in[1]), *rs = P(op->out[1]);
+    int Gi = (int)G, dw = dt(c, op->in[1]), V = Gi / 256; /* V: the warp kernels' vectors a lane */
+    void *w = P(op->in[1]), *rs = P(op->out[1]);
     float eps = (float)at->eps;
     if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a warp or a block per row */
       void *sc = P(op->out[2]);
-      int mid = at->mid_dtype, V = Gi / 256;
+      int mid = at->mid_dtype;
       int kw = mid == DFL_BF16 ? rms_warp_kernel(Gi, 1, (const void *[]){i0, w}, (const int[]){d1, dw}, 2) : -1;
       if (kw >= 0) {
         void *aw[] = {&o0, &sc, &rs, &i0, &w, &ng, &V, &eps};
@@ -1088,7 +1089,6 @@ static int exec_op(dfl_cuda *c, int i) {
     }
     int kw = rms_warp_kernel(Gi, 0, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
     if (kw >= 0) {
-      int V = Gi / 256;
       void *aw[] = {&o0, &rs, &i0, &w, &ng, &V, &eps};
       return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
     }
