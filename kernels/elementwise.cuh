@@ -75,6 +75,77 @@ __device__ __forceinline__ void swiglu_q(unsigned char *q, float *s, const void 
   }
 DFL_SWIGLU_Q(2, __maxnreg__(40))
 DFL_SWIGLU_Q(4, __launch_bounds__(1024))
+/* Pipelined forms (session 12; runtime/cuda.c takes them for bf16 inputs and intermediate, rows of
+** C = 8 SQ_NCH blockDim.x features with blockDim.x a multiple of 32 <= 384 (two CTAs an SM);
+** DFL_ROWQ_PIPE=0 keeps dfl_swiglu_q* and dfl_quant_f8): CTAs walk rows (grid-stride), and a row's
+** loads are issued before the previous row's max is reduced and its bytes written, so a CTA has loads
+** in flight through its barrier. The block-per-row kernels have none there: dfl_swiglu_q2 2.6 TB/s,
+** dfl_quant_f8 2.2 (ncu, 8B target). SW: h = silu(g) u (dfl_swiglu_qr) or h = g (dfl_quant_f8r, u
+** unused), held as bf16 pairs (the intermediate's dtype: the same bytes as rowq_store's and
+** dfl_quant_f8's). */
+#define SQ_NCH 4
+template <int SW>
+__device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void *g, const void *u, ll rows, int C) {
+  __shared__ float red[2][32];
+  const int t = threadIdx.x, nw = blockDim.x >> 5;
+  const uint4 *gp = (const uint4 *)g + t, *up = (const uint4 *)u + t;
+  const ll cv = C / 8;   /* 16-byte vectors a row */
+  uint4 ga[SQ_NCH], ua[SQ_NCH];
+  ll row = blockIdx.x;
+  if (row < rows)
+#pragma unroll
+    for (int c = 0; c < SQ_NCH; c++) {
+      ga[c] = gp[row * cv + c * blockDim.x];
+      if (SW) ua[c] = up[row * cv + c * blockDim.x];
+    }
+  for (int par = 0; row < rows; row += gridDim.x, par ^= 1) {
+    uint4 h[SQ_NCH];
+    float amax = 0.f;
+#pragma unroll
+    for (int c = 0; c < SQ_NCH; c++) {
+      float a[8];
+      if (SW) {
+        float b[8];
+        dfl_bf8(ga[c], a);
+        dfl_bf8(ua[c], b);
+#pragma unroll
+        for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigmoid(a[k]) * b[k];
+        h[c] = dfl_f2bf8(a);
+      } else h[c] = ga[c];
+      dfl_bf8(h[c], a);
+#pragma unroll
+      for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(a[k]));
+    }
+    const ll nx = row + gridDim.x;
+    if (nx < rows)   /* the next row's loads, in flight through the barrier below */
+#pragma unroll
+      for (int c = 0; c < SQ_NCH; c++) {
+        ga[c] = gp[nx * cv + c * blockDim.x];
+        if (SW) ua[c] = up[nx * cv + c * blockDim.x];
+      }
+    amax = warp_max(amax);
+    if ((t & 31) == 0) red[par][t >> 5] = amax;
+    __syncthreads();   /* red[par] is written again two rows on, after the next row's barrier */
+    amax = red[par][0];
+    for (int w = 1; w < nw; w++) amax = fmaxf(amax, red[par][w]);
+    const float inv = dfl_fp8_inv(amax);
+    if (t == 0) s[row] = dfl_fp8_scale(amax);
+#pragma unroll
+    for (int c = 0; c < SQ_NCH; c++) {
+      float a[8];
+      dfl_bf8(h[c], a);
+      *(uint2 *)(q + row * C + (c * blockDim.x + t) * 8) = dfl_e4m3x8(a, inv);
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(384, 2) dfl_swiglu_qr(unsigned char *q, float *s, const void *g,
+                                                                  const void *u, ll rows, int C) {
+  rowq_pipe<1>(q, s, g, u, rows, C);
+}
+extern "C" __global__ void __launch_bounds__(384, 2) dfl_quant_f8r(unsigned char *q, float *s, const void *x, ll rows,
+                                                                  int C) {
+  rowq_pipe<0>(q, s, x, x, rows, C);
+}
 /* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))) */
 extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
                                          const void *u, int dtu, const void *dy, int dtdy, ll n) {

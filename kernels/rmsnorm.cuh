@@ -169,6 +169,92 @@ extern "C" __global__ void dfl_rmsnorm_dw(void *dw, int dtdw, const float *part,
   }
 }
 
+/* Row form (session 12; runtime/cuda.c takes it for bf16 x, w, dy (and the addend) and rows of
+** G = 1024 V features, V <= VMAX; DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v): a 128-thread block
+** per row, each thread holding V 16-byte vectors of x and dy (features (128 j + t) 8 ..+8), so its V x 2
+** loads are in flight at once, one barrier per row (the dot's 4 warp sums, double-buffered by row
+** parity). dfl_rmsnorm_bwd_v keeps one 16-byte load of each in flight per thread between two barriers
+** and held 2.1-2.6 TB/s in the step (ncu: half its cycles waiting on loads). A thread owns the same
+** features in every row, so its dw partial sums stay in registers and go to part[blockIdx.x] as they
+** are: no shared-memory reduction. Values as dfl_rmsnorm_bwd_v's; the dot's f32 sum in another order. */
+template <int VMAX>
+__device__ __forceinline__ void rmsnorm_bwd_r(void *dx, float *part, const void *x, const void *w, const float *rstd,
+                                              const void *dy, const void *ad, ll ngroups, int V) {
+  __shared__ float red[2][4];
+  const int t = threadIdx.x, G = V * 1024;
+  const uint4 *wr = (const uint4 *)w + t;   /* read per row (L1): registers for more blocks an SM */
+  float dwp[VMAX][8];
+#pragma unroll
+  for (int j = 0; j < VMAX; j++)
+#pragma unroll
+    for (int k = 0; k < 8; k++) dwp[j][k] = 0.f;
+  int par = 0;
+  for (ll gi = blockIdx.x; gi < ngroups; gi += gridDim.x, par ^= 1) {
+    const uint4 *xr = (const uint4 *)((const unsigned short *)x + gi * G) + t,
+                *dr = (const uint4 *)((const unsigned short *)dy + gi * G) + t;
+    uint4 xv[VMAX], dv[VMAX];
+#pragma unroll
+    for (int j = 0; j < VMAX; j++)
+      if (j < V) { xv[j] = xr[j * 128]; dv[j] = dr[j * 128]; }
+    const float r = rstd[gi];
+    float dot = 0.f;
+#pragma unroll
+    for (int j = 0; j < VMAX; j++)
+      if (j < V) {
+        float xf[8], df[8], wf[8];
+        dfl_bf8(xv[j], xf);
+        dfl_bf8(dv[j], df);
+        dfl_bf8(__ldg(wr + j * 128), wf);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          const float xh = xf[k] * r;
+          dot += df[k] * wf[k] * xh;
+          dwp[j][k] += df[k] * xh;
+        }
+      }
+    dot = warp_sum(dot);
+    if ((t & 31) == 0) red[par][t >> 5] = dot;
+    __syncthreads();   /* red[par] is written again two rows on, after the next row's barrier */
+    dot = (red[par][0] + red[par][1] + red[par][2] + red[par][3]) / G;
+#pragma unroll
+    for (int j = 0; j < VMAX; j++)
+      if (j < V) {
+        float xf[8], df[8], wf[8], o[8];
+        dfl_bf8(xv[j], xf);
+        dfl_bf8(dv[j], df);
+        dfl_bf8(__ldg(wr + j * 128), wf);
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = r * (df[k] * wf[k] - xf[k] * r * dot);
+        if (ad) {   /* the addend (dfl_fuse_add): dx = r + the norm's dx, rounded once */
+          float af[8];
+          dfl_bf8(*((const uint4 *)((const unsigned short *)ad + gi * G) + t + j * 128), af);
+#pragma unroll
+          for (int k = 0; k < 8; k++) o[k] += af[k];
+        }
+        *((uint4 *)((unsigned short *)dx + gi * G) + t + j * 128) = dfl_f2bf8(o);
+      }
+  }
+  float *pr = part + (ll)blockIdx.x * G;
+#pragma unroll
+  for (int j = 0; j < VMAX; j++)
+    if (j < V) {
+      float4 *q = (float4 *)(pr + (j * 128 + t) * 8);
+      q[0] = make_float4(dwp[j][0], dwp[j][1], dwp[j][2], dwp[j][3]);
+      q[1] = make_float4(dwp[j][4], dwp[j][5], dwp[j][6], dwp[j][7]);
+    }
+}
+#define DFL_RMSNORM_BWD_R(VM)                                                                                      \
+  extern "C" __global__ void __launch_bounds__(128) dfl_rmsnorm_bwd_r##VM(void *dx, float *part, const void *x,    \
+                                                                          const void *w, const float *rstd,        \
+                                                                          const void *dy, const void *ad,          \
+                                                                          ll ngroups, int V) {                     \
+    rmsnorm_bwd_r<VM>(dx, part, x, w, rstd, dy, ad, ngroups, V);                                                    \
+  }
+DFL_RMSNORM_BWD_R(4)
+DFL_RMSNORM_BWD_R(5)
+DFL_RMSNORM_BWD_R(6)
+DFL_RMSNORM_BWD_R(8)
+
 /* RMSNORM's quantized form (dfl_fuse_quant; G is the row): one block per row of C =
 ** 8 * NCH * blockDim.x features, the row held in registers (common.cuh rowq_store). One read of the
 ** inputs, one byte written per feature; y is never stored. */

@@ -115,3 +115,78 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
     }
   }
 }
+
+/* Row form (session 12; runtime/cuda.c takes it for bf16 x and out (normed: bf16 norm weight and
+** intermediate) and ni = hd / 16 a power of two <= 32; DFL_ROPE_ROW=0 keeps dfl_rope_v). ni threads
+** hold a row's 8 frequencies each and walk all its heads, ROPE_HB heads' loads at once. A row's
+** angles are formed once, in registers: no table, no barrier but the one after the CTA's inverse
+** frequencies. dfl_rope_v formed a 4-row angle table between two barriers per 4 rows and kept one
+** head's two loads in flight per thread: 1.7 TB/s on the target's q and 0.7 on its k (ncu, 8B step).
+** The same values as dfl_rope_v bit for bit: the same inverse frequencies, angles, f32 statistics
+** (sum and shuffle order) and roundings. */
+#define ROPE_HB 8
+extern "C" __global__ void __launch_bounds__(256) dfl_rope_r(void *out, const void *x, const int *pos, ll rows, int nh,
+                                                             int hd, double theta, int inverse, const void *wn,
+                                                             float eps) {
+  extern __shared__ double dfl_rope_sm[];   /* the hd / 2 inverse frequencies */
+  const int half = hd / 2, ni = half / 8, rb = blockDim.x / ni, li = threadIdx.x % ni, i0 = li * 8;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) dfl_rope_sm[i] = pow(theta, -2.0 * i / hd);
+  const uint4 *wv = (const uint4 *)((const unsigned short *)wn + i0);   /* read per head (L1): registers */
+  __syncthreads();
+  const unsigned short *xs = (const unsigned short *)x;
+  unsigned short *os = (unsigned short *)out;
+  /* a uniform trip count per block: the normed form's shuffles need every lane of a row's group */
+  for (ll r0 = (ll)blockIdx.x * rb; r0 < rows; r0 += (ll)gridDim.x * rb) {
+    const ll row = r0 + threadIdx.x / ni;
+    const int ok = row < rows;
+    const ll base = (ok ? row : 0) * nh * hd + i0;
+    float cs[8], sn[8];
+    for (int h0 = 0; h0 < nh; h0 += ROPE_HB) {
+      uint4 a[ROPE_HB], b[ROPE_HB];
+#pragma unroll
+      for (int j = 0; j < ROPE_HB; j++)
+        if (ok && h0 + j < nh) {
+          a[j] = *(const uint4 *)(xs + base + (ll)(h0 + j) * hd);
+          b[j] = *(const uint4 *)(xs + base + (ll)(h0 + j) * hd + half);
+        } else a[j] = b[j] = make_uint4(0, 0, 0, 0);
+      if (h0 == 0) {   /* the row's angles, while its first loads are in flight */
+        const double p = ok ? (double)pos[row] : 0.0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          rope_sincos(p * dfl_rope_sm[i0 + k], &sn[k], &cs[k]);
+          if (inverse) sn[k] = -sn[k];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < ROPE_HB; j++) {
+        if (h0 + j >= nh) break;   /* uniform over the block */
+        float x1[8], x2[8], o1[8], o2[8];
+        dfl_bf8(a[j], x1);
+        dfl_bf8(b[j], x2);
+        if (wn) {
+          float ss = 0.f;
+#pragma unroll
+          for (int k = 0; k < 8; k++) ss += x1[k] * x1[k] + x2[k] * x2[k];
+          for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+          const float r = rsqrtf(ss / hd + eps);
+          float w1[8], w2[8];
+          dfl_bf8(__ldg(wv), w1);
+          dfl_bf8(__ldg(wv + half / 8), w2);
+#pragma unroll
+          for (int k = 0; k < 8; k++) x1[k] = x1[k] * r * w1[k], x2[k] = x2[k] * r * w2[k];
+          rope_round8(x1, DT_BF16);
+          rope_round8(x2, DT_BF16);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          o1[k] = x1[k] * cs[k] - x2[k] * sn[k];
+          o2[k] = x2[k] * cs[k] + x1[k] * sn[k];
+        }
+        if (ok) {
+          *(uint4 *)(os + base + (ll)(h0 + j) * hd) = dfl_f2bf8(o1);
+          *(uint4 *)(os + base + (ll)(h0 + j) * hd + half) = dfl_f2bf8(o2);
+        }
+      }
+    }
+  }
+}

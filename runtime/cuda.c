@@ -37,7 +37,8 @@ enum {
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
-  K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32, K_RMSNORM_WQ32, K_COUNT
+  K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32, K_RMSNORM_WQ32,
+  K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR, K_QUANT_F8R, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -49,7 +50,8 @@ static const char *kname[] = {
   "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
   "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
-  "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32"};
+  "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_r4", "dfl_rmsnorm_bwd_r5", "dfl_rmsnorm_bwd_r6",
+  "dfl_rmsnorm_bwd_r8", "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -206,6 +208,11 @@ static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, 
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw));
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
+  const char *fa = getenv("DFL_FP8_FAST_ACCUM");   /* =1: cuBLASLt's fast accumulation, a measurement switch */
+  if (fa && !strcmp(fa, "1")) {
+    int8_t on = 1;
+    LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));
+  }
   LT(cublasLtMatrixLayoutCreate(&m->a, CUDA_R_8F_E4M3, K, N, K));
   LT(cublasLtMatrixLayoutCreate(&m->b, CUDA_R_8F_E4M3, K, M, K));
   LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dy), N, M, N));
@@ -1004,6 +1011,32 @@ static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int
   return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
 }
 
+/* The row-per-block RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_r): bf16 tensors, rows of
+** G = 1024 V features with V <= 8, 16-byte aligned pointers; their K_ index, or -1 (then
+** dfl_rmsnorm_bwd_v runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
+static int rms_bwd_row_kernel(int G, const void *const *p, const int *d, int n) {
+  const char *e = getenv("DFL_RMS_BWD_ROW");   /* read per op: capture and eager runs only */
+  int V = G / 1024;
+  if ((e && !strcmp(e, "0")) || G % 1024 || V < 1 || V > 8 || !vec_dtypes(p, d, n)) return -1;
+  for (int k = 0; k < n; k++)
+    if (d[k] != DFL_BF16) return -1;
+  return V <= 4 ? K_RMSNORM_BWD_R4 : V == 5 ? K_RMSNORM_BWD_R5 : V == 6 ? K_RMSNORM_BWD_R6 : K_RMSNORM_BWD_R8;
+}
+
+/* The pipelined row-quantizing kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr,
+** dfl_quant_f8r) take bf16 rows of C % 1024 == 0 features, C <= 12288 (C / 32 threads), 16-byte
+** aligned. DFL_ROWQ_PIPE=0 keeps the block-per-row kernels, for comparisons. */
+static int rowq_pipe(int C, const void *x, int dx) {
+  const char *e = getenv("DFL_ROWQ_PIPE");   /* read per op: capture and eager runs only */
+  return !(e && !strcmp(e, "0")) && dx == DFL_BF16 && C % 1024 == 0 && C / 32 <= 384 && ((uintptr_t)x & 15) == 0;
+}
+/* their grid: about 768 threads an SM (two CTAs of the 8B's 384-thread SwiGLU rows, six of its
+** 128-thread quantized rows), each CTA walking rows */
+static long long rowq_pipe_ctas(const struct dfl_cuda_impl *im, int C) {
+  int per = 768 / (C / 32);
+  return (long long)im->nsm * (per < 2 ? 2 : per);
+}
+
 static int exec_op(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   const dfl_attrs *at = &op->a;
@@ -1041,7 +1074,15 @@ static int exec_op(dfl_cuda *c, int i) {
     void *u = P(op->in[1]); int du = dt(c, op->in[1]);
     if (op->n_out == 2) { /* quantized form (dfl_fuse_quant): a block per row */
       void *sc = P(op->out[1]);
-      int C = (int)T(c, op->in[0])->shape[1], mid = at->mid_dtype, nch = rowq_nch(C, op);
+      int C = (int)T(c, op->in[0])->shape[1], mid = at->mid_dtype;
+      long long rows = T(c, op->in[0])->shape[0];
+      if (mid == DFL_BF16 && du == DFL_BF16 && rowq_pipe(C, i0, d1)) {
+        /* CTAs walk rows, the next row's loads in flight (kernels/elementwise.cuh rowq_pipe) */
+        long long nb = rowq_pipe_ctas(im, C);
+        void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};
+        return launch2(c, K_SWIGLU_QR, rows < nb ? rows : nb, 1, C / 32, 0, ar);
+      }
+      int nch = rowq_nch(C, op);
       void *a[] = {&o0, &sc, &i0, &d1, &u, &du, &C, &mid};
       return nch ? launch2(c, nch == 2 ? K_SWIGLU_Q2 : K_SWIGLU_Q4, T(c, op->in[0])->shape[0], 1, C / (8 * nch), 0, a)
                  : DFL_ESHAPE;
@@ -1067,8 +1108,14 @@ static int exec_op(dfl_cuda *c, int i) {
   case DFL_OP_QUANT_F8: {
     void *sc = P(op->out[1]);
     int C = (int)T(c, op->in[0])->shape[1];
+    long long rows = T(c, op->in[0])->shape[0];
+    if (rowq_pipe(C, i0, d1)) {
+      long long nb = rowq_pipe_ctas(im, C);
+      void *ar[] = {&o0, &sc, &i0, &rows, &C};
+      return launch2(c, K_QUANT_F8R, rows < nb ? rows : nb, 1, C / 32, 0, ar);
+    }
     void *a[] = {&o0, &sc, &i0, &d1, &C};
-    return launch2(c, K_QUANT_F8, T(c, op->in[0])->shape[0], 1, 256, 0, a);
+    return launch2(c, K_QUANT_F8, rows, 1, 256, 0, a);
   }
   case DFL_OP_RMSNORM: {
     long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
@@ -1106,7 +1153,16 @@ static int exec_op(dfl_cuda *c, int i) {
     void *ad = op->n_in == 5 ? P(op->in[4]) : NULL; /* the addend (dfl_fuse_add) */
     int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]), dad = ad ? dt(c, op->in[4]) : d0;
     void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
+    int kr = rms_bwd_row_kernel(Gi, (const void *[]){o0, i0, w, dy, ad ? ad : o0}, (const int[]){d0, d1, dtw, ddy, dad}, 5);
     int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w, dy, ad ? ad : o0}, (const int[]){d0, d1, dtw, ddy, dad}, 5);
+    if (kr >= 0) { /* a block per row, DFL_RMS_PARTS blocks at most: their partial dw rows added in order */
+      int np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS), dto = dt(c, op->out[1]), V = Gi / 1024;
+      void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &ng, &V};
+      TRY(launch2(c, kr, np, 1, 128, 0, ar));
+      void *wout = P(op->out[1]);
+      void *a2[] = {&wout, &dto, &dw, &np, &Gi};
+      return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
+    }
     if (blk) { /* dw from DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
       /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
       ** the SMs' threads); DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons */
@@ -1140,6 +1196,16 @@ static int exec_op(dfl_cuda *c, int i) {
       fprintf(stderr, "dflc: cuda backend: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, "
                       "and the tensors bf16/f16/f32\n", op->label, hd);
       return DFL_ESHAPE;
+    }
+    const char *er = getenv("DFL_ROPE_ROW");   /* =0: dfl_rope_v, for comparisons */
+    if (pow2 && hd % 16 == 0 && hd <= 512 && d0 == DFL_BF16 && d1 == DFL_BF16 && !(er && !strcmp(er, "0")) &&
+        vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2) &&
+        (!wn || (dtw == DFL_BF16 && dty == DFL_BF16 && vec_dtypes((const void *[]){wn}, (const int[]){dtw}, 1)))) {
+      /* a row's hd / 16 threads walk its heads (kernels/rope.cuh dfl_rope_r); two CTAs an SM at most */
+      int ni = hd / 16, rb = 256 / ni;
+      int64_t nb = (rows + rb - 1) / rb, cap = (int64_t)im->nsm * 2;
+      void *ar[] = {&o0, &i0, &pos, &rows, &nh, &hd, &th, &inv, &wn, &eps};
+      return launch2(c, K_ROPE_R, nb < cap ? nb : cap, 1, 256, (size_t)(hd / 2) * 8, ar);
     }
     if (hd % 16 == 0 && hd <= 1024 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
       /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory after the hd / 2

@@ -629,12 +629,30 @@ int main(void) {
     setenv("DFL_RMS_WARP", "0", 1);
     case_rmsnorm(301, 4096, 4096, 0);
     unsetenv("DFL_RMS_WARP");
+    /* bf16 backward: rows of 1024 V features take the row-per-block kernels (VMAX 4, 5, 6, 8; above,
+    ** 4096, 5120 and 8192 rows, some past 512 blocks); V = 6 and 7 here, and DFL_RMS_BWD_ROW=0 the
+    ** block kernel again */
+    case_rmsnorm(29, 6144, 6144, 1);
+    case_rmsnorm(600, 7168, 7168, 0);
+    setenv("DFL_RMS_BWD_ROW", "0", 1);
+    case_rmsnorm(1501, 4096, 4096, 1);
+    unsetenv("DFL_RMS_BWD_ROW");
     case_rope(29, 3, 64);
     case_rope(45, 9, 128);
     case_rope_norm(29, 3, 64);
     case_rope_norm(45, 9, 128);
     case_rope_norm(8, 32, 128);
     case_rope(17, 2, 24);
+    /* bf16, hd / 16 a power of two: the row kernel (dfl_rope_r); 9000 rows of hd 128 pass the grid's
+    ** cap (2 CTAs an SM of 32 rows) on a 132-SM part, hd 256 and 16 other lane groups; then
+    ** DFL_ROPE_ROW=0 the table kernel */
+    case_rope(9000, 2, 128);
+    case_rope_norm(37, 12, 256);
+    case_rope_norm(50, 3, 16);
+    setenv("DFL_ROPE_ROW", "0", 1);
+    case_rope(45, 9, 128);
+    case_rope_norm(45, 9, 128);
+    unsetenv("DFL_ROPE_ROW");
     case_rope(37, 5, 96);   /* vector path, 6 threads a (row, head): blocks of 252 */
     case_gather();
     case_dflash_data();
@@ -719,6 +737,15 @@ int main(void) {
     setenv("DFL_RMS_WARP", "0", 1);
     case_fp8_fused(21, 4096);
     unsetenv("DFL_RMS_WARP");
+    /* bf16 SwiGLU rows of C % 1024 == 0 up to 12288 take the pipelined kernel (above too); 1601 rows
+    ** of 2048 make each CTA walk several (grid: 12 an SM), with the next row's loads in flight; then
+    ** DFL_ROWQ_PIPE=0 the block-per-row kernel */
+    case_fp8_fused(1601, 2048);
+    case_fp8(601, 12288, 16, 0);   /* QUANT_F8 by the pipelined kernel, CTAs walking rows (2 an SM) */
+    setenv("DFL_ROWQ_PIPE", "0", 1);
+    case_fp8_fused(5, 12288);
+    case_fp8(40, 4096, 96, 1);
+    unsetenv("DFL_ROWQ_PIPE");
   }
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
