@@ -77,16 +77,18 @@ DFL_SWIGLU_Q(2, __maxnreg__(40))
 DFL_SWIGLU_Q(4, __launch_bounds__(1024))
 /* Pipelined forms (session 12; runtime/cuda.c takes them for bf16 inputs and intermediate, rows of
 ** C = 8 SQ_NCH blockDim.x features with blockDim.x a multiple of 32 <= 384 (two CTAs an SM);
-** DFL_ROWQ_PIPE=0 keeps dfl_swiglu_q* and dfl_quant_f8): CTAs walk rows (grid-stride), and a row's
+** DFL_ROWQ_PIPE=0 keeps the other kernels): CTAs walk rows (grid-stride), and a row's
 ** loads are issued before the previous row's max is reduced and its bytes written, so a CTA has loads
 ** in flight through its barrier. The block-per-row kernels have none there: dfl_swiglu_q2 2.6 TB/s,
-** dfl_quant_f8 2.2 (ncu, 8B target). SW: h = silu(g) u (dfl_swiglu_qr) or h = g (dfl_quant_f8r, u
-** unused), held as bf16 pairs (the intermediate's dtype: the same bytes as rowq_store's and
-** dfl_quant_f8's). */
+** dfl_quant_f8 2.2 (ncu, 8B target). SW: h = silu(g) u (dfl_swiglu_qr), h = g r u with r the row's
+** 1 / rms (dfl_rmsnorm_qr: u the norm weight, a barrier more a row; rmsnorm_wq took 1.9 TB/s), or
+** h = g (dfl_quant_f8r, u unused), held as bf16 pairs (the intermediate's dtype: the same bytes as
+** rowq_store's and dfl_quant_f8's; the norm's r from its f32 sum in another order). */
 #define SQ_NCH 4
 template <int SW>
-__device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void *g, const void *u, ll rows, int C) {
-  __shared__ float red[2][32];
+__device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void *g, const void *u, ll rows, int C,
+                                          float *rstd = 0, float eps = 0.f) {
+  __shared__ float red[2][32], rss[2][32];
   const int t = threadIdx.x, nw = blockDim.x >> 5;
   const uint4 *gp = (const uint4 *)g + t, *up = (const uint4 *)u + t;
   const ll cv = C / 8;   /* 16-byte vectors a row */
@@ -96,15 +98,43 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
 #pragma unroll
     for (int c = 0; c < SQ_NCH; c++) {
       ga[c] = gp[row * cv + c * blockDim.x];
-      if (SW) ua[c] = up[row * cv + c * blockDim.x];
+      if (SW == 1) ua[c] = up[row * cv + c * blockDim.x];
     }
   for (int par = 0; row < rows; row += gridDim.x, par ^= 1) {
     uint4 h[SQ_NCH];
-    float amax = 0.f;
+    float amax = 0.f, r = 0.f;
+    if (SW == 2) {   /* RMSNORM: the row's 1 / rms first, the next row's loads in flight meanwhile */
+      float ss = 0.f;
+#pragma unroll
+      for (int c = 0; c < SQ_NCH; c++) {
+        float a[8];
+        h[c] = ga[c];
+        dfl_bf8(h[c], a);
+#pragma unroll
+        for (int k = 0; k < 8; k++) ss += a[k] * a[k];
+      }
+      if (row + gridDim.x < rows)
+#pragma unroll
+        for (int c = 0; c < SQ_NCH; c++) ga[c] = gp[(row + gridDim.x) * cv + c * blockDim.x];
+      ss = warp_sum(ss);
+      if ((t & 31) == 0) rss[par][t >> 5] = ss;
+      __syncthreads();
+      ss = 0.f;
+      for (int w = 0; w < nw; w++) ss += rss[par][w];   /* fixed order */
+      r = rsqrtf(ss / C + eps);
+      if (t == 0) rstd[row] = r;
+    }
 #pragma unroll
     for (int c = 0; c < SQ_NCH; c++) {
       float a[8];
-      if (SW) {
+      if (SW == 2) {   /* y = x r w, rounded to bf16 (the unfused graph's intermediate) */
+        float b[8];
+        dfl_bf8(h[c], a);
+        dfl_bf8(__ldg(up + c * blockDim.x), b);
+#pragma unroll
+        for (int k = 0; k < 8; k++) a[k] = a[k] * r * b[k];
+        h[c] = dfl_f2bf8(a);
+      } else if (SW) {
         float b[8];
         dfl_bf8(ga[c], a);
         dfl_bf8(ua[c], b);
@@ -117,11 +147,11 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
       for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(a[k]));
     }
     const ll nx = row + gridDim.x;
-    if (nx < rows)   /* the next row's loads, in flight through the barrier below */
+    if (SW != 2 && nx < rows)   /* the next row's loads, in flight through the barrier below */
 #pragma unroll
       for (int c = 0; c < SQ_NCH; c++) {
         ga[c] = gp[nx * cv + c * blockDim.x];
-        if (SW) ua[c] = up[nx * cv + c * blockDim.x];
+        if (SW == 1) ua[c] = up[nx * cv + c * blockDim.x];
       }
     amax = warp_max(amax);
     if ((t & 31) == 0) red[par][t >> 5] = amax;
@@ -141,6 +171,11 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
 extern "C" __global__ void __launch_bounds__(384, 2) dfl_swiglu_qr(unsigned char *q, float *s, const void *g,
                                                                   const void *u, ll rows, int C) {
   rowq_pipe<1>(q, s, g, u, rows, C);
+}
+extern "C" __global__ void __launch_bounds__(384, 2) dfl_rmsnorm_qr(unsigned char *q, float *s, float *rstd,
+                                                                   const void *x, const void *w, ll rows, int C,
+                                                                   float eps) {
+  rowq_pipe<2>(q, s, x, w, rows, C, rstd, eps);
 }
 extern "C" __global__ void __launch_bounds__(384, 2) dfl_quant_f8r(unsigned char *q, float *s, const void *x, ll rows,
                                                                   int C) {

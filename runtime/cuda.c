@@ -38,7 +38,7 @@ enum {
   K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
   K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32, K_RMSNORM_WQ32,
-  K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR, K_QUANT_F8R, K_COUNT
+  K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR, K_QUANT_F8R, K_RMSNORM_QR, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -51,7 +51,7 @@ static const char *kname[] = {
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
   "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
   "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_r4", "dfl_rmsnorm_bwd_r5", "dfl_rmsnorm_bwd_r6",
-  "dfl_rmsnorm_bwd_r8", "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r"};
+  "dfl_rmsnorm_bwd_r8", "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -1024,8 +1024,8 @@ static int rms_bwd_row_kernel(int G, const void *const *p, const int *d, int n) 
 }
 
 /* The pipelined row-quantizing kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr,
-** dfl_quant_f8r) take bf16 rows of C % 1024 == 0 features, C <= 12288 (C / 32 threads), 16-byte
-** aligned. DFL_ROWQ_PIPE=0 keeps the block-per-row kernels, for comparisons. */
+** dfl_rmsnorm_qr, dfl_quant_f8r) take bf16 rows of C % 1024 == 0 features, C <= 12288 (C / 32
+** threads), 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the other kernels, for comparisons. */
 static int rowq_pipe(int C, const void *x, int dx) {
   const char *e = getenv("DFL_ROWQ_PIPE");   /* read per op: capture and eager runs only */
   return !(e && !strcmp(e, "0")) && dx == DFL_BF16 && C % 1024 == 0 && C / 32 <= 384 && ((uintptr_t)x & 15) == 0;
@@ -1125,6 +1125,11 @@ static int exec_op(dfl_cuda *c, int i) {
     if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a warp or a block per row */
       void *sc = P(op->out[2]);
       int mid = at->mid_dtype;
+      if (mid == DFL_BF16 && dw == DFL_BF16 && ((uintptr_t)w & 15) == 0 && rowq_pipe(Gi, i0, d1)) {
+        long long nb = rowq_pipe_ctas(im, Gi);
+        void *ar[] = {&o0, &sc, &rs, &i0, &w, &ng, &Gi, &eps};
+        return launch2(c, K_RMSNORM_QR, ng < nb ? ng : nb, 1, Gi / 32, 0, ar);
+      }
       int kw = mid == DFL_BF16 ? rms_warp_kernel(Gi, 1, (const void *[]){i0, w}, (const int[]){d1, dw}, 2) : -1;
       if (kw >= 0) {
         void *aw[] = {&o0, &sc, &rs, &i0, &w, &ng, &V, &eps};

@@ -725,26 +725,28 @@ int main(void) {
     case_fp8(37, 64, 48, 0);   /* vector path, odd M (cuBLASLt's FP8 wants N, K multiples of 16) */
     case_fp8(40, 4096, 96, 1); /* the 8B's K, with the addend */
     case_fp8(9, 77, 5, 0);     /* scalar path: QUANT only */
-    case_fp8_fused(37, 512);   /* 2 chunks of 8 per thread: 32 threads */
-    case_fp8_fused(21, 4096);  /* the 8B's rows: 256 threads */
-    case_fp8_fused(5, 12288);  /* 768 threads */
+    /* bf16 rows of C % 1024 == 0 up to 12288 take the pipelined kernels (kernels/elementwise.cuh
+    ** rowq_pipe: the norm, the SwiGLU and QUANT_F8 by a CTA per row, CTAs walking rows with the next
+    ** row's loads in flight); 512 and 17408 (and f32) the others. 1601 rows of 2048 make each CTA walk
+    ** several (grid: 12 an SM); QUANT_F8 of 601 rows of 12288 too (2 an SM) */
+    case_fp8_fused(37, 512);
+    case_fp8_fused(21, 4096);
+    case_fp8_fused(5, 12288);
     case_fp8_fused(3, 17408);  /* 4 chunks per thread: 544 threads */
-    /* the norm by a warp per row (bf16; 512 and 4096 above too): V 24, V 20 of 24 vectors, V 32; then
-    ** the block-per-row norm forced */
+    case_fp8_fused(1601, 2048);
+    case_fp8(601, 12288, 16, 0);
+    /* DFL_ROWQ_PIPE=0: the norm by a warp per row (bf16; V 24, V 20 of 24 vectors, V 32, V 16), the
+    ** SwiGLU and QUANT_F8 by a block per row; then the block-per-row norm forced too */
+    setenv("DFL_ROWQ_PIPE", "0", 1);
     case_fp8_fused(13, 6144);
     case_fp8_fused(11, 5120);
     case_fp8_fused(7, 8192);
+    case_fp8_fused(21, 4096);
+    case_fp8_fused(5, 12288);  /* 768 threads */
+    case_fp8(40, 4096, 96, 1);
     setenv("DFL_RMS_WARP", "0", 1);
     case_fp8_fused(21, 4096);
     unsetenv("DFL_RMS_WARP");
-    /* bf16 SwiGLU rows of C % 1024 == 0 up to 12288 take the pipelined kernel (above too); 1601 rows
-    ** of 2048 make each CTA walk several (grid: 12 an SM), with the next row's loads in flight; then
-    ** DFL_ROWQ_PIPE=0 the block-per-row kernel */
-    case_fp8_fused(1601, 2048);
-    case_fp8(601, 12288, 16, 0);   /* QUANT_F8 by the pipelined kernel, CTAs walking rows (2 an SM) */
-    setenv("DFL_ROWQ_PIPE", "0", 1);
-    case_fp8_fused(5, 12288);
-    case_fp8(40, 4096, 96, 1);
     unsetenv("DFL_ROWQ_PIPE");
   }
   printf("%d cases, %d failures\n", cases, fails);
