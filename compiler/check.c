@@ -29,7 +29,7 @@ static const dfl_kdef target_keys[] = {
   {"seed", K_INT, 0, I64MAX, 0, 0, 0, "seed = 0"},
   {"taps", K_ANY, 0, 0, 0, 0, 0, "taps = [1, 9, 17]"},
   {"dtype", K_ENUM, 0, 0, "bf16|fp32", 0, 0, "dtype = bf16"},
-  {"quantize", K_ENUM, 0, 0, "none|fp8", 0, 0, "quantize = fp8"},
+  {"quantize", K_ENUM, 0, 0, "none|fp8|fp8_fast", 0, 0, "quantize = fp8"},
   {"family", K_ENUM, 0, 0, "qwen3|llama", 0, 0, "family = qwen3"},
   {"hidden", K_INT, 1, IMAX, 0, 0, 0, "hidden = 4096"},
   {"layers", K_INT, 1, DFL_MAX_LAYERS, 0, 0, 0, "layers = 36"},
@@ -501,7 +501,9 @@ static void check_target(dfl_check *c) {
   s->target_random = weights && !strcmp(weights, "random");
   s->target_seed = (uint64_t)dfl_check_int(t, "seed", 0);
   s->target_dtype = strcmp(dfl_check_enum(t, "dtype", "bf16"), "fp32") ? DFL_PREC_BF16 : DFL_PREC_FP32;
-  s->target_fp8 = !strcmp(dfl_check_enum(t, "quantize", "none"), "fp8");
+  const char *qz = dfl_check_enum(t, "quantize", "none");
+  s->target_fp8 = !strcmp(qz, "fp8") || !strcmp(qz, "fp8_fast");
+  s->target_fp8_fast = !strcmp(qz, "fp8_fast");
   if (dfl_check_has(t, "seed") && !s->target_random && dfl_check_get(t, "seed"))
     dfl_diag_warning(dfl_check_where(t, "seed"), "`seed` has no effect unless `weights = random`");
 

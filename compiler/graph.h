@@ -203,6 +203,7 @@ typedef struct dfl_attrs {
   double beta;                     /* MATMUL: 1 = add in[2] (== out[0]: dfl_fuse; else dfl_fuse_add); 0 = plain */
   int keep_grad;                   /* ADAMW: 1 = leave grad as it is (dfl_fuse_overwrite) */
   int mid_dtype;                   /* ROPE normed form: dtype of the normalized heads it no longer stores */
+  int fast_accum;                  /* MATMUL_F8: 1 = the GPU's fast FP8 accumulation (quantize = fp8_fast) */
 } dfl_attrs;
 
 typedef struct dfl_op {

@@ -77,6 +77,8 @@ typedef struct dfl_spec {
   dfl_precision target_dtype;       /* weights/activations of the frozen target (default bf16) */
   int target_fp8;                   /* quantize = fp8: the target's linear layers in FP8 E4M3 with
                                     ** per-row scales, quantized at load (docs/fp8.md) */
+  int target_fp8_fast;              /* quantize = fp8_fast: the same, with the GPU's fast FP8
+                                    ** accumulation (cuBLASLt FAST_ACCUM; the CPU is unchanged) */
 
   /* drafter: hidden and vocab always equal the target's */
   dfl_arch drafter;

@@ -43,9 +43,13 @@ static int frozen_w(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, in
   return w;
 }
 
-/* y = x W^T; in FP8, x is (x8, sx), quantized once per input by dfl_quant_f8. */
-static int lin(dfl_graph *g, int x, int sx, int w, int sw, dfl_dtype dt, const char *name) {
-  return sw < 0 ? dfl_linear(g, x, w, dt, name) : dfl_linear_f8(g, x, sx, w, sw, dt, name);
+/* y = x W^T; in FP8, x is (x8, sx), quantized once per input by dfl_quant_f8, and the GEMM marked
+** for fast accumulation when the spec asks for it (quantize = fp8_fast). */
+static int lin(dfl_graph *g, const dfl_spec *s, int x, int sx, int w, int sw, dfl_dtype dt, const char *name) {
+  if (sw < 0) return dfl_linear(g, x, w, dt, name);
+  int y = dfl_linear_f8(g, x, sx, w, sw, dt, name);
+  g->ops[g->nops - 1].a.fast_accum = s->target_fp8_fast;
+  return y;
 }
 static int quant(dfl_graph *g, const dfl_spec *s, int x, int *sx, const char *name) {
   *sx = -1;
@@ -113,9 +117,9 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
 #define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
     int u = dfl_rmsnorm(g, h, w_in, H, a->rms_eps, NM("u"));
     int ux = quant(g, s, u, &xs, NM("u8"));
-    int q = lin(g, ux, xs, wq, sq, dt, NM("q"));
-    int k = lin(g, ux, xs, wk, sk, dt, NM("k"));
-    int v = lin(g, ux, xs, wv, sv, dt, NM("v"));
+    int q = lin(g, s, ux, xs, wq, sq, dt, NM("q"));
+    int k = lin(g, s, ux, xs, wk, sk, dt, NM("k"));
+    int v = lin(g, s, ux, xs, wv, sv, dt, NM("v"));
     if (a->qk_norm) {
       int wqn = frozen1(g, dt, hd, "model.layers.%d.self_attn.q_norm.weight", l);
       int wkn = frozen1(g, dt, hd, "model.layers.%d.self_attn.k_norm.weight", l);
@@ -138,15 +142,15 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
     dfl_op_add(g, DFL_OP_ATTENTION, ain, 3, att, 2, &at);
 
     int ax = quant(g, s, att[0], &xs, NM("attn8"));
-    int o = lin(g, ax, xs, wo, so, dt, NM("o"));
+    int o = lin(g, s, ax, xs, wo, so, dt, NM("o"));
     h = dfl_add(g, h, o, NM("h_attn"));
     int p = dfl_rmsnorm(g, h, w_post, H, a->rms_eps, NM("p"));
     int px = quant(g, s, p, &xs, NM("p8"));
-    int gt = lin(g, px, xs, wg, sg, dt, NM("gate"));
-    int up = lin(g, px, xs, wu, su, dt, NM("up"));
+    int gt = lin(g, s, px, xs, wg, sg, dt, NM("gate"));
+    int up = lin(g, s, px, xs, wu, su, dt, NM("up"));
     int sw = dfl_swiglu(g, gt, up, NM("swiglu"));
     int swx = quant(g, s, sw, &xs, NM("swiglu8"));
-    int dn = lin(g, swx, xs, wd, sd, dt, NM("down"));
+    int dn = lin(g, s, swx, xs, wd, sd, dt, NM("down"));
     h = dfl_add(g, h, dn, NM("h"));
 #undef NM
     out->hidden[l + 1] = h;

@@ -255,11 +255,12 @@ int dfl_cmd_bench(int argc, char **argv) {
     fl_peer_extra += 4.0 * (double)(Y->shape[0] / op->a.B) * (double)W->shape[0] * (double)Y->shape[1] * accum;
   }
   /* an FP8 target (quantize = fp8) changes the numbers: every report says so */
-  const int fp8 = tr->spec.target_fp8 && !drafter_only;
+  const int fp8 = tr->spec.target_fp8 && !drafter_only, fp8f = fp8 && tr->spec.target_fp8_fast;
   printf("bench: %s%s on %s (%s%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
          drafter_only ? " (drafter alone: random features, no target)" : "", tr->be.name,
-         tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32", fp8 ? ", target GEMMs in FP8" : "", tr->tg.batch,
-         tr->tg.S, tr->tg.N, tr->spec.block_size, accum, t_open);
+         tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32",
+         fp8f ? ", target GEMMs in FP8 (fast accumulation)" : fp8 ? ", target GEMMs in FP8" : "", tr->tg.batch, tr->tg.S,
+         tr->tg.N, tr->spec.block_size, accum, t_open);
   if (tr->overlap) printf("schedule: each step's optimizer beside the next step's target forward (DFL_NO_OVERLAP=1: off)\n");
   printf("setup: data, graph and plan %.1f s; backend (device memory, kernels) %.1f s; weights %.1f s; rest %.1f s\n",
          tr->setup_s[0], tr->setup_s[1], tr->setup_s[2], tr->setup_s[3]);
@@ -399,7 +400,7 @@ int dfl_cmd_bench(int argc, char **argv) {
     for (int p = 0; p < DFL_PH_COUNT; p++) json_object_set_new(ph, dfl_bench_phase_name[p], json_real(ms_ph[p]));
     json_t *o = json_pack(
         "{s:s, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:i, "
-        "s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+        "s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
         "spec", spec_file, "backend", tr->be.name, "steps", (json_int_t)done, "step_ms", step_ms, "seq_tokens_per_s", tps,
         "tflop_per_step", fl_step / 1e12, "tflops", tflops, "mfu", tflops / PEAK_TFLOPS, "drafter_only", drafter_only,
         "positions_per_s", positions / (step_ms * 1e-3), "tflop_per_step_peer_count", (fl_step + fl_peer_extra) / 1e12,
@@ -407,6 +408,7 @@ int dfl_cmd_bench(int argc, char **argv) {
         "phase_ms", ph, "plan_bytes", (json_int_t)(tr->planned ? tr->plan.arena_bytes : 0), "arena_bytes",
         (json_int_t)tr->be.arena_bytes, "mem_min", (json_int_t)tr->mem_min, "mem_max", (json_int_t)tr->mem_max,
         "mem_before", (json_int_t)tr->be.mem_before, "graph_launches_per_step", accum + 1, "target_fp8", fp8,
+        "target_fp8_fast", fp8f,
         "joules_per_step", joules >= 0 ? joules / (double)done : -1.0, "watts_avg", joules >= 0 ? joules / dt : -1.0,
         "power_limit_watts", joules >= 0 ? em.limit_mw * 1e-3 : -1.0, "floor_gemm_ms", fl_g.ms,
         "floor_gemm_joules", fl_g.nonfinite ? -1.0 : fl_g.joules, "floor_attention_ms", fl_a.ms,

@@ -177,9 +177,10 @@ static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, d
 }
 /* MATMUL_F8: row-major Y[M,N] = (X[M,K] W[N,K]^T) sx[M] sw[N] (+ R): cuBLASLt's column-major
 ** Y^T = W X^T, both e4m3 operands K-major ("TN", the layout Hopper's FP8 GEMMs require), per-row
-** scales as outer vectors (A's: sw, N of them; B's: sx, M), f32 accumulation (no fast accumulation). */
+** scales as outer vectors (A's: sw, N of them; B's: sx, M), f32 accumulation, or with fast set cuBLASLt's
+** fast accumulation (quantize = fp8_fast: docs/fp8.md). */
 static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw,
-                       float beta, const char *label) {
+                       float beta, int fast, const char *label) {
   int cc = 0, dev = 0;
   CU(cudaGetDevice(&dev));
   CU(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
@@ -208,8 +209,11 @@ static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, 
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw));
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
-  const char *fa = getenv("DFL_FP8_FAST_ACCUM");   /* =1: cuBLASLt's fast accumulation, a measurement switch */
-  if (fa && !strcmp(fa, "1")) {
+  /* fast: quantize = fp8_fast (the op's a.fast_accum), or DFL_FP8_FAST_ACCUM=1/0 overriding it, for
+  ** comparisons: cuBLASLt's FP8 fast accumulation, the partial sums never promoted to f32 */
+  const char *fa = getenv("DFL_FP8_FAST_ACCUM");
+  if (fa && (!strcmp(fa, "1") || !strcmp(fa, "0"))) fast = fa[0] == '1';
+  if (fast) {
     int8_t on = 1;
     LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));
   }
@@ -485,7 +489,8 @@ static int setup_op(dfl_cuda *c, int i) {
   if (op->code == DFL_OP_MATMUL_F8) {
     const dfl_tensor *X = &t[op->in[0]], *W = &t[op->in[1]];
     return mm_setup_f8(c, &os->mm[0], (int)X->shape[0], (int)W->shape[0], (int)X->shape[1], t[op->out[0]].dtype,
-                       (const float *)P(op->in[2]), (const float *)P(op->in[3]), (float)op->a.beta, op->label);
+                       (const float *)P(op->in[2]), (const float *)P(op->in[3]), (float)op->a.beta, op->a.fast_accum,
+                       op->label);
   }
   if (op->code == DFL_OP_LINEAR_CE) {
     const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]], *DY = &t[op->out[4]];

@@ -117,6 +117,11 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
     /* An FP8 GEMM's f32 output: Hopper's FP8 tensor cores add with about 14 mantissa bits before
     ** cuBLASLt promotes the partial sums to f32 (DeepSeek-V3 report, 3.3.2); 2.3e-4 was seen at K 64. */
     if (!exact && T->producer >= 0 && g->ops[T->producer].code == DFL_OP_MATMUL_F8 && tol < 2e-3) tol = 2e-3;
+    /* quantize = fp8_fast: the partial sums are never promoted to f32. Measured on an H200 (session 12,
+    ** f32 outputs): 2.4e-3 of max|ref| at K 4096, 6.5e-3 at K 12288; allowed: 1.5e-2 */
+    if (!exact && T->producer >= 0 && g->ops[T->producer].code == DFL_OP_MATMUL_F8 &&
+        g->ops[T->producer].a.fast_accum && tol < 1.5e-2)
+      tol = 1.5e-2;
     int ok = nan == 0 && (bin ? diff * 50 <= n : exact ? diff == 0 : fused8 ? diff * 50 <= n && far == 0 : rel <= tol);
     if (!ok || getenv("DFL_VERBOSE"))
       fprintf(ok ? stdout : stderr, "%s %s [%s] %s: max|ref| %.3g max err %.3g rel %.3g (tol %.1g) diff %lld nan/inf %lld\n",
@@ -200,7 +205,7 @@ static void case_matmul_addend(void) {
 ** residual addend (range +-4: a GEMM that ignored it is caught). One row of x is scaled down by
 ** 1e-3 (its own scale must follow) and one is zero (scale 1, bytes 0). K % 8 != 0 takes the
 ** kernel's scalar path; such a K has no FP8 GEMM (cuBLASLt wants N, K multiples of 16), so only QUANT runs. */
-static void case_fp8(int R, int K, int N, int addend) {
+static void case_fp8_(int R, int K, int N, int addend, int fast) {
   dfl_graph g; dfl_graph_init(&g);
   int x = t2(&g, "x", ACT, DFL_T_INPUT, R, K), w = t2(&g, "w", ACT, DFL_T_INPUT, N, K);
   int sx, sw;
@@ -208,12 +213,13 @@ static void case_fp8(int R, int K, int N, int addend) {
   int r = t2(&g, "r", ACT, DFL_T_INPUT, R, N);
   if (K % 16 == 0 && N % 16 == 0) {
     int y = t2(&g, "y", ACT, DFL_T_ACT, R, N);
-    dfl_attrs a = {0}; a.beta = addend;
+    dfl_attrs a = {0}; a.beta = addend; a.fast_accum = fast;
     op(&g, DFL_OP_MATMUL_F8, addend ? 5 : 4, (int[]){x8, w8, sx, sw, r}, 1, &y, &a);
   }
   float *xv = rand_f((int64_t)R * K, 3.0, ACT);
   for (int k = 0; k < K; k++) xv[k] = 0.f, xv[K + k] = ACT == DFL_BF16 ? dfl_bf16_round(xv[K + k] * 1e-3f) : xv[K + k] * 1e-3f;
-  char nm[64]; snprintf(nm, sizeof nm, "fp8 quant+matmul R%d K%d N%d%s", R, K, N, addend ? " +r" : "");
+  char nm[64];
+  snprintf(nm, sizeof nm, "fp8 quant+matmul R%d K%d N%d%s%s", R, K, N, addend ? " +r" : "", fast ? " fast" : "");
   double sc_[16] = {0};
   sc_[w] = 0.05; sc_[r] = 4;
   preset_t = x, preset_v = xv;
@@ -222,6 +228,7 @@ static void case_fp8(int R, int K, int N, int addend) {
   free(xv);
   dfl_graph_free(&g);
 }
+static void case_fp8(int R, int K, int N, int addend) { case_fp8_(R, K, N, addend, 0); }
 
 /* The quantized forms of RMSNORM and SWIGLU (compiler/fuse.c dfl_fuse_quant: whole rows), fused into
 ** the same graph on both backends; R odd. */
@@ -725,6 +732,10 @@ int main(void) {
     case_fp8(37, 64, 48, 0);   /* vector path, odd M (cuBLASLt's FP8 wants N, K multiples of 16) */
     case_fp8(40, 4096, 96, 1); /* the 8B's K, with the addend */
     case_fp8(9, 77, 5, 0);     /* scalar path: QUANT only */
+    /* quantize = fp8_fast: cuBLASLt's fast accumulation (the CPU accumulates in f64/f32 as always), at
+    ** the 8B's K and its MLP's 12288 */
+    case_fp8_(40, 4096, 96, 1, 1);
+    case_fp8_(33, 12288, 64, 0, 1);
     /* bf16 rows of C % 1024 == 0 up to 12288 take the pipelined kernels (kernels/elementwise.cuh
     ** rowq_pipe: the norm, the SwiGLU and QUANT_F8 by a CTA per row, CTAs walking rows with the next
     ** row's loads in flight); 512 and 17408 (and f32) the others. 1601 rows of 2048 make each CTA walk

@@ -128,6 +128,17 @@ grep -q "target GEMMs in FP8" "$T/f.log" || fail "the FP8 bench's header does no
 grep -q '"target_fp8":1' "$T/f.json" 2>/dev/null || fail "f.json does not say target_fp8 1"
 grep -q '"target_fp8":0' "$T/c.json" 2>/dev/null || fail "c.json does not say target_fp8 0"
 grep -q "FP8" "$T/c.log" && fail "the bf16 bench's header mentions FP8"
+grep -q '"target_fp8_fast":0' "$T/f.json" 2>/dev/null || fail "f.json does not say target_fp8_fast 0"
+# quantize = fp8_fast: the header and the JSON say so; the CPU backend has no fast accumulation, so its
+# losses are those of quantize = fp8
+sed -e "s|quantize = fp8|quantize = fp8_fast|" "$T/nano8.dfl" > "$T/nano8f.dfl"
+(cd "$T" && "$DFLC" bench nano8f.dfl --cpu --steps 2 --warmup 1 --phase-steps 1 --json g.json) > "$T/g.log" 2>&1 \
+  || { cat "$T/g.log"; fail "FP8 fast bench exited $?"; }
+grep -q "target GEMMs in FP8 (fast accumulation)" "$T/g.log" || fail "the fp8_fast bench's header does not say so"
+grep -q '"target_fp8":1' "$T/g.json" 2>/dev/null && grep -q '"target_fp8_fast":1' "$T/g.json" 2>/dev/null \
+  || fail "g.json does not say target_fp8 1 and target_fp8_fast 1"
+lf=$(grep -o "loss [0-9.]* -> [0-9.]*" "$T/f.log"); lg=$(grep -o "loss [0-9.]* -> [0-9.]*" "$T/g.log")
+[ -n "$lf" ] && [ "$lf" = "$lg" ] || fail "CPU losses of fp8 ($lf) and fp8_fast ($lg) differ"
 
 # the 27B drafter spec: checkable, plannable, refused (not attempted) on the CPU
 "$DFLC" check examples/qwen36-27b-drafter.dfl > "$T/chk.log" 2>&1 || { cat "$T/chk.log"; fail "check of the 27B drafter spec"; }
