@@ -122,8 +122,8 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
 ** angles are formed once, in registers: no table, no barrier but the one after the CTA's inverse
 ** frequencies. dfl_rope_v formed a 4-row angle table between two barriers per 4 rows and kept one
 ** head's two loads in flight per thread: 1.7 TB/s on the target's q and 0.7 on its k (ncu, 8B step).
-** The same values as dfl_rope_v bit for bit: the same inverse frequencies, angles, f32 statistics
-** (sum and shuffle order) and roundings. */
+** The same arithmetic as dfl_rope_v (inverse frequencies, angles, f32 statistics in the same sum and
+** shuffle order, roundings), so the same values; cuda_ops checks both against the CPU. */
 #define ROPE_HB 8
 extern "C" __global__ void __launch_bounds__(256) dfl_rope_r(void *out, const void *x, const int *pos, ll rows, int nh,
                                                              int hd, double theta, int inverse, const void *wn,

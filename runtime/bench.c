@@ -259,8 +259,8 @@ int dfl_cmd_bench(int argc, char **argv) {
   printf("bench: %s%s on %s (%s%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
          drafter_only ? " (drafter alone: random features, no target)" : "", tr->be.name,
          tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32",
-         fp8f ? ", target GEMMs in FP8 (fast accumulation)" : fp8 ? ", target GEMMs in FP8" : "", tr->tg.batch, tr->tg.S,
-         tr->tg.N, tr->spec.block_size, accum, t_open);
+         fp8f ? ", target GEMMs in FP8 (fast accumulation)" : fp8 ? ", target GEMMs in FP8" : "", tr->tg.batch,
+         tr->tg.S, tr->tg.N, tr->spec.block_size, accum, t_open);
   if (tr->overlap) printf("schedule: each step's optimizer beside the next step's target forward (DFL_NO_OVERLAP=1: off)\n");
   printf("setup: data, graph and plan %.1f s; backend (device memory, kernels) %.1f s; weights %.1f s; rest %.1f s\n",
          tr->setup_s[0], tr->setup_s[1], tr->setup_s[2], tr->setup_s[3]);

@@ -37,8 +37,9 @@ enum {
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
   K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
-  K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32, K_RMSNORM_WQ32,
-  K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR, K_QUANT_F8R, K_RMSNORM_QR, K_COUNT
+  K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32,
+  K_RMSNORM_WQ32, K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR,
+  K_QUANT_F8R, K_RMSNORM_QR, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -1163,8 +1164,9 @@ static int exec_op(dfl_cuda *c, int i) {
     void *ad = op->n_in == 5 ? P(op->in[4]) : NULL; /* the addend (dfl_fuse_add) */
     int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]), dad = ad ? dt(c, op->in[4]) : d0;
     void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
-    int kr = rms_bwd_row_kernel(Gi, (const void *[]){o0, i0, w, dy, ad ? ad : o0}, (const int[]){d0, d1, dtw, ddy, dad}, 5);
-    int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w, dy, ad ? ad : o0}, (const int[]){d0, d1, dtw, ddy, dad}, 5);
+    const void *pp[] = {o0, i0, w, dy, ad ? ad : o0};
+    const int pd[] = {d0, d1, dtw, ddy, dad};
+    int kr = rms_bwd_row_kernel(Gi, pp, pd, 5), blk = rms_vec_block(Gi, pp, pd, 5);
     if (kr >= 0) { /* a block per row, DFL_RMS_PARTS blocks at most: their partial dw rows added in order */
       int np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS), dto = dt(c, op->out[1]), V = Gi / 1024;
       void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &ng, &V};
