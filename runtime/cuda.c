@@ -984,6 +984,18 @@ static int vec_dtypes(const void *const *p, const int *d, int n) {
     if (((uintptr_t)p[k] & 15) || (d[k] != DFL_F32 && d[k] != DFL_BF16 && d[k] != DFL_F16)) return 0;
   return 1;
 }
+/* vec_dtypes, and every tensor bf16: the bf16-only kernels (their 16-byte rows are packed bf16) */
+static int bf16_vecs(const void *const *p, const int *d, int n) {
+  for (int k = 0; k < n; k++)
+    if (d[k] != DFL_BF16) return 0;
+  return vec_dtypes(p, d, n);
+}
+/* 1 when the variable is "0": a kernel choice switched back to the previous kernel, for comparisons.
+** Read per op: capture and eager runs only. */
+static int env_off(const char *name) {
+  const char *e = getenv(name);
+  return e && !strcmp(e, "0");
+}
 /* Block size of the vector RMSNorm kernels (kernels/rmsnorm.cuh) for group size G, 0 when they do
 ** not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per block) or a
 ** multiple of 32 <= 1024 (one group per block). */
@@ -1009,11 +1021,8 @@ static int rowq_nch(int C, const dfl_op *op) {
 ** V <= 32, 16-byte aligned pointers; their K_ index (VMAX 8, 16, 24, 32; q: the quantized form), or
 ** -1 (then the block kernels run). DFL_RMS_WARP=0 keeps the block kernels, for comparisons. */
 static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int n) {
-  const char *e = getenv("DFL_RMS_WARP");   /* read per op: capture and eager runs only */
-  int off = e && !strcmp(e, "0"), V = G / 256;
-  if (off || G % 256 || V < 1 || V > 32 || !vec_dtypes(p, d, n)) return -1;
-  for (int k = 0; k < n; k++)
-    if (d[k] != DFL_BF16) return -1;
+  int V = G / 256;
+  if (env_off("DFL_RMS_WARP") || G % 256 || V < 1 || V > 32 || !bf16_vecs(p, d, n)) return -1;
   return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
 }
 
@@ -1021,20 +1030,16 @@ static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int
 ** G = 1024 V features with V <= 8, 16-byte aligned pointers; their K_ index, or -1 (then
 ** dfl_rmsnorm_bwd_v runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
 static int rms_bwd_row_kernel(int G, const void *const *p, const int *d, int n) {
-  const char *e = getenv("DFL_RMS_BWD_ROW");   /* read per op: capture and eager runs only */
   int V = G / 1024;
-  if ((e && !strcmp(e, "0")) || G % 1024 || V < 1 || V > 8 || !vec_dtypes(p, d, n)) return -1;
-  for (int k = 0; k < n; k++)
-    if (d[k] != DFL_BF16) return -1;
+  if (env_off("DFL_RMS_BWD_ROW") || G % 1024 || V < 1 || V > 8 || !bf16_vecs(p, d, n)) return -1;
   return V <= 4 ? K_RMSNORM_BWD_R4 : V == 5 ? K_RMSNORM_BWD_R5 : V == 6 ? K_RMSNORM_BWD_R6 : K_RMSNORM_BWD_R8;
 }
 
 /* The pipelined row-quantizing kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr,
-** dfl_rmsnorm_qr, dfl_quant_f8r) take bf16 rows of C % 1024 == 0 features, C <= 12288 (C / 32
-** threads), 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the other kernels, for comparisons. */
-static int rowq_pipe(int C, const void *x, int dx) {
-  const char *e = getenv("DFL_ROWQ_PIPE");   /* read per op: capture and eager runs only */
-  return !(e && !strcmp(e, "0")) && dx == DFL_BF16 && C % 1024 == 0 && C / 32 <= 384 && ((uintptr_t)x & 15) == 0;
+** dfl_rmsnorm_qr, dfl_quant_f8r) take rows of C % 1024 == 0 features, C <= 12288 (C / 32
+** threads), their inputs bf16 and 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the other kernels. */
+static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
+  return !env_off("DFL_ROWQ_PIPE") && C % 1024 == 0 && C / 32 <= 384 && bf16_vecs(p, d, n);
 }
 /* their grid: about 768 threads an SM (two CTAs of the 8B's 384-thread SwiGLU rows, six of its
 ** 128-thread quantized rows), each CTA walking rows */
@@ -1082,7 +1087,7 @@ static int exec_op(dfl_cuda *c, int i) {
       void *sc = P(op->out[1]);
       int C = (int)T(c, op->in[0])->shape[1], mid = at->mid_dtype;
       long long rows = T(c, op->in[0])->shape[0];
-      if (mid == DFL_BF16 && du == DFL_BF16 && rowq_pipe(C, i0, d1)) {
+      if (mid == DFL_BF16 && rowq_pipe(C, (const void *[]){i0, u}, (const int[]){d1, du}, 2)) {
         /* CTAs walk rows, the next row's loads in flight (kernels/elementwise.cuh rowq_pipe) */
         long long nb = rowq_pipe_ctas(im, C);
         void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};
@@ -1115,7 +1120,7 @@ static int exec_op(dfl_cuda *c, int i) {
     void *sc = P(op->out[1]);
     int C = (int)T(c, op->in[0])->shape[1];
     long long rows = T(c, op->in[0])->shape[0];
-    if (rowq_pipe(C, i0, d1)) {
+    if (rowq_pipe(C, (const void *[]){i0}, (const int[]){d1}, 1)) {
       long long nb = rowq_pipe_ctas(im, C);
       void *ar[] = {&o0, &sc, &i0, &rows, &C};
       return launch2(c, K_QUANT_F8R, rows < nb ? rows : nb, 1, C / 32, 0, ar);
@@ -1131,7 +1136,7 @@ static int exec_op(dfl_cuda *c, int i) {
     if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a warp or a block per row */
       void *sc = P(op->out[2]);
       int mid = at->mid_dtype;
-      if (mid == DFL_BF16 && dw == DFL_BF16 && ((uintptr_t)w & 15) == 0 && rowq_pipe(Gi, i0, d1)) {
+      if (mid == DFL_BF16 && rowq_pipe(Gi, (const void *[]){i0, w}, (const int[]){d1, dw}, 2)) {
         long long nb = rowq_pipe_ctas(im, Gi);
         void *ar[] = {&o0, &sc, &rs, &i0, &w, &ng, &Gi, &eps};
         return launch2(c, K_RMSNORM_QR, ng < nb ? ng : nb, 1, Gi / 32, 0, ar);
@@ -1166,25 +1171,26 @@ static int exec_op(dfl_cuda *c, int i) {
     void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
     const void *pp[] = {o0, i0, w, dy, ad ? ad : o0};
     const int pd[] = {d0, d1, dtw, ddy, dad};
-    int kr = rms_bwd_row_kernel(Gi, pp, pd, 5), blk = rms_vec_block(Gi, pp, pd, 5);
-    if (kr >= 0) { /* a block per row, DFL_RMS_PARTS blocks at most: their partial dw rows added in order */
-      int np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS), dto = dt(c, op->out[1]), V = Gi / 1024;
-      void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &ng, &V};
-      TRY(launch2(c, kr, np, 1, 128, 0, ar));
+    int kr = rms_bwd_row_kernel(Gi, pp, pd, 5), blk = kr < 0 ? rms_vec_block(Gi, pp, pd, 5) : 0;
+    if (kr >= 0 || blk) { /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
+      int np;
+      if (kr >= 0) { /* a block per row */
+        np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS);
+        int V = Gi / 1024;
+        void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &ng, &V};
+        TRY(launch2(c, kr, np, 1, 128, 0, ar));
+      } else {
+        /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
+        ** the SMs' threads); DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons */
+        int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = DFL_RMS_PARTS;
+        const char *ep = getenv("DFL_RMS_BWD_PARTS");
+        int ev = ep ? atoi(ep) : 0;
+        if (ev >= 1 && ev <= DFL_RMS_PARTS) cap = ev;
+        np = (int)(nb < cap ? nb : cap);
+        TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
+      }
       void *wout = P(op->out[1]);
-      void *a2[] = {&wout, &dto, &dw, &np, &Gi};
-      return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
-    }
-    if (blk) { /* dw from DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
-      /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
-      ** the SMs' threads); DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons */
-      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = DFL_RMS_PARTS;
-      const char *ep = getenv("DFL_RMS_BWD_PARTS");
-      int ev = ep ? atoi(ep) : 0;
-      if (ev >= 1 && ev <= DFL_RMS_PARTS) cap = ev;
-      int np = (int)(nb < cap ? nb : cap), dto = dt(c, op->out[1]);
-      TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
-      void *wout = P(op->out[1]);
+      int dto = dt(c, op->out[1]);
       void *a2[] = {&wout, &dto, &dw, &np, &Gi};
       return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
     }
@@ -1209,10 +1215,10 @@ static int exec_op(dfl_cuda *c, int i) {
                       "and the tensors bf16/f16/f32\n", op->label, hd);
       return DFL_ESHAPE;
     }
-    const char *er = getenv("DFL_ROPE_ROW");   /* =0: dfl_rope_v, for comparisons */
-    if (pow2 && hd % 16 == 0 && hd <= 512 && d0 == DFL_BF16 && d1 == DFL_BF16 && !(er && !strcmp(er, "0")) &&
-        vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2) &&
-        (!wn || (dtw == DFL_BF16 && dty == DFL_BF16 && vec_dtypes((const void *[]){wn}, (const int[]){dtw}, 1)))) {
+    /* DFL_ROPE_ROW=0: dfl_rope_v, for comparisons */
+    if (pow2 && hd % 16 == 0 && hd <= 512 && !env_off("DFL_ROPE_ROW") &&
+        bf16_vecs((const void *[]){o0, i0, wn ? wn : o0}, (const int[]){d0, d1, wn ? dtw : d0}, 3) &&
+        (!wn || dty == DFL_BF16)) {
       /* a row's hd / 16 threads walk its heads (kernels/rope.cuh dfl_rope_r); two CTAs an SM at most */
       int ni = hd / 16, rb = 256 / ni;
       int64_t nb = (rows + rb - 1) / rb, cap = (int64_t)im->nsm * 2;
