@@ -49,6 +49,12 @@ if(TARGET dfl_models AND TARGET dfl_plan)
   dfl_add_test(cuda_step SOURCES tests/cuda/test_step.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
   target_link_options(cuda_step PRIVATE -Wl,--as-needed)
   set_tests_properties(cuda_step PROPERTIES SKIP_RETURN_CODE 77)
+  # GPU: the target forward in bf16 (unquantized, fp8, fp8_fast) against Hugging Face's hidden states;
+  # the CPU's test_models_target_golden built with DFL_GOLDEN_CUDA. SKIP (77) without a GPU.
+  dfl_add_test(cuda_golden SOURCES tests/models/test_target_golden.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
+  target_compile_definitions(cuda_golden PRIVATE DFL_GOLDEN_CUDA)
+  target_link_options(cuda_golden PRIVATE -Wl,--as-needed)
+  set_tests_properties(cuda_golden PROPERTIES SKIP_RETURN_CODE 77)
   # GPU: random frozen weights drawn by threads in segments equal the CPU's per-tensor streams.
   dfl_add_test(cuda_init SOURCES tests/cuda/test_init.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
   target_link_options(cuda_init PRIVATE -Wl,--as-needed)
