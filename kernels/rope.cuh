@@ -55,6 +55,23 @@ __device__ __forceinline__ void rope_sincos(double a, float *s, float *c) {
   *s = fmaf(ch, l, sh);
   *c = fmaf(-sh, l, ch);
 }
+/* The normed form's per-head step, shared by both vector kernels so that they give the same values: a
+** (row, head)'s 8 + 8 features of this lane normalized by the f32 RMS over its hd features (the sum of
+** its ni lanes by shuffles), scaled by the norm weight and rounded to dty. wts(w1, w2) gives the
+** lane's 8 + 8 weights once the sum is taken (dfl_rope_r loads them only then: fewer registers). */
+template <class Wts>
+__device__ __forceinline__ void rope_norm16(float *x1, float *x2, Wts wts, int ni, int hd, float eps, int dty) {
+  float ss = 0.f, w1[8], w2[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) ss += x1[k] * x1[k] + x2[k] * x2[k];
+  for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float r = rsqrtf(ss / hd + eps);
+  wts(w1, w2);
+#pragma unroll
+  for (int k = 0; k < 8; k++) x1[k] = x1[k] * r * w1[k], x2[k] = x2[k] * r * w2[k];
+  rope_round8(x1, dty);
+  rope_round8(x2, dty);
+}
 extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto, const void *x, int dtx,
                                                              const int *pos, ll rows, int nh, int hd, double theta,
                                                              int inverse, const void *wn, int dtw, int dty, float eps) {
@@ -92,17 +109,9 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
         ld8(x, dtx, base + i0, x1);
         ld8(x, dtx, base + i0 + half, x2);
       } else for (int k = 0; k < 8; k++) x1[k] = x2[k] = 0.f;
-      if (wn) {
-        float ss = 0.f;
-#pragma unroll
-        for (int k = 0; k < 8; k++) ss += x1[k] * x1[k] + x2[k] * x2[k];
-        for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        float r = rsqrtf(ss / hd + eps);
-#pragma unroll
-        for (int k = 0; k < 8; k++) x1[k] = x1[k] * r * w1[k], x2[k] = x2[k] * r * w2[k];
-        rope_round8(x1, dty);
-        rope_round8(x2, dty);
-      }
+      if (wn)
+        rope_norm16(x1, x2, [&](float *a, float *b) { for (int k = 0; k < 8; k++) a[k] = w1[k], b[k] = w2[k]; }, ni, hd,
+                    eps, dty);
       if (!ok) continue;
 #pragma unroll
       for (int k = 0; k < 8; k++) {
@@ -122,8 +131,8 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
 ** angles are formed once, in registers: no table, no barrier but the one after the CTA's inverse
 ** frequencies. dfl_rope_v formed a 4-row angle table between two barriers per 4 rows and kept one
 ** head's two loads in flight per thread: 1.7 TB/s on the target's q and 0.7 on its k (ncu, 8B step).
-** The same arithmetic as dfl_rope_v (inverse frequencies, angles, f32 statistics in the same sum and
-** shuffle order, roundings), so the same values; cuda_ops checks both against the CPU. */
+** The same arithmetic as dfl_rope_v (inverse frequencies, angles, the norm by rope_norm16), so the
+** same values; cuda_ops checks both against the CPU. */
 #define ROPE_HB 8
 extern "C" __global__ void __launch_bounds__(256) dfl_rope_r(void *out, const void *x, const int *pos, ll rows, int nh,
                                                              int hd, double theta, int inverse, const void *wn,
@@ -163,20 +172,9 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_r(void *out, const vo
         float x1[8], x2[8], o1[8], o2[8];
         dfl_bf8(a[j], x1);
         dfl_bf8(b[j], x2);
-        if (wn) {
-          float ss = 0.f;
-#pragma unroll
-          for (int k = 0; k < 8; k++) ss += x1[k] * x1[k] + x2[k] * x2[k];
-          for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-          const float r = rsqrtf(ss / hd + eps);
-          float w1[8], w2[8];
-          dfl_bf8(__ldg(wv), w1);
-          dfl_bf8(__ldg(wv + half / 8), w2);
-#pragma unroll
-          for (int k = 0; k < 8; k++) x1[k] = x1[k] * r * w1[k], x2[k] = x2[k] * r * w2[k];
-          rope_round8(x1, DT_BF16);
-          rope_round8(x2, DT_BF16);
-        }
+        if (wn)
+          rope_norm16(x1, x2, [&](float *a, float *b) { dfl_bf8(__ldg(wv), a); dfl_bf8(__ldg(wv + half / 8), b); }, ni,
+                      hd, eps, DT_BF16);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
           o1[k] = x1[k] * cs[k] - x2[k] * sn[k];
