@@ -1041,11 +1041,12 @@ static int rms_bwd_row_kernel(int G, const void *const *p, const int *d, int n) 
 static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
   return !env_off("DFL_ROWQ_PIPE") && C % 1024 == 0 && C / 32 <= 384 && bf16_vecs(p, d, n);
 }
-/* their grid: about 768 threads an SM (two CTAs of the 8B's 384-thread SwiGLU rows, six of its
-** 128-thread quantized rows), each CTA walking rows */
-static long long rowq_pipe_ctas(const struct dfl_cuda_impl *im, int C) {
+/* Launches one of them: C / 32 threads a CTA, about 768 threads an SM (two CTAs of the 8B's 384-thread
+** SwiGLU rows, six of its 128-thread quantized rows) and never more CTAs than rows; each CTA walks rows */
+static int rowq_pipe_launch(dfl_cuda *c, int k, long long rows, int C, void **args) {
   int per = 768 / (C / 32);
-  return (long long)im->nsm * (per < 2 ? 2 : per);
+  long long nb = (long long)c->impl->nsm * (per < 2 ? 2 : per);
+  return launch2(c, k, rows < nb ? rows : nb, 1, C / 32, 0, args);
 }
 
 static int exec_op(dfl_cuda *c, int i) {
@@ -1089,9 +1090,8 @@ static int exec_op(dfl_cuda *c, int i) {
       long long rows = T(c, op->in[0])->shape[0];
       if (mid == DFL_BF16 && rowq_pipe(C, (const void *[]){i0, u}, (const int[]){d1, du}, 2)) {
         /* CTAs walk rows, the next row's loads in flight (kernels/elementwise.cuh rowq_pipe) */
-        long long nb = rowq_pipe_ctas(im, C);
         void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};
-        return launch2(c, K_SWIGLU_QR, rows < nb ? rows : nb, 1, C / 32, 0, ar);
+        return rowq_pipe_launch(c, K_SWIGLU_QR, rows, C, ar);
       }
       int nch = rowq_nch(C, op);
       void *a[] = {&o0, &sc, &i0, &d1, &u, &du, &C, &mid};
@@ -1121,9 +1121,8 @@ static int exec_op(dfl_cuda *c, int i) {
     int C = (int)T(c, op->in[0])->shape[1];
     long long rows = T(c, op->in[0])->shape[0];
     if (rowq_pipe(C, (const void *[]){i0}, (const int[]){d1}, 1)) {
-      long long nb = rowq_pipe_ctas(im, C);
       void *ar[] = {&o0, &sc, &i0, &rows, &C};
-      return launch2(c, K_QUANT_F8R, rows < nb ? rows : nb, 1, C / 32, 0, ar);
+      return rowq_pipe_launch(c, K_QUANT_F8R, rows, C, ar);
     }
     void *a[] = {&o0, &sc, &i0, &d1, &C};
     return launch2(c, K_QUANT_F8, rows, 1, 256, 0, a);
@@ -1137,9 +1136,8 @@ static int exec_op(dfl_cuda *c, int i) {
       void *sc = P(op->out[2]);
       int mid = at->mid_dtype;
       if (mid == DFL_BF16 && rowq_pipe(Gi, (const void *[]){i0, w}, (const int[]){d1, dw}, 2)) {
-        long long nb = rowq_pipe_ctas(im, Gi);
         void *ar[] = {&o0, &sc, &rs, &i0, &w, &ng, &Gi, &eps};
-        return launch2(c, K_RMSNORM_QR, ng < nb ? ng : nb, 1, Gi / 32, 0, ar);
+        return rowq_pipe_launch(c, K_RMSNORM_QR, ng, Gi, ar);
       }
       int kw = mid == DFL_BF16 ? rms_warp_kernel(Gi, 1, (const void *[]){i0, w}, (const int[]){d1, dw}, 2) : -1;
       if (kw >= 0) {
