@@ -58,6 +58,7 @@
 ** dfl_fuse_add runs after autodiff (the backward is derived from the unfused graph; autodiff
 ** nevertheless knows the fused form: the addend's gradient is the output's).
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -349,6 +350,77 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
     ro->a.eps = no->a.eps;
     ro->a.mid_dtype = (int)md;
     drop[i] = 1;
+    fused++;
+  }
+  if (fused) compact(g, drop);
+  free(readers); free(writers); free(drop);
+  return fused;
+}
+
+/*
+**   a = ROPE(x, pos) ; ... ; b = ROPE(x2, pos)      ->      (a, b) = ROPE(x, pos, x2)   (pair form)
+**
+** q and k of a layer rotate by the same positions, and so do their gradients in the backward. As
+** two launches, each forms every row's angles (double pow, sincos) and k's (8 heads of the 8B)
+** is too short to fill the GPU: on one H200 the target's k RoPE ran at 0.7 TB/s (session 12,
+** ncu). The pair form rotates both in one launch. Legal when: two ROPEs of one phase with the same
+** position tensor, head_dim, theta and direction, both plain or both normed with the same eps and
+** mid dtype; the earlier one (i) moves down to the later one's place (j), so i's inputs are not
+** written and its output neither read nor written in between, or else j moves up to i (the
+** backward: dk's rotation is read by the k-norm's backward before dq's is formed), so j's inputs
+** exist at i and are not written in between, and its output is not touched in between; neither op
+** reads the other's output, and the outputs differ. For each ROPE j the nearest earlier unpaired match is taken (the
+** drafter's q pairs with its block keys kn, which share pos_q; the context keys kc keep theirs).
+** Numerics: the values of the two unfused ops (same per-element arithmetic on both backends).
+*/
+static int rope_pair_ok(const dfl_graph *g, const int *drop, int i, int j) {
+  const dfl_op *a = &g->ops[i], *b = &g->ops[j];
+  if (a->code != DFL_OP_ROPE || a->n_out != 1 || b->n_out != 1 || a->n_in != b->n_in || a->phase != b->phase) return 0;
+  if (a->in[1] != b->in[1] || a->a.head_dim != b->a.head_dim || a->a.theta != b->a.theta || a->a.inverse != b->a.inverse)
+    return 0;
+  if (a->n_in == 3 && (a->a.eps != b->a.eps || a->a.mid_dtype != b->a.mid_dtype)) return 0;
+  for (int k = 0; k < a->n_in; k++)
+    if (a->in[k] == b->out[0]) return 0;
+  for (int k = 0; k < b->n_in; k++)
+    if (b->in[k] == a->out[0]) return 0;
+  if (a->out[0] == b->out[0]) return 0;
+  int down = 1, up = 1; /* i moves down to j, or j up to i */
+  for (int k = 0; k < a->n_in; k++)
+    if (touched_between(g, drop, i, j, a->in[k], 0)) down = 0;
+  if (touched_between(g, drop, i, j, a->out[0], 1)) down = 0;
+  for (int k = 0; k < b->n_in; k++)
+    if (touched_between(g, drop, i - 1, j, b->in[k], 0)) up = 0; /* written at i or after: not there yet */
+  if (touched_between(g, drop, i, j, b->out[0], 1)) up = 0;
+  return down ? 1 : up ? 2 : 0;
+}
+
+int dfl_fuse_rope_pair(dfl_graph *g) {
+  const char *ev = getenv("DFL_FUSE_ROPE_PAIR"); /* 0: two launches (before/after runs) */
+  if (ev && !strcmp(ev, "0")) return 0;
+  int nops = g->nops, fused = 0;
+  int *readers, *writers, *drop;
+  if (uses_open(g, &readers, &writers, &drop)) return -1;
+  for (int j = 0; j < nops; j++) {
+    dfl_op *b = &g->ops[j];
+    if (b->code != DFL_OP_ROPE || b->n_out != 1 || (b->n_in != 2 && b->n_in != 3)) continue;
+    int i = j - 1, how = 0;
+    for (; i >= 0; i--)
+      if (!drop[i] && g->ops[i].code == DFL_OP_ROPE && g->ops[i].n_out == 1 && (how = rope_pair_ok(g, drop, i, j))) break;
+    if (i < 0) continue;
+    const dfl_op *a = &g->ops[i];
+    dfl_op f = *a; /* i's op at j's place, with j's tensor second */
+    int normed = a->n_in == 3;
+    f.in[normed ? 3 : 2] = b->in[0];
+    if (normed) f.in[4] = b->in[2];
+    f.n_in = normed ? 5 : 3;
+    f.out[1] = b->out[0];
+    f.n_out = 2;
+    f.a.kv_heads = b->a.heads;
+    const char *dot = strrchr(b->label, '.'); /* "layers.3.qr" + "kr" -> "layers.3.qr+kr" */
+    size_t n = strlen(f.label);
+    snprintf(f.label + n, sizeof f.label - n, "+%s", dot ? dot + 1 : b->label);
+    if (how == 1) *b = f, drop[i] = 1;
+    else g->ops[i] = f, drop[j] = 1;
     fused++;
   }
   if (fused) compact(g, drop);

@@ -371,14 +371,26 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     break;
   }
   case DFL_OP_ROPE: {
-    if (v->n_in == 3) { /* normed form (dfl_fuse_norm_rope) */
-      need_io(v, 3, 1);
+    /* pair form (dfl_fuse_rope_pair): x2 (and w2) after the single form's inputs, out2 */
+    int pair = v->n_out == 2, normed = v->n_in == (pair ? 5 : 3);
+    if (pair) {
+      need_io(v, normed ? 5 : 3, 2);
+      int x2 = normed ? 3 : 2;
+      need_float_in(v, x2), need_float_out(v, 1);
+      if (normed) need_float_in(v, 4), need_numel_in(v, 4, a->head_dim);
+      if (a->kv_heads <= 0 || cols(TI(v, x2)) != (int64_t)a->kv_heads * a->head_dim)
+        vfail(v, "pair form: the second row width must be kv_heads*head_dim = %d", a->kv_heads * a->head_dim);
+      if (NI(v, x2) / cols(TI(v, x2)) != NI(v, 1)) vfail(v, "pair form: both inputs need one row per position");
+      need_same_shape_out(v, 1, x2);
+    }
+    if (normed) { /* normed form (dfl_fuse_norm_rope) */
+      if (!pair) need_io(v, 3, 1);
       need_float_in(v, 2);
       need_numel_in(v, 2, a->head_dim);
       if (!(a->eps > 0)) vfail(v, "with a norm weight: eps must be positive");
       if (a->mid_dtype != DFL_F32 && a->mid_dtype != DFL_BF16 && a->mid_dtype != DFL_F16)
         vfail(v, "with a norm weight: the intermediate dtype must be f32, bf16 or f16");
-    } else
+    } else if (!pair)
       need_io(v, 2, 1);
     need_float_in(v, 0), need_i32_in(v, 1), need_float_out(v, 0);
     if (a->heads <= 0 || a->head_dim <= 0 || a->head_dim % 2) vfail(v, "heads %d, head_dim %d (must be even)", a->heads, a->head_dim);
@@ -695,7 +707,9 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
     if (op->a.B > 1) R -= R / op->a.B;
     return 4.0 * R * (double)W->shape[0] * (double)Y->shape[1];
   }
-  case DFL_OP_ROPE: return (op->n_in == 3 ? 8.0 : 4.0) * n0; /* normed: + the norm */
+  case DFL_OP_ROPE: /* normed: + the norm; pair form: both outputs */
+    return (op->n_in == (op->n_out == 2 ? 5 : 3) ? 8.0 : 4.0) *
+           (n0 + (op->n_out == 2 ? (double)dfl_tensor_numel(&g->t[op->out[1]]) : 0.0));
   case DFL_OP_RMSNORM: case DFL_OP_SWIGLU: return 4.0 * n0;
   case DFL_OP_RMSNORM_BWD: return (op->n_in == 5 ? 9.0 : 8.0) * n0; /* + the addend */
   case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
@@ -747,7 +761,8 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
     case DFL_OP_RMSNORM: case DFL_OP_RMSNORM_BWD: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
     case DFL_OP_ROPE:
       fprintf(f, " {heads=%d hd=%d theta=%g inv=%d", a->heads, a->head_dim, a->theta, a->inverse);
-      if (op->n_in == 3) fprintf(f, " norm eps=%g mid=%s", a->eps, dfl_dtype_name((dfl_dtype)a->mid_dtype));
+      if (op->n_out == 2) fprintf(f, " heads2=%d", a->kv_heads);
+      if (op->n_in == (op->n_out == 2 ? 5 : 3)) fprintf(f, " norm eps=%g mid=%s", a->eps, dfl_dtype_name((dfl_dtype)a->mid_dtype));
       fprintf(f, "}");
       break;
     case DFL_OP_ATTENTION: case DFL_OP_ATTENTION_BWD:

@@ -77,7 +77,11 @@ typedef enum {
                           (inverse = rotate by -angle: the backward)
                           Normed form (made by dfl_fuse_norm_rope): in: x, pos, w[hd] -> out: each
                           head RMS-normalized (a.eps), scaled by w and rounded to a.mid_dtype first,
-                          i.e. ROPE(RMSNORM(x, w, group hd)) without the intermediate; no backward. */
+                          i.e. ROPE(RMSNORM(x, w, group hd)) without the intermediate; no backward.
+                          Pair form (made by dfl_fuse_rope_pair; two outputs): in: x, pos, x2
+                          (normed: x, pos, w, x2, w2) -> out, out2: the same op on x (a.heads) and
+                          on x2 (a.kv_heads heads, same rows, pos, head_dim, theta, inverse, norm
+                          eps and mid dtype), one launch; no backward. */
   DFL_OP_ATTENTION,    /* masked softmax attention, never materialising the score matrix on GPU.
                           a.mask = DFL_MASK_CAUSAL:
                             in: q[b*S, nh*hd], k[b*S, nkv*hd], v[b*S, nkv*hd]
@@ -305,6 +309,13 @@ int dfl_fuse_add(dfl_graph *g);
 ** without writing y. Graphs that differentiate the norm read its rstd, so theirs stay. Run after
 ** autodiff. Returns the number of pairs fused (>= 0), -1 when out of memory. */
 int dfl_fuse_norm_rope(dfl_graph *g);
+
+/* Rewrites two ROPEs of one phase that rotate by the same positions (q and k of a layer, their
+** gradients in the backward), both plain or both normed, into one ROPE of the pair form (graph.h):
+** one launch, the angles formed once per row. Run after dfl_fuse_norm_rope. Conditions: compiler/
+** fuse.c. DFL_FUSE_ROPE_PAIR=0 leaves them apart (comparisons). Returns the number of pairs fused
+** (>= 0), -1 when out of memory. */
+int dfl_fuse_rope_pair(dfl_graph *g);
 
 /* FP8 targets (quantize = fp8): rewrites y = RMSNORM(x, w) over whole rows, whose rstd nothing
 ** reads, and (q, s) = QUANT_F8(y), y read by nothing else, into the norm's quantized form

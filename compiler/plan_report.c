@@ -106,22 +106,23 @@ void dfl_plan_print(FILE *f, const dfl_plan_dev *d) {
   fprintf(f, "  FLOPs per micro-step %.4g (target %.3g, forward %.3g, loss %.3g, backward %.3g); optimizer %.3g\n",
           step, ph[DFL_PH_TARGET], ph[DFL_PH_FORWARD], ph[DFL_PH_LOSS], ph[DFL_PH_BACKWARD], ph[DFL_PH_OPTIMIZER]);
   /* what compiler/fuse.c did to this graph, so that the op count above reads against the model */
-  int acc = 0, addend = 0, nadd = 0, nrope = 0, kept = 0, nq = 0, lowp = 0;
+  int acc = 0, addend = 0, nadd = 0, nrope = 0, npair = 0, kept = 0, nq = 0, lowp = 0;
   for (int i = 0; i < g->nops; i++) {
     const dfl_op *op = &g->ops[i];
     if (op->code == DFL_OP_MATMUL && g->t[op->out[0]].kind == DFL_T_GRAD) acc++; /* adding or, accum 1, writing */
     if (op->code == DFL_OP_MATMUL && op->n_in == 3 && op->a.beta != 0 && op->in[2] != op->out[0]) addend++;
     if (op->code == DFL_OP_MATMUL_F8 && op->n_in == 5) addend++;
     if (op->code == DFL_OP_RMSNORM_BWD && op->n_in == 5) nadd++;
-    if (op->code == DFL_OP_ROPE && op->n_in == 3) nrope++;
+    if (op->code == DFL_OP_ROPE && op->n_out == 1 && op->n_in == 3) nrope++; /* normed */
+    if (op->code == DFL_OP_ROPE && op->n_out == 2) npair++, nrope += op->n_in == 5 ? 2 : 0; /* pair, normed pair */
     if (op->code == DFL_OP_RMSNORM && op->n_out == 3) nq++;
     if (op->code == DFL_OP_ADAMW && op->a.keep_grad) kept++;
     if (op->code == DFL_OP_ADAMW && op->n_in >= 5 && g->t[op->in[4]].dtype != DFL_F32) lowp++;
   }
-  if (acc + addend + nadd + nrope + kept)
+  if (acc + addend + nadd + nrope + npair + kept)
     fprintf(f, "  fused: %d weight-gradient GEMMs straight into their accumulators, %d adds in GEMM epilogues and %d in "
-            "RMSNorm backward, %d q/k norms in their RoPE; %d gradients overwritten, not zeroed\n", acc, addend, nadd,
-            nrope, kept);
+            "RMSNorm backward, %d q/k norms in their RoPE, %d RoPE pairs (q and k) in one launch; %d gradients "
+            "overwritten, not zeroed\n", acc, addend, nadd, nrope, npair, kept);
   if (lowp) fprintf(f, "  gradients: %d in the params' dtype (train.grads = bf16), the rest f32\n", lowp);
   if (nq) fprintf(f, "  fused: %d FP8 row quantizations in the RMSNorm that produces their row\n", nq);
   if (d->span_phases & (1u << DFL_PH_OPTIMIZER))

@@ -188,3 +188,79 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_r(void *out, const vo
     }
   }
 }
+
+/* Item form (session 14; runtime/cuda.c takes it where it took dfl_rope_r, and for the pair form of
+** ROPE: dfl_fuse_rope_pair). An item is ROPE_PH heads of one row of one tensor (x: nh heads; x2: nh2,
+** 0 for a single ROPE); the hd / 16 threads of an item form the row's 8 angles each in registers
+** and issue the item's ROPE_PH x 2 loads at once. dfl_rope_r walked a row's heads ROPE_HB at a time,
+** a row per thread group: the target's q (4096 rows) gave the H200 one CTA an SM, 8 warps, each
+** waiting out every batch's loads in turn; k's launch ran alone at 0.7-1.7 TB/s. Here q and k are
+** one launch of 4096 x 5 items, several per SM at once. The angles are formed once per item instead
+** of once per row (a few DP operations and a sincosf per frequency: about 2% of the instructions).
+** Same arithmetic as dfl_rope_r and dfl_rope_v, so the same values. */
+template <int PH>
+__device__ __forceinline__ void rope_items(void *out, const void *x, const void *wn, int nh, void *out2, const void *x2,
+                                           const void *wn2, int nh2, const int *pos, ll rows, int hd, int inverse,
+                                           float eps, const double *invf) {
+  const int half = hd / 2, ni = half / 8, ipb = blockDim.x / ni, i0 = (threadIdx.x % ni) * 8;
+  const int nc = (nh + PH - 1) / PH, nc2 = (nh2 + PH - 1) / PH, nct = nc + nc2;
+  const ll items = rows * nct;
+  /* a uniform trip count per block: the normed form's shuffles need every lane of the warp */
+  for (ll t0 = (ll)blockIdx.x * ipb; t0 < items; t0 += (ll)gridDim.x * ipb) {
+    const ll it = t0 + threadIdx.x / ni;
+    const int ok = it < items;
+    const ll row = ok ? it / nct : 0;
+    const int c = ok ? (int)(it - row * nct) : 0, sec = c >= nc;
+    const int h0 = (sec ? c - nc : c) * PH, nhs = sec ? nh2 : nh;
+    const unsigned short *xs = (const unsigned short *)(sec ? x2 : x);
+    unsigned short *os = (unsigned short *)(sec ? out2 : out);
+    const uint4 *wv = (const uint4 *)((const unsigned short *)(sec ? wn2 : wn) + i0);
+    const ll base = (row * nhs + h0) * hd + i0;
+    const int nv = ok ? (nhs - h0 < PH ? nhs - h0 : PH) : 0;   /* heads of this item */
+    uint4 a[PH], b[PH];
+#pragma unroll
+    for (int j = 0; j < PH; j++)
+      if (j < nv) {
+        a[j] = *(const uint4 *)(xs + base + (ll)j * hd);
+        b[j] = *(const uint4 *)(xs + base + (ll)j * hd + half);
+      } else a[j] = b[j] = make_uint4(0, 0, 0, 0);
+    float cs[8], sn[8];   /* the row's angles, while the loads are in flight */
+    const double p = ok ? (double)pos[row] : 0.0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      rope_sincos(p * invf[i0 + k], &sn[k], &cs[k]);
+      if (inverse) sn[k] = -sn[k];
+    }
+#pragma unroll
+    for (int j = 0; j < PH; j++) {   /* every lane runs every j: the shuffles of rope_norm16 */
+      float x1[8], x2[8], o1[8], o2[8];
+      dfl_bf8(a[j], x1);
+      dfl_bf8(b[j], x2);
+      if (wn)
+        rope_norm16(x1, x2, [&](float *u, float *v) { dfl_bf8(__ldg(wv), u); dfl_bf8(__ldg(wv + half / 8), v); }, ni,
+                    hd, eps, DT_BF16);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        o1[k] = x1[k] * cs[k] - x2[k] * sn[k];
+        o2[k] = x2[k] * cs[k] + x1[k] * sn[k];
+      }
+      if (j < nv) {
+        *(uint4 *)(os + base + (ll)j * hd) = dfl_f2bf8(o1);
+        *(uint4 *)(os + base + (ll)j * hd + half) = dfl_f2bf8(o2);
+      }
+    }
+  }
+}
+/* bf16 x, x2, out, out2 (normed: bf16 weights and intermediate); wn and wn2 both set or both NULL.
+** p4: three CTAs an SM (85 registers at most); p8: two. */
+#define DFL_ROPE_P(NAME, PH, MINB)                                                                                      \
+  extern "C" __global__ void __launch_bounds__(256, MINB) NAME(void *out, const void *x, const void *wn, int nh, void *out2,  \
+                                                         const void *x2, const void *wn2, int nh2, const int *pos,      \
+                                                         ll rows, int hd, double theta, int inverse, float eps) {       \
+    extern __shared__ double dfl_rope_sm[];                                                                             \
+    for (int i = threadIdx.x; i < hd / 2; i += blockDim.x) dfl_rope_sm[i] = pow(theta, -2.0 * i / hd);                 \
+    __syncthreads();                                                                                                    \
+    rope_items<PH>(out, x, wn, nh, out2, x2, wn2, nh2, pos, rows, hd, inverse, eps, dfl_rope_sm);                                \
+  }
+DFL_ROPE_P(dfl_rope_p4, 4, 3)
+DFL_ROPE_P(dfl_rope_p8, 8, 2)

@@ -360,6 +360,75 @@ static void case_rope_norm(int R, int nh, int hd) {
   dfl_graph_free(&g);
 }
 
+/* The pair form (dfl_fuse_rope_pair: q and k by the same positions in one op), plain or normed, and
+** its inverse, against the CPU; nh, nh2 not multiples of 4 or 8 leave partial items. Then, bf16, the
+** GPU's own outputs bit for bit across its kernels: the item kernels of 8 and 4 heads
+** (DFL_ROPE_PH) and DFL_ROPE_P=0 (one dfl_rope_r launch per tensor) do the same arithmetic. */
+static void rope_pair_run(dfl_graph *g, const int *in, const float *const *vals, int nin, int pos, const int32_t *p,
+                          const int *out, float **got, int nout) {
+  dfl_cuda gpu;
+  if (dfl_cuda_init(&gpu, g, NULL, NULL) != DFL_OK) { fprintf(stderr, "FAIL rope pair: cuda init\n"); fails++; return; }
+  for (int k = 0; k < nin; k++) dfl_cuda_set_f(&gpu, in[k], vals[k], dfl_tensor_numel(&g->t[in[k]]));
+  dfl_cuda_set_i32(&gpu, pos, p, dfl_tensor_numel(&g->t[pos]));
+  int rc = dfl_cuda_run(&gpu, DFL_PH_ALL);
+  if (!rc) rc = dfl_cuda_sync(&gpu);
+  if (rc) { fprintf(stderr, "FAIL rope pair: gpu run %d\n", rc); fails++; }
+  for (int k = 0; k < nout && !rc; k++) {
+    int64_t n = dfl_tensor_numel(&g->t[out[k]]);
+    got[k] = malloc((size_t)n * sizeof(float));
+    dfl_cuda_get_f(&gpu, out[k], got[k], n);
+  }
+  dfl_cuda_free(&gpu);
+}
+static void case_rope_pair(int R, int nh, int nh2, int hd, int normed) {
+  dfl_graph g; dfl_graph_init(&g);
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, nh * hd), x2 = t2(&g, "x2", ACT, DFL_T_INPUT, R, nh2 * hd);
+  int pos = t1(&g, "pos", DFL_I32, DFL_T_INPUT, R);
+  int w = t1(&g, "wn", ACT, DFL_T_FROZEN, hd), w2 = t1(&g, "wn2", ACT, DFL_T_FROZEN, hd);
+  int y = t2(&g, "y", ACT, DFL_T_ACT, R, nh * hd), y2 = t2(&g, "y2", ACT, DFL_T_ACT, R, nh2 * hd);
+  int z = t2(&g, "z", ACT, DFL_T_ACT, R, nh * hd), z2 = t2(&g, "z2", ACT, DFL_T_ACT, R, nh2 * hd);
+  dfl_attrs a = {0}; a.heads = nh; a.kv_heads = nh2; a.head_dim = hd; a.theta = 1e6;
+  if (normed) a.eps = 1e-6, a.mid_dtype = ACT;
+  if (normed) op(&g, DFL_OP_ROPE, 5, (int[]){x, pos, w, x2, w2}, 2, (int[]){y, y2}, &a);
+  else op(&g, DFL_OP_ROPE, 3, (int[]){x, pos, x2}, 2, (int[]){y, y2}, &a);
+  dfl_attrs b = {0}; b.heads = nh; b.kv_heads = nh2; b.head_dim = hd; b.theta = 1e6; b.inverse = 1;
+  op(&g, DFL_OP_ROPE, 3, (int[]){y, pos, y2}, 2, (int[]){z, z2}, &b);
+  int32_t *p = malloc(sizeof(int32_t) * (size_t)R);
+  for (int i = 0; i < R; i++) p[i] = irand(40000);
+  ifill f = {pos, p};
+  double sc[64] = {0};
+  sc[x] = 3;
+  char nm[96];
+  snprintf(nm, sizeof nm, "rope pair%s R %d nh %d + %d hd %d", normed ? " with norm" : "", R, nh, nh2, hd);
+  run_case(nm, &g, &f, 1, sc, NULL);
+  const char *only = getenv("DFL_OPS_ONLY");
+  if (ACT == DFL_BF16 && (!only || strstr(nm, only))) {
+    const int in[4] = {x, x2, w, w2}, out[4] = {y, y2, z, z2};
+    const float *v[4];
+    for (int k = 0; k < 4; k++) v[k] = rand_f(dfl_tensor_numel(&g.t[in[k]]), k == 0 ? 3.0 : 1.0, DFL_BF16);
+    float *got[3][4] = {{0}};
+    static const char *how[3][2] = {{"DFL_ROPE_PH", "8"}, {"DFL_ROPE_PH", "4"}, {"DFL_ROPE_P", "0"}};
+    for (int r = 0; r < 3; r++) {
+      setenv(how[r][0], how[r][1], 1);
+      rope_pair_run(&g, in, v, 4, pos, p, out, got[r], 4);
+      unsetenv(how[r][0]);
+    }
+    for (int r = 1; r < 3; r++)
+      for (int k = 0; k < 4; k++) {
+        int64_t n = dfl_tensor_numel(&g.t[out[k]]), diff = 0;
+        if (!got[0][k] || !got[r][k]) { diff = 1; } else
+          for (int64_t i = 0; i < n; i++) diff += got[0][k][i] != got[r][k][i];
+        cases++;
+        if (diff) { fprintf(stderr, "FAIL %s: %s=%s differs from the 8-head items in %lld of %s\n", nm, how[r][0], how[r][1], (long long)diff, g.t[out[k]].name); fails++; }
+      }
+    for (int r = 0; r < 3; r++)
+      for (int k = 0; k < 4; k++) free(got[r][k]);
+    for (int k = 0; k < 4; k++) free((void *)v[k]);
+  }
+  free(p);
+  dfl_graph_free(&g);
+}
+
 static void case_gather(void) {
   dfl_graph g; dfl_graph_init(&g);
   int V = 50, H = 48, R = 70;
@@ -663,6 +732,12 @@ int main(void) {
     case_rope_norm(45, 9, 128);
     unsetenv("DFL_ROPE_ROW");
     case_rope(37, 5, 96);   /* vector path, 6 threads a (row, head): blocks of 252 */
+    case_rope_pair(45, 9, 3, 128, 0);
+    case_rope_pair(45, 9, 3, 128, 1);
+    case_rope_pair(300, 32, 8, 128, 1);   /* the 8B target's q and k */
+    case_rope_pair(61, 5, 2, 64, 0);
+    case_rope_pair(29, 4, 1, 16, 1);
+    case_rope_pair(17, 2, 2, 24, 0);      /* head_dim 24: the scalar kernel, twice */
     case_gather();
     case_dflash_data();
     case_attention(0, 0, 64, 4, 2);

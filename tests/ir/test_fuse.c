@@ -527,6 +527,81 @@ static int norm_rope_case(int which) {
   return nf;
 }
 
+/* dfl_fuse_rope_pair: z1 = ROPE(x1, pos) ; z2 = ROPE(x2, pos) (5 and 3 heads: the GPU's partial
+** items). which: 0 legal, adjacent (z1 moves down); 1 legal, both normed (after dfl_fuse_norm_rope);
+** 2 legal, z1 read in between (z2 moves up); 3 positions differ; 4 z2 rotates what is made from z1
+** in between (no order works); 5 directions differ; 6 one normed, one plain; 7 another phase. A legal pair's CPU
+** values must equal the unfused graph's bit for bit. Returns the pairs fused. */
+static int rope_pair_case(int which) {
+  const int R = 9, nh = 5, nh2 = 3, hd = 32;
+  dfl_graph g[2];
+  int x1 = -1, x2 = -1, w1 = -1, w2 = -1, pos = -1, z1 = -1, z2 = -1, u = -1, nf = 0;
+  for (int m = 0; m < 2; m++) {
+    dfl_graph *G = &g[m];
+    dfl_graph_init(G);
+    G->cur_phase = DFL_PH_TARGET;
+    x1 = dfl_tensor_2d(G, "x1", DFL_F32, DFL_T_INPUT, R, nh * hd);
+    x2 = dfl_tensor_2d(G, "x2", DFL_F32, DFL_T_INPUT, R, nh2 * hd);
+    w1 = dfl_tensor_1d(G, "w1", DFL_F32, DFL_T_INPUT, hd);
+    w2 = dfl_tensor_1d(G, "w2", DFL_F32, DFL_T_INPUT, hd);
+    pos = dfl_tensor_1d(G, "pos", DFL_I32, DFL_T_INPUT, R);
+    int pos2 = which == 3 ? dfl_tensor_1d(G, "pos2", DFL_I32, DFL_T_INPUT, R) : pos;
+    int y1 = which == 1 || which == 6 ? dfl_rmsnorm(G, x1, w1, hd, 1e-6, "y1") : x1;
+    z1 = dfl_rope(G, y1, pos, nh, hd, 1e6, "z1");
+    if (which == 2 || which == 4) { /* an op between the two reads z1 */
+      dfl_attrs a = {0};
+      a.alpha = 0.5;
+      u = dfl_tensor_2d(G, "u", DFL_F32, DFL_T_ACT, R, nh * hd);
+      dfl_op_add(G, DFL_OP_SCALE, &z1, 1, &u, 1, &a);
+    }
+    int in2 = which == 4 ? u : x2; /* 4: the second input is made from z1 (5 heads then) */
+    if (which == 7) G->cur_phase = DFL_PH_FORWARD;
+    int y2 = which == 1 ? dfl_rmsnorm(G, in2, w2, hd, 1e-6, "y2") : in2;
+    z2 = dfl_rope(G, y2, pos2, which == 4 ? nh : nh2, hd, 1e6, "z2");
+    if (which == 5) G->ops[G->nops - 1].a.inverse = 1;
+  }
+  for (int m = 1; m < 2; m++) CHECK(dfl_fuse_norm_rope(&g[m]) == (which == 1 ? 2 : which == 6 ? 1 : 0));
+  int nops0 = g[1].nops;
+  nf = dfl_fuse_rope_pair(&g[1]);
+  CHECK(nf >= 0 && dfl_fuse_rope_pair(&g[1]) == 0); /* idempotent */
+  if (nf == 1) {
+    const dfl_op *op = &g[1].ops[g[1].t[z1].producer];
+    CHECK(g[1].nops == nops0 - 1 && op->code == DFL_OP_ROPE && op->n_out == 2 && op->out[0] == z1 && op->out[1] == z2 &&
+          op->a.heads == nh && op->a.kv_heads == nh2 && op->n_in == (which == 1 ? 5 : 3));
+    CHECK(g[1].t[z2].producer == g[1].t[z1].producer);
+    if (which == 2) CHECK(g[1].t[u].producer > g[1].t[z1].producer); /* z2 moved up, before the reader */
+    revalidate(&g[1]);
+    dfl_cpu c[2];
+    int p[9];
+    for (int i = 0; i < R; i++) p[i] = irand(50000);
+    for (int m = 0; m < 2; m++) {
+      CHECK(dfl_cpu_init(&c[m], &g[m], NULL, 0) == DFL_OK);
+      set_ints(&c[m], pos, p);
+    }
+    fill_rand(&c[0], x1, 3), fill_rand(&c[0], x2, 2), fill_rand(&c[0], w1, 1.5), fill_rand(&c[0], w2, 1.5);
+    const int ins[4] = {x1, x2, w1, w2};
+    for (int k = 0; k < 4; k++) {
+      double *v = get_all(&c[0], ins[k]);
+      dfl_cpu_set_d(&c[1], ins[k], v, dfl_tensor_numel(&g[0].t[ins[k]]));
+      free(v);
+    }
+    for (int m = 0; m < 2; m++) CHECK(dfl_cpu_run(&c[m], DFL_PH_ALL) == DFL_OK);
+    const int outs[2] = {z1, z2};
+    for (int k = 0; k < 2; k++) {
+      int64_t n = dfl_tensor_numel(&g[0].t[outs[k]]);
+      double *a = get_all(&c[0], outs[k]), *b = get_all(&c[1], outs[k]), mx = 0;
+      CHECK(memcmp(a, b, sizeof(double) * (size_t)n) == 0);
+      for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(b[i]));
+      CHECK(mx > 0.1); /* not zeros */
+      free(a), free(b);
+    }
+    for (int m = 0; m < 2; m++) dfl_cpu_free(&c[m]);
+  } else
+    CHECK(g[1].nops == nops0);
+  for (int m = 0; m < 2; m++) dfl_graph_free(&g[m]);
+  return nf;
+}
+
 int main(void) {
   rng_init("ir_fuse");
   int R = 6, D = 8, V = 13;
@@ -589,9 +664,13 @@ int main(void) {
     int got = norm_rope_case(w), want = w == 0;
     if (got != want) { fprintf(stderr, "FAIL fuse_norm_rope case %d: %d fused, want %d\n", w, got, want); fails++; }
   }
+  for (int w = 0; w <= 7; w++) {
+    int got = rope_pair_case(w), want = w <= 2;
+    if (got != want) { fprintf(stderr, "FAIL fuse_rope_pair case %d: %d fused, want %d\n", w, got, want); fails++; }
+  }
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }
   printf("ir_fuse: ok (2 pairs fused, %d persistent tensors agree within 1e-5; overwrite rewrite exact; "
-         "6 ADDs fused (4 into GEMMs, 2 into RMSNorm backward) within 1e-5, %d + %d refusals)\n", ncmp, ADD_NCASES - 3,
-         NADD_NCASES - 2);
+         "6 ADDs fused (4 into GEMMs, 2 into RMSNorm backward) within 1e-5, %d + %d refusals; 3 RoPE pairs exact, 5 "
+         "refusals)\n", ncmp, ADD_NCASES - 3, NADD_NCASES - 2);
   return 0;
 }

@@ -150,14 +150,17 @@ int main(void) {
   ** norm pair folded (34 layers run: 68 each), 121 adds (112 into GEMMs, the 9 backward adds of
   ** an RMSNorm backward's dx into it; the 5 left sum the k-norm weight's two 128-element gradients),
   ** and the single-device optimizer overlapped. The example sets `grads = bf16`: all 58 gradients in
-  ** bf16, so the k/v weights' summed GEMMs write their accumulators too (36 GEMMs, not 26). */
+  ** bf16, so the k/v weights' summed GEMMs write their accumulators too (36 GEMMs, not 26). q's and
+  ** k's RoPE are one op in every target layer (34), drafter layer (q with the block keys: 5) and
+  ** drafter layer's backward (5). */
   snprintf(cmd, sizeof cmd, "%s plan examples/qwen3-8b.dfl > %s 2>&1", dflc, out);
   CHECK(system(cmd) == 0, "dflc plan examples/qwen3-8b.dfl failed");
   {
     size_t nr;
     char *r = dfl_test_slurp(out, &nr);
     CHECK(r && strstr(r, "fused: 36 weight-gradient GEMMs straight into their accumulators, 112 adds in GEMM epilogues "
-                         "and 9 in RMSNorm backward, 68 q/k norms in their RoPE; 58 gradients overwritten") &&
+                         "and 9 in RMSNorm backward, 68 q/k norms in their RoPE, 44 RoPE pairs (q and k) in one launch; 58 gradients "
+                         "overwritten") &&
               strstr(r, "gradients: 58 in the params' dtype (train.grads = bf16)"),
           "the 8B report's fusion counts changed:\n%s", r ? r : "");
     CHECK(r && strstr(r, "schedule: each step's optimizer runs beside the next step's target forward"),
