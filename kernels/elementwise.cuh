@@ -31,22 +31,39 @@ extern "C" __global__ void dfl_scale(void *out, int dto, const void *x, int dtx,
 extern "C" __global__ void dfl_copy(void *out, int dto, const void *x, int dtx, ll n) {
   GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i));
 }
-__device__ __forceinline__ float dfl_sigmoid(float g) { return 1.f / (1.f + __expf(-g)); }
-extern "C" __global__ void dfl_swiglu(void *out, int dto, const void *g, int dtg, const void *u, int dtu, ll n) {
+/* 1 / (1 + e^-g). FAST: by the approximate reciprocal (MUFU.RCP and a multiply, about 1 ulp) for
+** graphs that round h to bf16 or f16 anyway; the IEEE division expands to a reciprocal, four FMAs
+** and a range check per element, and the SwiGLU kernels were partly issue-bound (ncu, session 12:
+** 63% of issue slots busy in the target's quantized SwiGLU; 94 -> 68 us a layer with FAST, session
+** 14). f32 graphs keep the division: their values stay those the fixtures were checked with.
+** g -> -inf: e^-g = inf, and __fdividef(1, inf) = 0, the sigmoid's limit. */
+template <bool FAST>
+__device__ __forceinline__ float dfl_sigm(float g) {
+  return FAST ? __fdividef(1.f, 1.f + __expf(-g)) : 1.f / (1.f + __expf(-g));
+}
+__device__ __forceinline__ float dfl_sigmoid(float g) { return dfl_sigm<false>(g); }
+template <bool FAST>
+__device__ __forceinline__ void swiglu_body(void *out, int dto, const void *g, int dtg, const void *u, int dtu, ll n) {
   if ((n & 7) == 0 && vec_ok(out) && vec_ok(g) && vec_ok(u)) {
     GRID_STRIDE(j, n >> 3) {
       float a[8], b[8];
       ld8(g, dtg, j * 8, a); ld8(u, dtu, j * 8, b);
 #pragma unroll
-      for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigmoid(a[k]) * b[k];
+      for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigm<FAST>(a[k]) * b[k];
       st8(out, dto, j * 8, a);
     }
     return;
   }
   GRID_STRIDE(i, n) {
     float a = ldf(g, dtg, i);
-    stf(out, dto, i, a * dfl_sigmoid(a) * ldf(u, dtu, i));
+    stf(out, dto, i, a * dfl_sigm<FAST>(a) * ldf(u, dtu, i));
   }
+}
+/* FAST when no tensor is f32; 8 CTAs an SM (32 registers): runtime/cuda.c's grid-stride launches */
+extern "C" __global__ void __launch_bounds__(256, 8) dfl_swiglu(void *out, int dto, const void *g, int dtg,
+                                                                const void *u, int dtu, ll n) {
+  if (dto == DT_F32 || dtg == DT_F32 || dtu == DT_F32) swiglu_body<false>(out, dto, g, dtg, u, dtu, n);
+  else swiglu_body<true>(out, dto, g, dtg, u, dtu, n);
 }
 /* SWIGLU's quantized form (dfl_fuse_quant; an FP8 target's input of its down projection): a block
 ** per row (common.cuh rowq_store), h = silu(g) u as dfl_swiglu computes it: g and u read once, one
@@ -139,7 +156,7 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
         dfl_bf8(ga[c], a);
         dfl_bf8(ua[c], b);
 #pragma unroll
-        for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigmoid(a[k]) * b[k];
+        for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigm<true>(a[k]) * b[k];   /* bf16 only */
         h[c] = dfl_f2bf8(a);
       } else h[c] = ga[c];
       dfl_bf8(h[c], a);
@@ -181,16 +198,17 @@ extern "C" __global__ void __launch_bounds__(384, 2) dfl_quant_f8r(unsigned char
                                                                   int C) {
   rowq_pipe<0>(q, s, x, x, rows, C);
 }
-/* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))) */
-extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
-                                         const void *u, int dtu, const void *dy, int dtdy, ll n) {
+/* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))); FAST as dfl_swiglu */
+template <bool FAST>
+__device__ __forceinline__ void swiglu_bwd_body(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
+                                                const void *u, int dtu, const void *dy, int dtdy, ll n) {
   if ((n & 7) == 0 && vec_ok(dg) && vec_ok(du) && vec_ok(g) && vec_ok(u) && vec_ok(dy)) {
     GRID_STRIDE(j, n >> 3) {
       float a[8], b[8], d[8], og[8], ou[8];
       ld8(g, dtg, j * 8, a); ld8(u, dtu, j * 8, b); ld8(dy, dtdy, j * 8, d);
 #pragma unroll
       for (int k = 0; k < 8; k++) {
-        float sg = dfl_sigmoid(a[k]);
+        float sg = dfl_sigm<FAST>(a[k]);
         og[k] = d[k] * b[k] * sg * (1.f + a[k] * (1.f - sg));
         ou[k] = d[k] * a[k] * sg;
       }
@@ -200,10 +218,16 @@ extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu
   }
   GRID_STRIDE(i, n) {
     float a = ldf(g, dtg, i), b = ldf(u, dtu, i), d = ldf(dy, dtdy, i);
-    float sg = dfl_sigmoid(a);
+    float sg = dfl_sigm<FAST>(a);
     stf(dg, dtdg, i, d * b * sg * (1.f + a * (1.f - sg)));
     stf(du, dtdu, i, d * a * sg);
   }
+}
+extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
+                                         const void *u, int dtu, const void *dy, int dtdy, ll n) {
+  if (dtdg == DT_F32 || dtdu == DT_F32 || dtg == DT_F32 || dtu == DT_F32 || dtdy == DT_F32)
+    swiglu_bwd_body<false>(dg, dtdg, du, dtdu, g, dtg, u, dtu, dy, dtdy, n);
+  else swiglu_bwd_body<true>(dg, dtdg, du, dtdu, g, dtg, u, dtu, dy, dtdy, n);
 }
 extern "C" __global__ void dfl_accum(void *acc, int dta, const void *x, int dtx, ll n) {
   GRID_STRIDE(i, n) stf(acc, dta, i, ldf(acc, dta, i) + ldf(x, dtx, i));

@@ -88,6 +88,7 @@ struct dfl_cuda_impl {
   cudaStream_t stream;
   cudaLibrary_t lib;
   cudaKernel_t k[K_COUNT];
+  unsigned char occ[K_COUNT]; /* CTAs of 256 threads an SM holds at once (no dynamic shared memory) */
   cublasLtHandle_t lt;
   opstate *ops;
   char *blas_ws;
@@ -251,14 +252,17 @@ static int launch2(dfl_cuda *c, int k, int64_t gx, int gy, int block, size_t sme
                       im->stream));
   return DFL_OK;
 }
-/* Grid-stride kernels: enough blocks to fill the machine, never more than the work. */
+/* Grid-stride kernels: enough blocks to fill the machine, never more than the work, and never more
+** than the SMs hold at once (up to 8 CTAs an SM): a CTA past that starts only when a resident one
+** has walked its whole slice, and the last ones then run on a third of the chip (dfl_swiglu_bwd, 40
+** registers: 6 CTAs an SM against 8 launched per SM until session 14). */
 static int launch(dfl_cuda *c, int k, int64_t n, void **args) {
-  int64_t g = (n + 255) / 256, cap = (int64_t)c->impl->nsm * 8;
+  int64_t g = (n + 255) / 256, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
   return launch2(c, k, g < cap ? g : cap, 1, 256, 0, args);
 }
 /* Warp-per-row kernels. */
 static int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, void **args) {
-  int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * 8;
+  int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
   return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
 }
 static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
@@ -426,7 +430,14 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
     fprintf(stderr, "%s:%d: cudaLibraryLoadData(%s cubin) failed: %s\n", __FILE__, __LINE__, arch, cudaGetErrorString(e));
     return DFL_ERR;
   }
-  for (int k = 0; k < K_COUNT; k++) CU(cudaLibraryGetKernel(&im->k[k], im->lib, kname[k]));
+  for (int k = 0; k < K_COUNT; k++) {
+    CU(cudaLibraryGetKernel(&im->k[k], im->lib, kname[k]));
+    /* kernels bounded below 256 threads (never launched by launch()) report an error or 0: 8, unused */
+    int nb = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, (const void *)im->k[k], 256, 0) != cudaSuccess || nb < 1)
+      (void)cudaGetLastError(), nb = 8;
+    im->occ[k] = (unsigned char)(nb > 8 ? 8 : nb);
+  }
   /* attention needs more than the default 48 KB of dynamic shared memory for hd = 128 */
   int smax = 0;
   CU(cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
