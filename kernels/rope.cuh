@@ -125,6 +125,34 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
   }
 }
 
+/* This lane's 8 angles of a row at position p (frequencies i0 .. i0 + 7 of invf), sine negated for
+** the inverse rotation: dfl_rope_r and the item kernels form them alike. */
+__device__ __forceinline__ void rope_angles8(double p, const double *invf, int i0, int inverse, float *cs, float *sn) {
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    rope_sincos(p * invf[i0 + k], &sn[k], &cs[k]);
+    if (inverse) sn[k] = -sn[k];
+  }
+}
+/* One (row, head)'s 8 + 8 bf16 features of this lane (a: i0 .., b: i0 + half ..), in place: normed
+** first when wn is set (rope_norm16, the weights read at wv), then rotated by the row's angles. */
+__device__ __forceinline__ void rope_head_bf16(uint4 &a, uint4 &b, const float *cs, const float *sn, const void *wn,
+                                               const uint4 *wv, int half, int ni, int hd, float eps) {
+  float x1[8], x2[8], o1[8], o2[8];
+  dfl_bf8(a, x1);
+  dfl_bf8(b, x2);
+  if (wn)
+    rope_norm16(x1, x2, [&](float *u, float *v) { dfl_bf8(__ldg(wv), u); dfl_bf8(__ldg(wv + half / 8), v); }, ni, hd,
+                eps, DT_BF16);
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    o1[k] = x1[k] * cs[k] - x2[k] * sn[k];
+    o2[k] = x2[k] * cs[k] + x1[k] * sn[k];
+  }
+  a = dfl_f2bf8(o1);
+  b = dfl_f2bf8(o2);
+}
+
 /* Row form (session 12; runtime/cuda.c takes it for bf16 x and out (normed: bf16 norm weight and
 ** intermediate) and ni = hd / 16 a power of two <= 32; DFL_ROPE_ROW=0 keeps dfl_rope_v). ni threads
 ** hold a row's 8 frequencies each and walk all its heads, ROPE_HB heads' loads at once. A row's
@@ -158,31 +186,15 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_r(void *out, const vo
           a[j] = *(const uint4 *)(xs + base + (ll)(h0 + j) * hd);
           b[j] = *(const uint4 *)(xs + base + (ll)(h0 + j) * hd + half);
         } else a[j] = b[j] = make_uint4(0, 0, 0, 0);
-      if (h0 == 0) {   /* the row's angles, while its first loads are in flight */
-        const double p = ok ? (double)pos[row] : 0.0;
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-          rope_sincos(p * dfl_rope_sm[i0 + k], &sn[k], &cs[k]);
-          if (inverse) sn[k] = -sn[k];
-        }
-      }
+      if (h0 == 0)   /* the row's angles, while its first loads are in flight */
+        rope_angles8(ok ? (double)pos[row] : 0.0, dfl_rope_sm, i0, inverse, cs, sn);
 #pragma unroll
       for (int j = 0; j < ROPE_HB; j++) {
         if (h0 + j >= nh) break;   /* uniform over the block */
-        float x1[8], x2[8], o1[8], o2[8];
-        dfl_bf8(a[j], x1);
-        dfl_bf8(b[j], x2);
-        if (wn)
-          rope_norm16(x1, x2, [&](float *a, float *b) { dfl_bf8(__ldg(wv), a); dfl_bf8(__ldg(wv + half / 8), b); }, ni,
-                      hd, eps, DT_BF16);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-          o1[k] = x1[k] * cs[k] - x2[k] * sn[k];
-          o2[k] = x2[k] * cs[k] + x1[k] * sn[k];
-        }
+        rope_head_bf16(a[j], b[j], cs, sn, wn, wv, half, ni, hd, eps);
         if (ok) {
-          *(uint4 *)(os + base + (ll)(h0 + j) * hd) = dfl_f2bf8(o1);
-          *(uint4 *)(os + base + (ll)(h0 + j) * hd + half) = dfl_f2bf8(o2);
+          *(uint4 *)(os + base + (ll)(h0 + j) * hd) = a[j];
+          *(uint4 *)(os + base + (ll)(h0 + j) * hd + half) = b[j];
         }
       }
     }
@@ -225,28 +237,13 @@ __device__ __forceinline__ void rope_items(void *out, const void *x, const void 
         b[j] = *(const uint4 *)(xs + base + (ll)j * hd + half);
       } else a[j] = b[j] = make_uint4(0, 0, 0, 0);
     float cs[8], sn[8];   /* the row's angles, while the loads are in flight */
-    const double p = ok ? (double)pos[row] : 0.0;
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      rope_sincos(p * invf[i0 + k], &sn[k], &cs[k]);
-      if (inverse) sn[k] = -sn[k];
-    }
+    rope_angles8(ok ? (double)pos[row] : 0.0, invf, i0, inverse, cs, sn);
 #pragma unroll
     for (int j = 0; j < PH; j++) {   /* every lane runs every j: the shuffles of rope_norm16 */
-      float x1[8], x2[8], o1[8], o2[8];
-      dfl_bf8(a[j], x1);
-      dfl_bf8(b[j], x2);
-      if (wn)
-        rope_norm16(x1, x2, [&](float *u, float *v) { dfl_bf8(__ldg(wv), u); dfl_bf8(__ldg(wv + half / 8), v); }, ni,
-                    hd, eps, DT_BF16);
-#pragma unroll
-      for (int k = 0; k < 8; k++) {
-        o1[k] = x1[k] * cs[k] - x2[k] * sn[k];
-        o2[k] = x2[k] * cs[k] + x1[k] * sn[k];
-      }
+      rope_head_bf16(a[j], b[j], cs, sn, wn, wv, half, ni, hd, eps);
       if (j < nv) {
-        *(uint4 *)(os + base + (ll)j * hd) = dfl_f2bf8(o1);
-        *(uint4 *)(os + base + (ll)j * hd + half) = dfl_f2bf8(o2);
+        *(uint4 *)(os + base + (ll)j * hd) = a[j];
+        *(uint4 *)(os + base + (ll)j * hd + half) = b[j];
       }
     }
   }

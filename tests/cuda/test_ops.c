@@ -340,6 +340,18 @@ static void case_rope(int R, int nh, int hd) {
   dfl_graph_free(&g);
 }
 
+/* Runs a RoPE case: positions drawn for its R rows, x in [-3, 3] (a norm sees non-unit rows).
+** Returns the positions (the caller frees them). */
+static int32_t *rope_run(const char *nm, dfl_graph *g, int pos, int x, int R) {
+  int32_t *p = malloc(sizeof(int32_t) * (size_t)R);
+  for (int i = 0; i < R; i++) p[i] = irand(40000);
+  ifill f = {pos, p};
+  double sc[64] = {0};
+  sc[x] = 3;
+  run_case(nm, g, &f, 1, sc, NULL);
+  return p;
+}
+
 /* The normed ROPE (dfl_fuse_norm_rope: each head RMS-normalized, scaled, rounded to the
 ** intermediate's dtype, then rotated) against the CPU's, whose values are the unfused pair's. */
 static void case_rope_norm(int R, int nh, int hd) {
@@ -348,15 +360,9 @@ static void case_rope_norm(int R, int nh, int hd) {
   int w = t1(&g, "wn", ACT, DFL_T_FROZEN, hd), y = t2(&g, "y", ACT, DFL_T_ACT, R, nh * hd);
   dfl_attrs a = {0}; a.heads = nh; a.head_dim = hd; a.theta = 1e6; a.eps = 1e-6; a.mid_dtype = ACT;
   op(&g, DFL_OP_ROPE, 3, (int[]){x, pos, w}, 1, &y, &a);
-  int32_t *p = malloc(sizeof(int32_t) * (size_t)R);
-  for (int i = 0; i < R; i++) p[i] = irand(40000);
-  ifill f = {pos, p};
-  double sc[64] = {0};
-  sc[x] = 3;
   char nm[96];
   snprintf(nm, sizeof nm, "rope with norm R %d nh %d hd %d", R, nh, hd);
-  run_case(nm, &g, &f, 1, sc, NULL);
-  free(p);
+  free(rope_run(nm, &g, pos, x, R));
   dfl_graph_free(&g);
 }
 
@@ -393,14 +399,9 @@ static void case_rope_pair(int R, int nh, int nh2, int hd, int normed) {
   else op(&g, DFL_OP_ROPE, 3, (int[]){x, pos, x2}, 2, (int[]){y, y2}, &a);
   dfl_attrs b = {0}; b.heads = nh; b.kv_heads = nh2; b.head_dim = hd; b.theta = 1e6; b.inverse = 1;
   op(&g, DFL_OP_ROPE, 3, (int[]){y, pos, y2}, 2, (int[]){z, z2}, &b);
-  int32_t *p = malloc(sizeof(int32_t) * (size_t)R);
-  for (int i = 0; i < R; i++) p[i] = irand(40000);
-  ifill f = {pos, p};
-  double sc[64] = {0};
-  sc[x] = 3;
   char nm[96];
   snprintf(nm, sizeof nm, "rope pair%s R %d nh %d + %d hd %d", normed ? " with norm" : "", R, nh, nh2, hd);
-  run_case(nm, &g, &f, 1, sc, NULL);
+  int32_t *p = rope_run(nm, &g, pos, x, R);
   const char *only = getenv("DFL_OPS_ONLY");
   if (ACT == DFL_BF16 && (!only || strstr(nm, only))) {
     const int in[4] = {x, x2, w, w2}, out[4] = {y, y2, z, z2};
