@@ -66,7 +66,9 @@ extern "C" __global__ void __launch_bounds__(256, 8) dfl_swiglu(void *out, int d
   else swiglu_body<true>(out, dto, g, dtg, u, dtu, n);
 }
 /* SWIGLU's quantized form (dfl_fuse_quant; an FP8 target's input of its down projection): a block
-** per row (common.cuh rowq_store), h = silu(g) u as dfl_swiglu computes it: g and u read once, one
+** per row (common.cuh rowq_store), h = silu(g) u with the IEEE division (dfl_swiglu and the pipelined
+** kernel below take the approximate reciprocal in bf16 graphs: h's last bits may differ from this
+** comparison kernel's, DFL_ROWQ_PIPE=0): g and u read once, one
 ** byte written per feature, h never stored (9 bytes an element unfused in bf16, 5 fused). */
 template <int NCH>
 __device__ __forceinline__ void swiglu_q(unsigned char *q, float *s, const void *g, int dtg, const void *u, int dtu,
