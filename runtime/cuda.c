@@ -177,6 +177,14 @@ static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, d
   m->beta = beta;
   return mm_algo(c, m, M, N, K, dfl_dtype_name(da));
 }
+/* 1 when the environment variable is set to v: the before/after switches of docs/bench.md. Read per
+** op by the op setups: capture and eager runs only. */
+static int env_is(const char *name, const char *v) {
+  const char *e = getenv(name);
+  return e && !strcmp(e, v);
+}
+/* 1 when the variable is "0": a kernel choice switched back to the previous kernel, for comparisons */
+static int env_off(const char *name) { return env_is(name, "0"); }
 /* MATMUL_F8: row-major Y[M,N] = (X[M,K] W[N,K]^T) sx[M] sw[N] (+ R): cuBLASLt's column-major
 ** Y^T = W X^T, both e4m3 operands K-major ("TN", the layout Hopper's FP8 GEMMs require), per-row
 ** scales as outer vectors (A's: sw, N of them; B's: sx, M), f32 accumulation, or with fast set cuBLASLt's
@@ -213,8 +221,8 @@ static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, 
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
   /* fast: quantize = fp8_fast (the op's a.fast_accum), or DFL_FP8_FAST_ACCUM=1/0 overriding it, for
   ** comparisons: cuBLASLt's FP8 fast accumulation, the partial sums never promoted to f32 */
-  const char *fa = getenv("DFL_FP8_FAST_ACCUM");
-  if (fa && (!strcmp(fa, "1") || !strcmp(fa, "0"))) fast = fa[0] == '1';
+  if (env_is("DFL_FP8_FAST_ACCUM", "1")) fast = 1;
+  else if (env_off("DFL_FP8_FAST_ACCUM")) fast = 0;
   if (fast) {
     int8_t on = 1;
     LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));
@@ -451,14 +459,11 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
-  const char *wge = getenv("DFL_ATTN_WG");
-  im->att_wg = !strcmp(arch, "sm_90a") && !(wge && !strcmp(wge, "0"));
-  const char *wgm = getenv("DFL_ATTN_WG_MERGE");
-  im->att_wgs = wgm && !strcmp(wgm, "0");
-  const char *wgb = getenv("DFL_ATTN_WG_BWD"), *skip = getenv("DFL_ATTN_BWD_SKIP");
-  const char *wgd = getenv("DFL_ATTN_WG_DFLASH");
-  im->att_wgd = im->att_wg && !(wgd && !strcmp(wgd, "0"));
-  im->att_wg_bwd = im->att_wgd && !(wgb && !strcmp(wgb, "0"));
+  im->att_wg = !strcmp(arch, "sm_90a") && !env_off("DFL_ATTN_WG");
+  im->att_wgs = env_off("DFL_ATTN_WG_MERGE");
+  im->att_wgd = im->att_wg && !env_off("DFL_ATTN_WG_DFLASH");
+  im->att_wg_bwd = im->att_wgd && !env_off("DFL_ATTN_WG_BWD");
+  const char *skip = getenv("DFL_ATTN_BWD_SKIP");
   im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : -1;
   const char *spl = getenv("DFL_ATTN_BWDKV_SPLIT");
   char *spe = NULL;
@@ -1001,12 +1006,6 @@ static int bf16_vecs(const void *const *p, const int *d, int n) {
     if (d[k] != DFL_BF16) return 0;
   return vec_dtypes(p, d, n);
 }
-/* 1 when the variable is "0": a kernel choice switched back to the previous kernel, for comparisons.
-** Read per op: capture and eager runs only. */
-static int env_off(const char *name) {
-  const char *e = getenv(name);
-  return e && !strcmp(e, "0");
-}
 /* Block size of the vector RMSNorm kernels (kernels/rmsnorm.cuh) for group size G, 0 when they do
 ** not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per block) or a
 ** multiple of 32 <= 1024 (one group per block). */
@@ -1046,6 +1045,9 @@ static int rms_bwd_row_kernel(int G, const void *const *p, const int *d, int n) 
   return V <= 4 ? K_RMSNORM_BWD_R4 : V == 5 ? K_RMSNORM_BWD_R5 : V == 6 ? K_RMSNORM_BWD_R6 : K_RMSNORM_BWD_R8;
 }
 
+/* head_dim hd = 16 x a power of two, at most 512: a (row, head)'s hd / 16 threads are aligned lanes
+** of one warp (the vector RoPE kernels' normed form reduces across them by shuffles) */
+static int rope_hd16(int hd) { return hd % 16 == 0 && (hd / 16 & (hd / 16 - 1)) == 0 && hd <= 512; }
 /* ROPE on one tensor x (nh heads) into out; wn: the normed form's weight (NULL: plain). */
 static int rope_one(dfl_cuda *c, const dfl_op *op, void *o0, int d0, const void *i0, int d1, const void *wn, int dtw,
                     int nh) {
@@ -1057,15 +1059,13 @@ static int rope_one(dfl_cuda *c, const dfl_op *op, void *o0, int d0, const void 
   int dty = at->mid_dtype;
   float eps = (float)at->eps;
   void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv, &wn, &dtw, &dty, &eps};
-  int pow2 = (hd / 16 & (hd / 16 - 1)) == 0;
-  /* hd <= 512: a (row, head)'s hd / 16 threads reduce within one warp */
-  if (wn && (hd % 16 || !pow2 || hd > 512 || !vec_dtypes((const void *[]){o0, i0, wn}, (const int[]){d0, d1, dtw}, 3))) {
+  if (wn && (!rope_hd16(hd) || !vec_dtypes((const void *[]){o0, i0, wn}, (const int[]){d0, d1, dtw}, 3))) {
     fprintf(stderr, "dflc: cuda backend: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, "
                     "and the tensors bf16/f16/f32\n", op->label, hd);
     return DFL_ESHAPE;
   }
   /* DFL_ROPE_ROW=0: dfl_rope_v, for comparisons */
-  if (pow2 && hd % 16 == 0 && hd <= 512 && !env_off("DFL_ROPE_ROW") &&
+  if (rope_hd16(hd) && !env_off("DFL_ROPE_ROW") &&
       bf16_vecs((const void *[]){o0, i0, wn ? wn : o0}, (const int[]){d0, d1, wn ? dtw : d0}, 3) &&
       (!wn || dty == DFL_BF16)) {
     /* a row's hd / 16 threads walk its heads (kernels/rope.cuh dfl_rope_r); two CTAs an SM at most */
@@ -1101,11 +1101,9 @@ static int op_rope(dfl_cuda *c, const dfl_op *op) {
   const void *pv[] = {o0, i0, wn ? wn : o0, pair ? o1 : o0, pair ? i1 : o0, wn1 ? wn1 : o0};
   int dv[] = {d0, d1, wn ? dtw : d0, pair ? dt(c, op->out[1]) : d0, pair ? dt(c, op->in[normed ? 3 : 2]) : d0,
               wn1 ? dt(c, op->in[4]) : d0};
-  int pow2 = (hd / 16 & (hd / 16 - 1)) == 0;
-  if (pow2 && hd % 16 == 0 && hd <= 512 && !env_off("DFL_ROPE_P") && !env_off("DFL_ROPE_ROW") && bf16_vecs(pv, dv, 6) &&
+  if (rope_hd16(hd) && !env_off("DFL_ROPE_P") && !env_off("DFL_ROPE_ROW") && bf16_vecs(pv, dv, 6) &&
       (!wn || at->mid_dtype == DFL_BF16)) {
-    const char *ep = getenv("DFL_ROPE_PH");
-    int ph = ep && !strcmp(ep, "4") ? 4 : 8, ni = hd / 16;
+    int ph = env_is("DFL_ROPE_PH", "4") ? 4 : 8, ni = hd / 16;
     long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
     int64_t items = rows * ((nh + ph - 1) / ph + (nh2 + ph - 1) / ph), ipb = 256 / ni;
     double th = at->theta; void *pos = P(op->in[1]);
@@ -1114,8 +1112,7 @@ static int op_rope(dfl_cuda *c, const dfl_op *op) {
     /* at most the CTAs the SMs hold at once (three of p4, two of p8): each forms its inverse frequencies
     ** (double pow) once; DFL_ROPE_GRID=all launches one CTA per 256 threads' items */
     int64_t nb = (items + ipb - 1) / ipb, cap = (int64_t)c->impl->nsm * (ph == 4 ? 3 : 2);
-    const char *eg = getenv("DFL_ROPE_GRID");
-    if (!(eg && !strcmp(eg, "all")) && nb > cap) nb = cap;
+    if (!env_is("DFL_ROPE_GRID", "all") && nb > cap) nb = cap;
     return launch2(c, ph == 4 ? K_ROPE_P4 : K_ROPE_P8, nb, 1, 256, (size_t)(hd / 2) * 8, a);
   }
   int rc = rope_one(c, op, o0, d0, i0, d1, wn, dtw, nh);
