@@ -16,33 +16,31 @@ extern "C" __global__ void dfl_rmsnorm(void *y, int dty, float *rstd, const void
     for (int i = lane; i < G; i += 32) stf(y, dty, base + i, ldf(x, dtx, base + i) * r * ldf(w, dtw, i));
   }
 }
-/* dx = r (g - xh mean(g xh)), g = dy w, xh = x r; dw[i] = sum over groups of dy xh, summed per
-** block in shared memory (dynamic, G floats) and then atomically into the f32 dw accumulator. */
-extern "C" __global__ void dfl_rmsnorm_bwd(void *dx, int dtdx, float *dw, const void *x, int dtx, const void *w,
+/* dx = r (g - xh mean(g xh)), g = dy w, xh = x r; dw[i] = sum over groups of dy xh. The general path
+** (any G and dtypes; the vector and row kernels below take the usual shapes): a block per group at a
+** time (groups blockIdx.x, + gridDim.x, ...), each thread owning features threadIdx.x + k blockDim.x,
+** so its sums of dy xh go to part[blockIdx.x] in group order, and dfl_rmsnorm_dw adds the gridDim.x
+** rows in order: no atomics, the same bits every run (shared-memory atomics, before, were not). */
+extern "C" __global__ void dfl_rmsnorm_bwd(void *dx, int dtdx, float *part, const void *x, int dtx, const void *w,
                                            int dtw, const float *rstd, const void *dy, int dtdy, const void *ad,
                                            int dtad, ll ngroups, int G) {
-  extern __shared__ float sdw[];
-  for (int i = threadIdx.x; i < G; i += blockDim.x) sdw[i] = 0.f;
-  __syncthreads();
-  int lane = threadIdx.x & 31;
-  ll warp = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = ((ll)gridDim.x * blockDim.x) >> 5;
-  for (ll gi = warp; gi < ngroups; gi += nwarps) {
-    ll base = gi * G;
-    float r = rstd[gi], dot = 0.f;
-    for (int i = lane; i < G; i += 32) {
+  float *pr = part + (ll)blockIdx.x * G;
+  for (ll gi = blockIdx.x; gi < ngroups; gi += gridDim.x) {
+    const ll base = gi * G;
+    const float r = rstd[gi];
+    float dot = 0.f;
+    for (int i = threadIdx.x; i < G; i += blockDim.x) {
       float xh = ldf(x, dtx, base + i) * r, d = ldf(dy, dtdy, base + i);
       dot += d * ldf(w, dtw, i) * xh;
-      atomicAdd(&sdw[i], d * xh);
+      pr[i] = (gi == blockIdx.x ? 0.f : pr[i]) + d * xh;
     }
-    dot = warp_sum(dot) / G;
-    for (int i = lane; i < G; i += 32) {
+    dot = block_sum(dot) / G;
+    for (int i = threadIdx.x; i < G; i += blockDim.x) {
       float xh = ldf(x, dtx, base + i) * r, d = ldf(dy, dtdy, base + i);
       float o = r * (d * ldf(w, dtw, i) - xh * dot);
       stf(dx, dtdx, base + i, ad ? o + ldf(ad, dtad, base + i) : o); /* ad: the addend (dfl_fuse_add) */
     }
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < G; i += blockDim.x) atomicAdd(&dw[i], sdw[i]);
 }
 
 /*

@@ -1278,9 +1278,12 @@ static int exec_op(dfl_cuda *c, int i) {
       void *a2[] = {&wout, &dto, &dw, &np, &Gi};
       return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
     }
-    CU(cudaMemsetAsync(dw, 0, (size_t)Gi * 4, im->stream));
-    TRY(launch_warps(c, K_RMSNORM_BWD, ng, (size_t)Gi * 4, a));
-    return copy_conv(c, P(op->out[1]), dt(c, op->out[1]), dw, DFL_F32, Gi);
+    int np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS); /* the general kernel: a block per group, as many parts */
+    TRY(launch2(c, K_RMSNORM_BWD, np, 1, 256, 0, a));
+    void *wout = P(op->out[1]);
+    int dto = dt(c, op->out[1]);
+    void *a2[] = {&wout, &dto, &dw, &np, &Gi};
+    return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
   }
   case DFL_OP_ROPE: return op_rope(c, op);
   case DFL_OP_GATHER: {

@@ -35,6 +35,7 @@ static dfl_dtype ACT;
 
 typedef struct { int t; int32_t *vals; } ifill; /* integer inputs the case sets */
 static int preset_t = -1;        /* a float input whose values the case sets (preset_v), not run_case */
+static int rerun_exact;          /* run the GPU graph twice: every output the same bit for bit */
 static const float *preset_v;
 
 /* Values of a float input: uniform in [-scale, scale], never all zero. */
@@ -56,8 +57,12 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
   cases++;
   dfl_cpu cpu;
   dfl_cuda gpu;
-  if (dfl_cpu_init(&cpu, g, NULL, 0) != DFL_OK) { fprintf(stderr, "FAIL %s: cpu init\n", name); fails++; return; }
-  if (dfl_cuda_init(&gpu, g, NULL, NULL) != DFL_OK) { fprintf(stderr, "FAIL %s: cuda init\n", name); fails++; dfl_cpu_free(&cpu); return; }
+  const int rerun = rerun_exact || getenv("DFL_OPS_RERUN"); /* DFL_OPS_RERUN: every case (a survey) */
+  float **inv = calloc((size_t)g->nt, sizeof *inv); /* the float inputs, kept to set them again for the rerun */
+  if (dfl_cpu_init(&cpu, g, NULL, 0) != DFL_OK) { fprintf(stderr, "FAIL %s: cpu init\n", name); fails++; free(inv); return; }
+  if (dfl_cuda_init(&gpu, g, NULL, NULL) != DFL_OK) {
+    fprintf(stderr, "FAIL %s: cuda init\n", name); fails++; dfl_cpu_free(&cpu); free(inv); return;
+  }
   for (int t = 0; t < g->nt; t++) {
     const dfl_tensor *T = &g->t[t];
     int64_t n = dfl_tensor_numel(T);
@@ -70,10 +75,15 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
         for (int64_t i = 0; i < n; i++) f[i] = (float)ints[k].vals[i];
         if (T->dtype == DFL_I32) dfl_cuda_set_i32(&gpu, t, ints[k].vals, n), memcpy(dfl_cpu_i32(&cpu, t), ints[k].vals, (size_t)n * 4);
         else dfl_cuda_set_f(&gpu, t, f, n), dfl_cpu_set_f(&cpu, t, f, n);
-        free(f);
+        if (T->dtype == DFL_I32 || inv[t]) free(f);
+        else inv[t] = f;
         set = 1;
       }
-    if (t == preset_t) dfl_cpu_set_f(&cpu, t, preset_v, n), dfl_cuda_set_f(&gpu, t, preset_v, n), set = 1;
+    if (t == preset_t) {
+      dfl_cpu_set_f(&cpu, t, preset_v, n), dfl_cuda_set_f(&gpu, t, preset_v, n), set = 1;
+      inv[t] = malloc((size_t)n * 4);
+      memcpy(inv[t], preset_v, (size_t)n * 4);
+    }
     if (set || T->dtype == DFL_I32) continue;
     /* a negative scale asks for values in [0, |scale|): Adam's second moment is never negative */
     float *v = rand_f(n, scales && scales[t] != 0 ? fabs(scales[t]) : 1.0, T->dtype);
@@ -81,7 +91,7 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
       for (int64_t i = 0; i < n; i++) v[i] = fabsf(v[i]);
     dfl_cpu_set_f(&cpu, t, v, n);
     dfl_cuda_set_f(&gpu, t, v, n);
-    free(v);
+    inv[t] = v;
   }
   int rc1 = dfl_cpu_run(&cpu, DFL_PH_ALL), rc2 = dfl_cuda_run(&gpu, DFL_PH_ALL);
   if (!rc2) rc2 = dfl_cuda_sync(&gpu);
@@ -131,7 +141,33 @@ static void run_case(const char *name, dfl_graph *g, const ifill *ints, int nint
     if (!ok) fails++;
     free(a), free(b);
   }
+  if (rerun) { /* docs/architecture.md's determinism: the same inputs give the same bits, run after run */
+    float **first = calloc((size_t)g->nt, sizeof *first);
+    for (int t = 0; t < g->nt; t++)
+      if (g->t[t].producer >= 0 && g->t[t].dtype != DFL_I32) {
+        int64_t n = dfl_tensor_numel(&g->t[t]);
+        first[t] = malloc((size_t)n * 4);
+        dfl_cuda_get_f(&gpu, t, first[t], n);
+      }
+    for (int t = 0; t < g->nt; t++) /* again: persistent inputs (parameters, moments) were updated in place */
+      if (inv[t]) dfl_cuda_set_f(&gpu, t, inv[t], dfl_tensor_numel(&g->t[t]));
+    int rc = dfl_cuda_run(&gpu, DFL_PH_ALL);
+    if (!rc) rc = dfl_cuda_sync(&gpu);
+    if (rc) { fprintf(stderr, "FAIL %s: second gpu run %d\n", name, rc); fails++; }
+    for (int t = 0; t < g->nt; t++) {
+      if (!first[t]) continue;
+      int64_t n = dfl_tensor_numel(&g->t[t]), diff = 0;
+      float *a = malloc((size_t)n * 4);
+      dfl_cuda_get_f(&gpu, t, a, n);
+      for (int64_t i = 0; !rc && i < n; i++) diff += memcmp(&a[i], &first[t][i], 4) != 0;
+      if (diff) { fprintf(stderr, "FAIL %s: %s: %lld values differ between two GPU runs\n", name, g->t[t].name, (long long)diff); fails++; }
+      free(a), free(first[t]);
+    }
+    free(first);
+  }
 out:
+  for (int t = 0; t < g->nt; t++) free(inv[t]);
+  free(inv);
   dfl_cpu_free(&cpu);
   dfl_cuda_free(&gpu);
 }
@@ -563,7 +599,11 @@ static void case_attention_tc(int dflash, int S, int N, int B, int window, int h
   char nm[128];
   snprintf(nm, sizeof nm, "attention-tc %s S %d N %d B %d window %d hd %d nh %d nkv %d anchors %s", dflash ? "dflash" : "causal",
            S, N, B, window, hd, nh, nkv, amode == 1 ? "near-0" : amode == 2 ? "near-S" : amode == 3 ? "sorted+invalid" : "uniform+invalid");
+  /* CAUSAL's backward (no training graph has one: the frozen target's attention) adds dK/dV by atomics */
+  int re = rerun_exact;
+  rerun_exact = re && dflash;
   run_case(nm, &g, f, nf, sc, NULL);
+  rerun_exact = re;
   free(va), free(vk);
   dfl_graph_free(&g);
 }
@@ -752,6 +792,7 @@ int main(void) {
     case_attention(1, 3, 48, 4, 2);
     case_attention(0, 0, 48, 4, 4);
     if (ACT == DFL_BF16) { /* the tensor-core kernels (bf16 only) at realistic shapes */
+      rerun_exact = 1; /* DFLASH attention is deterministic (no atomics: each output has one writer) */
       case_attention_tc(1, 300, 20, 16, 0, 128, 16, 4, 0);
       case_attention_tc(1, 300, 12, 16, 0, 128, 16, 4, 2);
       case_attention_tc(1, 260, 12, 16, 0, 64, 8, 2, 1);
@@ -795,6 +836,7 @@ int main(void) {
       case_attention_tc(1, 130, 40, 16, 0, 128, 16, 4, 3);
       case_attention_tc(1, 130, 40, 16, 60, 128, 16, 4, 0);
       unsetenv("DFL_ATTN_BWDKV_SPLIT");
+      rerun_exact = 0;
     }
     case_linear_ce(0);
     case_linear_ce(1);
