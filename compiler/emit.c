@@ -53,8 +53,8 @@ static int op_family(dfl_opcode c, const char **kernels) {
   case DFL_OP_LINEAR_CE:
     f = DFL_KF_LCE; k = "dfl_lce_rows cublasLtMatmul dfl_lce_row cublasLtMatmul dfl_lce_num"; break;
   case DFL_OP_SCATTER_ADD: f = DFL_KF_GATHER; k = "dfl_scatter_add dfl_copy"; break;
-  case DFL_OP_RMSNORM_BWD: f = DFL_KF_RMSNORM; k = "dfl_rmsnorm_bwd_v dfl_rmsnorm_dw dfl_rmsnorm_bwd dfl_copy"; break;
-  case DFL_OP_ATTENTION_BWD: f = DFL_KF_ATTENTION; k = "dfl_attn_bwd dfl_copy"; break;
+  case DFL_OP_RMSNORM_BWD: f = DFL_KF_RMSNORM; k = "dfl_rmsnorm_bwd_v dfl_rmsnorm_dw dfl_rmsnorm_bwd"; break;
+  case DFL_OP_ATTENTION_BWD: f = DFL_KF_ATTENTION; k = "dfl_attn_bwd dfl_attn_bwd_kv"; break;
   case DFL_OP_SWIGLU_BWD: k = "dfl_swiglu_bwd"; break;
   case DFL_OP_SCALE: k = "dfl_scale"; break;
   case DFL_OP_SUM: k = "dfl_reduce_part dfl_reduce_final"; break;

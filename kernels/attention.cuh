@@ -21,16 +21,26 @@ struct dfl_att_unit {
   ll qrow0;  /* first query row of the unit */
 };
 
-/* Decode blockIdx into a unit; 0 when this CTA has no pairs (tail of a causal sequence). */
-__device__ __forceinline__ int dfl_att_setup(dfl_att_unit *u, int mask, int batch, int S, int N, int B, int nh,
-                                             int nkv, int hd, int window, const int *anchors, const int *keep) {
+/* Chunks of ATT_PAIRS pairs per unit, and units per sample (DFLASH: blocks; CAUSAL: runs of T positions). */
+__device__ __forceinline__ int dfl_att_chunks(int mask, int B, int G) {
+  int T = ATT_PAIRS / G < 1 ? 1 : ATT_PAIRS / G;
+  return ((mask == 1 ? B : T) * G + ATT_PAIRS - 1) / ATT_PAIRS;
+}
+__device__ __forceinline__ int dfl_att_units(int mask, int S, int N, int G) {
+  int T = ATT_PAIRS / G < 1 ? 1 : ATT_PAIRS / G;
+  return mask == 1 ? N : (S + T - 1) / T;
+}
+/* Unit x (blockIdx.x's numbering: sample-major units, chunks within a unit) of kv head g; 0 when it has
+** no pairs (tail of a causal sequence). */
+__device__ __forceinline__ int dfl_att_unit_at(dfl_att_unit *u, ll x, int g, int mask, int batch, int S, int N, int B,
+                                               int nh, int nkv, int hd, int window, const int *anchors, const int *keep) {
   int G = nh / nkv;
   u->mask = mask; u->G = G; u->S = S; u->N = N; u->B = B; u->nh = nh; u->nkv = nkv; u->hd = hd;
-  u->window = window; u->g = blockIdx.y;
+  u->window = window; u->g = g;
   int U, chunks;
   if (mask == 1) {
     chunks = (B * G + ATT_PAIRS - 1) / ATT_PAIRS;
-    int unit = blockIdx.x / chunks;
+    int unit = (int)(x / chunks);
     u->b = unit / N; u->n = unit % N; u->s0 = 0;
     u->a = anchors[(ll)u->b * N + u->n]; u->keep = keep[(ll)u->b * N + u->n] != 0;
     U = B;
@@ -38,15 +48,20 @@ __device__ __forceinline__ int dfl_att_setup(dfl_att_unit *u, int mask, int batc
   } else {
     int T = ATT_PAIRS / G; if (T < 1) T = 1;
     chunks = (T * G + ATT_PAIRS - 1) / ATT_PAIRS;
-    int ups = (S + T - 1) / T, unit = blockIdx.x / chunks;
+    int ups = (S + T - 1) / T, unit = (int)(x / chunks);
     u->b = unit / ups; u->s0 = (unit % ups) * T; u->n = 0; u->a = 0; u->keep = 1;
     U = S - u->s0 < T ? S - u->s0 : T;
     u->qrow0 = (ll)u->b * S + u->s0;
   }
-  u->pair0 = (blockIdx.x % chunks) * ATT_PAIRS;
+  u->pair0 = (int)(x % chunks) * ATT_PAIRS;
   int P = U * G;
   u->np = P - u->pair0 < ATT_PAIRS ? P - u->pair0 : ATT_PAIRS;
   return u->np > 0 && u->b < batch;
+}
+/* Decode blockIdx into a unit; 0 when this CTA has no pairs (tail of a causal sequence). */
+__device__ __forceinline__ int dfl_att_setup(dfl_att_unit *u, int mask, int batch, int S, int N, int B, int nh,
+                                             int nkv, int hd, int window, const int *anchors, const int *keep) {
+  return dfl_att_unit_at(u, blockIdx.x, blockIdx.y, mask, batch, S, N, B, nh, nkv, hd, window, anchors, keep);
 }
 /* Key range [lo, hi) of segment seg for this CTA's pairs. */
 __device__ __forceinline__ void dfl_att_range(const dfl_att_unit *u, int seg, int *lo, int *hi) {
@@ -168,19 +183,18 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd(
   }
 }
 
-/* Backward: recompute P per tile from lse; dS = P (dP - D), D = rowsum(dO o). dq is owned by the
-** CTA (plain store); dK, dV of a key are summed over the tile's pairs in shared memory and then
-** added atomically into f32 accumulators (context keys are shared by every block of a sample). */
+/* Backward, dQ: recompute P per tile from lse; dS = P (dP - D), D = rowsum(dO o); dq is owned by the
+** CTA. dK and dV come from dfl_attn_bwd_kv, key-major, so that no output is summed by atomics (an
+** atomic sum's order, and so its last bits, changes from run to run). */
 extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
-    void *dq, float *dk1, float *dv1, float *dk2, float *dv2, const void *q, const void *k1, const void *v1,
-    const void *k2, const void *v2, const int *anchors, const int *keep, const void *o, const float *lse,
-    const void *dout, int dt, int mask, int batch, int S, int N, int B, int nh, int nkv, int hd, int window,
-    float scale) {
+    void *dq, const void *q, const void *k1, const void *v1, const void *k2, const void *v2, const int *anchors,
+    const int *keep, const void *o, const float *lse, const void *dout, int dt, int mask, int batch, int S, int N,
+    int B, int nh, int nkv, int hd, int window, float scale) {
   extern __shared__ float smem[];
   dfl_att_unit u;
   if (!dfl_att_setup(&u, mask, batch, S, N, B, nh, nkv, hd, window, anchors, keep)) return;
   float *qs = smem, *dos = qs + ATT_PAIRS * hd, *ks = dos + ATT_PAIRS * hd, *vs = ks + 32 * (hd + 1);
-  float *ps = vs + 32 * (hd + 1), *dss = ps + ATT_PAIRS * 33, *lses = dss + ATT_PAIRS * 33, *Ds = lses + ATT_PAIRS;
+  float *lses = vs + 32 * (hd + 1), *Ds = lses + ATT_PAIRS;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, dpl = (hd + 31) >> 5;
   for (int t = threadIdx.x; t < ATT_PAIRS * hd; t += blockDim.x) {
     int p = t / hd, d = t % hd;
@@ -211,7 +225,6 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
   for (int seg = 0; seg < 2; seg++) {
     int lo, hi;
     dfl_att_range(&u, seg, &lo, &hi);
-    float *dk = seg ? dk2 : dk1, *dv = seg ? dv2 : dv1;
     for (int k0 = lo; k0 < hi; k0 += 32) {
       __syncthreads();
       dfl_att_load_kv(&u, seg, k0, hi, seg ? k2 : k1, seg ? v2 : v1, dt, ks, vs, hd + 1);
@@ -228,8 +241,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
           pr = __expf(s - lses[p]);
           ds = pr * (dp - Ds[p]);
         }
-        ps[p * 33 + lane] = pr;
-        dss[p * 33 + lane] = ds;
+        (void)pr;
         if (p < u.np) {
 #pragma unroll
           for (int t = 0; t < ATT_MAXD; t++) {
@@ -243,16 +255,6 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
           }
         }
       }
-      __syncthreads();
-      for (int t = threadIdx.x; t < 32 * hd; t += blockDim.x) {
-        int kk = t / hd, d = t % hd;
-        if (k0 + kk >= hi) continue;
-        float gk = 0.f, gv = 0.f;
-        for (int p = 0; p < u.np; p++) { gk += dss[p * 33 + kk] * qs[p * hd + d]; gv += ps[p * 33 + kk] * dos[p * hd + d]; }
-        ll off = dfl_att_krow(&u, seg, k0 + kk) * nkv * hd + (ll)u.g * hd + d;
-        if (gk != 0.f) atomicAdd(&dk[off], gk);
-        if (gv != 0.f) atomicAdd(&dv[off], gv);
-      }
     }
   }
 #pragma unroll
@@ -263,6 +265,117 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
 #pragma unroll
     for (int t = 0; t < ATT_MAXD; t++)
       if (t < dpl && lane + 32 * t < hd) stf(dq, dt, off + lane + 32 * t, dqa[r][t] * scale);
+  }
+}
+
+/* Backward, dK and dV, key-major: a CTA per 32 keys of a segment and kv head (grid.y) owns their
+** gradients. grid.x: segment 0's tiles, batch x ceil(S / 32), then (DFLASH) the own keys', batch x N x
+** ceil(B / 32). It walks, in a fixed order, the units (chunks of ATT_PAIRS pairs, dfl_attn_bwd's) whose
+** rows may see its keys, recomputes their P and dS as dfl_attn_bwd does, and sums dK = dS^T (q scale) and
+** dV = P^T dO in registers (thread t: elements t + 256 i of the [32][hd] tile), then stores them: keys no
+** row sees get 0. The S and dP recomputed here are the price of having no atomics. */
+extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd_kv(
+    void *dk1, void *dv1, void *dk2, void *dv2, int dto, const void *q, const void *k1, const void *v1,
+    const void *k2, const void *v2, const int *anchors, const int *keep, const void *o, const float *lse,
+    const void *dout, int dt, int mask, int batch, int S, int N, int B, int nh, int nkv, int hd, int window,
+    float scale) {
+  extern __shared__ float smem[];
+  float *qs = smem, *dos = qs + ATT_PAIRS * hd, *ks = dos + ATT_PAIRS * hd, *vs = ks + 32 * (hd + 1);
+  float *ps = vs + 32 * (hd + 1), *dss = ps + ATT_PAIRS * 33, *lses = dss + ATT_PAIRS * 33, *Ds = lses + ATT_PAIRS;
+  const int G = nh / nkv, g = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nper = (32 * hd + 255) / 256;
+  const int kt0 = (S + 31) / 32, kt1 = (B + 31) / 32, chunks = dfl_att_chunks(mask, B, G);
+  ll x = blockIdx.x;
+  int seg = 0, b, n = 0, k0;
+  if (x < (ll)batch * kt0) {
+    b = (int)(x / kt0); k0 = (int)(x % kt0) * 32;
+  } else {
+    if (mask != 1) return;
+    x -= (ll)batch * kt0;
+    seg = 1; b = (int)(x / ((ll)N * kt1)); n = (int)(x / kt1 % N); k0 = (int)(x % kt1) * 32;
+  }
+  const int nkeys = seg ? B : S; /* keys [k0, min(k0 + 32, nkeys)) */
+  auto krow = [&](int kv) { return seg ? ((ll)b * N + n) * B + kv : (ll)b * S + kv; };
+  for (int t = threadIdx.x; t < 32 * hd; t += blockDim.x) { /* the tile's K and V, once */
+    int kk = t / hd, d = t % hd, kv = k0 + kk;
+    float kx = 0.f, vx = 0.f;
+    if (kv < nkeys) {
+      ll off = krow(kv) * nkv * hd + (ll)g * hd + d;
+      kx = ldf(seg ? k2 : k1, dt, off); vx = ldf(seg ? v2 : v1, dt, off);
+    }
+    ks[kk * (hd + 1) + d] = kx;
+    vs[kk * (hd + 1) + d] = vx;
+  }
+  float gk[32], gv[32];
+#pragma unroll
+  for (int i = 0; i < 32; i++) gk[i] = gv[i] = 0.f;
+  /* units of sample b: DFLASH context keys, every block; own keys, block n; CAUSAL, every run of positions */
+  const int u0 = seg ? n : 0, u1 = seg ? n + 1 : dfl_att_units(mask, S, N, G);
+  for (int un = u0; un < u1; un++)
+    for (int c = 0; c < chunks; c++) {
+      dfl_att_unit u;
+      if (!dfl_att_unit_at(&u, ((ll)b * (mask == 1 ? N : u1) + un) * chunks + c, g, mask, batch, S, N, B, nh, nkv, hd,
+                           window, anchors, keep))
+        continue;
+      int lo, hi;
+      dfl_att_range(&u, seg, &lo, &hi);
+      if (hi <= k0 || lo >= k0 + 32) continue; /* the same for every thread: the barriers below are safe */
+      __syncthreads(); /* the last unit's qs, ps read */
+      for (int t = threadIdx.x; t < ATT_PAIRS * hd; t += blockDim.x) {
+        int p = t / hd, d = t % hd;
+        float qx = 0.f, dx = 0.f;
+        if (p < u.np) {
+          ll off = dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd + d;
+          qx = ldf(q, dt, off) * scale; dx = ldf(dout, dt, off);
+        }
+        qs[t] = qx; dos[t] = dx;
+      }
+#pragma unroll
+      for (int r = 0; r < ATT_RPW; r++) {
+        int p = warp * ATT_RPW + r;
+        float dsum = 0.f, ls = DFL_NINF;
+        if (p < u.np) {
+          ll off = dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd;
+          for (int d = lane; d < hd; d += 32) dsum += ldf(dout, dt, off + d) * ldf(o, dt, off + d);
+          ls = lse[dfl_att_qrow(&u, p) * nh + dfl_att_head(&u, p)];
+        }
+        dsum = warp_sum(dsum);
+        if (lane == 0) { Ds[p] = dsum; lses[p] = ls; }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int r = 0; r < ATT_RPW; r++) {
+        int p = warp * ATT_RPW + r, kv = k0 + lane;
+        float pr = 0.f, ds = 0.f;
+        if (p < u.np && kv < hi && kv < nkeys && lses[p] != DFL_NINF && dfl_att_allowed(&u, p, seg, kv)) {
+          const float *qp = qs + p * hd, *dp_ = dos + p * hd, *kp = ks + lane * (hd + 1), *vp = vs + lane * (hd + 1);
+          float sc = 0.f, dp = 0.f;
+          for (int d = 0; d < hd; d++) { sc += qp[d] * kp[d]; dp += dp_[d] * vp[d]; }
+          pr = __expf(sc - lses[p]);
+          ds = pr * (dp - Ds[p]);
+        }
+        ps[p * 33 + lane] = pr;
+        dss[p * 33 + lane] = ds;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < 32; i++) {
+        const int e = threadIdx.x + 256 * i;
+        if (i < nper && e < 32 * hd) {
+          const int kk = e / hd, d = e % hd;
+          float a = gk[i], v = gv[i];
+          for (int p = 0; p < u.np; p++) { a += dss[p * 33 + kk] * qs[p * hd + d]; v += ps[p * 33 + kk] * dos[p * hd + d]; }
+          gk[i] = a; gv[i] = v;
+        }
+      }
+    }
+#pragma unroll
+  for (int i = 0; i < 32; i++) {
+    const int e = threadIdx.x + 256 * i;
+    if (i < nper && e < 32 * hd && k0 + e / hd < nkeys) {
+      const ll off = krow(k0 + e / hd) * nkv * hd + (ll)g * hd + e % hd;
+      stf(seg ? dk2 : dk1, dto, off, gk[i]);
+      stf(seg ? dv2 : dv1, dto, off, gv[i]);
+    }
   }
 }
 

@@ -39,7 +39,7 @@ enum {
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
   K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32,
   K_RMSNORM_WQ32, K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR,
-  K_QUANT_F8R, K_RMSNORM_QR, K_ROPE_P4, K_ROPE_P8, K_COUNT
+  K_QUANT_F8R, K_RMSNORM_QR, K_ROPE_P4, K_ROPE_P8, K_ATT_BWD_KV, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -52,7 +52,8 @@ static const char *kname[] = {
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
   "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
   "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_r4", "dfl_rmsnorm_bwd_r5", "dfl_rmsnorm_bwd_r6",
-  "dfl_rmsnorm_bwd_r8", "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr", "dfl_rope_p4", "dfl_rope_p8"};
+  "dfl_rmsnorm_bwd_r8", "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr", "dfl_rope_p4", "dfl_rope_p8",
+  "dfl_attn_bwd_kv"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -453,6 +454,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   if (sneed > smax) sneed = smax;
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_FWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
+  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD_KV], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
   im->smax = smax;
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
@@ -976,22 +978,20 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
                     &win, &scale};
     return launch2(c, K_ATT_FWD, gx, gy, 256, sf, args);
   }
+  /* dQ query-major, then dK and dV key-major (a CTA per 32 keys of a segment): no atomics, so a run
+  ** repeats bit for bit */
+  (void)scratch;
   int base = dfl ? 7 : 3;
   void *o = P(op->in[base]), *lse = P(op->in[base + 1]), *dout = P(op->in[base + 2]), *dq = P(op->out[0]);
-  float *acc[4] = {NULL, NULL, NULL, NULL};
-  char *s = scratch;
-  for (int i = 1; i < op->n_out; i++) {
-    size_t n = (size_t)numel(c, op->out[i]) * 4;
-    acc[i - 1] = (float *)s;
-    CU(cudaMemsetAsync(s, 0, n, c->impl->stream));
-    s += align_up(n);
-  }
-  void *args[] = {&dq, &acc[0], &acc[1], &acc[2], &acc[3], &q, &k1, &v1, &k2, &v2, &anc, &keep, &o, &lse, &dout,
-                  &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd, &win, &scale};
+  void *args[] = {&dq, &q, &k1, &v1, &k2, &v2, &anc, &keep, &o, &lse, &dout, &dtq, &mask, &batch, &S, &N, &B, &nh,
+                  &nkv, &hd, &win, &scale};
   TRY(launch2(c, K_ATT_BWD, gx, gy, 256, sb, args));
-  for (int i = 1; i < op->n_out; i++)
-    TRY(copy_conv(c, P(op->out[i]), dt(c, op->out[i]), acc[i - 1], DFL_F32, (long long)numel(c, op->out[i])));
-  return DFL_OK;
+  void *dk1 = P(op->out[1]), *dv1 = P(op->out[2]), *dk2 = dfl ? P(op->out[3]) : NULL, *dv2 = dfl ? P(op->out[4]) : NULL;
+  int dto = dt(c, op->out[1]);
+  int64_t tiles = (int64_t)batch * ((S + 31) / 32) + (dfl ? (int64_t)batch * N * ((B + 31) / 32) : 0);
+  void *ak[] = {&dk1, &dv1, &dk2, &dv2, &dto, &q, &k1, &v1, &k2, &v2, &anc, &keep, &o, &lse, &dout, &dtq, &mask, &batch,
+                &S, &N, &B, &nh, &nkv, &hd, &win, &scale};
+  return launch2(c, K_ATT_BWD_KV, tiles, gy, 256, sb, ak);
 }
 
 /* The 16-byte vector kernels: every pointer 16-byte aligned, every dtype bf16, f16 or f32. */
