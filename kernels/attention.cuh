@@ -183,6 +183,34 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd(
   }
 }
 
+/* A backward unit's rows into shared memory: q (scaled) and dO [ATT_PAIRS][hd] (0 past np), lse and
+** D = rowsum(dO o) per pair (a warp per ATT_RPW pairs). */
+__device__ __forceinline__ void dfl_att_stage_rows(const dfl_att_unit *u, const void *q, const void *dout,
+                                                   const void *o, const float *lse, int dt, float scale, float *qs,
+                                                   float *dos, float *lses, float *Ds) {
+  const int hd = u->hd, nh = u->nh, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int t = threadIdx.x; t < ATT_PAIRS * hd; t += blockDim.x) {
+    int p = t / hd, d = t % hd;
+    float qx = 0.f, dx = 0.f;
+    if (p < u->np) {
+      ll off = dfl_att_qrow(u, p) * nh * hd + (ll)dfl_att_head(u, p) * hd + d;
+      qx = ldf(q, dt, off) * scale; dx = ldf(dout, dt, off);
+    }
+    qs[t] = qx; dos[t] = dx;
+  }
+#pragma unroll
+  for (int r = 0; r < ATT_RPW; r++) {
+    int p = warp * ATT_RPW + r;
+    float dsum = 0.f, ls = DFL_NINF;
+    if (p < u->np) {
+      ll off = dfl_att_qrow(u, p) * nh * hd + (ll)dfl_att_head(u, p) * hd;
+      for (int d = lane; d < hd; d += 32) dsum += ldf(dout, dt, off + d) * ldf(o, dt, off + d);
+      ls = lse[dfl_att_qrow(u, p) * nh + dfl_att_head(u, p)];
+    }
+    dsum = warp_sum(dsum);
+    if (lane == 0) { Ds[p] = dsum; lses[p] = ls; }
+  }
+}
 /* Backward, dQ: recompute P per tile from lse; dS = P (dP - D), D = rowsum(dO o); dq is owned by the
 ** CTA. dK and dV come from dfl_attn_bwd_kv, key-major, so that no output is summed by atomics (an
 ** atomic sum's order, and so its last bits, changes from run to run). */
@@ -196,27 +224,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
   float *qs = smem, *dos = qs + ATT_PAIRS * hd, *ks = dos + ATT_PAIRS * hd, *vs = ks + 32 * (hd + 1);
   float *lses = vs + 32 * (hd + 1), *Ds = lses + ATT_PAIRS;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, dpl = (hd + 31) >> 5;
-  for (int t = threadIdx.x; t < ATT_PAIRS * hd; t += blockDim.x) {
-    int p = t / hd, d = t % hd;
-    float qx = 0.f, dx = 0.f;
-    if (p < u.np) {
-      ll off = dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd + d;
-      qx = ldf(q, dt, off) * scale; dx = ldf(dout, dt, off);
-    }
-    qs[t] = qx; dos[t] = dx;
-  }
-#pragma unroll
-  for (int r = 0; r < ATT_RPW; r++) {
-    int p = warp * ATT_RPW + r;
-    float dsum = 0.f, ls = DFL_NINF;
-    if (p < u.np) {
-      ll off = dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd;
-      for (int d = lane; d < hd; d += 32) dsum += ldf(dout, dt, off + d) * ldf(o, dt, off + d);
-      ls = lse[dfl_att_qrow(&u, p) * nh + dfl_att_head(&u, p)];
-    }
-    dsum = warp_sum(dsum);
-    if (lane == 0) { Ds[p] = dsum; lses[p] = ls; }
-  }
+  dfl_att_stage_rows(&u, q, dout, o, lse, dt, scale, qs, dos, lses, Ds);
   float dqa[ATT_RPW][ATT_MAXD];
 #pragma unroll
   for (int r = 0; r < ATT_RPW; r++)
@@ -273,8 +281,9 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
 ** ceil(B / 32). It walks, in a fixed order, the units (chunks of ATT_PAIRS pairs, dfl_attn_bwd's) whose
 ** rows may see its keys, recomputes their P and dS as dfl_attn_bwd does, and sums dK = dS^T (q scale) and
 ** dV = P^T dO in registers (thread t: elements t + 256 i of the [32][hd] tile), then stores them: keys no
-** row sees get 0. The S and dP recomputed here are the price of having no atomics. */
-extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd_kv(
+** row sees get 0. The S and dP recomputed here are the price of having no atomics. One block an SM
+** (176 registers): the 64 accumulators spilled at the default bound of 128. */
+extern "C" __global__ void __launch_bounds__(256, 1) dfl_attn_bwd_kv(
     void *dk1, void *dv1, void *dk2, void *dv2, int dto, const void *q, const void *k1, const void *v1,
     const void *k2, const void *v2, const int *anchors, const int *keep, const void *o, const float *lse,
     const void *dout, int dt, int mask, int batch, int S, int N, int B, int nh, int nkv, int hd, int window,
@@ -320,27 +329,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd_kv(
       dfl_att_range(&u, seg, &lo, &hi);
       if (hi <= k0 || lo >= k0 + 32) continue; /* the same for every thread: the barriers below are safe */
       __syncthreads(); /* the last unit's qs, ps read */
-      for (int t = threadIdx.x; t < ATT_PAIRS * hd; t += blockDim.x) {
-        int p = t / hd, d = t % hd;
-        float qx = 0.f, dx = 0.f;
-        if (p < u.np) {
-          ll off = dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd + d;
-          qx = ldf(q, dt, off) * scale; dx = ldf(dout, dt, off);
-        }
-        qs[t] = qx; dos[t] = dx;
-      }
-#pragma unroll
-      for (int r = 0; r < ATT_RPW; r++) {
-        int p = warp * ATT_RPW + r;
-        float dsum = 0.f, ls = DFL_NINF;
-        if (p < u.np) {
-          ll off = dfl_att_qrow(&u, p) * nh * hd + (ll)dfl_att_head(&u, p) * hd;
-          for (int d = lane; d < hd; d += 32) dsum += ldf(dout, dt, off + d) * ldf(o, dt, off + d);
-          ls = lse[dfl_att_qrow(&u, p) * nh + dfl_att_head(&u, p)];
-        }
-        dsum = warp_sum(dsum);
-        if (lane == 0) { Ds[p] = dsum; lses[p] = ls; }
-      }
+      dfl_att_stage_rows(&u, q, dout, o, lse, dt, scale, qs, dos, lses, Ds);
       __syncthreads();
 #pragma unroll
       for (int r = 0; r < ATT_RPW; r++) {
