@@ -249,7 +249,6 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
           pr = __expf(s - lses[p]);
           ds = pr * (dp - Ds[p]);
         }
-        (void)pr;
         if (p < u.np) {
 #pragma unroll
           for (int t = 0; t < ATT_MAXD; t++) {

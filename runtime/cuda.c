@@ -980,7 +980,6 @@ static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, v
   }
   /* dQ query-major, then dK and dV key-major (a CTA per 32 keys of a segment): no atomics, so a run
   ** repeats bit for bit */
-  (void)scratch;
   int base = dfl ? 7 : 3;
   void *o = P(op->in[base]), *lse = P(op->in[base + 1]), *dout = P(op->in[base + 2]), *dq = P(op->out[0]);
   void *args[] = {&dq, &q, &k1, &v1, &k2, &v2, &anc, &keep, &o, &lse, &dout, &dtq, &mask, &batch, &S, &N, &B, &nh,

@@ -480,7 +480,7 @@ static void case_gather(void) {
   int32_t v[70];
   for (int i = 0; i < R; i++) v[i] = irand(V);
   ifill f = {ids, v};
-  rerun_exact = 0; /* SCATTER_ADD adds by atomics: its last bits may change from run to run (docs/cuda.md) */
+  rerun_exact = 0; /* SCATTER_ADD adds by atomics: its last bits may change from run to run (docs/architecture.md) */
   run_case("gather/scatter_add", &g, &f, 1, NULL, NULL);
   rerun_exact = 1;
   dfl_graph_free(&g);
