@@ -36,7 +36,7 @@ dfl_add_test(power SOURCES tests/train/test_power.c runtime/power.c LIBS ${CMAKE
 # Tests need the IR (graph + CPU backend) and safetensors reading.
 if(TARGET dfl_ir AND TARGET dfl_io)
   # Each test is registered once its source exists, so the configure never breaks midway.
-  foreach(t target_golden weights verify_corrupt train_colocated grads_lowp)
+  foreach(t target_golden weights verify_corrupt train_colocated grads_lowp block_rows)
     if(EXISTS ${CMAKE_SOURCE_DIR}/tests/models/test_${t}.c)
       dfl_add_test(test_models_${t} SOURCES tests/models/test_${t}.c LIBS dfl_models LABELS models)
     endif()

@@ -117,7 +117,7 @@ const char *dfl_opcode_name(dfl_opcode c) {
       "iota_mod", "dflash_blocks", "gather", "matmul", "add", "rmsnorm", "rope", "attention",
       "swiglu", "linear_ce", "scatter_add", "rmsnorm_bwd", "attention_bwd", "swiglu_bwd", "scale",
       "sum", "dflash_metrics", "accum", "sumsq_acc", "opt_prep", "adamw", "copy", "concat_cols", "fill",
-      "quant_f8", "matmul_f8"};
+      "quant_f8", "matmul_f8", "block_rows", "block_expand", "block_expand_bwd"};
   _Static_assert(sizeof n / sizeof n[0] == DFL_OP_COUNT, "opcode names out of sync with graph.h");
   return (unsigned)c < DFL_OP_COUNT ? n[c] : "?";
 }
@@ -505,6 +505,23 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     need_io(v, 0, 1);
     need_float_out(v, 0);
     break;
+  case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_EXPAND_BWD: {
+    need_io(v, 1, 1);
+    need_float_in(v, 0), need_float_out(v, 0);
+    need_2d_in(v, 0);
+    if (TO(v, 0)->ndim != 2) vfail(v, "output must be 2-D");
+    if (TI(v, 0)->dtype != TO(v, 0)->dtype) vfail(v, "input and output must have one dtype");
+    if (a->B < 2) vfail(v, "a.B (the block size) must be >= 2, got %d", a->B);
+    const dfl_tensor *full = v->code == DFL_OP_BLOCK_EXPAND ? TO(v, 0) : TI(v, 0);
+    const dfl_tensor *part = v->code == DFL_OP_BLOCK_EXPAND ? TI(v, 0) : TO(v, 0);
+    int64_t Q = full->shape[0], C = full->shape[1];
+    if (Q % a->B) vfail(v, "the full tensor's rows (%lld) must be a multiple of B = %d", (long long)Q, a->B);
+    if (part->shape[0] != Q / a->B + 2 || part->shape[1] != C)
+      vfail(v, "the block-row tensor must be [%lld, %lld] (Q/B + 2 rows)", (long long)(Q / a->B + 2), (long long)C);
+    if (v->code == DFL_OP_BLOCK_ROWS && TI(v, 0)->requires_grad)
+      vfail(v, "input %s requires a gradient, which BLOCK_ROWS does not pass back", TI(v, 0)->name);
+    break;
+  }
   case DFL_OP_QUANT_F8:
     need_io(v, 1, 2);
     need_float_in(v, 0), need_2d_in(v, 0);
@@ -541,7 +558,7 @@ static int differentiable(dfl_opcode c) {
   switch (c) {
   case DFL_OP_GATHER: case DFL_OP_MATMUL: case DFL_OP_ADD: case DFL_OP_RMSNORM: case DFL_OP_ROPE:
   case DFL_OP_ATTENTION: case DFL_OP_SWIGLU: case DFL_OP_LINEAR_CE: case DFL_OP_SCALE: case DFL_OP_SUM:
-  case DFL_OP_COPY:
+  case DFL_OP_COPY: case DFL_OP_BLOCK_EXPAND:
     return 1;
   default: return 0;
   }
@@ -715,7 +732,7 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
   case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
   case DFL_OP_ADD: case DFL_OP_SCALE: case DFL_OP_ACCUM: return n0;
   case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
-  case DFL_OP_SCATTER_ADD: return (double)dfl_tensor_numel(&g->t[op->in[0]]);
+  case DFL_OP_SCATTER_ADD: case DFL_OP_BLOCK_EXPAND_BWD: return (double)dfl_tensor_numel(&g->t[op->in[0]]);
   case DFL_OP_ADAMW: return 12.0 * n0;
   default: return 0.0;
   }

@@ -141,6 +141,20 @@ typedef enum {
   DFL_OP_MATMUL_F8,    /* in: x[M,K] f8, w[N,K] f8, sx[M] f32, sw[N] f32 -> out y[M,N] float:
                           y = (x w^T) * sx (rows) * sw (columns), accumulated in f32.
                           Addend form (a.beta = 1, dfl_fuse_add): in: ..., r -> y = ... + r. */
+  /* --- a DFlash drafter's first layer on its distinct block rows (models/drafter.c) ---
+  ** The noise block of every anchor is [token, MASK x (B-1)], so the rows of E[noise_ids] are the R
+  ** = Q/B block heads and one MASK row repeated: the first layer's row-wise work (its input norm and
+  ** q/k/v projections) needs only R + 2 rows. Row R + 1 repeats row R so that the backward can carry
+  ** the MASK rows' gradient as a high and a low part (below). a.B = block size (>= 2), Q % B == 0. */
+  DFL_OP_BLOCK_ROWS,   /* in: x[Q,C] -> out[R+2,C]: out[r] = x[r*B] (r < R), out[R] = out[R+1] = x[1].
+                          Same dtype. No backward: its input must not require a gradient. */
+  DFL_OP_BLOCK_EXPAND, /* in: s[R+2,C] -> out[Q,C]: out[q] = s[q/B] if q % B == 0, else s[R].
+                          Same dtype. Backward: BLOCK_EXPAND_BWD. */
+  DFL_OP_BLOCK_EXPAND_BWD, /* in: d[Q,C] -> ds[R+2,C] (same dtype): ds[r] = d[r*B] (r < R); the column sums
+                          m = sum over q % B != 0 of d[q] (f32, a fixed order: runs repeat bit for
+                          bit) as ds[R] = hi = m rounded to ds's dtype and ds[R+1] = m - hi rounded:
+                          every use of ds is linear and sees rows R and R+1 of equal inputs, so the
+                          pair acts as m with about 16 bits more than one bf16 row would keep. */
   DFL_OP_COUNT
 } dfl_opcode;
 

@@ -438,6 +438,10 @@ int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {
     return s > d ? s : d;
   }
   case DFL_OP_LINEAR_CE: { dfl_lce_ws l; dfl_plan_lce_ws(g, op, &l); return l.bytes; }
+  case DFL_OP_BLOCK_EXPAND_BWD: { /* the column sums' f32 parts */
+    const dfl_tensor *d = &g->t[op->in[0]];
+    return ws_align((int64_t)dfl_block_parts(d->shape[0]) * d->shape[1] * 4);
+  }
   default: return 0;
   }
 }

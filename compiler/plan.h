@@ -103,6 +103,9 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g);
 #define DFL_CUBLASLT_WS_BYTES (32ll << 20)
 #define DFL_RED_PARTS 1024          /* partial sums of SUM / SUMSQ_ACC reductions, at most */
 #define DFL_RMS_PARTS 512           /* partial dw rows of the vector RMSNORM_BWD kernel, at most */
+/* Row parts of BLOCK_EXPAND_BWD's column sums over Q rows: 128 rows each, at most 64 parts. Fixed by
+** the shape alone, so the sums' order is the same on every device. */
+static inline int dfl_block_parts(int64_t Q) { int64_t p = (Q + 127) / 128; return (int)(p < 1 ? 1 : p > 64 ? 64 : p); }
 /* LINEAR_CE workspace layout: the logits of one chunk of rows over the whole vocabulary, [rows, V]
 ** (row stride V) in the head's dtype: bf16 logits, as the reference's bf16 matmul rounds them,
 ** with the log-sum-exp, argmax and counts taken in f32. Rows, not vocabulary columns, are chunked

@@ -4,7 +4,7 @@
 **   C = rmsnorm(F fc^T, hidden_norm)                          context, shared by every layer
 **   noise_ids, pos_q, labels, weights = DFLASH_BLOCKS(ids, loss_mask, anchors, keep)
 **   X = E[noise_ids]
-**   per layer: U = rmsnorm(X, in_l)
+**   per layer: U = rmsnorm(X, in_l)       (layer 0: on X's distinct rows, BLOCK_ROWS / BLOCK_EXPAND)
 **              Q  = rope(rmsnorm_h(U Wq^T, q_norm), pos_q)
 **              Kc = rope(rmsnorm_h(C Wk^T, k_norm), pos_c)   Vc = C Wv^T
 **              Kn = rope(rmsnorm_h(U Wk^T, k_norm), pos_q)   Vn = U Wv^T
@@ -15,6 +15,7 @@
 */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/models.h"
@@ -31,6 +32,25 @@ static int param(dfl_graph *g, dfl_drafter_out *out, dfl_dtype dt, int ndim, int
   g->t[t].requires_grad = 1;
   out->params[out->n_params++] = t;
   return t;
+}
+
+/* [Q, C] -> [Q/B + 2, C]: the block heads and the MASK row twice (graph.h DFL_OP_BLOCK_ROWS). */
+static int block_rows(dfl_graph *g, int x, int B, const char *name) {
+  const dfl_tensor *X = &g->t[x];
+  int o = dfl_tensor_2d(g, name, X->dtype, DFL_T_ACT, X->shape[0] / B + 2, X->shape[1]);
+  dfl_attrs at = {0};
+  at.B = B;
+  dfl_op_add(g, DFL_OP_BLOCK_ROWS, &x, 1, &o, 1, &at);
+  return o;
+}
+/* [Q/B + 2, C] -> [Q, C] (DFL_OP_BLOCK_EXPAND) */
+static int block_expand(dfl_graph *g, int x, int B, const char *name) {
+  const dfl_tensor *X = &g->t[x];
+  int o = dfl_tensor_2d(g, name, X->dtype, DFL_T_ACT, (X->shape[0] - 2) * B, X->shape[1]);
+  dfl_attrs at = {0};
+  at.B = B;
+  dfl_op_add(g, DFL_OP_BLOCK_EXPAND, &x, 1, &o, 1, &at);
+  return o;
 }
 
 int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, int ids, int loss_mask,
@@ -114,22 +134,36 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   const int pos_q = blk[1], labels = blk[2], weights = blk[3];
 
   int X = dfl_gather(g, embed, blk[0], dt, "drafter.x0");
+  /* X's rows are the frozen embeddings of [token, MASK x (B-1)] per block: the first layer's input
+  ** norm and q/k/v projections run on the R block heads and one MASK row (BLOCK_ROWS), and their
+  ** outputs are copied out to the Q rows (BLOCK_EXPAND): 1/B of those GEMMs' FLOPs, the same values.
+  ** DFL_BLOCK_ROWS=0 in the environment builds the plain graph (before/after comparisons). */
+  const char *ev = getenv("DFL_BLOCK_ROWS");
+  const int rows0 = !(ev && ev[0] == '0') && !g->t[embed].requires_grad;
   for (int l = 0; l < a->layers; l++) {
     snprintf(label, sizeof label, "drafter.layers.%d", l);
     g->cur_label = label;
 #define NM(x) (snprintf(nm, sizeof nm, "drafter.%d." x, l), nm)
-    int U = dfl_rmsnorm(g, X, w_in[l], H, a->rms_eps, NM("u"));
-    int q = dfl_linear(g, U, wq[l], dt, NM("q"));
+    int U, q, kn, vn;
+    if (l == 0 && rows0) { /* the first layer's norm and projections on the distinct block rows */
+      U = dfl_rmsnorm(g, block_rows(g, X, B, "drafter.x0.rows"), w_in[l], H, a->rms_eps, NM("u.rows"));
+      q = block_expand(g, dfl_linear(g, U, wq[l], dt, NM("q.rows")), B, NM("q"));
+      kn = block_expand(g, dfl_linear(g, U, wk[l], dt, NM("kn.rows")), B, NM("kn"));
+      vn = block_expand(g, dfl_linear(g, U, wv[l], dt, NM("vn.rows")), B, NM("vn"));
+    } else {
+      U = dfl_rmsnorm(g, X, w_in[l], H, a->rms_eps, NM("u"));
+      q = dfl_linear(g, U, wq[l], dt, NM("q"));
+      kn = dfl_linear(g, U, wk[l], dt, NM("kn"));
+      vn = dfl_linear(g, U, wv[l], dt, NM("vn"));
+    }
     q = dfl_rmsnorm(g, q, wqn[l], hd, a->rms_eps, NM("qn"));
     q = dfl_rope(g, q, pos_q, nh, hd, a->rope_theta, NM("qr"));
     int kc = dfl_linear(g, C, wk[l], dt, NM("kc"));
     kc = dfl_rmsnorm(g, kc, wkn[l], hd, a->rms_eps, NM("kcn"));
     kc = dfl_rope(g, kc, pos_c, nkv, hd, a->rope_theta, NM("kcr"));
     int vc = dfl_linear(g, C, wv[l], dt, NM("vc"));
-    int kn = dfl_linear(g, U, wk[l], dt, NM("kn"));
     kn = dfl_rmsnorm(g, kn, wkn[l], hd, a->rms_eps, NM("knn"));
     kn = dfl_rope(g, kn, pos_q, nkv, hd, a->rope_theta, NM("knr"));
-    int vn = dfl_linear(g, U, wv[l], dt, NM("vn"));
 
     int att[2];
     att[0] = dfl_tensor_2d(g, NM("attn"), dt, DFL_T_ACT, Q, (int64_t)nh * hd);

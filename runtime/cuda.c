@@ -39,7 +39,7 @@ enum {
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
   K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32,
   K_RMSNORM_WQ32, K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR,
-  K_QUANT_F8R, K_RMSNORM_QR, K_ROPE_P4, K_ROPE_P8, K_ATT_BWD_KV, K_COUNT
+  K_QUANT_F8R, K_RMSNORM_QR, K_ROPE_P4, K_ROPE_P8, K_ATT_BWD_KV, K_BLOCK_COPY, K_BLOCK_COLSUM, K_BLOCK_COLFIN, K_COUNT
 };
 static const char *kname[] = {
   "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
@@ -53,7 +53,7 @@ static const char *kname[] = {
   "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
   "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_r4", "dfl_rmsnorm_bwd_r5", "dfl_rmsnorm_bwd_r6",
   "dfl_rmsnorm_bwd_r8", "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr", "dfl_rope_p4", "dfl_rope_p8",
-  "dfl_attn_bwd_kv"};
+  "dfl_attn_bwd_kv", "dfl_block_copy", "dfl_block_colsum", "dfl_block_colfin"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
@@ -857,6 +857,31 @@ void dfl_cuda_free(dfl_cuda *c) {
 }
 
 
+/* BLOCK_ROWS, BLOCK_EXPAND and BLOCK_EXPAND_BWD (graph.h): row copies by dfl_block_copy; the
+** backward's head rows the same way (BLOCK_ROWS's first R rows), its MASK rows' sums through
+** f32 parts in the op's scratch (dfl_block_colsum, dfl_block_colfin: a fixed order). */
+static int op_block_rows(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const int expand = op->code == DFL_OP_BLOCK_EXPAND, bwd = op->code == DFL_OP_BLOCK_EXPAND_BWD;
+  const dfl_tensor *full = T(c, expand ? op->out[0] : op->in[0]);
+  int Q = (int)full->shape[0], C = (int)full->shape[1], B = op->a.B, R = Q / B, dto = dt(c, op->out[0]);
+  void *o = P(op->out[0]), *x = P(op->in[0]);
+  long long rowb = (long long)C * (long long)dfl_dtype_size(full->dtype);
+  int u = rowb % 16 == 0 && (((uintptr_t)o | (uintptr_t)x) & 15) == 0 ? 16 : rowb % 4 == 0 && (((uintptr_t)o | (uintptr_t)x) & 3) == 0 ? 4 : 2;
+  int nrows = expand ? Q : bwd ? R : R + 2, mode = expand;
+  void *a[] = {&o, &x, &nrows, &rowb, &B, &R, &mode, &u};
+  int64_t cap = (int64_t)c->impl->nsm * c->impl->occ[K_BLOCK_COPY];
+  TRY(launch2(c, K_BLOCK_COPY, nrows < cap ? nrows : cap, 1, 256, 0, a));
+  if (!bwd) return DFL_OK;
+  float *part = (float *)c->impl->ops[i].scratch;
+  int Pn = dfl_block_parts(Q), rpp = (Q + Pn - 1) / Pn, dti = dt(c, op->in[0]);
+  int v = C % 8 == 0 && ((uintptr_t)x & 15) == 0 && (dti == DFL_BF16 || dti == DFL_F16 || dti == DFL_F32);
+  void *a1[] = {&part, &x, &dti, &Q, &C, &B, &rpp, &v};
+  TRY(launch2(c, K_BLOCK_COLSUM, (C + 32 * (v ? 8 : 1) - 1) / (32 * (v ? 8 : 1)), Pn, 256, 0, a1));
+  void *a2[] = {&o, &dto, &part, &Pn, &R, &C};
+  return launch(c, K_BLOCK_COLFIN, C, a2);
+}
+
 static int op_linear_ce(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   opstate *os = &c->impl->ops[i];
@@ -1301,6 +1326,7 @@ static int exec_op(dfl_cuda *c, int i) {
     TRY(launch(c, K_SCATTER, R * H, a));
     return d0 == DFL_F32 ? DFL_OK : copy_conv(c, o0, d0, acc, DFL_F32, (long long)V * H);
   }
+  case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_EXPAND_BWD: return op_block_rows(c, i);
   case DFL_OP_DFLASH_BLOCKS: {
     void *pos = P(op->out[1]), *lab = P(op->out[2]), *w = P(op->out[3]), *lm = P(op->in[1]), *anc = P(op->in[2]),
          *kp = P(op->in[3]);

@@ -299,6 +299,26 @@ static void case_concat(int R) {
   dfl_graph_free(&g);
 }
 
+/* BLOCK_ROWS, BLOCK_EXPAND and BLOCK_EXPAND_BWD over nb blocks of B rows: C % 8 == 0 takes the 16-byte
+** copies and the vector column sums, other C the 4- or 2-byte copies and scalar sums; over 128 rows
+** the sums run in several parts (the last one short when 128 does not divide the rows). */
+static void case_block_rows(int nb, int B, int C) {
+  dfl_graph g; dfl_graph_init(&g);
+  int Q = nb * B;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, Q, C), s = t2(&g, "s", ACT, DFL_T_INPUT, nb + 2, C);
+  int d = t2(&g, "d", ACT, DFL_T_INPUT, Q, C);
+  int rows = t2(&g, "rows", ACT, DFL_T_ACT, nb + 2, C), ex = t2(&g, "expand", ACT, DFL_T_ACT, Q, C);
+  int bw = t2(&g, "expand_bwd", ACT, DFL_T_ACT, nb + 2, C);
+  dfl_attrs a = {0};
+  a.B = B;
+  op(&g, DFL_OP_BLOCK_ROWS, 1, &x, 1, &rows, &a);
+  op(&g, DFL_OP_BLOCK_EXPAND, 1, &s, 1, &ex, &a);
+  op(&g, DFL_OP_BLOCK_EXPAND_BWD, 1, &d, 1, &bw, &a);
+  char nm[48]; snprintf(nm, sizeof nm, "block rows %d x %d, C %d", nb, B, C);
+  run_case(nm, &g, NULL, 0, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
 /* R * C % 8 == 0 takes the 16-byte vector path of ADD / SWIGLU / SWIGLU_BWD, otherwise the scalar one. */
 static void case_elementwise(int R, int C) {
   dfl_graph g; dfl_graph_init(&g);
@@ -780,6 +800,10 @@ int main(void) {
     case_rope_pair(29, 4, 1, 16, 1);
     case_rope_pair(17, 2, 2, 24, 0);      /* head_dim 24: the scalar kernel, twice */
     case_gather();
+    case_block_rows(3, 4, 13);
+    case_block_rows(70, 16, 264);   /* 1120 rows: 9 parts, the last of 96 */
+    case_block_rows(300, 4, 1024);
+    case_block_rows(9, 2, 6);
     case_dflash_data();
     case_attention(0, 0, 64, 4, 2);
     case_attention(0, 9, 32, 2, 2);

@@ -158,6 +158,21 @@ static void check_composite(void) {
   dfl_graph_free(&g);
 }
 
+/* BLOCK_EXPAND's backward (BLOCK_EXPAND_BWD): each output row depends on one input row; the MASK
+** row R feeds every non-head row, row R + 1 none (its gradient is the low part of R's, here 0 up to
+** rounding: the f64 sums are exact enough that the check sees R's whole gradient in row R). */
+static void check_block_expand(void) {
+  dfl_graph g;
+  dfl_graph_init(&g);
+  int B = 2 + irand(3), R = 2 + irand(2), C = 1 + irand(5);
+  int sm = dfl_tensor_2d(&g, "s", DFL_F64, DFL_T_PARAM, R + 2, C), o = dfl_tensor_2d(&g, "o", DFL_F64, DFL_T_ACT, R * B, C);
+  dfl_attrs at = {0};
+  at.B = B;
+  dfl_op_add(&g, DFL_OP_BLOCK_EXPAND, &sm, 1, &o, 1, &at);
+  gradcheck("block_expand", &g, o, &sm, 1, NULL, NULL, 0, TOL);
+  dfl_graph_free(&g);
+}
+
 int main(void) {
   rng_init("ir_grad");
   for (int ta = 0; ta < 2; ta++)
@@ -166,6 +181,7 @@ int main(void) {
   check_linear_ce(1);
   check_linear_ce(0);
   check_composite();
+  check_block_expand();
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }
   printf("ir_grad: ok\n");
   return 0;

@@ -1,6 +1,6 @@
 /* test_ops.c: forward of the CPU ops against direct implementations on small random shapes
 ** (f32 mode: relative error 1e-5; f64 mode: 1e-12), LINEAR_CE against a dense log-softmax, and
-** DFLASH_BLOCKS / DFLASH_METRICS on hand-checked cases. */
+** DFLASH_BLOCKS / DFLASH_METRICS on hand-checked cases, the block-row copies on their definitions. */
 #include "irtest.h"
 
 static double tol_of(int f64) { return f64 ? 1e-12 : 2e-5; }
@@ -279,12 +279,55 @@ static void test_dflash_metrics(void) {
   dfl_graph_free(&g);
 }
 
+/* BLOCK_ROWS, BLOCK_EXPAND and BLOCK_EXPAND_BWD on random rows against their definitions (graph.h),
+** with several samples' blocks (Q = 3 blocks x B); the backward's high and low parts must add up to
+** the MASK rows' sums. */
+static void test_block_rows(int f64) {
+  dfl_graph g;
+  dfl_graph_init(&g);
+  dfl_dtype dt = f64 ? DFL_F64 : DFL_F32;
+  int B = 2 + irand(4), R = 3, Q = R * B, C = 1 + irand(9);
+  int x = dfl_tensor_2d(&g, "x", dt, DFL_T_INPUT, Q, C), s = dfl_tensor_2d(&g, "s", dt, DFL_T_INPUT, R + 2, C);
+  int rows = dfl_tensor_2d(&g, "rows", dt, DFL_T_ACT, R + 2, C), ex = dfl_tensor_2d(&g, "ex", dt, DFL_T_ACT, Q, C);
+  int bw = dfl_tensor_2d(&g, "bw", dt, DFL_T_ACT, R + 2, C);
+  dfl_attrs at = {0};
+  at.B = B;
+  dfl_op_add(&g, DFL_OP_BLOCK_ROWS, &x, 1, &rows, 1, &at);
+  dfl_op_add(&g, DFL_OP_BLOCK_EXPAND, &s, 1, &ex, 1, &at);
+  dfl_op_add(&g, DFL_OP_BLOCK_EXPAND_BWD, &x, 1, &bw, 1, &at);
+  dfl_cpu c;
+  run(&c, &g, f64);
+  fill_rand(&c, x, 1), fill_rand(&c, s, 1);
+  CHECK(dfl_cpu_run(&c, DFL_PH_ALL) == DFL_OK);
+  double *X = get_all(&c, x), *S = get_all(&c, s), *RO = get_all(&c, rows), *EX = get_all(&c, ex), *BW = get_all(&c, bw);
+  double *want = calloc((size_t)(Q * C), sizeof *want);
+  for (int r = 0; r < R + 2; r++)
+    for (int j = 0; j < C; j++) want[r * C + j] = X[(r < R ? r * B : 1) * C + j];
+  near("block_rows", RO, want, (R + 2) * C, 0, 1);
+  for (int q = 0; q < Q; q++)
+    for (int j = 0; j < C; j++) want[q * C + j] = S[(q % B ? R : q / B) * C + j];
+  near("block_expand", EX, want, Q * C, 0, 1);
+  double *got = calloc((size_t)((R + 1) * C), sizeof *got);
+  for (int r = 0; r < R; r++)
+    for (int j = 0; j < C; j++) want[r * C + j] = X[r * B * C + j], got[r * C + j] = BW[r * C + j];
+  for (int j = 0; j < C; j++) {
+    want[R * C + j] = 0;
+    for (int q = 0; q < Q; q++) want[R * C + j] += q % B ? X[q * C + j] : 0;
+    got[R * C + j] = BW[R * C + j] + BW[(R + 1) * C + j];
+  }
+  near("block_expand_bwd", got, want, (R + 1) * C, f64 ? 1e-15 : 1e-12, 1e-3);
+  free(X), free(S), free(RO), free(EX), free(BW), free(want), free(got);
+  dfl_cpu_free(&c);
+  dfl_graph_free(&g);
+}
+
 int main(void) {
   rng_init("ir_ops");
   for (int f64 = 0; f64 < 2; f64++) {
     test_matmul(f64);
     test_elementwise(f64);
     test_linear_ce(f64);
+    test_block_rows(f64);
   }
   test_dflash_blocks();
   test_dflash_metrics();
