@@ -201,6 +201,13 @@ static int backward_op(ad *s, int oi) {
     contribute(s, x, o);
     break;
   }
+  case DFL_OP_BLOCK_DROP: case DFL_OP_BLOCK_UNDROP: { /* each is the other's transpose */
+    if (!s->want[op.in[0]]) break;
+    int x = op.in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
+    emit(s, op.code == DFL_OP_BLOCK_DROP ? DFL_OP_BLOCK_UNDROP : DFL_OP_BLOCK_DROP, &d, 1, &o, 1, &op.a);
+    contribute(s, x, o);
+    break;
+  }
   case DFL_OP_ATTENTION: {
     int nf = op.a.mask == DFL_MASK_DFLASH ? 5 : 3, nfi = op.a.mask == DFL_MASK_DFLASH ? 7 : 3;
     int in[DFL_MAX_IO], out[5];
@@ -240,7 +247,8 @@ static int n_diff_inputs(const dfl_op *op) {
   case DFL_OP_MATMUL: /* the addend form (dfl_fuse_add) passes the gradient to its addend too */
     return op->n_in == 3 && op->a.beta != 0 && op->in[2] != op->out[0] ? 3 : 2;
   case DFL_OP_ADD: case DFL_OP_RMSNORM: case DFL_OP_SWIGLU: return 2;
-  case DFL_OP_SUM: case DFL_OP_COPY: case DFL_OP_BLOCK_EXPAND: return 1;
+  case DFL_OP_SUM: case DFL_OP_COPY: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_DROP: case DFL_OP_BLOCK_UNDROP:
+    return 1;
   default: return 0;
   }
 }

@@ -66,7 +66,8 @@ static int op_family(dfl_opcode c, const char **kernels) {
   case DFL_OP_COPY: k = "dfl_copy"; break;
   case DFL_OP_QUANT_F8: k = "dfl_quant_f8"; break;
   case DFL_OP_MATMUL_F8: f = -1; k = "cublasLtMatmul"; break;
-  case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: f = DFL_KF_GATHER; k = "dfl_block_copy"; break;
+  case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_DROP: case DFL_OP_BLOCK_UNDROP:
+    f = DFL_KF_GATHER; k = "dfl_block_copy"; break;
   case DFL_OP_BLOCK_EXPAND_BWD: f = DFL_KF_GATHER; k = "dfl_block_colsum dfl_block_colfin"; break;
   default: f = -1; k = "?"; break;
   }

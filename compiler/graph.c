@@ -117,7 +117,8 @@ const char *dfl_opcode_name(dfl_opcode c) {
       "iota_mod", "dflash_blocks", "gather", "matmul", "add", "rmsnorm", "rope", "attention",
       "swiglu", "linear_ce", "scatter_add", "rmsnorm_bwd", "attention_bwd", "swiglu_bwd", "scale",
       "sum", "dflash_metrics", "accum", "sumsq_acc", "opt_prep", "adamw", "copy", "concat_cols", "fill",
-      "quant_f8", "matmul_f8", "block_rows", "block_expand", "block_expand_bwd"};
+      "quant_f8", "matmul_f8", "block_rows", "block_expand", "block_expand_bwd", "block_drop",
+      "block_undrop"};
   _Static_assert(sizeof n / sizeof n[0] == DFL_OP_COUNT, "opcode names out of sync with graph.h");
   return (unsigned)c < DFL_OP_COUNT ? n[c] : "?";
 }
@@ -522,6 +523,21 @@ static void validate(const vctx *v, const dfl_attrs *a) {
       vfail(v, "input %s requires a gradient, which BLOCK_ROWS does not pass back", TI(v, 0)->name);
     break;
   }
+  case DFL_OP_BLOCK_DROP: case DFL_OP_BLOCK_UNDROP: {
+    need_io(v, 1, 1);
+    const dfl_tensor *X = TI(v, 0), *O = TO(v, 0);
+    if (X->dtype != O->dtype) vfail(v, "input and output must have one dtype");
+    if (!is_float(X->dtype) && (X->dtype != DFL_I32 || v->code == DFL_OP_BLOCK_UNDROP))
+      vfail(v, "the tensors must be float (BLOCK_DROP: or i32)");
+    if (X->ndim != O->ndim || X->ndim < 1 || X->ndim > 2) vfail(v, "input and output must both be 1-D or 2-D");
+    if (a->B < 2) vfail(v, "a.B (the block size) must be >= 2, got %d", a->B);
+    const dfl_tensor *full = v->code == DFL_OP_BLOCK_DROP ? X : O, *part = v->code == DFL_OP_BLOCK_DROP ? O : X;
+    int64_t Q = full->shape[0];
+    if (Q % a->B) vfail(v, "the full tensor's rows (%lld) must be a multiple of B = %d", (long long)Q, a->B);
+    if (part->shape[0] != Q - Q / a->B || (X->ndim == 2 && X->shape[1] != O->shape[1]))
+      vfail(v, "the dropped tensor must have %lld rows (Q - Q/B) of the full tensor's columns", (long long)(Q - Q / a->B));
+    break;
+  }
   case DFL_OP_QUANT_F8:
     need_io(v, 1, 2);
     need_float_in(v, 0), need_2d_in(v, 0);
@@ -558,7 +574,7 @@ static int differentiable(dfl_opcode c) {
   switch (c) {
   case DFL_OP_GATHER: case DFL_OP_MATMUL: case DFL_OP_ADD: case DFL_OP_RMSNORM: case DFL_OP_ROPE:
   case DFL_OP_ATTENTION: case DFL_OP_SWIGLU: case DFL_OP_LINEAR_CE: case DFL_OP_SCALE: case DFL_OP_SUM:
-  case DFL_OP_COPY: case DFL_OP_BLOCK_EXPAND:
+  case DFL_OP_COPY: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_DROP: case DFL_OP_BLOCK_UNDROP:
     return 1;
   default: return 0;
   }

@@ -155,6 +155,13 @@ typedef enum {
                           bit) as ds[R] = hi = m rounded to ds's dtype and ds[R+1] = m - hi rounded:
                           every use of ds is linear and sees rows R and R+1 of equal inputs, so the
                           pair acts as m with about 16 bits more than one bf16 row would keep. */
+  /* The last layer's rows that reach the loss: a block's head row (the anchor) is never a label, so
+  ** after the last attention only the other Q - R rows go through the output projection, the MLP,
+  ** the final norm and the loss head. */
+  DFL_OP_BLOCK_DROP,   /* in: x[Q,C] (or [Q]) -> out[Q-R,C]: the rows q % B != 0, in order: out[r] =
+                          x[r/(B-1)*B + r%(B-1) + 1]. Same dtype (float or i32). Backward: UNDROP. */
+  DFL_OP_BLOCK_UNDROP, /* in: x[Q-R,C] -> out[Q,C]: the inverse placement, head rows 0. Same dtype
+                          (float). Backward: BLOCK_DROP. */
   DFL_OP_COUNT
 } dfl_opcode;
 

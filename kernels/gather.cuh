@@ -1,7 +1,8 @@
 /*
 ** gather.cuh: GATHER (embedding lookup) and SCATTER_ADD (its backward, atomics into an f32
 ** accumulator the host zeroed). Ids outside [0, V) read/write nothing (rows of zeros). Then the
-** block-row copies of a drafter's first layer (BLOCK_ROWS, BLOCK_EXPAND and its backward).
+** block-row copies of a drafter's first layer (BLOCK_ROWS, BLOCK_EXPAND and its backward) and of its
+** last (BLOCK_DROP, BLOCK_UNDROP).
 */
 extern "C" __global__ void dfl_gather(void *out, int dto, const void *table, int dtt, const int *ids, ll R, int H,
                                       int V) {
@@ -19,20 +20,22 @@ extern "C" __global__ void dfl_scatter_add(float *acc, const void *dout, int dtd
   }
 }
 
-/* BLOCK_ROWS (mode 0) and BLOCK_EXPAND (mode 1), graph.h: row copies. Output row r is input row
-** r < R ? r*B : 1 (mode 0) or r % B ? R : r / B (mode 1); a block per row at a time, its threads over
-** the row in units of u bytes (16, 4 or 2: what the row's bytes and both pointers allow). */
+/* BLOCK_ROWS (mode 0), BLOCK_EXPAND (1), BLOCK_DROP (2) and BLOCK_UNDROP (3), graph.h: row copies.
+** Output row r is input row r < R ? r*B : 1 (0), r % B ? R : r / B (1), r/(B-1)*B + r%(B-1) + 1 (2),
+** or r % B ? r/B*(B-1) + r%B - 1 : none, a row of zeros (3). A block per row at a time, its threads
+** over the row in units of u bytes (16, 4 or 2: what the row's bytes and both pointers allow). */
 extern "C" __global__ void __launch_bounds__(256) dfl_block_copy(void *out, const void *in, int nrows, ll rowb, int B,
                                                                  int R, int mode, int u) {
   const int per = (int)(rowb / u);
   for (int r = blockIdx.x; r < nrows; r += gridDim.x) {
-    const int src = mode ? (r % B ? R : r / B) : (r < R ? r * B : 1);
-    const char *s = (const char *)in + (ll)src * rowb;
+    const int src = mode == 0 ? (r < R ? r * B : 1) : mode == 1 ? (r % B ? R : r / B)
+                  : mode == 2 ? r / (B - 1) * B + r % (B - 1) + 1 : (r % B ? r / B * (B - 1) + r % B - 1 : -1);
+    const char *s = (const char *)in + (ll)(src < 0 ? 0 : src) * rowb;
     char *o = (char *)out + (ll)r * rowb;
     for (int k = threadIdx.x; k < per; k += blockDim.x) {
-      if (u == 16) ((uint4 *)o)[k] = ((const uint4 *)s)[k];
-      else if (u == 4) ((unsigned *)o)[k] = ((const unsigned *)s)[k];
-      else ((unsigned short *)o)[k] = ((const unsigned short *)s)[k];
+      if (u == 16) ((uint4 *)o)[k] = src < 0 ? make_uint4(0, 0, 0, 0) : ((const uint4 *)s)[k];
+      else if (u == 4) ((unsigned *)o)[k] = src < 0 ? 0u : ((const unsigned *)s)[k];
+      else ((unsigned short *)o)[k] = src < 0 ? (unsigned short)0 : ((const unsigned short *)s)[k];
     }
   }
 }

@@ -10,6 +10,7 @@
 **              Kn = rope(rmsnorm_h(U Wk^T, k_norm), pos_q)   Vn = U Wv^T
 **              X += ATTENTION_dflash(Q, Kc, Vc, Kn, Vn) Wo^T
 **              X += down(silu(P Wg^T) * (P Wu^T)), P = rmsnorm(X, post_l)
+**              (last layer: from X += ... Wo^T on, the rows q % B != 0 only: BLOCK_DROP)
 **   Y = rmsnorm(X, norm); num, per-row CE/correct = LINEAR_CE(Y, W_lm, labels, weights)
 **   den = sum(weights); metrics = DFLASH_METRICS(...)
 */
@@ -50,6 +51,17 @@ static int block_expand(dfl_graph *g, int x, int B, const char *name) {
   dfl_attrs at = {0};
   at.B = B;
   dfl_op_add(g, DFL_OP_BLOCK_EXPAND, &x, 1, &o, 1, &at);
+  return o;
+}
+
+/* BLOCK_DROP [Q, ...] -> [Q - Q/B, ...] or BLOCK_UNDROP back, 1-D or 2-D (graph.h) */
+static int block_move(dfl_graph *g, dfl_opcode code, int x, int B, const char *name) {
+  const dfl_tensor *X = &g->t[x];
+  int64_t n = code == DFL_OP_BLOCK_DROP ? X->shape[0] - X->shape[0] / B : X->shape[0] / (B - 1) * B;
+  int o = X->ndim == 1 ? dfl_tensor_1d(g, name, X->dtype, DFL_T_ACT, n) : dfl_tensor_2d(g, name, X->dtype, DFL_T_ACT, n, X->shape[1]);
+  dfl_attrs at = {0};
+  at.B = B;
+  dfl_op_add(g, code, &x, 1, &o, 1, &at);
   return o;
 }
 
@@ -137,6 +149,7 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   /* X's rows are the frozen embeddings of [token, MASK x (B-1)] per block: the first layer's input
   ** norm and q/k/v projections run on the R block heads and one MASK row (BLOCK_ROWS), and their
   ** outputs are copied out to the Q rows (BLOCK_EXPAND): 1/B of those GEMMs' FLOPs, the same values.
+  ** At the other end, the anchor rows (never labels) leave after the last attention (BLOCK_DROP).
   ** DFL_BLOCK_ROWS=0 in the environment builds the plain graph (before/after comparisons). */
   const char *ev = getenv("DFL_BLOCK_ROWS");
   const int rows0 = !(ev && ev[0] == '0') && !g->t[embed].requires_grad;
@@ -177,7 +190,12 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
     int ain[7] = {q, kc, vc, kn, vn, anchors, keep};
     dfl_op_add(g, DFL_OP_ATTENTION, ain, 7, att, 2, &at);
 
-    int o = dfl_linear(g, att[0], wo[l], dt, NM("o"));
+    int o_in = att[0];
+    if (l == a->layers - 1 && rows0) { /* past the last attention, only the rows that reach the loss */
+      o_in = block_move(g, DFL_OP_BLOCK_DROP, att[0], B, NM("attn.drop"));
+      X = block_move(g, DFL_OP_BLOCK_DROP, X, B, NM("x_in.drop"));
+    }
+    int o = dfl_linear(g, o_in, wo[l], dt, NM("o"));
     X = dfl_add(g, X, o, NM("x_attn"));
     int P = dfl_rmsnorm(g, X, w_post[l], H, a->rms_eps, NM("p"));
     int gt = dfl_linear(g, P, wg[l], dt, NM("gate"));
@@ -192,19 +210,31 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   /* Loss: fused frozen-head cross-entropy (fp32 log-sum-exp), then the metrics. */
   g->cur_phase = DFL_PH_LOSS;
   g->cur_label = "drafter.loss";
+  /* With rows0 the last layer dropped the anchor rows: the labels and weights are dropped alike,
+  ** and the per-row results put back in place (0 at the anchors) for the metrics. */
+  const int64_t Qy = g->t[out->y].shape[0];
+  int lab = labels, wts = weights;
+  if (Qy != Q) {
+    lab = block_move(g, DFL_OP_BLOCK_DROP, labels, B, "drafter.labels.drop");
+    wts = block_move(g, DFL_OP_BLOCK_DROP, weights, B, "drafter.weights.drop");
+  }
   int ce[5];
   ce[0] = dfl_tensor_1d(g, "drafter.loss_num", DFL_F32, DFL_T_ACT, 1);
-  ce[1] = dfl_tensor_1d(g, "drafter.ce", DFL_F32, DFL_T_ACT, Q);
-  ce[2] = dfl_tensor_1d(g, "drafter.correct", DFL_F32, DFL_T_ACT, Q);
-  ce[3] = dfl_tensor_1d(g, "drafter.topk_hit", DFL_F32, DFL_T_ACT, Q);
-  ce[4] = dfl_tensor_2d(g, "drafter.dy", dt, DFL_T_ACT, Q, H);
+  ce[1] = dfl_tensor_1d(g, "drafter.ce", DFL_F32, DFL_T_ACT, Qy);
+  ce[2] = dfl_tensor_1d(g, "drafter.correct", DFL_F32, DFL_T_ACT, Qy);
+  ce[3] = dfl_tensor_1d(g, "drafter.topk_hit", DFL_F32, DFL_T_ACT, Qy);
+  ce[4] = dfl_tensor_2d(g, "drafter.dy", dt, DFL_T_ACT, Qy, H);
   memset(&at, 0, sizeof at);
   at.vocab_chunk = s->vocab_chunk > 0 ? s->vocab_chunk : a->vocab;
   at.topk = s->topk;
-  at.B = B; /* block position 0 (the anchor) is never a label: its rows can skip the head */
-  int cin[4] = {out->y, lm_head, labels, weights};
+  at.B = Qy == Q ? B : 0; /* block position 0 (the anchor) is never a label: its rows can skip the head */
+  int cin[4] = {out->y, lm_head, lab, wts};
   dfl_op_add(g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at);
   out->num = ce[0];
+  if (Qy != Q) {
+    ce[2] = block_move(g, DFL_OP_BLOCK_UNDROP, ce[2], B, "drafter.correct.q");
+    ce[3] = block_move(g, DFL_OP_BLOCK_UNDROP, ce[3], B, "drafter.topk_hit.q");
+  }
 
   out->den = dfl_tensor_1d(g, "drafter.loss_den", DFL_F32, DFL_T_ACT, 1);
   memset(&at, 0, sizeof at);

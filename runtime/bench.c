@@ -20,7 +20,8 @@
 ** graph, random unit-scale features written once, random frozen embedding/head), reporting drafter
 ** positions/s = anchors x block x batch x accum / step time, and the FLOPs also by the peer's count
 ** (SpecForge's, which adds the frozen head's weight gradient, one more T x H x V GEMM that dflc
-** never computes) so that the two MFUs compare.
+** never computes, the anchor rows of the loss head and the drafter rows dflc skips) so that the two
+** MFUs compare.
 */
 #include <errno.h>
 #include <inttypes.h>
@@ -137,6 +138,29 @@ static void floor_print(const char *what, const dfl_bench_floor *f, double token
            "another power on them, so this line is not the step's floor\n", f->nonfinite, f->sampled);
 }
 
+/* FLOPs of one micro-step (optimizer left out) that the plain drafter graph (DFL_BLOCK_ROWS=0)
+** computes and this one does not: both graphs built unfused from the spec, their dfl_op_flops
+** summed. 0 when the environment already asks for the plain graph. */
+static double skipped_rows_flops(const dfl_spec *s, int colocated) {
+  const char *ev = getenv("DFL_BLOCK_ROWS");
+  char *keep = ev ? strdup(ev) : NULL;
+  double f[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    if (k == 1) setenv("DFL_BLOCK_ROWS", "0", 1);
+    else if (keep) setenv("DFL_BLOCK_ROWS", keep, 1);
+    dfl_train_graph *tg = calloc(1, sizeof *tg);
+    if (tg && dfl_model_train_graph(tg, s, colocated) == DFL_OK)
+      for (int i = 0; i < tg->g.nops; i++)
+        if (tg->g.ops[i].phase != DFL_PH_OPTIMIZER) f[k] += dfl_op_flops(&tg->g, &tg->g.ops[i]);
+    if (tg) dfl_graph_free(&tg->g);
+    free(tg);
+  }
+  if (keep) setenv("DFL_BLOCK_ROWS", keep, 1);
+  else unsetenv("DFL_BLOCK_ROWS");
+  free(keep);
+  return f[1] > f[0] ? f[1] - f[0] : 0;
+}
+
 int dfl_cmd_bench(int argc, char **argv) {
   const char *spec_file = NULL, *json = NULL;
   int64_t steps = 20, warmup = 3, reps = 3;
@@ -244,16 +268,13 @@ int dfl_cmd_bench(int argc, char **argv) {
   }
   for (int p = 0; p < DFL_PH_COUNT; p++) fl_step += fl[p];
   /* drafter positions per step, and what the peer counts that dflc does not compute: the frozen
-  ** head's dW GEMM, and the loss head's anchor rows (both vocabulary GEMMs; dfl_op_flops leaves
-  ** them out when LINEAR_CE skips them) */
+  ** head's dW GEMM, the loss head's anchor rows (both vocabulary GEMMs) and the drafter rows dflc
+  ** skips (models/drafter.c: the first layer's repeated MASK rows, the last layer's anchor rows) */
   double positions = (double)tr->tg.N * tr->spec.block_size * tr->tg.batch * accum;
   double fl_peer_extra = 2.0 * positions * tr->spec.target.hidden * tr->spec.target.vocab;
-  for (int i = 0; i < g->nops; i++) {
-    const dfl_op *op = &g->ops[i];
-    if (op->code != DFL_OP_LINEAR_CE || op->a.B <= 1) continue;
-    const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
-    fl_peer_extra += 4.0 * (double)(Y->shape[0] / op->a.B) * (double)W->shape[0] * (double)Y->shape[1] * accum;
-  }
+  fl_peer_extra += 4.0 * (double)tr->tg.N * tr->tg.batch * accum * tr->spec.target.hidden * tr->spec.target.vocab;
+  double fl_skipped = skipped_rows_flops(&tr->spec, !drafter_only) * accum;
+  fl_peer_extra += fl_skipped;
   /* an FP8 target (quantize = fp8) changes the numbers: every report says so */
   const int fp8 = tr->spec.target_fp8 && !drafter_only, fp8f = fp8 && tr->spec.target_fp8_fast;
   printf("bench: %s%s on %s (%s%s), batch %d x %d tokens, %d anchors x %d, accum %d; setup %.1f s\n", spec_file,
@@ -341,10 +362,10 @@ int dfl_cmd_bench(int argc, char **argv) {
   if (drafter_only) {
     printf("drafter positions/s: %.0f (%.0f positions/step, %.1f ms/step)\n", positions / (step_ms * 1e-3),
            positions, step_ms);
-    printf("by the peer's count (+ frozen head dW and anchor rows, %.2f TFLOP): %.2f TFLOP/step, %.1f TFLOP/s, MFU "
-           "%.1f%% of %.0f\n",
-           fl_peer_extra / 1e12, (fl_step + fl_peer_extra) / 1e12, tflops_peer, 100 * tflops_peer / PEAK_TFLOPS,
-           PEAK_TFLOPS);
+    printf("by the peer's count (+ frozen head dW, anchor rows and the drafter rows dflc skips, %.2f TFLOP, %.2f of "
+           "them skipped rows): %.2f TFLOP/step, %.1f TFLOP/s, MFU %.1f%% of %.0f\n",
+           fl_peer_extra / 1e12, fl_skipped / 1e12, (fl_step + fl_peer_extra) / 1e12, tflops_peer,
+           100 * tflops_peer / PEAK_TFLOPS, PEAK_TFLOPS);
   }
   double sum_ph = 0;
   for (int p = 0; p < DFL_PH_COUNT; p++) sum_ph += ms_ph[p];
@@ -399,11 +420,12 @@ int dfl_cmd_bench(int argc, char **argv) {
     json_t *ph = json_object();
     for (int p = 0; p < DFL_PH_COUNT; p++) json_object_set_new(ph, dfl_bench_phase_name[p], json_real(ms_ph[p]));
     json_t *o = json_pack(
-        "{s:s, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:i, "
+        "{s:s, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:I, s:I, s:I, s:I, s:I, s:i, "
         "s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
         "spec", spec_file, "backend", tr->be.name, "steps", (json_int_t)done, "step_ms", step_ms, "seq_tokens_per_s", tps,
         "tflop_per_step", fl_step / 1e12, "tflops", tflops, "mfu", tflops / PEAK_TFLOPS, "drafter_only", drafter_only,
         "positions_per_s", positions / (step_ms * 1e-3), "tflop_per_step_peer_count", (fl_step + fl_peer_extra) / 1e12,
+        "tflop_per_step_skipped_rows", fl_skipped / 1e12,
         "mfu_peer_count", tflops_peer / PEAK_TFLOPS, "step_ms_median", med, "step_ms_min", lo, "step_ms_max", hi,
         "phase_ms", ph, "plan_bytes", (json_int_t)(tr->planned ? tr->plan.arena_bytes : 0), "arena_bytes",
         (json_int_t)tr->be.arena_bytes, "mem_min", (json_int_t)tr->mem_min, "mem_max", (json_int_t)tr->mem_max,

@@ -857,18 +857,22 @@ void dfl_cuda_free(dfl_cuda *c) {
 }
 
 
-/* BLOCK_ROWS, BLOCK_EXPAND and BLOCK_EXPAND_BWD (graph.h): row copies by dfl_block_copy; the
+/* BLOCK_ROWS, BLOCK_EXPAND, BLOCK_EXPAND_BWD, BLOCK_DROP, BLOCK_UNDROP (graph.h): row copies by dfl_block_copy; the
 ** backward's head rows the same way (BLOCK_ROWS's first R rows), its MASK rows' sums through
 ** f32 parts in the op's scratch (dfl_block_colsum, dfl_block_colfin: a fixed order). */
 static int op_block_rows(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
-  const int expand = op->code == DFL_OP_BLOCK_EXPAND, bwd = op->code == DFL_OP_BLOCK_EXPAND_BWD;
-  const dfl_tensor *full = T(c, expand ? op->out[0] : op->in[0]);
-  int Q = (int)full->shape[0], C = (int)full->shape[1], B = op->a.B, R = Q / B, dto = dt(c, op->out[0]);
+  const dfl_opcode code = op->code;
+  const int bwd = code == DFL_OP_BLOCK_EXPAND_BWD, outfull = code == DFL_OP_BLOCK_EXPAND || code == DFL_OP_BLOCK_UNDROP;
+  const dfl_tensor *full = T(c, outfull ? op->out[0] : op->in[0]);
+  int Q = (int)full->shape[0], C = full->ndim == 2 ? (int)full->shape[1] : 1, B = op->a.B, R = Q / B;
+  int dto = dt(c, op->out[0]);
   void *o = P(op->out[0]), *x = P(op->in[0]);
   long long rowb = (long long)C * (long long)dfl_dtype_size(full->dtype);
   int u = rowb % 16 == 0 && (((uintptr_t)o | (uintptr_t)x) & 15) == 0 ? 16 : rowb % 4 == 0 && (((uintptr_t)o | (uintptr_t)x) & 3) == 0 ? 4 : 2;
-  int nrows = expand ? Q : bwd ? R : R + 2, mode = expand;
+  int nrows = (int)T(c, op->out[0])->shape[0], mode = code == DFL_OP_BLOCK_EXPAND ? 1 : code == DFL_OP_BLOCK_DROP ? 2
+                                                    : code == DFL_OP_BLOCK_UNDROP ? 3 : 0;
+  if (bwd) nrows = R; /* the head rows by BLOCK_ROWS's copy; then the MASK rows' sums */
   void *a[] = {&o, &x, &nrows, &rowb, &B, &R, &mode, &u};
   int64_t cap = (int64_t)c->impl->nsm * c->impl->occ[K_BLOCK_COPY];
   TRY(launch2(c, K_BLOCK_COPY, nrows < cap ? nrows : cap, 1, 256, 0, a));
@@ -1326,7 +1330,9 @@ static int exec_op(dfl_cuda *c, int i) {
     TRY(launch(c, K_SCATTER, R * H, a));
     return d0 == DFL_F32 ? DFL_OK : copy_conv(c, o0, d0, acc, DFL_F32, (long long)V * H);
   }
-  case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_EXPAND_BWD: return op_block_rows(c, i);
+  case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_EXPAND_BWD: case DFL_OP_BLOCK_DROP:
+  case DFL_OP_BLOCK_UNDROP:
+    return op_block_rows(c, i);
   case DFL_OP_DFLASH_BLOCKS: {
     void *pos = P(op->out[1]), *lab = P(op->out[2]), *w = P(op->out[3]), *lm = P(op->in[1]), *anc = P(op->in[2]),
          *kp = P(op->in[3]);

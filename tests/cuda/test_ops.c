@@ -299,7 +299,7 @@ static void case_concat(int R) {
   dfl_graph_free(&g);
 }
 
-/* BLOCK_ROWS, BLOCK_EXPAND and BLOCK_EXPAND_BWD over nb blocks of B rows: C % 8 == 0 takes the 16-byte
+/* BLOCK_ROWS, BLOCK_EXPAND, BLOCK_EXPAND_BWD, BLOCK_DROP and BLOCK_UNDROP over nb blocks of B rows: C % 8 == 0 takes the 16-byte
 ** copies and the vector column sums, other C the 4- or 2-byte copies and scalar sums; over 128 rows
 ** the sums run in several parts (the last one short when 128 does not divide the rows). */
 static void case_block_rows(int nb, int B, int C) {
@@ -314,8 +314,18 @@ static void case_block_rows(int nb, int B, int C) {
   op(&g, DFL_OP_BLOCK_ROWS, 1, &x, 1, &rows, &a);
   op(&g, DFL_OP_BLOCK_EXPAND, 1, &s, 1, &ex, &a);
   op(&g, DFL_OP_BLOCK_EXPAND_BWD, 1, &d, 1, &bw, &a);
+  /* the last layer's: rows q % B != 0 out and back (head rows 0), and a vector of i32 labels */
+  int dr = t2(&g, "drop", ACT, DFL_T_ACT, Q - nb, C), ud = t2(&g, "undrop", ACT, DFL_T_ACT, Q, C);
+  int lab = t1(&g, "labels", DFL_I32, DFL_T_INPUT, Q), ld = t1(&g, "labels.drop", DFL_I32, DFL_T_ACT, Q - nb);
+  op(&g, DFL_OP_BLOCK_DROP, 1, &x, 1, &dr, &a);
+  op(&g, DFL_OP_BLOCK_UNDROP, 1, &dr, 1, &ud, &a);
+  op(&g, DFL_OP_BLOCK_DROP, 1, &lab, 1, &ld, &a);
+  int32_t *lv = malloc((size_t)Q * 4);
+  for (int q = 0; q < Q; q++) lv[q] = irand(1 << 20);
+  ifill fi = {lab, lv};
   char nm[48]; snprintf(nm, sizeof nm, "block rows %d x %d, C %d", nb, B, C);
-  run_case(nm, &g, NULL, 0, NULL, NULL);
+  run_case(nm, &g, &fi, 1, NULL, NULL);
+  free(lv);
   dfl_graph_free(&g);
 }
 

@@ -171,6 +171,18 @@ static void check_block_expand(void) {
   dfl_op_add(&g, DFL_OP_BLOCK_EXPAND, &sm, 1, &o, 1, &at);
   gradcheck("block_expand", &g, o, &sm, 1, NULL, NULL, 0, TOL);
   dfl_graph_free(&g);
+  /* BLOCK_DROP and BLOCK_UNDROP: each the other's transpose */
+  dfl_graph_init(&g);
+  int x = dfl_tensor_2d(&g, "x", DFL_F64, DFL_T_PARAM, R * B, C), y = dfl_tensor_2d(&g, "y", DFL_F64, DFL_T_PARAM, R * (B - 1), C);
+  int dx = dfl_tensor_2d(&g, "drop", DFL_F64, DFL_T_ACT, R * (B - 1), C), uy = dfl_tensor_2d(&g, "undrop", DFL_F64, DFL_T_ACT, R * B, C);
+  dfl_op_add(&g, DFL_OP_BLOCK_DROP, &x, 1, &dx, 1, &at);
+  dfl_op_add(&g, DFL_OP_BLOCK_UNDROP, &y, 1, &uy, 1, &at);
+  int z = dfl_tensor_2d(&g, "drop.undrop", DFL_F64, DFL_T_ACT, R * B, C);
+  dfl_op_add(&g, DFL_OP_BLOCK_UNDROP, &dx, 1, &z, 1, &at);
+  int sum = dfl_add(&g, z, uy, "sum");
+  int p2[2] = {x, y};
+  gradcheck("block_drop / block_undrop", &g, sum, p2, 2, NULL, NULL, 0, TOL);
+  dfl_graph_free(&g);
 }
 
 int main(void) {

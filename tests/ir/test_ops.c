@@ -316,6 +316,31 @@ static void test_block_rows(int f64) {
     got[R * C + j] = BW[R * C + j] + BW[(R + 1) * C + j];
   }
   near("block_expand_bwd", got, want, (R + 1) * C, f64 ? 1e-15 : 1e-12, 1e-3);
+  /* BLOCK_DROP keeps the rows q % B != 0 in order (also of an i32 vector); BLOCK_UNDROP puts them back
+  ** with zero head rows */
+  int dr = dfl_tensor_2d(&g, "drop", dt, DFL_T_ACT, Q - R, C), ud = dfl_tensor_2d(&g, "undrop", dt, DFL_T_ACT, Q, C);
+  int iv = dfl_tensor_1d(&g, "iv", DFL_I32, DFL_T_INPUT, Q), id = dfl_tensor_1d(&g, "iv.drop", DFL_I32, DFL_T_ACT, Q - R);
+  dfl_cpu_free(&c);
+  dfl_op_add(&g, DFL_OP_BLOCK_DROP, &x, 1, &dr, 1, &at);
+  dfl_op_add(&g, DFL_OP_BLOCK_UNDROP, &dr, 1, &ud, 1, &at);
+  dfl_op_add(&g, DFL_OP_BLOCK_DROP, &iv, 1, &id, 1, &at);
+  run(&c, &g, f64);
+  fill_rand(&c, x, 1), fill_rand(&c, s, 1);
+  for (int q = 0; q < Q; q++) dfl_cpu_i32(&c, iv)[q] = 1000 + q;
+  CHECK(dfl_cpu_run(&c, DFL_PH_ALL) == DFL_OK);
+  free(X);
+  X = get_all(&c, x);
+  double *DR = get_all(&c, dr), *UD = get_all(&c, ud);
+  int k = 0;
+  for (int q = 0; q < Q; q++) {
+    for (int j = 0; j < C; j++) {
+      CHECK(UD[q * C + j] == (q % B ? X[q * C + j] : 0.0));
+      if (q % B) CHECK(DR[k * C + j] == X[q * C + j]);
+    }
+    if (q % B) CHECK(dfl_cpu_i32(&c, id)[k++] == 1000 + q);
+  }
+  CHECK(k == Q - R);
+  free(DR), free(UD);
   free(X), free(S), free(RO), free(EX), free(BW), free(want), free(got);
   dfl_cpu_free(&c);
   dfl_graph_free(&g);

@@ -1,7 +1,8 @@
 /*
 ** test_block_rows: the drafter's first layer on its distinct block rows (models/drafter.c: BLOCK_ROWS
-** before the input norm, BLOCK_EXPAND after the q/k/v projections) computes the same step as the
-** plain graph (DFL_BLOCK_ROWS=0). Both training graphs of a small spec (nano's shapes, 2 layers,
+** before the input norm, BLOCK_EXPAND after the q/k/v projections) and its last layer without the
+** anchor rows after the attention (BLOCK_DROP, BLOCK_UNDROP of the per-row results) compute the same
+** step as the plain graph (DFL_BLOCK_ROWS=0). Both training graphs of a small spec (nano's shapes, 2 layers,
 ** batch 2, some invalid blocks, a partial supervision mask) run on the CPU in f64 from the same
 ** random values, tensor by name; the loss, the metrics and every parameter's gradient must agree to
 ** 1e-10 (relative to each tensor's largest entry). The rewrite must also cut the step's FLOPs.
@@ -122,10 +123,15 @@ int main(void) {
   CHECK(run(A, &s, "1") == DFL_OK, "the graph with block rows did not run");
   CHECK(run(B, &s, "0") == DFL_OK, "the plain graph did not run");
   if (failures) return 1;
-  int nrows = 0;
-  for (int i = 0; i < A->tg.g.nops; i++) nrows += A->tg.g.ops[i].code == DFL_OP_BLOCK_EXPAND;
-  for (int i = 0; i < B->tg.g.nops; i++) CHECK(B->tg.g.ops[i].code != DFL_OP_BLOCK_ROWS, "DFL_BLOCK_ROWS=0 kept a BLOCK_ROWS");
+  int nrows = 0, ndrop = 0;
+  for (int i = 0; i < A->tg.g.nops; i++) {
+    nrows += A->tg.g.ops[i].code == DFL_OP_BLOCK_EXPAND;
+    ndrop += A->tg.g.ops[i].code == DFL_OP_BLOCK_DROP && A->tg.g.ops[i].phase != DFL_PH_BACKWARD;
+  }
+  for (int i = 0; i < B->tg.g.nops; i++)
+    CHECK(B->tg.g.ops[i].code < DFL_OP_BLOCK_ROWS, "DFL_BLOCK_ROWS=0 kept a %s", dfl_opcode_name(B->tg.g.ops[i].code));
   CHECK(nrows == 3, "%d BLOCK_EXPAND ops, want 3 (q, k, v of layer 0)", nrows);
+  CHECK(ndrop == 4, "%d forward BLOCK_DROP ops, want 4 (attention output, residual, labels, weights)", ndrop);
   CHECK(A->flops < B->flops, "FLOPs %.4g with block rows, %.4g without", A->flops, B->flops);
   double worst = 0;
   const char *wn = "";

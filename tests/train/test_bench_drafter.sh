@@ -3,7 +3,8 @@
 # drafter (random ids, fresh seed each run): it completes, reports drafter positions/s, its JSON is
 # consistent (positions/s = anchors x block x batch / step time; the peer's FLOP count = dflc's +
 # one 2 x positions x hidden x vocab GEMM (the frozen head's dW) + the two vocabulary GEMMs of the
-# anchor rows dflc leaves out, 4 x anchors x batch x hidden x vocab; no target forward: fewer FLOPs than the colocated
+# anchor rows dflc leaves out, 4 x anchors x batch x hidden x vocab + the drafter rows dflc skips (the
+# same count as the plain graph's, DFL_BLOCK_ROWS=0, whose FLOPs are dflc's + those); no target forward: fewer FLOPs than the colocated
 # step); `--ops` lists the time per (phase, op kind) adding up to its total, and `--gemms` the GEMMs by shape
 # adding up to the matmul rows; an FP8 target says so
 # in the header and the JSON; the CPU run reports no energy (the JSON's -1); and the 27B drafter spec
@@ -33,6 +34,9 @@ rc=$?; cat "$T/d.log"
 grep -Eq "^drafter positions/s: [0-9]+" "$T/d.log" || fail "no 'drafter positions/s' line"
 grep -q "drafter alone" "$T/d.log" || fail "the header does not say drafter alone"
 grep -q "^  target forward" "$T/d.log" && fail "a target forward phase in drafter-only mode"
+# the plain drafter graph (DFL_BLOCK_ROWS=0: no rows skipped) for the peer count's consistency below
+(cd "$T" && DFL_BLOCK_ROWS=0 "$DFLC" bench nano.dfl --drafter-only --cpu --steps 2 --warmup 1 --phase-steps 1 --json d0.json) \
+  > "$T/d0.log" 2>&1 || fail "drafter-only bench with DFL_BLOCK_ROWS=0 exited $?"
 (cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 4 --warmup 1 --phase-steps 1 --json c.json --gemms --floor) > "$T/c.log" 2>&1 \
   || fail "colocated bench exited $?"
 # --ops: one row per (phase, op kind), the GEMMs of every phase among them, rows adding up to the total
@@ -102,14 +106,20 @@ H=$(sed -nE 's/.*"hidden_size": *([0-9]+).*/\1/p' examples/models/nano/config.js
 V=$(sed -nE 's/.*"vocab_size": *([0-9]+).*/\1/p' examples/models/nano/config.json)
 A=$(sed -nE 's/^  anchors *= *([0-9]+).*/\1/p' "$T/nano.dfl"); K=$(sed -nE 's/^  block_size *= *([0-9]+).*/\1/p' "$T/nano.dfl")
 Bt=$(sed -nE 's/^  batch *= *([0-9]+).*/\1/p' "$T/nano.dfl")
-if [ -f "$T/d.json" ] && [ -f "$T/c.json" ]; then
+if [ -f "$T/d.json" ] && [ -f "$T/c.json" ] && [ -f "$T/d0.json" ]; then
   awk -v pps="$(num "$T/d.json" positions_per_s)" -v ms="$(num "$T/d.json" step_ms)" \
       -v fd="$(num "$T/d.json" tflop_per_step)" -v fp="$(num "$T/d.json" tflop_per_step_peer_count)" \
+      -v sk="$(num "$T/d.json" tflop_per_step_skipped_rows)" -v fd0="$(num "$T/d0.json" tflop_per_step)" \
+      -v fp0="$(num "$T/d0.json" tflop_per_step_peer_count)" -v sk0="$(num "$T/d0.json" tflop_per_step_skipped_rows)" \
       -v fc="$(num "$T/c.json" tflop_per_step)" -v a="$A" -v k="$K" -v b="$Bt" -v h="$H" -v v="$V" 'BEGIN {
     want = a * k * b / (ms * 1e-3); bad = 0
     # tolerance: JSON rounding (0.1 positions/s, 1e-3 ms, 1e-6 TFLOP)
     if (!(pps > 0) || (pps - want) ^ 2 > (1e-3 * want + 0.2) ^ 2) { print "positions/s " pps " != " want; bad = 1 }
-    extra = (2 * a * k * b * h * v + 4 * a * b * h * v) / 1e12
+    # the skipped rows: what the plain graph computes beyond this one; none in the plain graph
+    if (!(sk > 0) || sk0 != 0 || (fd0 - fd - sk) ^ 2 > (3e-6 + 1e-6 * fd0) ^ 2) {
+      print "skipped rows " sk " (plain graph: " sk0 "), FLOPs " fd " + skipped != plain " fd0; bad = 1 }
+    if ((fp0 - fp) ^ 2 > (3e-6 + 1e-6 * fp) ^ 2) { print "peer count " fp " differs from the plain graph'"'"'s " fp0; bad = 1 }
+    extra = (2 * a * k * b * h * v + 4 * a * b * h * v) / 1e12 + sk
     if ((fp - fd - extra) ^ 2 > (2e-6 + 1e-6 * fp) ^ 2) { print "peer count " fp " != " fd " + " extra; bad = 1 }
     if (!(fd > 0) || !(fd < fc)) { print "drafter-only FLOPs " fd " not below colocated " fc; bad = 1 }
     printf "positions/s %.1f (want %.1f); TFLOP/step drafter-only %.6f, peer count %.6f (extra %.6f), colocated %.6f\n", pps, want, fd, fp, extra, fc
