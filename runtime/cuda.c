@@ -857,9 +857,9 @@ void dfl_cuda_free(dfl_cuda *c) {
 }
 
 
-/* BLOCK_ROWS, BLOCK_EXPAND, BLOCK_EXPAND_BWD, BLOCK_DROP, BLOCK_UNDROP (graph.h): row copies by dfl_block_copy; the
-** backward's head rows the same way (BLOCK_ROWS's first R rows), its MASK rows' sums through
-** f32 parts in the op's scratch (dfl_block_colsum, dfl_block_colfin: a fixed order). */
+/* BLOCK_ROWS, BLOCK_EXPAND, BLOCK_EXPAND_BWD, BLOCK_DROP, BLOCK_UNDROP (graph.h): row copies by
+** dfl_block_copy; the backward's head rows the same way (BLOCK_ROWS's first R rows), its MASK rows'
+** sums through f32 parts in the op's scratch (dfl_block_colsum, dfl_block_colfin: a fixed order). */
 static int op_block_rows(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   const dfl_opcode code = op->code;
