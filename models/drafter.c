@@ -147,8 +147,9 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
 
   int X = dfl_gather(g, embed, blk[0], dt, "drafter.x0");
   /* X's rows are the frozen embeddings of [token, MASK x (B-1)] per block: the first layer's input
-  ** norm and q/k/v projections run on the R block heads and one MASK row (BLOCK_ROWS), and their
-  ** outputs are copied out to the Q rows (BLOCK_EXPAND): 1/B of those GEMMs' FLOPs, the same values.
+  ** norm, q/k/v projections and q/k norms run on the R block heads and one MASK row (BLOCK_ROWS),
+  ** and their outputs are copied out to the Q rows before RoPE (BLOCK_EXPAND): 1/B of those GEMMs'
+  ** FLOPs, the same values.
   ** At the other end, the anchor rows (never labels) leave after the last attention (BLOCK_DROP).
   ** DFL_BLOCK_ROWS=0 in the environment builds the plain graph (before/after comparisons). */
   const char *ev = getenv("DFL_BLOCK_ROWS");
@@ -158,24 +159,24 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
     g->cur_label = label;
 #define NM(x) (snprintf(nm, sizeof nm, "drafter.%d." x, l), nm)
     int U, q, kn, vn;
-    if (l == 0 && rows0) { /* the first layer's norm and projections on the distinct block rows */
+    if (l == 0 && rows0) { /* the first layer's norms and projections on the distinct block rows */
       U = dfl_rmsnorm(g, block_rows(g, X, B, "drafter.x0.rows"), w_in[l], H, a->rms_eps, NM("u.rows"));
-      q = block_expand(g, dfl_linear(g, U, wq[l], dt, NM("q.rows")), B, NM("q"));
-      kn = block_expand(g, dfl_linear(g, U, wk[l], dt, NM("kn.rows")), B, NM("kn"));
+      q = dfl_rmsnorm(g, dfl_linear(g, U, wq[l], dt, NM("q.rows")), wqn[l], hd, a->rms_eps, NM("qn.rows"));
+      q = block_expand(g, q, B, NM("qn"));
+      kn = dfl_rmsnorm(g, dfl_linear(g, U, wk[l], dt, NM("kn.rows")), wkn[l], hd, a->rms_eps, NM("knn.rows"));
+      kn = block_expand(g, kn, B, NM("knn"));
       vn = block_expand(g, dfl_linear(g, U, wv[l], dt, NM("vn.rows")), B, NM("vn"));
     } else {
       U = dfl_rmsnorm(g, X, w_in[l], H, a->rms_eps, NM("u"));
-      q = dfl_linear(g, U, wq[l], dt, NM("q"));
-      kn = dfl_linear(g, U, wk[l], dt, NM("kn"));
+      q = dfl_rmsnorm(g, dfl_linear(g, U, wq[l], dt, NM("q")), wqn[l], hd, a->rms_eps, NM("qn"));
+      kn = dfl_rmsnorm(g, dfl_linear(g, U, wk[l], dt, NM("kn")), wkn[l], hd, a->rms_eps, NM("knn"));
       vn = dfl_linear(g, U, wv[l], dt, NM("vn"));
     }
-    q = dfl_rmsnorm(g, q, wqn[l], hd, a->rms_eps, NM("qn"));
     q = dfl_rope(g, q, pos_q, nh, hd, a->rope_theta, NM("qr"));
     int kc = dfl_linear(g, C, wk[l], dt, NM("kc"));
     kc = dfl_rmsnorm(g, kc, wkn[l], hd, a->rms_eps, NM("kcn"));
     kc = dfl_rope(g, kc, pos_c, nkv, hd, a->rope_theta, NM("kcr"));
     int vc = dfl_linear(g, C, wv[l], dt, NM("vc"));
-    kn = dfl_rmsnorm(g, kn, wkn[l], hd, a->rms_eps, NM("knn"));
     kn = dfl_rope(g, kn, pos_q, nkv, hd, a->rope_theta, NM("knr"));
 
     int att[2];
