@@ -8,6 +8,7 @@
 **                        carrying a <title> so that hovering names it;
 **   dfl_plan_doc_read / dfl_plan_diff   a plan YAML read back and compared with another.
 */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,20 @@ void dfl_plan_print(FILE *f, const dfl_plan_dev *d) {
             "RMSNorm backward, %d q/k norms in their RoPE, %d RoPE pairs (q and k) in one launch; %d gradients "
             "overwritten, not zeroed\n", acc, addend, nadd, nrope, npair, kept);
   if (lowp) fprintf(f, "  gradients: %d in the params' dtype (train.grads = bf16), the rest f32\n", lowp);
+  /* models/drafter.c's row rewrites: how many rows the first layer's row-wise ops and the last layer's
+  ** tail run on, against the drafter's rows */
+  int64_t rows_in = 0, rows_full = 0, rows_tail = 0;
+  int nexp = 0;
+  for (int i = 0; i < g->nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    if (op->code == DFL_OP_BLOCK_ROWS) rows_in = g->t[op->out[0]].shape[0], rows_full = g->t[op->in[0]].shape[0];
+    if (op->code == DFL_OP_BLOCK_EXPAND) nexp++;
+    if (op->code == DFL_OP_BLOCK_DROP && op->phase == DFL_PH_FORWARD) rows_tail = g->t[op->out[0]].shape[0];
+  }
+  if (rows_in || rows_tail)
+    fprintf(f, "  drafter rows: the first layer's norms and projections on %" PRId64 " distinct rows of %" PRId64
+            " (%d outputs copied out), the last layer after its attention on %" PRId64 " rows without the anchors "
+            "(DFL_BLOCK_ROWS=0: off)\n", rows_in, rows_full, nexp, rows_tail);
   if (nq) fprintf(f, "  fused: %d FP8 row quantizations in the RMSNorm that produces their row\n", nq);
   if (d->span_phases & (1u << DFL_PH_OPTIMIZER))
     fprintf(f, "  schedule: each step's optimizer runs beside the next step's target forward (its per-step buffers "

@@ -165,6 +165,18 @@ int main(void) {
           "the 8B report's fusion counts changed:\n%s", r ? r : "");
     CHECK(r && strstr(r, "schedule: each step's optimizer runs beside the next step's target forward"),
           "the 8B report lacks the overlap schedule");
+    /* models/drafter.c's row rewrites: 512 block heads + the MASK row twice, 8192 - 512 tail rows */
+    CHECK(r && strstr(r, "drafter rows: the first layer's norms and projections on 514 distinct rows of 8192 (3 outputs "
+                         "copied out), the last layer after its attention on 7680 rows without the anchors"),
+          "the 8B report's drafter rows changed:\n%s", r ? r : "");
+    free(r);
+  }
+  snprintf(cmd, sizeof cmd, "DFL_BLOCK_ROWS=0 %s plan examples/qwen3-8b.dfl > %s 2>&1", dflc, out);
+  CHECK(system(cmd) == 0, "DFL_BLOCK_ROWS=0 dflc plan examples/qwen3-8b.dfl failed");
+  {
+    size_t nr;
+    char *r = dfl_test_slurp(out, &nr);
+    CHECK(r && !strstr(r, "drafter rows:") && strstr(r, "total"), "DFL_BLOCK_ROWS=0 still rewrites rows:\n%s", r ? r : "");
     free(r);
   }
 
