@@ -35,29 +35,13 @@ static int param(dfl_graph *g, dfl_drafter_out *out, dfl_dtype dt, int ndim, int
   return t;
 }
 
-/* [Q, C] -> [Q/B + 2, C]: the block heads and the MASK row twice (graph.h DFL_OP_BLOCK_ROWS). */
-static int block_rows(dfl_graph *g, int x, int B, const char *name) {
+/* One of graph.h's block-row ops on x (1-D or 2-D), its output's rows from x's: BLOCK_ROWS [Q] -> [Q/B + 2]
+** (the block heads, the MASK row twice), BLOCK_EXPAND back, BLOCK_DROP [Q] -> [Q - Q/B], BLOCK_UNDROP back. */
+static int block_op(dfl_graph *g, dfl_opcode code, int x, int B, const char *name) {
   const dfl_tensor *X = &g->t[x];
-  int o = dfl_tensor_2d(g, name, X->dtype, DFL_T_ACT, X->shape[0] / B + 2, X->shape[1]);
-  dfl_attrs at = {0};
-  at.B = B;
-  dfl_op_add(g, DFL_OP_BLOCK_ROWS, &x, 1, &o, 1, &at);
-  return o;
-}
-/* [Q/B + 2, C] -> [Q, C] (DFL_OP_BLOCK_EXPAND) */
-static int block_expand(dfl_graph *g, int x, int B, const char *name) {
-  const dfl_tensor *X = &g->t[x];
-  int o = dfl_tensor_2d(g, name, X->dtype, DFL_T_ACT, (X->shape[0] - 2) * B, X->shape[1]);
-  dfl_attrs at = {0};
-  at.B = B;
-  dfl_op_add(g, DFL_OP_BLOCK_EXPAND, &x, 1, &o, 1, &at);
-  return o;
-}
-
-/* BLOCK_DROP [Q, ...] -> [Q - Q/B, ...] or BLOCK_UNDROP back, 1-D or 2-D (graph.h) */
-static int block_move(dfl_graph *g, dfl_opcode code, int x, int B, const char *name) {
-  const dfl_tensor *X = &g->t[x];
-  int64_t n = code == DFL_OP_BLOCK_DROP ? X->shape[0] - X->shape[0] / B : X->shape[0] / (B - 1) * B;
+  const int64_t r = X->shape[0];
+  const int64_t n = code == DFL_OP_BLOCK_ROWS ? r / B + 2 : code == DFL_OP_BLOCK_EXPAND ? (r - 2) * B
+                  : code == DFL_OP_BLOCK_DROP ? r - r / B : r / (B - 1) * B;
   int o = X->ndim == 1 ? dfl_tensor_1d(g, name, X->dtype, DFL_T_ACT, n) : dfl_tensor_2d(g, name, X->dtype, DFL_T_ACT, n, X->shape[1]);
   dfl_attrs at = {0};
   at.B = B;
@@ -160,12 +144,12 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
 #define NM(x) (snprintf(nm, sizeof nm, "drafter.%d." x, l), nm)
     int U, q, kn, vn;
     if (l == 0 && rows0) { /* the first layer's norms and projections on the distinct block rows */
-      U = dfl_rmsnorm(g, block_rows(g, X, B, "drafter.x0.rows"), w_in[l], H, a->rms_eps, NM("u.rows"));
+      U = dfl_rmsnorm(g, block_op(g, DFL_OP_BLOCK_ROWS, X, B, "drafter.x0.rows"), w_in[l], H, a->rms_eps, NM("u.rows"));
       q = dfl_rmsnorm(g, dfl_linear(g, U, wq[l], dt, NM("q.rows")), wqn[l], hd, a->rms_eps, NM("qn.rows"));
-      q = block_expand(g, q, B, NM("qn"));
+      q = block_op(g, DFL_OP_BLOCK_EXPAND, q, B, NM("qn"));
       kn = dfl_rmsnorm(g, dfl_linear(g, U, wk[l], dt, NM("kn.rows")), wkn[l], hd, a->rms_eps, NM("knn.rows"));
-      kn = block_expand(g, kn, B, NM("knn"));
-      vn = block_expand(g, dfl_linear(g, U, wv[l], dt, NM("vn.rows")), B, NM("vn"));
+      kn = block_op(g, DFL_OP_BLOCK_EXPAND, kn, B, NM("knn"));
+      vn = block_op(g, DFL_OP_BLOCK_EXPAND, dfl_linear(g, U, wv[l], dt, NM("vn.rows")), B, NM("vn"));
     } else {
       U = dfl_rmsnorm(g, X, w_in[l], H, a->rms_eps, NM("u"));
       q = dfl_rmsnorm(g, dfl_linear(g, U, wq[l], dt, NM("q")), wqn[l], hd, a->rms_eps, NM("qn"));
@@ -193,8 +177,8 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
 
     int o_in = att[0];
     if (l == a->layers - 1 && rows0) { /* past the last attention, only the rows that reach the loss */
-      o_in = block_move(g, DFL_OP_BLOCK_DROP, att[0], B, NM("attn.drop"));
-      X = block_move(g, DFL_OP_BLOCK_DROP, X, B, NM("x_in.drop"));
+      o_in = block_op(g, DFL_OP_BLOCK_DROP, att[0], B, NM("attn.drop"));
+      X = block_op(g, DFL_OP_BLOCK_DROP, X, B, NM("x_in.drop"));
     }
     int o = dfl_linear(g, o_in, wo[l], dt, NM("o"));
     X = dfl_add(g, X, o, NM("x_attn"));
@@ -216,8 +200,8 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   const int64_t Qy = g->t[out->y].shape[0];
   int lab = labels, wts = weights;
   if (Qy != Q) {
-    lab = block_move(g, DFL_OP_BLOCK_DROP, labels, B, "drafter.labels.drop");
-    wts = block_move(g, DFL_OP_BLOCK_DROP, weights, B, "drafter.weights.drop");
+    lab = block_op(g, DFL_OP_BLOCK_DROP, labels, B, "drafter.labels.drop");
+    wts = block_op(g, DFL_OP_BLOCK_DROP, weights, B, "drafter.weights.drop");
   }
   int ce[5];
   ce[0] = dfl_tensor_1d(g, "drafter.loss_num", DFL_F32, DFL_T_ACT, 1);
@@ -233,8 +217,8 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   dfl_op_add(g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at);
   out->num = ce[0];
   if (Qy != Q) {
-    ce[2] = block_move(g, DFL_OP_BLOCK_UNDROP, ce[2], B, "drafter.correct.q");
-    ce[3] = block_move(g, DFL_OP_BLOCK_UNDROP, ce[3], B, "drafter.topk_hit.q");
+    ce[2] = block_op(g, DFL_OP_BLOCK_UNDROP, ce[2], B, "drafter.correct.q");
+    ce[3] = block_op(g, DFL_OP_BLOCK_UNDROP, ce[3], B, "drafter.topk_hit.q");
   }
 
   out->den = dfl_tensor_1d(g, "drafter.loss_den", DFL_F32, DFL_T_ACT, 1);
