@@ -110,6 +110,20 @@ __device__ __forceinline__ void dfl_att_load_kv(const dfl_att_unit *u, int seg, 
     vs[kk * vstride + d] = vx;
   }
 }
+/* Backward: P and dS = P (dP - D) of pair p and key kv < hi of the staged tile (this lane's key), from the
+** staged q (scaled), dO, lse and D; 0 where the mask hides the key or the row sees none. */
+__device__ __forceinline__ void dfl_att_pds(const dfl_att_unit *u, int hd, int lane, int p, int seg, int kv, int hi,
+                                            const float *qs, const float *dos, const float *ks, const float *vs,
+                                            const float *lses, const float *Ds, float *pr, float *ds) {
+  *pr = 0.f, *ds = 0.f;
+  if (p < u->np && kv < hi && lses[p] != DFL_NINF && dfl_att_allowed(u, p, seg, kv)) {
+    const float *qp = qs + p * hd, *dp_ = dos + p * hd, *kp = ks + lane * (hd + 1), *vp = vs + lane * (hd + 1);
+    float s = 0.f, dp = 0.f;
+    for (int d = 0; d < hd; d++) { s += qp[d] * kp[d]; dp += dp_[d] * vp[d]; }
+    *pr = __expf(s - lses[p]);
+    *ds = *pr * (dp - Ds[p]);
+  }
+}
 
 extern "C" __global__ void __launch_bounds__(256) dfl_attn_fwd(
     void *o, float *lse, const void *q, const void *k1, const void *v1, const void *k2, const void *v2,
@@ -240,15 +254,8 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwd(
 #pragma unroll
       for (int r = 0; r < ATT_RPW; r++) {
         int p = warp * ATT_RPW + r;
-        int kv = k0 + lane;
-        float pr = 0.f, ds = 0.f;
-        if (p < u.np && kv < hi && lses[p] != DFL_NINF && dfl_att_allowed(&u, p, seg, kv)) {
-          const float *qp = qs + p * hd, *dp_ = dos + p * hd, *kp = ks + lane * (hd + 1), *vp = vs + lane * (hd + 1);
-          float s = 0.f, dp = 0.f;
-          for (int d = 0; d < hd; d++) { s += qp[d] * kp[d]; dp += dp_[d] * vp[d]; }
-          pr = __expf(s - lses[p]);
-          ds = pr * (dp - Ds[p]);
-        }
+        float pr, ds;
+        dfl_att_pds(&u, hd, lane, p, seg, k0 + lane, hi, qs, dos, ks, vs, lses, Ds, &pr, &ds);
         if (p < u.np) {
 #pragma unroll
           for (int t = 0; t < ATT_MAXD; t++) {
@@ -302,17 +309,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) dfl_attn_bwd_kv(
     seg = 1; b = (int)(x / ((ll)N * kt1)); n = (int)(x / kt1 % N); k0 = (int)(x % kt1) * 32;
   }
   const int nkeys = seg ? B : S; /* keys [k0, min(k0 + 32, nkeys)) */
-  auto krow = [&](int kv) { return seg ? ((ll)b * N + n) * B + kv : (ll)b * S + kv; };
-  for (int t = threadIdx.x; t < 32 * hd; t += blockDim.x) { /* the tile's K and V, once */
-    int kk = t / hd, d = t % hd, kv = k0 + kk;
-    float kx = 0.f, vx = 0.f;
-    if (kv < nkeys) {
-      ll off = krow(kv) * nkv * hd + (ll)g * hd + d;
-      kx = ldf(seg ? k2 : k1, dt, off); vx = ldf(seg ? v2 : v1, dt, off);
-    }
-    ks[kk * (hd + 1) + d] = kx;
-    vs[kk * (hd + 1) + d] = vx;
-  }
+  dfl_att_unit ku; /* what dfl_att_krow and dfl_att_load_kv read of a unit: the tile's sample, block, head */
+  ku.b = b; ku.n = n; ku.S = S; ku.N = N; ku.B = B; ku.nkv = nkv; ku.hd = hd; ku.g = g;
+  dfl_att_load_kv(&ku, seg, k0, nkeys, seg ? k2 : k1, seg ? v2 : v1, dt, ks, vs, hd + 1); /* once */
   float gk[32], gv[32];
 #pragma unroll
   for (int i = 0; i < 32; i++) gk[i] = gv[i] = 0.f;
@@ -332,15 +331,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) dfl_attn_bwd_kv(
       __syncthreads();
 #pragma unroll
       for (int r = 0; r < ATT_RPW; r++) {
-        int p = warp * ATT_RPW + r, kv = k0 + lane;
-        float pr = 0.f, ds = 0.f;
-        if (p < u.np && kv < hi && kv < nkeys && lses[p] != DFL_NINF && dfl_att_allowed(&u, p, seg, kv)) {
-          const float *qp = qs + p * hd, *dp_ = dos + p * hd, *kp = ks + lane * (hd + 1), *vp = vs + lane * (hd + 1);
-          float sc = 0.f, dp = 0.f;
-          for (int d = 0; d < hd; d++) { sc += qp[d] * kp[d]; dp += dp_[d] * vp[d]; }
-          pr = __expf(sc - lses[p]);
-          ds = pr * (dp - Ds[p]);
-        }
+        int p = warp * ATT_RPW + r;
+        float pr, ds;
+        dfl_att_pds(&u, hd, lane, p, seg, k0 + lane, hi < nkeys ? hi : nkeys, qs, dos, ks, vs, lses, Ds, &pr, &ds);
         ps[p * 33 + lane] = pr;
         dss[p * 33 + lane] = ds;
       }
@@ -360,7 +353,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dfl_attn_bwd_kv(
   for (int i = 0; i < 32; i++) {
     const int e = threadIdx.x + 256 * i;
     if (i < nper && e < 32 * hd && k0 + e / hd < nkeys) {
-      const ll off = krow(k0 + e / hd) * nkv * hd + (ll)g * hd + e % hd;
+      const ll off = dfl_att_krow(&ku, seg, k0 + e / hd) * nkv * hd + (ll)g * hd + e % hd;
       stf(seg ? dk2 : dk1, dto, off, gk[i]);
       stf(seg ? dv2 : dv1, dto, off, gv[i]);
     }
