@@ -102,3 +102,9 @@ target_include_directories(bench_gemm_layout PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
 add_executable(bench_optim tests/cuda/bench_optim.c)
 target_link_libraries(bench_optim PRIVATE dfl_cuda dfl_ir m)
 target_link_options(bench_optim PRIVATE -Wl,--as-needed)
+# bench_memops: the step's memory-bound row kernels alone at its shapes, each against a device copy of
+# the same bytes (docs/performance.md, session 17); not a ctest test: run build/bench_memops on a GPU.
+add_executable(bench_memops tests/cuda/bench_memops.c)
+target_link_libraries(bench_memops PRIVATE dfl_cuda dfl_ir m)
+target_include_directories(bench_memops PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+target_link_options(bench_memops PRIVATE -Wl,--as-needed)

@@ -390,22 +390,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) dfl_attn_bwd_kv(
 #define TC_LN2 0.6931471805599453f
 typedef unsigned short tc_bf;
 
-__device__ __forceinline__ unsigned tc_saddr(const void *p) {
-  unsigned r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-/* 16-byte async copy; ok == 0 zero-fills the destination (tails, padding rows). */
-__device__ __forceinline__ void tc_cp16(void *dst, const void *src, int ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tc_saddr(dst)), "l"(src), "r"(ok ? 16 : 0)
-               : "memory");
-}
 /* 4-byte async copy (lse, D); ok == 0 zero-fills. */
 __device__ __forceinline__ void tc_cp4(void *dst, const void *src, int ok) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(tc_saddr(dst)), "l"(src), "r"(ok ? 4 : 0) : "memory");
 }
-__device__ __forceinline__ void tc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int NG> __device__ __forceinline__ void tc_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(NG) : "memory"); }
 __device__ __forceinline__ void tc_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])

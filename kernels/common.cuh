@@ -88,6 +88,20 @@ __device__ __forceinline__ float block_sum(float v) {
   v = lane < nw ? red[lane] : 0.f;
   return warp_sum(v);
 }
+/* cp.async (sm_80+): global -> shared without registers, for the attention tiles and the pipelined
+** RMSNorm backward's rows. tc_saddr: a generic pointer into shared memory as a .shared address. */
+__device__ __forceinline__ unsigned tc_saddr(const void *p) {
+  unsigned r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+/* 16-byte async copy; ok == 0 zero-fills the destination (tails, padding rows). */
+__device__ __forceinline__ void tc_cp16(void *dst, const void *src, int ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tc_saddr(dst)), "l"(src), "r"(ok ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void tc_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int NG> __device__ __forceinline__ void tc_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(NG) : "memory"); }
 /* 16-byte vector access for the memory-bound elementwise kernels: elements [i, i + 8) (i % 8 == 0)
 ** of a bf16/f16 tensor are one 16-byte load, of an f32 tensor two; other dtypes go element by
 ** element. The caller checks vec_ok on every pointer (and n % 8 == 0) first. */

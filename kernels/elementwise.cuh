@@ -101,7 +101,10 @@ DFL_SWIGLU_Q(4, __launch_bounds__(1024))
 ** in flight through its barrier. The block-per-row kernels have none there: dfl_swiglu_q2 2.6 TB/s,
 ** dfl_quant_f8 2.2 (ncu, 8B target). SW: h = silu(g) u (dfl_swiglu_qr), h = g r u with r the row's
 ** 1 / rms (dfl_rmsnorm_qr: u the norm weight, a barrier more a row; rmsnorm_wq took 1.9 TB/s), or
-** h = g (dfl_quant_f8r, u unused), held as bf16 pairs (the intermediate's dtype: the same bytes as
+** h = g (dfl_quant_f8r, u unused), or (SW 3, dfl_rmsnorm_r, session 17) the norm's y stored as bf16
+** without quantizing (one barrier a row; the warp-per-row rmsnorm_w, one row a warp and no loads in
+** flight past it, took 26 us for the 8B target's 4096 x 4096 where a copy takes 19: bench_memops),
+** held as bf16 pairs (the intermediate's dtype: the same bytes as
 ** rowq_store's and dfl_quant_f8's; the norm's r from its f32 sum in another order). */
 #define SQ_NCH 4
 template <int SW>
@@ -122,7 +125,7 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
   for (int par = 0; row < rows; row += gridDim.x, par ^= 1) {
     uint4 h[SQ_NCH];
     float amax = 0.f, r = 0.f;
-    if (SW == 2) {   /* RMSNORM: the row's 1 / rms first, the next row's loads in flight meanwhile */
+    if (SW >= 2) {   /* RMSNORM: the row's 1 / rms first, the next row's loads in flight meanwhile */
       float ss = 0.f;
 #pragma unroll
       for (int c = 0; c < SQ_NCH; c++) {
@@ -146,7 +149,7 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
 #pragma unroll
     for (int c = 0; c < SQ_NCH; c++) {
       float a[8];
-      if (SW == 2) {   /* y = x r w, rounded to bf16 (the unfused graph's intermediate) */
+      if (SW >= 2) {   /* y = x r w, rounded to bf16 (the unfused graph's intermediate) */
         float b[8];
         dfl_bf8(h[c], a);
         dfl_bf8(__ldg(up + c * blockDim.x), b);
@@ -161,12 +164,17 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
         for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigm<true>(a[k]) * b[k];   /* bf16 only */
         h[c] = dfl_f2bf8(a);
       } else h[c] = ga[c];
+      if (SW == 3) {   /* y itself, no quantization: the row is done */
+        ((uint4 *)q)[row * cv + c * blockDim.x + t] = h[c];
+        continue;
+      }
       dfl_bf8(h[c], a);
 #pragma unroll
       for (int k = 0; k < 8; k++) amax = fmaxf(amax, fabsf(a[k]));
     }
+    if (SW == 3) continue;
     const ll nx = row + gridDim.x;
-    if (SW != 2 && nx < rows)   /* the next row's loads, in flight through the barrier below */
+    if (SW < 2 && nx < rows)   /* the next row's loads, in flight through the barrier below */
 #pragma unroll
       for (int c = 0; c < SQ_NCH; c++) {
         ga[c] = gp[nx * cv + c * blockDim.x];
@@ -195,6 +203,10 @@ extern "C" __global__ void __launch_bounds__(384, 2) dfl_rmsnorm_qr(unsigned cha
                                                                    const void *x, const void *w, ll rows, int C,
                                                                    float eps) {
   rowq_pipe<2>(q, s, x, w, rows, C, rstd, eps);
+}
+extern "C" __global__ void __launch_bounds__(384, 2) dfl_rmsnorm_r(void *y, float *rstd, const void *x, const void *w,
+                                                                  ll rows, int C, float eps) {
+  rowq_pipe<3>((unsigned char *)y, 0, x, w, rows, C, rstd, eps);
 }
 extern "C" __global__ void __launch_bounds__(384, 2) dfl_quant_f8r(unsigned char *q, float *s, const void *x, ll rows,
                                                                   int C) {

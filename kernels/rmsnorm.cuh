@@ -167,91 +167,186 @@ extern "C" __global__ void dfl_rmsnorm_dw(void *dw, int dtdw, const float *part,
   }
 }
 
-/* Row form (session 12; runtime/cuda.c takes it for bf16 x, w, dy (and the addend) and rows of
-** G = 1024 V features, V <= VMAX; DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v): a 128-thread block
-** per row, each thread holding V 16-byte vectors of x and dy (features (128 j + t) 8 ..+8), so its V x 2
-** loads are in flight at once, one barrier per row (the dot's 4 warp sums, double-buffered by row
-** parity). dfl_rmsnorm_bwd_v keeps one 16-byte load of each in flight per thread between two barriers
-** and held 2.1-2.6 TB/s in the step (ncu: half its cycles waiting on loads). A thread owns the same
-** features in every row, so its dw partial sums stay in registers and go to part[blockIdx.x] as they
-** are: no shared-memory reduction. Values as dfl_rmsnorm_bwd_v's; the dot's f32 sum in another order. */
-template <int VMAX>
-__device__ __forceinline__ void rmsnorm_bwd_r(void *dx, float *part, const void *x, const void *w, const float *rstd,
-                                              const void *dy, const void *ad, ll ngroups, int V) {
-  __shared__ float red[2][4];
-  const int t = threadIdx.x, G = V * 1024;
-  const uint4 *wr = (const uint4 *)w + t;   /* read per row (L1): registers for more blocks an SM */
-  float dwp[VMAX][8];
+/* Row form, pipelined (session 17; runtime/cuda.c takes it for bf16 x, w, dy (and the addend) when the
+** groups are whole rows of C = 512 V features, C <= 8192, or G = 8 L features with L a power of two <= 32
+** (the q/k head norms; the kernel then takes the tensor in rows of C = 4096 .. 512, the largest that
+** divides it); DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v). A block of NT = C / 16 threads walks rows,
+** each thread owning 2 16-byte vectors of a row, features (NT j + t) 8 ..+8. Rows arrive by cp.async in
+** two shared-memory stages: the next row's x, dy (and addend) are in flight while this one is reduced
+** and stored, and no registers hold them. A thread reads back only the bytes it copied, so waiting for
+** its own copies is enough (no barrier for the stages). A group G < C is L lanes of a warp (a shuffle);
+** G = C is the block (one barrier a row, the warp sums double-buffered by row parity). dw: a thread owns
+** the same features of w in every row (G = C: its 2 vectors; G < C: one, t mod L, for every j); its
+** partial sums stay in registers and go to part[p] at the end of part p (below), for G < C after a
+** fixed-order sum over the block's threads that share them. No atomics: the same bits every run. Values
+** as dfl_rmsnorm_bwd_v's; the f32 sums in another order.
+** bench_memops (8B drafter, us; a copy of the same bytes 65.5 / 50.0 / 83.4 / 52.3 / 16.9): whole rows
+** with the addend, without, the 27B's with, q and k head norms: session 12's block a row (loads issued
+** after the previous row's stores, the addend's after the barrier) 91.7 / 61.5 / 110.7 / 75.0 (bwd_v) /
+** 26.7; this kernel 87.7 / 65.6 / 109.1 / 62.8 / 23.9. Measured and not kept: the next row in registers
+** (4 vectors a thread, 165-196 registers: 3 warps a scheduler) 79.4 / 71.1 / 104.9 / 76.4 / 26.3; 4
+** vectors a thread here 98.2 / 68.9 / 123.0 / 65.0 / 24.9; three stages 92.0 / 63.6 / 100.6 / 73.3 / 26.7. */
+#define RBP_V 2
+/* dw partial sums of part p to part[p]; zeroes them. Every thread of the block calls it. */
+__device__ __forceinline__ void rbp_flush(float (&dwp)[RBP_V][8], float4 *sdw, float *part, int p, bool whole, int G) {
+  const int t = threadIdx.x, NT = blockDim.x, L = G / 8;
+  float *pr = part + (ll)p * G;
+  if (whole) {
 #pragma unroll
-  for (int j = 0; j < VMAX; j++)
-#pragma unroll
-    for (int k = 0; k < 8; k++) dwp[j][k] = 0.f;
-  int par = 0;
-  for (ll gi = blockIdx.x; gi < ngroups; gi += gridDim.x, par ^= 1) {
-    const uint4 *xr = (const uint4 *)((const unsigned short *)x + gi * G) + t,
-                *dr = (const uint4 *)((const unsigned short *)dy + gi * G) + t;
-    uint4 xv[VMAX], dv[VMAX];
-#pragma unroll
-    for (int j = 0; j < VMAX; j++)
-      if (j < V) { xv[j] = xr[j * 128]; dv[j] = dr[j * 128]; }
-    const float r = rstd[gi];
-    float dot = 0.f;
-#pragma unroll
-    for (int j = 0; j < VMAX; j++)
-      if (j < V) {
-        float xf[8], df[8], wf[8];
-        dfl_bf8(xv[j], xf);
-        dfl_bf8(dv[j], df);
-        dfl_bf8(__ldg(wr + j * 128), wf);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-          const float xh = xf[k] * r;
-          dot += df[k] * wf[k] * xh;
-          dwp[j][k] += df[k] * xh;
-        }
-      }
-    dot = warp_sum(dot);
-    if ((t & 31) == 0) red[par][t >> 5] = dot;
-    __syncthreads();   /* red[par] is written again two rows on, after the next row's barrier */
-    dot = (red[par][0] + red[par][1] + red[par][2] + red[par][3]) / G;
-#pragma unroll
-    for (int j = 0; j < VMAX; j++)
-      if (j < V) {
-        float xf[8], df[8], wf[8], o[8];
-        dfl_bf8(xv[j], xf);
-        dfl_bf8(dv[j], df);
-        dfl_bf8(__ldg(wr + j * 128), wf);
-#pragma unroll
-        for (int k = 0; k < 8; k++) o[k] = r * (df[k] * wf[k] - xf[k] * r * dot);
-        if (ad) {   /* the addend (dfl_fuse_add): dx = r + the norm's dx, rounded once */
-          float af[8];
-          dfl_bf8(*((const uint4 *)((const unsigned short *)ad + gi * G) + t + j * 128), af);
-#pragma unroll
-          for (int k = 0; k < 8; k++) o[k] += af[k];
-        }
-        *((uint4 *)((unsigned short *)dx + gi * G) + t + j * 128) = dfl_f2bf8(o);
-      }
-  }
-  float *pr = part + (ll)blockIdx.x * G;
-#pragma unroll
-  for (int j = 0; j < VMAX; j++)
-    if (j < V) {
-      float4 *q = (float4 *)(pr + (j * 128 + t) * 8);
+    for (int j = 0; j < RBP_V; j++) {
+      float4 *q = (float4 *)(pr + (j * NT + t) * 8);
       q[0] = make_float4(dwp[j][0], dwp[j][1], dwp[j][2], dwp[j][3]);
       q[1] = make_float4(dwp[j][4], dwp[j][5], dwp[j][6], dwp[j][7]);
     }
-}
-#define DFL_RMSNORM_BWD_R(VM)                                                                                      \
-  extern "C" __global__ void __launch_bounds__(128) dfl_rmsnorm_bwd_r##VM(void *dx, float *part, const void *x,    \
-                                                                          const void *w, const float *rstd,        \
-                                                                          const void *dy, const void *ad,          \
-                                                                          ll ngroups, int V) {                     \
-    rmsnorm_bwd_r<VM>(dx, part, x, w, rstd, dy, ad, ngroups, V);                                                    \
+  } else {
+    sdw[2 * t] = make_float4(dwp[0][0], dwp[0][1], dwp[0][2], dwp[0][3]);
+    sdw[2 * t + 1] = make_float4(dwp[0][4], dwp[0][5], dwp[0][6], dwp[0][7]);
+    __syncthreads();
+    const float *sf = (const float *)sdw;
+    for (int i = t; i < G; i += NT) {   /* feature i: threads q L + i / 8, q = 0 .. NT / L - 1, in order */
+      float s = 0.f;
+      for (int q = 0; q < NT / L; q++) s += sf[(q * L + i / 8) * 8 + i % 8];
+      pr[i] = s;
+    }
+    __syncthreads();   /* sdw is written again at the next flush */
   }
-DFL_RMSNORM_BWD_R(4)
-DFL_RMSNORM_BWD_R(5)
-DFL_RMSNORM_BWD_R(6)
-DFL_RMSNORM_BWD_R(8)
+#pragma unroll
+  for (int j = 0; j < RBP_V; j++)
+#pragma unroll
+    for (int k = 0; k < 8; k++) dwp[j][k] = 0.f;
+}
+/* The row after `row` in the block's sequence: rows in np parts (np = min(rows, DFL_RMS_PARTS), part p
+** is rows p, p + np, ...), block b taking parts b, b + gridDim.x, ... in turn, so the partial rows
+** (and the sums' order) do not depend on the grid, that is on the device's SMs. */
+__device__ __forceinline__ void rbp_next(int p, ll row, ll nrows, int np, int &pn, ll &rn) {
+  rn = row + np;
+  pn = p;
+  if (rn >= nrows) pn = p + gridDim.x, rn = pn;
+}
+/* Stage s of array a (x, dy, the addend: NA of them), this thread's vector j: consecutive threads,
+** consecutive 16 bytes. */
+#define RBP_SLOT(stg, s, a, j) ((stg) + (((s) * (AD ? 3 : 2) + (a)) * RBP_V + (j)) * blockDim.x + threadIdx.x)
+template <bool AD>
+__device__ __forceinline__ void rbp_issue(uint4 *stg, int s, const void *x, const void *dy, const void *ad, ll row,
+                                          int C, bool ok) {
+  if (ok) {
+    const ll o = row * C;
+#pragma unroll
+    for (int j = 0; j < RBP_V; j++) {
+      const ll e = o + (ll)(j * blockDim.x + threadIdx.x) * 8;
+      tc_cp16(RBP_SLOT(stg, s, 0, j), (const unsigned short *)x + e, 1);
+      tc_cp16(RBP_SLOT(stg, s, 1, j), (const unsigned short *)dy + e, 1);
+      if (AD) tc_cp16(RBP_SLOT(stg, s, 2, j), (const unsigned short *)ad + e, 1);
+    }
+  }
+  tc_commit();   /* an empty group when !ok: one group per row slot, so wait<1> is this row's */
+}
+__device__ __forceinline__ void rbp_rstd(float (&r)[RBP_V], const float *rstd, ll row, int C, int G, bool ok) {
+#pragma unroll
+  for (int j = 0; j < RBP_V; j++)
+    r[j] = !ok ? 0.f : G == C ? (j == 0 ? rstd[row] : 0.f)
+                     : rstd[(row * C + (ll)(j * blockDim.x + threadIdx.x) * 8) / G];
+}
+template <bool AD>
+__device__ __forceinline__ void rmsnorm_bwd_p(void *dx, float *part, const void *x, const void *w, const float *rstd,
+                                              const void *dy, const void *ad, ll nrows, int np, int C, int G) {
+  /* [2 stages][x, dy (, addend)][RBP_V][NT] (128 (192) NT bytes), then for G < C the block's dw
+  ** partial sums, 8 a thread (32 NT bytes) */
+  extern __shared__ uint4 stg[];
+  __shared__ float red[2][16];
+  const int t = threadIdx.x, NT = blockDim.x, nw = NT >> 5, L = G / 8;
+  float4 *sdw = (float4 *)(stg + 2 * (AD ? 3 : 2) * RBP_V * NT);
+  const bool whole = G == C;
+  const uint4 *wr = (const uint4 *)w + (whole ? t : t % L);   /* read per row (L1) */
+  float dwp[RBP_V][8];
+#pragma unroll
+  for (int j = 0; j < RBP_V; j++)
+#pragma unroll
+    for (int k = 0; k < 8; k++) dwp[j][k] = 0.f;
+  int p = blockIdx.x, p1;
+  ll row = p, row1;
+  rbp_next(p, row, nrows, np, p1, row1);
+  rbp_issue<AD>(stg, 0, x, dy, ad, row, C, p < np);
+  rbp_issue<AD>(stg, 1, x, dy, ad, row1, C, p1 < np);
+  float rv[RBP_V];
+  rbp_rstd(rv, rstd, row, C, G, p < np);
+  for (int s = 0, par = 0; p < np; s ^= 1, par ^= 1) {
+    float rn[RBP_V];
+    rbp_rstd(rn, rstd, row1, C, G, p1 < np);   /* the next row's, in flight through this one */
+    tc_wait<1>();   /* this row's copies (this thread's own) have landed */
+    float dot[RBP_V];
+#pragma unroll
+    for (int j = 0; j < RBP_V; j++) {
+      const float r = whole ? rv[0] : rv[j];
+      float xf[8], df[8], wf[8];
+      dfl_bf8(*RBP_SLOT(stg, s, 0, j), xf);
+      dfl_bf8(*RBP_SLOT(stg, s, 1, j), df);
+      dfl_bf8(__ldg(wr + (whole ? j * NT : 0)), wf);
+      dot[j] = 0.f;
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const float xh = xf[k] * r;
+        dot[j] += df[k] * wf[k] * xh;
+        if (whole) dwp[j][k] += df[k] * xh;   /* static indices: the array stays in registers */
+        else dwp[0][k] += df[k] * xh;
+      }
+    }
+    if (whole) {
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < RBP_V; j++) sum += dot[j];
+      sum = warp_sum(sum);
+      if ((t & 31) == 0) red[par][t >> 5] = sum;
+      __syncthreads();   /* red[par] is written again two rows on, after the next row's barrier */
+      sum = 0.f;
+      for (int q = 0; q < nw; q++) sum += red[par][q];   /* fixed order */
+#pragma unroll
+      for (int j = 0; j < RBP_V; j++) dot[j] = sum / G;
+    } else {
+#pragma unroll
+      for (int j = 0; j < RBP_V; j++) {
+        for (int o = L >> 1; o > 0; o >>= 1) dot[j] += __shfl_xor_sync(0xffffffffu, dot[j], o);
+        dot[j] /= G;
+      }
+    }
+    uint4 *dxr = (uint4 *)((unsigned short *)dx + row * C) + t;
+#pragma unroll
+    for (int j = 0; j < RBP_V; j++) {
+      const float r = whole ? rv[0] : rv[j];
+      float xf[8], df[8], wf[8], o[8];
+      dfl_bf8(*RBP_SLOT(stg, s, 0, j), xf);
+      dfl_bf8(*RBP_SLOT(stg, s, 1, j), df);
+      dfl_bf8(__ldg(wr + (whole ? j * NT : 0)), wf);
+#pragma unroll
+      for (int k = 0; k < 8; k++) o[k] = r * (df[k] * wf[k] - xf[k] * r * dot[j]);
+      if (AD) {   /* the addend (dfl_fuse_add): dx = r + the norm's dx, rounded once */
+        float af[8];
+        dfl_bf8(*RBP_SLOT(stg, s, 2, j), af);
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] += af[k];
+      }
+      dxr[j * NT] = dfl_f2bf8(o);
+    }
+    int p2;
+    ll row2;
+    rbp_next(p1, row1, nrows, np, p2, row2);
+    rbp_issue<AD>(stg, s, x, dy, ad, row2, C, p2 < np);   /* into the stage just read */
+    if (p1 != p) rbp_flush(dwp, sdw, part, p, whole, G);
+#pragma unroll
+    for (int j = 0; j < RBP_V; j++) rv[j] = rn[j];
+    p = p1, row = row1, p1 = p2, row1 = row2;
+  }
+}
+extern "C" __global__ void __launch_bounds__(512) dfl_rmsnorm_bwd_p(void *dx, float *part, const void *x,
+                                                                   const void *w, const float *rstd, const void *dy,
+                                                                   ll nrows, int np, int C, int G) {
+  rmsnorm_bwd_p<false>(dx, part, x, w, rstd, dy, 0, nrows, np, C, G);
+}
+extern "C" __global__ void __launch_bounds__(512) dfl_rmsnorm_bwd_pa(void *dx, float *part, const void *x,
+                                                                    const void *w, const float *rstd, const void *dy,
+                                                                    const void *ad, ll nrows, int np, int C, int G) {
+  rmsnorm_bwd_p<true>(dx, part, x, w, rstd, dy, ad, nrows, np, C, G);
+}
 
 /* RMSNORM's quantized form (dfl_fuse_quant; G is the row): one block per row of C =
 ** 8 * NCH * blockDim.x features, the row held in registers (common.cuh rowq_store). One read of the

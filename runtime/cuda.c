@@ -38,7 +38,7 @@ enum {
   K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
   K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32,
-  K_RMSNORM_WQ32, K_RMSNORM_BWD_R4, K_RMSNORM_BWD_R5, K_RMSNORM_BWD_R6, K_RMSNORM_BWD_R8, K_ROPE_R, K_SWIGLU_QR,
+  K_RMSNORM_WQ32, K_RMSNORM_BWD_P, K_RMSNORM_BWD_PA, K_RMSNORM_R, K_ROPE_R, K_SWIGLU_QR,
   K_QUANT_F8R, K_RMSNORM_QR, K_ROPE_P4, K_ROPE_P8, K_ATT_BWD_KV, K_BLOCK_COPY, K_BLOCK_COLSUM, K_BLOCK_COLFIN, K_COUNT
 };
 static const char *kname[] = {
@@ -51,8 +51,8 @@ static const char *kname[] = {
   "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
   "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
-  "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_r4", "dfl_rmsnorm_bwd_r5", "dfl_rmsnorm_bwd_r6",
-  "dfl_rmsnorm_bwd_r8", "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr", "dfl_rope_p4", "dfl_rope_p8",
+  "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_p", "dfl_rmsnorm_bwd_pa", "dfl_rmsnorm_r",
+  "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr", "dfl_rope_p4", "dfl_rope_p8",
   "dfl_attn_bwd_kv", "dfl_block_copy", "dfl_block_colsum", "dfl_block_colfin"};
 _Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
 
@@ -423,6 +423,9 @@ static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os, int qdo) {
   return DFL_OK;
 }
 
+/* Dynamic shared memory of the pipelined RMSNorm backward (kernels/rmsnorm.cuh rmsnorm_bwd_p), at most:
+** its two row stages take 96 KB for rows of 8192 with the addend; 1 KB left for its static array. */
+#define RBP_SMEM(smax) ((smax) - 1024)
 static int load_kernels(dfl_cuda *c, const char *arch) {
   struct dfl_cuda_impl *im = c->impl;
   char *src = NULL;
@@ -458,6 +461,9 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->smax = smax;
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
+  /* the RMSNorm backward's row stages; op RMSNORM_BWD checks a row's fit */
+  CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_P], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
+  CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_PA], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
   for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
@@ -1064,13 +1070,19 @@ static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int
   return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
 }
 
-/* The row-per-block RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_r): bf16 tensors, rows of
-** G = 1024 V features with V <= 8, 16-byte aligned pointers; their K_ index, or -1 (then
+/* The pipelined RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_p): bf16 tensors, 16-byte
+** aligned pointers, and groups of whole rows of G = 1024 V features (V <= 8), or of G = 8 L features
+** with L a power of two <= 32 (the q/k head norms), which the kernel takes in rows of C = 4096, 2048
+** or 1024 (the largest that divides the tensor). Returns the kernel's row C, or 0 (then
 ** dfl_rmsnorm_bwd_v runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
-static int rms_bwd_row_kernel(int G, const void *const *p, const int *d, int n) {
-  int V = G / 1024;
-  if (env_off("DFL_RMS_BWD_ROW") || G % 1024 || V < 1 || V > 8 || !bf16_vecs(p, d, n)) return -1;
-  return V <= 4 ? K_RMSNORM_BWD_R4 : V == 5 ? K_RMSNORM_BWD_R5 : V == 6 ? K_RMSNORM_BWD_R6 : K_RMSNORM_BWD_R8;
+static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d, int n) {
+  int L = G / 8;
+  if (env_off("DFL_RMS_BWD_ROW") || !bf16_vecs(p, d, n)) return 0;
+  if (G % 512 == 0) return G <= 8192 ? G : 0;
+  if (G % 8 || L < 1 || L > 32 || (L & (L - 1))) return 0;
+  for (int C = 4096; C >= 512; C /= 2)
+    if (numel % C == 0) return C;
+  return 0;
 }
 
 /* head_dim hd = 16 x a power of two, at most 512: a (row, head)'s hd / 16 threads are aligned lanes
@@ -1262,6 +1274,10 @@ static int exec_op(dfl_cuda *c, int i) {
       void *a[] = {&o0, &sc, &rs, &i0, &d1, &w, &dw, &Gi, &eps, &mid};
       return nch ? launch2(c, nch == 2 ? K_RMSNORM_Q2 : K_RMSNORM_Q4, ng, 1, Gi / (8 * nch), 0, a) : DFL_ESHAPE;
     }
+    if (rowq_pipe(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3)) { /* rows walked, pipelined */
+      void *ar[] = {&o0, &rs, &i0, &w, &ng, &Gi, &eps};
+      return rowq_pipe_launch(c, K_RMSNORM_R, ng, Gi, ar);
+    }
     int kw = rms_warp_kernel(Gi, 0, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
     if (kw >= 0) {
       void *aw[] = {&o0, &rs, &i0, &w, &ng, &V, &eps};
@@ -1283,14 +1299,20 @@ static int exec_op(dfl_cuda *c, int i) {
     void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
     const void *pp[] = {o0, i0, w, dy, ad ? ad : o0};
     const int pd[] = {d0, d1, dtw, ddy, dad};
-    int kr = rms_bwd_row_kernel(Gi, pp, pd, 5), blk = kr < 0 ? rms_vec_block(Gi, pp, pd, 5) : 0;
-    if (kr >= 0 || blk) { /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
+    int C = rms_bwd_row(Gi, (int64_t)ng * Gi, pp, pd, 5);
+    size_t stg = (size_t)((ad ? 192 : 128) + (C != Gi ? 32 : 0)) * (C / 16); /* two row stages (+ dw sums) */
+    if (stg > (size_t)RBP_SMEM(im->smax)) C = 0; /* they do not fit */
+    int blk = C ? 0 : rms_vec_block(Gi, pp, pd, 5);
+    if (C || blk) { /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
       int np;
-      if (kr >= 0) { /* a block per row */
-        np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS);
-        int V = Gi / 1024;
-        void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &ng, &V};
-        TRY(launch2(c, kr, np, 1, 128, 0, ar));
+      if (C) { /* blocks of C / 16 threads walk rows of C, as many blocks as the SMs hold */
+        long long nr = ng * Gi / C;
+        int k = ad ? K_RMSNORM_BWD_PA : K_RMSNORM_BWD_P, occ = 0;
+        np = (int)(nr < DFL_RMS_PARTS ? nr : DFL_RMS_PARTS);
+        CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)im->k[k], C / 16, stg));
+        int64_t nb = (int64_t)im->nsm * (occ < 1 ? 1 : occ);
+        void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &nr, &np, &C, &Gi}, *ap[] = {&o0, &dw, &i0, &w, &rs, &dy, &nr, &np, &C, &Gi};
+        TRY(launch2(c, k, nb < np ? nb : np, 1, C / 16, stg, ad ? ar : ap));
       } else {
         /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
         ** the SMs' threads); DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons */

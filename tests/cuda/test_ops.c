@@ -775,14 +775,28 @@ int main(void) {
     case_rmsnorm(45, 3328, 3328, 0);
     case_rmsnorm(33, 8192, 8192, 0);
     case_rmsnorm(9, 8448, 8448, 0);
+    /* bf16 rows of 1024 V features (above: 4096, 5120, 8192) take the pipelined row kernel
+    ** (dfl_rmsnorm_r); DFL_ROWQ_PIPE=0 the warp kernel (2048), and with DFL_RMS_WARP=0 the block one */
+    setenv("DFL_ROWQ_PIPE", "0", 1);
+    case_rmsnorm(61, 2048, 2048, 0);
     setenv("DFL_RMS_WARP", "0", 1);
     case_rmsnorm(301, 4096, 4096, 0);
     unsetenv("DFL_RMS_WARP");
-    /* bf16 backward: rows of 1024 V features take the row-per-block kernels (VMAX 4, 5, 6, 8; above,
-    ** 4096, 5120 and 8192 rows, some past 512 blocks); V = 6 and 7 here, and DFL_RMS_BWD_ROW=0 the
-    ** block kernel again */
+    unsetenv("DFL_ROWQ_PIPE");
+    /* bf16 backward, the pipelined kernels (dfl_rmsnorm_bwd_p / _pa): whole rows of 512 V features
+    ** (above: 4096, 5120, 8192, some in more rows than 512 parts, so blocks take several parts of
+    ** several rows), 6144, 7168 and 1536 here (blocks of 384, 448 and 96 threads); groups of 8 L
+    ** features in rows of 4096 (L 16, with the addend; L 32), of 1024 (1501 rows: parts of 2-3 rows;
+    ** L 8) and L 1;
+    ** DFL_RMS_BWD_ROW=0 the block kernel again */
     case_rmsnorm(29, 6144, 6144, 1);
     case_rmsnorm(600, 7168, 7168, 0);
+    case_rmsnorm(77, 1536, 1536, 1);
+    case_rmsnorm(300, 4096, 128, 1);
+    case_rmsnorm(70, 2048, 256, 0);
+    case_rmsnorm(1501, 1024, 128, 0);
+    case_rmsnorm(2050, 512, 64, 0);
+    case_rmsnorm(64, 128, 8, 0);
     setenv("DFL_RMS_BWD_ROW", "0", 1);
     case_rmsnorm(1501, 4096, 4096, 1);
     unsetenv("DFL_RMS_BWD_ROW");
