@@ -11,12 +11,13 @@
 # bench_fp8_gemm runs before the benches.
 # A carried dflc_old (the previous commit's dflc_gpu) benches the 8B (and with RUN27=1 the 27B) again
 # in the same call, into old.log: a before/after of a change that has no switch. A carried
-# bench_optim runs the optimizer kernels alone at both drafters' shapes (BENCH_OPT_V: its variants).
+# bench_optim runs the optimizer kernels alone at both drafters' shapes (BENCH_OPT_V: its variants);
+# bench_memops the memory-bound row kernels at the steps' shapes against copies (BENCH_MEM_V: variants).
 # Serial: nothing overlaps a bench. Logs go to $OUT (the device tool's output folder).
 set -o pipefail   # "rc" below is the program's status, not tail's
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_session.sh DIR}
-for b in dflc_gpu dflc_old cuda_ops cuda_step test_train_cuda cuda_init bench_attention bench_fp8_gemm bench_optim; do
+for b in dflc_gpu dflc_old cuda_ops cuda_step test_train_cuda cuda_init bench_attention bench_fp8_gemm bench_optim bench_memops; do
   [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b
 done
 export DFL_CACHE_DIR=/tmp/dflc-cache
@@ -39,6 +40,7 @@ done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 
 [ -x /tmp/bench_attention ] && ( DFL_SEED=12345 timeout 90 /tmp/bench_attention 10; echo "rc $?" ) > $OUT/attention.log 2>&1; ts attention
 [ -x /tmp/bench_optim ] && ( for sh in 27b 8b; do timeout 150 /tmp/bench_optim $sh 15; echo "rc $?"; done ) > $OUT/optim.log 2>&1; ts optim
 [ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm
+[ -x /tmp/bench_memops ] && ( timeout 240 /tmp/bench_memops 21; echo "rc $?" ) > $OUT/memops.log 2>&1; ts memops
 [ -x /tmp/dflc_old ] && { echo "== old 8B"; timeout ${BENCH_T:-240} /tmp/dflc_old bench examples/qwen3-8b.dfl --steps 20 2>&1 |
   grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|energy|rc|error"; } > $OUT/old.log 2>&1 && ts old8b
 ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $OPSF --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b

@@ -51,7 +51,7 @@ static bcase cs[MAXC];
 static int ncs;
 /* tensors to fill, with a value range: [lo, hi) */
 static struct { int t; float lo, hi; } fills[MAXT];
-static int nfill;
+static int nfill, ipos[MAXC * NSET], nipos; /* ipos: i32 positions */
 
 static int tens(const char *base, int k, dfl_dtype dt, int64_t r, int64_t c, float lo, float hi) {
   char nm[64];
@@ -130,6 +130,45 @@ static void case_quant(const char *nm, int64_t R, int64_t C, int swiglu) {
   ncs++;
 }
 
+/* ROPE over R rows of nh heads of 128 (theta 1e6), positions drawn below 40,000 */
+static void case_rope(const char *nm, int64_t R, int nh) {
+  bcase *b = &cs[ncs];
+  snprintf(b->name, sizeof b->name, "%s %lldx%dx128", nm, (long long)R, nh);
+  b->op0 = g.nops;
+  for (int k = 0; k < NSET; k++) {
+    int x = tens("x", k, DFL_BF16, R, nh * 128, -2, 2);
+    int pos = tens("pos", k, DFL_I32, 0, R, 0, 0);
+    ipos[nipos++] = pos;
+    dfl_rope(&g, x, pos, nh, 128, 1e6, "xr");
+  }
+  b->op1 = g.nops;
+  b->bytes = (double)R * nh * 128 * 4 + R * 4;
+  add_copy(b);
+  ncs++;
+}
+
+/* the target's per-head q/k norms and RoPE, fused into one launch (dfl_fuse_norm_rope, then
+** dfl_fuse_rope_pair): q R x 32 x 128, k R x 8 x 128 */
+static void case_norm_rope_pair(const char *nm, int64_t R) {
+  bcase *b = &cs[ncs];
+  snprintf(b->name, sizeof b->name, "%s %lldx(32+8)x128", nm, (long long)R);
+  b->op0 = g.nops;
+  for (int k = 0; k < NSET; k++) {
+    int xq = tens("xq", k, DFL_BF16, R, 32 * 128, -2, 2), xk = tens("xk", k, DFL_BF16, R, 8 * 128, -2, 2);
+    int wq = tens("wq", k, DFL_BF16, 0, 128, 0.5f, 1.5f), wk = tens("wk", k, DFL_BF16, 0, 128, 0.5f, 1.5f);
+    int pos = tens("pos", k, DFL_I32, 0, R, 0, 0);
+    ipos[nipos++] = pos;
+    dfl_rope(&g, dfl_rmsnorm(&g, xq, wq, 128, 1e-6, "qn"), pos, 32, 128, 1e6, "qr");
+    dfl_rope(&g, dfl_rmsnorm(&g, xk, wk, 128, 1e-6, "kn"), pos, 8, 128, 1e6, "kr");
+  }
+  int f1 = dfl_fuse_norm_rope(&g), f2 = dfl_fuse_rope_pair(&g);
+  if (f1 != 2 * NSET || f2 != NSET) { fprintf(stderr, "FAIL: %s: fused %d and %d\n", b->name, f1, f2); exit(1); }
+  b->op1 = g.nops;
+  b->bytes = (double)R * 40 * 128 * 4 + R * 4 + 2 * 128 * 2;
+  add_copy(b);
+  ncs++;
+}
+
 static dfl_cuda c;
 static cudaEvent_t e0, e1;
 static int busy_op;
@@ -178,6 +217,9 @@ int main(int argc, char **argv) {
   case_norm_bwd("norm bwd (27B drafter)", 8192, 5120, 5120, 1);
   case_norm_bwd("q-norm bwd (drafter)", 8192, 4096, 128, 0);
   case_norm_bwd("k-norm bwd (drafter)", 8192, 1024, 128, 0);
+  case_norm_rope_pair("q/k norm+rope (target)", 4096);
+  case_rope("rope q (drafter)", 8192, 32);
+  case_rope("rope k (drafter)", 8192, 8);
   { /* the busy op: 1 GiB copied */
     int x = dfl_tensor_1d(&g, "busy.x", DFL_BF16, DFL_T_INPUT, (int64_t)1 << 28);
     int y = dfl_tensor_1d(&g, "busy.y", DFL_BF16, DFL_T_INPUT, (int64_t)1 << 28);
@@ -199,6 +241,14 @@ int main(int argc, char **argv) {
     if (dfl_cuda_set_f(&c, fills[i].t, h, n)) return 1;
   }
   free(h);
+  int32_t *pv = malloc(8192 * sizeof *pv);
+  if (!pv) { fprintf(stderr, "FAIL: out of host memory\n"); return 1; }
+  for (int i = 0; i < nipos; i++) {
+    int64_t n = dfl_tensor_numel(&g.t[ipos[i]]);
+    for (int64_t k = 0; k < n; k++) pv[k] = (int32_t)(20000.f * (urand() + 1.f));
+    if (dfl_cuda_set_i32(&c, ipos[i], pv, n)) return 1;
+  }
+  free(pv);
   CU(cudaEventCreate(&e0));
   CU(cudaEventCreate(&e1));
   printf("%d reps; per launch: kernel ms, GB/s by the op's bytes, a copy of those bytes, the ratio\n", reps);
