@@ -23,13 +23,7 @@
 #include "tests/cuda/bench_util.h"
 
 static unsigned long long rng_s = 12345;
-static float urand(void) { /* splitmix64 -> [-1, 1) */
-  unsigned long long z = (rng_s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
-}
+static float urand(void) { return dfl_bench_urand(&rng_s); }
 
 enum { MAXP = 64 };
 typedef struct { int64_t r, c; } shape;

@@ -34,6 +34,15 @@ static inline int dfl_bench_median_ms(dfl_cuda *c, int (*run)(dfl_cuda *, int), 
   return 0;
 }
 
+/* splitmix64 -> [-1, 1): the benchmarks' fresh random inputs */
+static inline float dfl_bench_urand(unsigned long long *s) {
+  unsigned long long z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return (float)((double)(z >> 11) / 4503599627370496.0 - 1.0);
+}
+
 /* setenv each VAR=VAL of spec (comma separated); set 0: unsetenv each VAR instead. */
 static inline void dfl_bench_setvars(const char *spec, int set) {
   char *buf = strdup(spec);
