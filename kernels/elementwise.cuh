@@ -101,11 +101,11 @@ DFL_SWIGLU_Q(4, __launch_bounds__(1024))
 ** in flight through its barrier. The block-per-row kernels have none there: dfl_swiglu_q2 2.6 TB/s,
 ** dfl_quant_f8 2.2 (ncu, 8B target). SW: h = silu(g) u (dfl_swiglu_qr), h = g r u with r the row's
 ** 1 / rms (dfl_rmsnorm_qr: u the norm weight, a barrier more a row; rmsnorm_wq took 1.9 TB/s), or
-** h = g (dfl_quant_f8r, u unused), or (SW 3, dfl_rmsnorm_r, session 17) the norm's y stored as bf16
-** without quantizing (one barrier a row; the warp-per-row rmsnorm_w, one row a warp and no loads in
-** flight past it, took 26 us for the 8B target's 4096 x 4096 where a copy takes 19: bench_memops),
-** held as bf16 pairs (the intermediate's dtype: the same bytes as
-** rowq_store's and dfl_quant_f8's; the norm's r from its f32 sum in another order). */
+** h = g (dfl_quant_f8r, u unused); h held as bf16 pairs (the intermediate's dtype: the same bytes as
+** rowq_store's and dfl_quant_f8's; the norm's r from its f32 sum in another order). SW 3 (session 17,
+** dfl_rmsnorm_r): the norm's y = x r w stored as bf16, not quantized, one barrier a row; the
+** warp-per-row rmsnorm_w (one row a warp, no loads in flight past it) took 25.8 us for the 8B target's
+** 4096 x 4096 where this takes 20.2 and a copy of its bytes 19.0 (bench_memops). */
 #define SQ_NCH 4
 template <int SW>
 __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void *g, const void *u, ll rows, int C,

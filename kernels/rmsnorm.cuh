@@ -180,10 +180,11 @@ extern "C" __global__ void dfl_rmsnorm_dw(void *dw, int dtdw, const float *part,
 ** partial sums stay in registers and go to part[p] at the end of part p (below), for G < C after a
 ** fixed-order sum over the block's threads that share them. No atomics: the same bits every run. Values
 ** as dfl_rmsnorm_bwd_v's; the f32 sums in another order.
-** bench_memops (8B drafter, us; a copy of the same bytes 65.5 / 50.0 / 83.4 / 52.3 / 16.9): whole rows
+** bench_memops (8B drafter, us; a copy of the same bytes 66.0 / 50.3 / 83.8 / 52.6 / 17.1): whole rows
 ** with the addend, without, the 27B's with, q and k head norms: session 12's block a row (loads issued
 ** after the previous row's stores, the addend's after the barrier) 91.7 / 61.5 / 110.7 / 75.0 (bwd_v) /
-** 26.7; this kernel 87.7 / 65.6 / 109.1 / 62.8 / 23.9. Measured and not kept: the next row in registers
+** 26.7; this kernel 78.2 / 65.3 / 108.9 / 62.6 / 23.5 (87.7 / 65.6 / 109.1 / 62.8 / 23.9 with the dw
+** sums in static shared memory, whole rows too: fewer blocks an SM). Measured and not kept: the next row in registers
 ** (4 vectors a thread, 165-196 registers: 3 warps a scheduler) 79.4 / 71.1 / 104.9 / 76.4 / 26.3; 4
 ** vectors a thread here 98.2 / 68.9 / 123.0 / 65.0 / 24.9; three stages 92.0 / 63.6 / 100.6 / 73.3 / 26.7. */
 #define RBP_V 2

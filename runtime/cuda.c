@@ -1071,10 +1071,10 @@ static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int
 }
 
 /* The pipelined RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_p): bf16 tensors, 16-byte
-** aligned pointers, and groups of whole rows of G = 1024 V features (V <= 8), or of G = 8 L features
-** with L a power of two <= 32 (the q/k head norms), which the kernel takes in rows of C = 4096, 2048
-** or 1024 (the largest that divides the tensor). Returns the kernel's row C, or 0 (then
-** dfl_rmsnorm_bwd_v runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
+** aligned pointers, and groups of whole rows of G = 512 V features (G <= 8192), or of G = 8 L features
+** with L a power of two <= 32 (the q/k head norms), which the kernel takes in rows of C = 4096 .. 512
+** (the largest that divides the tensor). Returns the kernel's row C, or 0 (then dfl_rmsnorm_bwd_v
+** runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
 static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d, int n) {
   int L = G / 8;
   if (env_off("DFL_RMS_BWD_ROW") || !bf16_vecs(p, d, n)) return 0;
@@ -1161,9 +1161,10 @@ static int op_rope(dfl_cuda *c, const dfl_op *op) {
                   wn1 ? dt(c, op->in[4]) : 0, nh2);
 }
 
-/* The pipelined row-quantizing kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr,
-** dfl_rmsnorm_qr, dfl_quant_f8r) take rows of C % 1024 == 0 features, C <= 12288 (C / 32
-** threads), their inputs bf16 and 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the other kernels. */
+/* The pipelined row kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr, dfl_rmsnorm_qr,
+** dfl_quant_f8r, and the unquantized bf16 norm dfl_rmsnorm_r) take rows of C % 1024 == 0 features,
+** C <= 12288 (C / 32 threads), their tensors bf16 and 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the
+** other kernels. */
 static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
   return !env_off("DFL_ROWQ_PIPE") && C % 1024 == 0 && C / 32 <= 384 && bf16_vecs(p, d, n);
 }
