@@ -12,6 +12,7 @@
 ** VAR=VAL" times each setting after the default. Usage: bench_memops [reps] [case-substring]
 */
 #include <cuda_runtime.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,11 +67,33 @@ static void add_copy(bcase *b) {
   b->cp1 = g.nops;
 }
 
+/* A case's first op and its name (printf-style), then, once its NSET ops are in, the rest: its last
+** op, its bytes and the copy of as many. */
+__attribute__((format(printf, 1, 2))) static bcase *case_begin(const char *fmt, ...) {
+  bcase *b = &cs[ncs];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b->name, sizeof b->name, fmt, ap);
+  va_end(ap);
+  b->op0 = g.nops;
+  return b;
+}
+static void case_end(bcase *b, double bytes) {
+  b->op1 = g.nops;
+  b->bytes = bytes;
+  add_copy(b);
+  ncs++;
+}
+/* an i32 position tensor of set k, drawn in main */
+static int positions(int k, int64_t R) {
+  int pos = tens("pos", k, DFL_I32, 0, R, 0, 0);
+  ipos[nipos++] = pos;
+  return pos;
+}
+
 /* RMSNORM over rows of C; quant: its FP8 form (the FP8 target's norms, dfl_fuse_quant) */
 static void case_norm(const char *nm, int64_t R, int64_t C, int quant) {
-  bcase *b = &cs[ncs];
-  snprintf(b->name, sizeof b->name, "%s %lldx%lld", nm, (long long)R, (long long)C);
-  b->op0 = g.nops;
+  bcase *b = case_begin("%s %lldx%lld", nm, (long long)R, (long long)C);
   for (int k = 0; k < NSET; k++) {
     int x = tens("x", k, DFL_BF16, R, C, -2, 2), w = tens("w", k, DFL_BF16, 0, C, 0.5f, 1.5f);
     int y = dfl_rmsnorm(&g, x, w, (int)C, 1e-6, "y");
@@ -80,17 +103,12 @@ static void case_norm(const char *nm, int64_t R, int64_t C, int quant) {
     }
   }
   if (quant && dfl_fuse_quant(&g) != NSET) { fprintf(stderr, "FAIL: %s: the norm did not fuse\n", b->name); exit(1); }
-  b->op1 = g.nops;
-  b->bytes = (double)R * C * (quant ? 3 : 4) + R * (quant ? 8 : 4) + C * 2;
-  add_copy(b);
-  ncs++;
+  case_end(b, (double)R * C * (quant ? 3 : 4) + R * (quant ? 8 : 4) + C * 2);
 }
 
 /* RMSNORM_BWD over R rows of D features in groups of G, with the residual's addend or not */
 static void case_norm_bwd(const char *nm, int64_t R, int64_t D, int G, int addend) {
-  bcase *b = &cs[ncs];
-  snprintf(b->name, sizeof b->name, "%s %lldx%lld G%d%s", nm, (long long)R, (long long)D, G, addend ? " +add" : "");
-  b->op0 = g.nops;
+  bcase *b = case_begin("%s %lldx%lld G%d%s", nm, (long long)R, (long long)D, G, addend ? " +add" : "");
   int64_t ng = R * D / G;
   for (int k = 0; k < NSET; k++) {
     int x = tens("x", k, DFL_BF16, R, D, -2, 2), w = tens("w", k, DFL_BF16, 0, G, 0.5f, 1.5f);
@@ -101,66 +119,46 @@ static void case_norm_bwd(const char *nm, int64_t R, int64_t D, int G, int adden
     a.group = G, a.eps = 1e-6;
     dfl_op_add(&g, DFL_OP_RMSNORM_BWD, (int[]){x, w, rs, dy, ad}, addend ? 5 : 4, (int[]){dx, dw}, 2, &a);
   }
-  b->op1 = g.nops;
-  b->bytes = (double)R * D * 2 * (addend ? 4 : 3) + ng * 4 + G * 6;
-  add_copy(b);
-  ncs++;
+  case_end(b, (double)R * D * 2 * (addend ? 4 : 3) + ng * 4 + G * 6);
 }
 
 /* SWIGLU + QUANT_F8 fused (the FP8 target's MLP), and QUANT_F8 alone (its attention output) */
 static void case_quant(const char *nm, int64_t R, int64_t C, int swiglu) {
-  bcase *b = &cs[ncs];
-  snprintf(b->name, sizeof b->name, "%s %lldx%lld", nm, (long long)R, (long long)C);
-  b->op0 = g.nops;
+  bcase *b = case_begin("%s %lldx%lld", nm, (long long)R, (long long)C);
   for (int k = 0; k < NSET; k++) {
     int x = tens("x", k, DFL_BF16, R, C, -3, 3), s;
     if (swiglu) x = dfl_swiglu(&g, x, tens("u", k, DFL_BF16, R, C, -2, 2), "h");
     dfl_quant_f8(&g, x, &s, "h8");
   }
   if (swiglu && dfl_fuse_quant(&g) != NSET) { fprintf(stderr, "FAIL: %s: did not fuse\n", b->name); exit(1); }
-  b->op1 = g.nops;
-  b->bytes = (double)R * C * (swiglu ? 5 : 3) + R * 4;
-  add_copy(b);
-  ncs++;
+  case_end(b, (double)R * C * (swiglu ? 5 : 3) + R * 4);
 }
 
 /* ROPE over R rows of nh heads of 128 (theta 1e6), positions drawn below 40,000 */
 static void case_rope(const char *nm, int64_t R, int nh) {
-  bcase *b = &cs[ncs];
-  snprintf(b->name, sizeof b->name, "%s %lldx%dx128", nm, (long long)R, nh);
-  b->op0 = g.nops;
+  bcase *b = case_begin("%s %lldx%dx128", nm, (long long)R, nh);
   for (int k = 0; k < NSET; k++) {
     int x = tens("x", k, DFL_BF16, R, nh * 128, -2, 2);
-    int pos = tens("pos", k, DFL_I32, 0, R, 0, 0);
-    ipos[nipos++] = pos;
+    int pos = positions(k, R);
     dfl_rope(&g, x, pos, nh, 128, 1e6, "xr");
   }
-  b->op1 = g.nops;
-  b->bytes = (double)R * nh * 128 * 4 + R * 4;
-  add_copy(b);
-  ncs++;
+  case_end(b, (double)R * nh * 128 * 4 + R * 4);
 }
 
 /* the target's per-head q/k norms and RoPE, fused into one launch (dfl_fuse_norm_rope, then
 ** dfl_fuse_rope_pair): q R x 32 x 128, k R x 8 x 128 */
 static void case_norm_rope_pair(const char *nm, int64_t R) {
-  bcase *b = &cs[ncs];
-  snprintf(b->name, sizeof b->name, "%s %lldx(32+8)x128", nm, (long long)R);
-  b->op0 = g.nops;
+  bcase *b = case_begin("%s %lldx(32+8)x128", nm, (long long)R);
   for (int k = 0; k < NSET; k++) {
     int xq = tens("xq", k, DFL_BF16, R, 32 * 128, -2, 2), xk = tens("xk", k, DFL_BF16, R, 8 * 128, -2, 2);
     int wq = tens("wq", k, DFL_BF16, 0, 128, 0.5f, 1.5f), wk = tens("wk", k, DFL_BF16, 0, 128, 0.5f, 1.5f);
-    int pos = tens("pos", k, DFL_I32, 0, R, 0, 0);
-    ipos[nipos++] = pos;
+    int pos = positions(k, R);
     dfl_rope(&g, dfl_rmsnorm(&g, xq, wq, 128, 1e-6, "qn"), pos, 32, 128, 1e6, "qr");
     dfl_rope(&g, dfl_rmsnorm(&g, xk, wk, 128, 1e-6, "kn"), pos, 8, 128, 1e6, "kr");
   }
   int f1 = dfl_fuse_norm_rope(&g), f2 = dfl_fuse_rope_pair(&g);
   if (f1 != 2 * NSET || f2 != NSET) { fprintf(stderr, "FAIL: %s: fused %d and %d\n", b->name, f1, f2); exit(1); }
-  b->op1 = g.nops;
-  b->bytes = (double)R * 40 * 128 * 4 + R * 4 + 2 * 128 * 2;
-  add_copy(b);
-  ncs++;
+  case_end(b, (double)R * 40 * 128 * 4 + R * 4 + 2 * 128 * 2);
 }
 
 static dfl_cuda c;
