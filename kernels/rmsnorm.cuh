@@ -148,21 +148,24 @@ extern "C" __global__ void __maxnreg__(48) dfl_rmsnorm_bwd_v(void *dx, int dtdx,
     part[(ll)blockIdx.x * G + i] = s;
   }
 }
-/* dw[i] = sum over the np partial rows in a fixed order: a block of 8 x 32 threads per 32 features,
-** thread (r, l) adds rows r, r + 8, ... of feature 32 blockIdx.x + l, then the 8 sums in order (one
-** thread per feature walking all np rows left a 128-feature norm's sum to 128 threads). */
-extern "C" __global__ void dfl_rmsnorm_dw(void *dw, int dtdw, const float *part, int np, int G) {
-  __shared__ float red[8][33];
+/* dw[i] = sum over the np partial rows in a fixed order: a block of 32 x 32 threads per 32 features,
+** thread (r, l) adds rows r, r + 32, ... of feature 32 blockIdx.x + l (unrolled: its loads in flight
+** together), then the 32 sums in order. (8 x 32 threads with 4 loads in flight left a 128-feature norm's
+** 512 rows to 4 latency-bound blocks.) */
+extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_dw(void *dw, int dtdw, const float *part, int np, int G) {
+  __shared__ float red[32][33];
   const int l = threadIdx.x & 31, r = threadIdx.x >> 5, i = blockIdx.x * 32 + l;
   float s = 0.f;
-  if (i < G)
-    for (int b = r; b < np; b += 8) s += part[(ll)b * G + i];
+  if (i < G) {
+#pragma unroll 16
+    for (int b = r; b < np; b += 32) s += part[(ll)b * G + i];
+  }
   red[r][l] = s;
   __syncthreads();
   if (r == 0 && i < G) {
     float t = 0.f;
 #pragma unroll
-    for (int k = 0; k < 8; k++) t += red[k][l];
+    for (int k = 0; k < 32; k++) t += red[k][l];
     stf(dw, dtdw, i, t);
   }
 }
@@ -216,9 +219,10 @@ __device__ __forceinline__ void rbp_flush(float (&dwp)[RBP_V][8], float4 *sdw, f
 #pragma unroll
     for (int k = 0; k < 8; k++) dwp[j][k] = 0.f;
 }
-/* The row after `row` in the block's sequence: rows in np parts (np = min(rows, DFL_RMS_PARTS), part p
-** is rows p, p + np, ...), block b taking parts b, b + gridDim.x, ... in turn, so the partial rows
-** (and the sums' order) do not depend on the grid, that is on the device's SMs. */
+/* The row after `row` in the block's sequence: rows in np parts (np = min(rows, DFL_RMS_PARTS, what 128
+** SMs hold of these blocks): runtime/cuda.c), part p is rows p, p + np, ..., block b taking parts b,
+** b + gridDim.x, ... in turn, so the partial rows (and the sums' order) do not depend on the grid, that
+** is on the device's SMs. */
 __device__ __forceinline__ void rbp_next(int p, ll row, ll nrows, int np, int &pn, ll &rn) {
   rn = row + np;
   pn = p;

@@ -1304,37 +1304,40 @@ static int exec_op(dfl_cuda *c, int i) {
     size_t stg = (size_t)((ad ? 192 : 128) + (C != Gi ? 32 : 0)) * (C / 16); /* two row stages (+ dw sums) */
     if (stg > (size_t)RBP_SMEM(im->smax)) C = 0; /* they do not fit */
     int blk = C ? 0 : rms_vec_block(Gi, pp, pd, 5);
-    if (C || blk) { /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic */
-      int np;
-      if (C) { /* blocks of C / 16 threads walk rows of C, as many blocks as the SMs hold */
-        long long nr = ng * Gi / C;
-        int k = ad ? K_RMSNORM_BWD_PA : K_RMSNORM_BWD_P, occ = 0;
-        np = (int)(nr < DFL_RMS_PARTS ? nr : DFL_RMS_PARTS);
-        CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)im->k[k], C / 16, stg));
-        int64_t nb = (int64_t)im->nsm * (occ < 1 ? 1 : occ);
-        void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &nr, &np, &C, &Gi}, *ap[] = {&o0, &dw, &i0, &w, &rs, &dy, &nr, &np, &C, &Gi};
-        TRY(launch2(c, k, nb < np ? nb : np, 1, C / 16, stg, ad ? ar : ap));
-      } else {
-        /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
-        ** the SMs' threads); DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons */
-        int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = DFL_RMS_PARTS;
-        const char *ep = getenv("DFL_RMS_BWD_PARTS");
-        int ev = ep ? atoi(ep) : 0;
-        if (ev >= 1 && ev <= DFL_RMS_PARTS) cap = ev;
-        np = (int)(nb < cap ? nb : cap);
-        TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
-      }
-      void *wout = P(op->out[1]);
-      int dto = dt(c, op->out[1]);
-      void *a2[] = {&wout, &dto, &dw, &np, &Gi};
-      return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
+    /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic.
+    ** DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons. */
+    const char *ep = getenv("DFL_RMS_BWD_PARTS");
+    int ev = ep ? atoi(ep) : 0, cap = ev >= 1 && ev <= DFL_RMS_PARTS ? ev : DFL_RMS_PARTS, np;
+    if (C) { /* blocks of C / 16 threads walk rows of C, as many blocks as the SMs hold */
+      long long nr = ng * Gi / C;
+      int k = ad ? K_RMSNORM_BWD_PA : K_RMSNORM_BWD_P, occ = 0;
+      CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)im->k[k], C / 16, stg));
+      if (occ < 1) occ = 1;
+      /* parts: at most as many blocks as 128 SMs hold, rounded down to a power of two. A block then
+      ** walks one part: more parts than resident blocks left some blocks two parts, the rest one (the
+      ** 27B's rows of 5120 with the addend: 3 blocks an SM, 396 for 512 parts, 107.2 us; 384 parts
+      ** 97.4, 256 parts 95.4: bench_memops). 128, not the device's SM count: the parts, and so the
+      ** sums' order, stay the same on every Hopper part. */
+      if (cap > 128 * occ && ev < 1)
+        for (cap = 1; 2 * cap <= 128 * occ;) cap *= 2; /* a power of two: equal parts of 2^k rows */
+      np = (int)(nr < cap ? nr : cap);
+      int64_t nb = (int64_t)im->nsm * occ;
+      void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &nr, &np, &C, &Gi}, *ap[] = {&o0, &dw, &i0, &w, &rs, &dy, &nr, &np, &C, &Gi};
+      TRY(launch2(c, k, nb < np ? nb : np, 1, C / 16, stg, ad ? ar : ap));
+    } else if (blk) {
+      /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
+      ** the SMs' threads) */
+      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per;
+      np = (int)(nb < cap ? nb : cap);
+      TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
+    } else {
+      np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS); /* the general kernel: a block per group, as many parts */
+      TRY(launch2(c, K_RMSNORM_BWD, np, 1, 256, 0, a));
     }
-    int np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS); /* the general kernel: a block per group, as many parts */
-    TRY(launch2(c, K_RMSNORM_BWD, np, 1, 256, 0, a));
     void *wout = P(op->out[1]);
     int dto = dt(c, op->out[1]);
     void *a2[] = {&wout, &dto, &dw, &np, &Gi};
-    return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 256, 0, a2);
+    return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 1024, 0, a2);
   }
   case DFL_OP_ROPE: return op_rope(c, op);
   case DFL_OP_GATHER: {

@@ -791,6 +791,7 @@ int main(void) {
     ** DFL_RMS_BWD_ROW=0 the block kernel again */
     case_rmsnorm(29, 6144, 6144, 1);
     case_rmsnorm(600, 7168, 7168, 0);
+    case_rmsnorm(1201, 5120, 5120, 1); /* 3 blocks an SM: 256 parts (the 27B's norms), of 4-5 rows */
     case_rmsnorm(77, 1536, 1536, 1);
     case_rmsnorm(300, 4096, 128, 1);
     case_rmsnorm(70, 2048, 256, 0);
