@@ -1376,6 +1376,20 @@ __device__ __forceinline__ void wg_abt64(float *d, unsigned a, unsigned ah, unsi
     if (k) wg_ss64<1>(d, da, db); else wg_ss64<0>(d, da, db);
   }
 }
+/* D (+)= A B, A from registers (a 64 x 16 bf16 fragment), B from shared memory K-major; SD 0: D = A B */
+template <int SD> __device__ __forceinline__ void wg_rs64(float *d, const unsigned *a, unsigned long long db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" WG_ACC32 "}, {%32, %33, %34, %35}, %36, %37, 1, 1, 0;"
+               : WG_D32(d)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(SD));
+}
+/* wg_abt64 with A from registers: eight 64 x 16 fragments over the 128 dims */
+__device__ __forceinline__ void wg_rbt64(float *d, const unsigned (*a)[4], unsigned b, unsigned bh) {
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    unsigned long long db = wg_desc(b + (k >> 2) * bh + (k & 3) * 32, 16, 1024);
+    if (k) wg_rs64<1>(d, a[k], db); else wg_rs64<0>(d, a[k], db);
+  }
+}
 /* mbarriers (shared::cta addresses) and named barriers */
 __device__ __forceinline__ void mb_init(unsigned a, unsigned n) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
@@ -1776,8 +1790,9 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
 ** a TMA producer warpgroup filling NSTG-slot K and V rings (tiles of 128 keys: the context union,
 ** then the own tile, by the forward's tensor maps), two consumer warpgroups of 64 rows in ping-pong.
 ** A consumer walks 64-key steps (the halves of a tile that hold keys of the unit's range):
-**   S = Q K^T, dP = dO V^T   two m64n64 wgmma groups, A and B from shared memory (Q and dO of the
-**                            warpgroup's rows stay there, swizzled as the forward's Q);
+**   S = Q K^T, dP = dO V^T   two m64n64 wgmma groups, B from shared memory; A: dO from shared memory
+**                            (Q and dO of the warpgroup's rows stay there, swizzled as the forward's
+**                            Q), Q from registers (QR: its fragments read once, 32 registers);
 **   P = exp2(S scale log2e - lse log2e) on the row's allowed keys, dS = P (dP - D), in registers;
 **   dQ += dS K               m64n128 wgmma, A = dS from registers (the accumulator layout is the A
 **                            fragment layout), B = K read N-major, exactly the forward's P V.
@@ -1787,11 +1802,18 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
 ** memory in bf16 ([row][key of its block]) and after the loop all 8 consumer warps form dKn = scale
 ** dS^T Q and dVn = P^T dO per block by mma.sync (tc_own_dkv, with the swizzled Q/dO addresses).
 ** One unit per CTA (not persistent: the own-block products need both warpgroups' Q and dO after
-** the loop). k2 carries the tensor maps. Registers: S, dP (32 each), dQ (64), two dS sets (16 each).
+** the loop). k2 carries the tensor maps. Registers: S, dP (32 each), dQ (64), two dS sets (16 each),
+** Q (32).
+** Q from registers (session 18): per 64-key step each consumer read Q, K, dO, V and K again from shared
+** memory (80 KB, and the ring's 32 KB of TMA writes, for 3 x 1 MFLOP: about what the SM's shared
+** memory moves while its tensor cores do that work). Measured on the H200 (bench_attention 20, the
+** query-major pass plus D by DFL_ATTN_BWD_SKIP=kv, same process; QR 0 is dfl_attn_bwdq_wg128s,
+** DFL_ATTN_BWDQ_RS=0): 8B full 0.940 -> 0.902 ms, sliding 0.780 -> 0.747, 27B 0.604 -> 0.585; the whole
+** backward 1.841 -> 1.798 ms (8B). dO from registers too (64 more: 124 bytes of spills): 0.916 ms.
 */
 #define WQ_KT 128
 #define WQ_NSTG 2
-template <int PP>
+template <int PP, int QR>
 __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const tc_bf *q, const unsigned char *tm,
                                         const int *anchors, const int *keep, const float *lse, const float *Dg,
                                         const tc_bf *dout, int batch, int S, int N, int B, int nh, int nkv, int W,
@@ -1872,6 +1894,19 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   tc_wait<0>();
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   nb_sync(5, 256); /* Q, dO and the zeroed P / dS of both warpgroups */
+  /* QR: Q's A fragments in registers (row gid (+ 8) of the warp's 16, dims 16 k + 2 t4 (+ 8) ..+1),
+  ** read once from the swizzled tile */
+  unsigned qa[QR ? 8 : 1][4];
+  if (QR) {
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int rr = (tid >> 5) * 16 + gid + (i & 1) * 8, d = 16 * k + (i >> 1) * 8 + 2 * t4;
+        qa[k][i] = *(const unsigned *)(wg_sm + (qw - sm0) + (d >> 6) * (QB / 2) + rr * 128 +
+                                       ((((d & 63) >> 3) ^ (rr & 7)) << 4) + (d & 7) * 2);
+      }
+  }
   const float sl2 = scale * TC_LOG2E;
   auto turn_wait = [&]() { if (PP) nb_sync(3 + wg, 256); };
   auto turn_give = [&]() { if (PP) nb_arrive(3 + (wg ^ 1), 256); };
@@ -1888,7 +1923,8 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
   /* S and dP of half h of tile t */
   auto issue_sdp = [&](float *s, float *dp, int t, int h) {
     const unsigned kb = ks + (t % NSTG) * TB + h * 64 * 128, vb = vs + (t % NSTG) * TB + h * 64 * 128;
-    wg_abt64(s, qw, QB / 2, kb, TB / 2);
+    if (QR) wg_rbt64(s, qa, kb, TB / 2);
+    else wg_abt64(s, qw, QB / 2, kb, TB / 2);
     wg_abt64(dp, dw, QB / 2, vb, TB / 2);
     wg_commit();
   };
@@ -2034,15 +2070,20 @@ WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 2, 1, 1, 0)
 WG_FWD_KERNEL(dfl_attn_fwd_wgd128, 128, 2, 1, 1, 2)
 WG_FWD_KERNEL(dfl_attn_fwd_wgd128s, 128, 2, 1, 1, 1) /* own keys always in a tile of their own */
 /* 384 threads, as the forward; k2 carries the tensor maps */
-extern "C" __global__ void __launch_bounds__(384, 1) dfl_attn_bwdq_wg128(TC_BWDQ_ARGS) {
-  (void)k1; (void)v1; (void)v2;
+#define WG_BWDQ_KERNEL(name, QR)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(384, 1) name(TC_BWDQ_ARGS) {                                     \
+    (void)k1; (void)v1; (void)v2;                                                                               \
+    WG_BWDQ_BODY(QR)                                                                                           \
+  }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  wg_bwdq<1>(dq, dk2, dv2, q, (const unsigned char *)k2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
+#define WG_BWDQ_BODY(QR) \
+  wg_bwdq<1, QR>(dq, dk2, dv2, q, (const unsigned char *)k2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 #else
-  (void)dq; (void)dk2; (void)dv2; (void)q; (void)k2; (void)anchors; (void)keep; (void)lse; (void)D; (void)dout;
-  (void)batch; (void)S; (void)N; (void)B; (void)nh; (void)nkv; (void)window; (void)scale;
+#define WG_BWDQ_BODY(QR) (void)dq; (void)dk2; (void)dv2; (void)q; (void)k2; (void)anchors; (void)keep; (void)lse; (void)D; \
+  (void)dout; (void)batch; (void)S; (void)N; (void)B; (void)nh; (void)nkv; (void)window; (void)scale;
 #endif
-}
+WG_BWDQ_KERNEL(dfl_attn_bwdq_wg128, 1)
+WG_BWDQ_KERNEL(dfl_attn_bwdq_wg128s, 0) /* Q read from shared memory by every S product */
 
 /*
 ** ---- Hopper path (sm_90a only): DFLASH key-major backward (dKc/dVc), bf16, head_dim 128, by wgmma ----

@@ -35,7 +35,8 @@ enum {
   K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
   K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
   K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDKV_WG128,
+  K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDQ_WG128S,
+  K_ATT_BWDKV_WG128,
   K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
   K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32,
   K_RMSNORM_WQ32, K_RMSNORM_BWD_P, K_RMSNORM_BWD_PA, K_RMSNORM_R, K_ROPE_R, K_SWIGLU_QR,
@@ -47,7 +48,8 @@ static const char *kname[] = {
   "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
   "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
   "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
-  "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128",
+  "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdq_wg128s",
+  "dfl_attn_bwdkv_wg128",
   "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
   "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
   "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
@@ -100,6 +102,8 @@ struct dfl_cuda_impl {
   int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
   int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
   int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
+  int att_wgq;      /* the query-major backward's kernel: Q from registers (DFL_ATTN_BWDQ_RS=0: from shared
+                    ** memory, the previous kernel) */
   int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
   int att_split;    /* DFL_ATTN_BWDKV_SPLIT=n: the key-major pass in n parts (1: never split); 0: by the grid */
   int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all (bits 1 / 2 / both): leave those backward passes out
@@ -377,7 +381,7 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   if (bwd && im->att_wgd && im->tmap_encode && hd == 128) {
     enum { KT = 128, NSTG = 2 }; /* as WQ_KT, WQ_NSTG */
     size_t sq = 4 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 2 * 128 * (size_t)a->B * 2 + 1024;
-    if (sq <= (size_t)im->smax) { t->wgq = K_ATT_BWDQ_WG128; t->sq = sq; }
+    if (sq <= (size_t)im->smax) { t->wgq = im->att_wgq; t->sq = sq; }
   }
   /* Hopper: the key-major pass by wgmma (dfl_attn_bwdkv_wg128): a producer warpgroup and 2 consumers of
   ** 64 keys, K/V of the 128 keys resident, NSTG slots of a 64-row group's Q and dO (TMA boxes of G heads x
@@ -469,6 +473,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
   im->att_wg = !strcmp(arch, "sm_90a") && !env_off("DFL_ATTN_WG");
   im->att_wgs = env_off("DFL_ATTN_WG_MERGE");
+  im->att_wgq = env_off("DFL_ATTN_BWDQ_RS") ? K_ATT_BWDQ_WG128S : K_ATT_BWDQ_WG128;
   im->att_wgd = im->att_wg && !env_off("DFL_ATTN_WG_DFLASH");
   im->att_wg_bwd = im->att_wgd && !env_off("DFL_ATTN_WG_BWD");
   const char *skip = getenv("DFL_ATTN_BWD_SKIP");

@@ -139,8 +139,8 @@ static int bench(const char *name, int dflash, int window, int reps) {
   int fails = 0;
   for (int mode = 0; mode < nm; mode++) {
     static const char *vars[] = {"DFL_ATTN_REF", "DFL_ATTN_WG", "DFL_ATTN_WG_MERGE", "DFL_ATTN_WG_BWD", "DFL_ATTN_BWD_SKIP",
-                                 "DFL_ATTN_BWDKV_SPLIT"};
-    for (int v = 0; v < 6; v++) unsetenv(vars[v]);
+                                 "DFL_ATTN_BWDKV_SPLIT", "DFL_ATTN_BWDQ_RS"};
+    for (int v = 0; v < (int)(sizeof vars / sizeof *vars); v++) unsetenv(vars[v]);
     if (mode == 0) setenv("DFL_ATTN_REF", "1", 1);
     if (mode == 2) setenv("DFL_ATTN_WG", "0", 1);
     if (mode == 3) setenv("DFL_ATTN_WG_MERGE", "0", 1);

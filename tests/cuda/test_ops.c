@@ -884,6 +884,11 @@ int main(void) {
       case_attention_tc(1, 130, 40, 16, 0, 128, 16, 4, 3);
       case_attention_tc(1, 130, 40, 16, 60, 128, 16, 4, 0);
       unsetenv("DFL_ATTN_BWDKV_SPLIT");
+      /* the query-major pass with Q read from shared memory (dfl_attn_bwdq_wg128s, the previous kernel) */
+      setenv("DFL_ATTN_BWDQ_RS", "0", 1);
+      case_attention_tc(1, 700, 13, 16, 0, 128, 16, 4, 3);
+      case_attention_tc(1, 600, 9, 16, 200, 128, 16, 2, 3);
+      unsetenv("DFL_ATTN_BWDQ_RS");
     }
     case_linear_ce(0);
     case_linear_ce(1);
