@@ -66,6 +66,7 @@ int main(void) {
   s.init_seed = seed * 2654435761u + 1;
   s.accum = 2;                   /* the loss denominator is summed over micro-batches and replicas */
   s.ckpt_every = 0;
+  equiv_spec(&s);
   /* single device: the whole global batch (8 sequences) per micro-step */
   static trace one, split, rep;
   single(&s, &one, "single");

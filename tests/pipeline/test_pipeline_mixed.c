@@ -8,7 +8,7 @@
 **   mixed-5: cpu0, cpu2 colocated; cpu1, cpu3 drafter-only; cpu4 target-only; queue depth 1,
 **            prefetch 1, random stalls in the loader, the target and one replica;
 **   5x3: the layout of examples/qwen36-27b-5x3.dfl on CPU threads (5 target-only, 3 drafter-only
-**        devices, global batch 6) vs one device with batch 6;
+**        devices, global batch 6) vs one device with batch 6, and bit-equal to 3 colocated replicas;
 **   a drafter-only replica of mixed-3 failing at a random micro-batch: an error naming it.
 */
 #include <math.h>
@@ -76,7 +76,8 @@ int main(void) {
   s.init_seed = seed * 2654435761u + 1;
   s.accum = 2;
   s.ckpt_every = 0;
-  static trace one, rep2, mix3, rep4, mix5, one6, s53, bad;
+  equiv_spec(&s);
+  static trace one, rep2, mix3, rep4, mix5, one6, rep3, s53, bad;
   single(&s, &one, "mixed-single");
 
   /* N = 2: the example vs one device and vs two colocated replicas */
@@ -106,10 +107,13 @@ int main(void) {
   s.queue_depth = 5 + rand() % 6;
   s.prefetch = 2;
   single(&s, &one6, "mixed-single");
+  set_roles(&s, "CCC");
+  CHECK(pipe_run(&s, &rep3, "mixed-rep3", "", 0) == DFL_OK, "3 colocated replicas failed");
   set_roles(&s, "TTTTTDDD");
   printf("5x3: queue depth %d\n", s.queue_depth);
   CHECK(pipe_run(&s, &s53, "split-5x3", "", 0) == DFL_OK, "5 targets -> 3 drafters failed");
   compare(&one6, &s53, "split-5x3");
+  bit_equal(&rep3, &s53, "colocated-3", "split-5x3");
   s.batch = 8;
 
   /* a failing drafter-only replica stops the mixed run with an error */
