@@ -24,7 +24,8 @@ if(DFL_NCCL_INCLUDE)
                               INCLUDE_DIRECTORIES ${DFL_NCCL_INCLUDE})
 endif()
 
-foreach(t queue collective launch diag topo pipeline_equiv pipeline_faults pipeline_mixed)
+foreach(t queue collective launch diag topo pipeline_equiv pipeline_faults pipeline_mixed
+        pipeline_resume)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/pipeline/test_${t}.c)
     dfl_add_test(test_pipeline_${t} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
   endif()

@@ -43,6 +43,8 @@ static void train_usage(FILE *f) {
           "  is a directory written by `dflc build` (its spec, and its cubins: no kernel compilation).\n"
           "  Progress every log_every steps, every step's metrics in DIR/metrics.jsonl, checkpoints in\n"
           "  DIR/ckpt/step-N, the drafter in DIR/drafter.\n"
+          "  A spec whose topology has several devices runs the pipeline (docs/pipeline.md); the options\n"
+          "  are the same (--cpu runs its GPU devices as CPU threads; --unplanned is single-device only).\n"
           "  --cpu / --cuda  force the CPU reference backend / require the CUDA backend\n"
           "  --fp32          precision and target dtype fp32 (verification against the CPU)\n"
           "  --steps N       schedule length (default: the spec's train.steps; warmup keeps its share)\n"
@@ -114,8 +116,22 @@ int dfl_cmd_train(int argc, char **argv) {
   int rc = dfl_spec_load(spec_path, s);
   if (rc == DFL_OK && dfl_pipe_wants(s)) {
     /* several devices: target devices, a hidden-state queue, data-parallel drafters */
-    dfl_pipe_opts po = {.steps = o.steps, .out_dir = o.out_dir, .quiet = o.quiet,
-                        .no_export = o.no_export, .cpu_threads = o.cpu_threads};
+    int gpus = 0;
+    for (int i = 0; i < s->n_devices; i++) gpus += s->devices[i].kind == DFL_DEV_GPU;
+    if (o.unplanned || (o.backend == DFL_TRAIN_BE_CUDA && !gpus)) {
+      fprintf(stderr, "dflc train: %s: %s\n", spec_path, o.unplanned ? "--unplanned applies to single-device runs"
+              : "--cuda, but the topology's devices are CPUs");
+      free(tr);
+      free(s);
+      return 2;
+    }
+    if (o.fp32) {   /* as dfl_train_open does for one device */
+      s->precision = DFL_PREC_FP32;
+      s->target_dtype = DFL_PREC_FP32;
+    }
+    dfl_pipe_opts po = {.steps = o.steps, .stop_at = o.stop_at, .resume = o.resume, .out_dir = o.out_dir,
+                        .quiet = o.quiet, .no_export = o.no_export, .cpu_threads = o.cpu_threads,
+                        .emulate_gpus = o.backend == DFL_TRAIN_BE_CPU};
     rc = dfl_pipe_run(s, &po, NULL);
     free(tr);
     free(s);

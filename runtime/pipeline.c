@@ -74,7 +74,9 @@ struct pipe_s {
   dfl_spec s;                /* per-device micro-batch: s.batch = global batch / N */
   int G, b, S, NA, A, M, N, replicated;   /* replicated: every replica colocated, no queue */
   dfl_topo tp;               /* micro-batch assignment (topo.h): mixed topologies too */
-  int64_t steps, total;      /* optimizer steps, micro-batches */
+  int64_t steps;             /* the schedule's optimizer steps */
+  int64_t step0, end;        /* this run takes steps step0+1 .. end (step0 > 0: resumed; end < steps: --stop-at) */
+  int64_t total;             /* this run's micro-batches: (end - step0) * A * N, numbered from 0 */
   dfl_pipe_opts o;
   FILE *log, *mjsonl;
   double win[2 + DFL_METRIC_COUNT + 2 * 64], win_tok, win_t; /* sums since the last progress line */
@@ -82,7 +84,7 @@ struct pipe_s {
   dfl_dataset train;
   int *order;
   loader_snap ld;            /* loader's live position */
-  loader_snap *snaps;        /* position after the last micro-batch of step k, k = 0..steps */
+  loader_snap *snaps;        /* position after the last micro-batch of step step0 + k, k = 0..end - step0 */
   dfl_queue pre, hq;
   int has_hq;
   int gpu;                   /* the devices are GPUs (each a CUDA backend) */
@@ -445,13 +447,32 @@ static void host_view_done(dev_s *d, dfl_cpu *h) {
   if (d->gpu && h) dfl_be_host_done(&d->be, h, 0);
 }
 
+/* A resumed replica: params, masters, moments and the optimizer's counters from the checkpoint
+** (pushed to the device through a host shadow on a GPU); its gradient accumulators restart at zero,
+** as the single-device trainer's do (runtime/train.c). */
+static int resume_replica(dev_s *d, const char *ckpt) {
+  const dfl_graph *g = d->g;
+  dfl_ckpt_meta m;
+  unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
+  dfl_cpu shadow, *h = d->gpu ? dfl_be_host(&d->be, kinds, 0, &shadow) : &d->cpu;
+  int rc = h ? dfl_ckpt_load(ckpt, g, h, &m) : DFL_ENOMEM;
+  int rc2 = d->gpu && h ? dfl_be_host_done(&d->be, h, rc ? 0 : kinds) : DFL_OK;
+  for (int t = 0; !rc && !rc2 && t < g->nt; t++) {
+    if (g->t[t].kind != DFL_T_GRAD) continue;
+    if (d->gpu) rc2 = dfl_be_zero(&d->be, t);
+    else zero_t(&d->cpu, t);
+  }
+  if (rc || rc2) fprintf(stderr, "dflc: %s: cannot take the state of %s\n", d->name, ckpt);
+  return rc ? rc : rc2;
+}
+
 static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   char root[DFL_PATH_MAX + 8];
   dfl_ckpt_meta m;
   memset(&m, 0, sizeof m);
   if (!p->o.out_dir && p->s.ckpt_dir[0]) snprintf(root, sizeof root, "%s", p->s.ckpt_dir);
   else snprintf(root, sizeof root, "%s/ckpt", p->out_dir);
-  const loader_snap *ls = &p->snaps[step];
+  const loader_snap *ls = &p->snaps[step - p->step0];
   m.step = step;
   m.steps_total = p->steps;
   m.epoch = ls->epoch;
@@ -501,7 +522,7 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
   p->win_tok += st.tokens;
   p->win_t += st.seconds;
   int every = p->o.diag_every > 0 ? p->o.diag_every : (p->s.log_every > 0 ? p->s.log_every : 10);
-  int diag_now = step % every == 0 || step == p->steps;
+  int diag_now = step % every == 0 || step == p->end;
   if (step == 1 || diag_now) {
     if (!p->o.quiet) {
       dfl_step_stats w;
@@ -521,7 +542,7 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
     snprintf(p->res->last_verdict, sizeof p->res->last_verdict, "%s", v);
     if (p->o.on_diag) p->o.on_diag(p->o.ctx, step, b, v);
   }
-  if (!p->o.no_ckpt && p->writer && p->s.ckpt_every > 0 && step % p->s.ckpt_every == 0 && step < p->steps) {
+  if (!p->o.no_ckpt && p->writer && p->s.ckpt_every > 0 && step % p->s.ckpt_every == 0 && step < p->end) {
     int rc = checkpoint(p, d, step);
     if (rc) return rc;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);
@@ -635,7 +656,8 @@ static void *drafter_main(void *arg) {
   }
   /* the step's token count rides in the all-reduce as one more segment */
   d->segs[d->n_segs - 1] = &tokens;
-  for (int64_t step = 0; step < p->steps && !d->rc; step++) {
+  /* step counts this run's steps; the optimizer step taken is p->step0 + step + 1 */
+  for (int64_t step = 0; step < p->end - p->step0 && !d->rc; step++) {
     double t0 = now_s();
     tokens = 0;
     for (int a = 0; a < p->A && !d->rc; a++) {
@@ -691,8 +713,8 @@ static void *drafter_main(void *arg) {
     }
     if (d->rc) break;
     if (g) {
-      if ((d->rc = gpu_optimizer_step(p, d, step + 1, sums, nm, &tokens, opt))) break;
-      if (reporter && (d->rc = step_report(p, d, step + 1, sums, nm, tokens, t0, opt))) break;
+      if ((d->rc = gpu_optimizer_step(p, d, p->step0 + step + 1, sums, nm, &tokens, opt))) break;
+      if (reporter && (d->rc = step_report(p, d, p->step0 + step + 1, sums, nm, tokens, t0, opt))) break;
       continue;
     }
     /* Global sums: gradients, the optimizer's denominator (§2.5: Σw over all replicas), the
@@ -715,7 +737,7 @@ static void *drafter_main(void *arg) {
     zero_t(c, tg->loss_den_acc);
     if (reporter) {
       dfl_cpu_get_f(c, tg->opt_state, opt, DFL_OPT_COUNT);
-      if ((d->rc = step_report(p, d, step + 1, sums, nm, tokens, t0, opt))) break;
+      if ((d->rc = step_report(p, d, p->step0 + step + 1, sums, nm, tokens, t0, opt))) break;
     }
   }
   dfl_diag_set(&p->diag, d->diag_id, DFL_DS_IDLE);
@@ -1012,7 +1034,7 @@ static int gpu_topology(pipe_s *p, int n_rep) {
   }
   if (!dfl_be_cuda_available()) {
     fprintf(stderr, "%s: the topology puts devices on GPUs, but no CUDA device is usable here (CUDA_VISIBLE_DEVICES=%s)"
-            "; use cpuN devices for a run on CPU threads\n", p->s.file,
+            "; `dflc train --cpu` runs them as CPU threads\n", p->s.file,
             getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
     return DFL_EFORMAT;
   }
@@ -1166,6 +1188,23 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   p->S = s->seq_len;
   p->NA = s->anchors;
   p->A = s->accum > 0 ? s->accum : 1;
+  /* Resumed: the schedule is the checkpoint's unless --steps says otherwise (as in dflc train). */
+  char resume[DFL_PATH_MAX] = "";
+  dfl_ckpt_meta meta;
+  memset(&meta, 0, sizeof meta);
+  if (p->o.resume) {
+    if ((rc = dfl_ckpt_resolve(p->o.resume, resume, sizeof resume)) || (rc = dfl_ckpt_read_meta(resume, &meta)))
+      return rc;
+    if (p->o.steps <= 0 && meta.steps_total != s->steps) {
+      if (!p->o.quiet)
+        fprintf(p->log, "note: resuming a run of %" PRId64 " steps (the spec says %" PRId64 ")\n", meta.steps_total,
+                s->steps);
+      p->o.steps = meta.steps_total;
+    }
+    if (meta.seed != s->seed)
+      fprintf(stderr, "dflc: warning: %s was trained with seed %" PRIu64 ", the spec says %" PRIu64
+              "; the data order will differ\n", resume, meta.seed, s->seed);
+  }
   if (p->o.steps > 0 && p->o.steps != s->steps) {
     s->warmup_steps = s->steps > 0 ? (int64_t)((double)s->warmup_steps * p->o.steps / s->steps) : 0;
     s->steps = p->o.steps;
@@ -1175,7 +1214,20 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     return DFL_EFORMAT;
   }
   p->steps = s->steps;
-  p->total = p->steps * p->A * p->N;
+  p->step0 = resume[0] ? meta.step : 0;
+  p->end = p->o.stop_at > 0 && p->o.stop_at < p->steps ? p->o.stop_at : p->steps;
+  if (p->step0 < 0 || p->step0 > p->steps) {
+    fprintf(stderr, "%s/trainer.json: step %" PRId64 " does not fit a schedule of %" PRId64 " steps\n", resume,
+            p->step0, p->steps);
+    return DFL_EFORMAT;
+  }
+  if (p->step0 >= p->end) {
+    fprintf(stderr, "dflc: %s is at step %" PRId64 " and this run would end at step %" PRId64 ": nothing to train; %s%s%s\n",
+            resume, p->step0, p->end, p->step0 >= p->steps ? "its drafter: dflc export " : "raise --stop-at",
+            p->step0 >= p->steps ? resume : "", p->step0 >= p->steps ? " -o DIR" : "");
+    return DFL_EFORMAT;
+  }
+  p->total = (p->end - p->step0) * p->A * p->N;
   pthread_mutex_init(&p->fail_mu, NULL);
   openblas_set_num_threads(p->o.cpu_threads > 0 ? p->o.cpu_threads : 1);
   const char *fault = p->o.fault ? p->o.fault : getenv("DFL_FAULT");
@@ -1185,7 +1237,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     return rc;
   }
   p->order = malloc(sizeof(int) * (size_t)p->train.n);
-  p->snaps = calloc((size_t)p->steps + 1, sizeof *p->snaps);
+  p->snaps = calloc((size_t)(p->end - p->step0) + 1, sizeof *p->snaps);
   p->n_dev = p->procs > 1 ? 1 : M + N;   /* one process per GPU: its own device only */
   p->dev = calloc((size_t)p->n_dev, sizeof *p->dev);
   if (!p->order || !p->snaps || !p->dev) {
@@ -1193,7 +1245,19 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     goto out;
   }
   dfl_rng_seed(&p->ld.rng, s->seed);
-  dfl_data_order(&p->train, s->seed, 0, s->shuffle, p->order);
+  if (resume[0]) {   /* the loader continues where the checkpointed step's last micro-batch left it */
+    if (meta.epoch < 0 || meta.cursor < 0 || meta.cursor > p->train.n) {
+      fprintf(stderr, "%s/trainer.json: data position (epoch %" PRId64 ", row %" PRId64 ") does not fit %d rows: was "
+              "it trained on other data?\n", resume, meta.epoch, meta.cursor, p->train.n);
+      rc = DFL_EFORMAT;
+      goto out;
+    }
+    p->ld.epoch = meta.epoch;
+    p->ld.cursor = meta.cursor;
+    memcpy(p->ld.rng.s, meta.rng, sizeof p->ld.rng.s);
+    p->ld.tokens = meta.tokens_seen;
+  }
+  dfl_data_order(&p->train, s->seed, p->ld.epoch, s->shuffle, p->order);
 
   /* rings: loader -> first stage (prefetch), targets -> drafters (the hidden-state queue) */
   size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
@@ -1248,6 +1312,8 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   for (int i = 0; i < p->n_dev && !p->rep0; i++)
     if (p->dev[i].role == R_DRAFTER) p->rep0 = &p->dev[i];
   p->writer = p->rep0 && p->rep0->idx == 0;
+  for (int i = 0; i < p->n_dev && resume[0]; i++)
+    if (p->dev[i].role == R_DRAFTER && (rc = resume_replica(&p->dev[i], resume))) goto out;
 #ifdef DFL_HAVE_CUDA
   if (p->xproc) {
     /* communicator 0 over every process (the features' send/recv), 1 split off for the replicas'
@@ -1343,7 +1409,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   int pn = !p->writer ? snprintf(path, sizeof path, "%s/metrics-rank%d.jsonl", p->out_dir, p->rank)
                    : snprintf(path, sizeof path, "%s/metrics.jsonl", p->out_dir);
   if (pn >= (int)sizeof path ||
-      !(p->mjsonl = fopen(path, "w"))) {
+      !(p->mjsonl = fopen(path, resume[0] ? "a" : "w"))) {   /* a resumed run appends */
     fprintf(stderr, "dflc: cannot write %s: %s\n", path, strerror(errno));
     rc = DFL_EIO;
     goto out;
@@ -1354,6 +1420,8 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
             p->replicated ? "replicated target+drafter" : p->tp.C ? "mixed colocated + split" : "split target/drafter", M, M == 1 ? "" : "s", N,
             N == 1 ? "" : "s", p->G, p->b, p->S, p->A, p->steps, p->has_hq ? p->hq.depth : 0, p->pre.depth);
     fprintf(p->log, "run directory: %s\n", p->out_dir);
+    if (resume[0]) fprintf(p->log, "resumed from %s at step %" PRId64 "\n", resume, p->step0);
+    if (p->end < p->steps) fprintf(p->log, "stopping after step %" PRId64 " (--stop-at)\n", p->end);
     fflush(p->log);
   }
 
@@ -1381,7 +1449,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     if (p->nccl_local) dfl_nccl_abort(&p->coll);
     goto out;
   }
-  p->res->steps = p->steps;
+  p->res->steps = p->end;
   p->res->replicas_identical = replicas_identical(p);
   if (!p->res->replicas_identical) {
     rc = DFL_ERR;
@@ -1390,10 +1458,10 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   dev_s *r0 = p->rep0;
   if (!p->writer) p->o.no_ckpt = p->o.no_export = 1;   /* replica 0's process writes the run's files */
   if (!p->o.no_ckpt) {
-    if ((rc = checkpoint(p, r0, p->steps))) goto out;
+    if ((rc = checkpoint(p, r0, p->end))) goto out;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);
   }
-  if (!p->o.no_export) {
+  if (!p->o.no_export && p->end == p->steps) {   /* a run stopped early is continued, not exported */
     char dir[DFL_PATH_MAX + 16];
     if (snprintf(dir, sizeof dir, "%s/drafter", p->out_dir) >= (int)sizeof dir) {
       rc = DFL_EIO;
@@ -1416,7 +1484,8 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     if (!p->o.quiet) fprintf(p->log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
   }
   if (!p->o.quiet) {
-    fprintf(p->log, "pipeline done: %" PRId64 " steps in %.1fs; replicas bit-identical\n", p->steps, p->res->seconds);
+    fprintf(p->log, "pipeline done: steps %" PRId64 "..%" PRId64 " in %.1fs; replicas bit-identical\n", p->step0 + 1,
+            p->end, p->res->seconds);
     fflush(p->log);
   }
 out:

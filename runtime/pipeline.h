@@ -37,7 +37,11 @@
 #include "runtime/train.h"
 
 typedef struct dfl_pipe_opts {
-  int64_t steps;            /* <= 0: the spec's (warmup keeps its share, as in dflc train) */
+  int64_t steps;            /* <= 0: the spec's, or the resumed run's (warmup keeps its share, as in dflc train) */
+  int64_t stop_at;          /* stop after this step (with a checkpoint), the schedule unchanged; 0 = none */
+  const char *resume;       /* checkpoint directory (or a ckpt/ root: its newest) to continue from, NULL = fresh:
+                            ** every replica takes its state, the loader its data position and anchor RNG,
+                            ** so the run continues bit-exactly as the uninterrupted one on this topology */
   const char *out_dir;      /* run directory (metrics.jsonl, ckpt/, drafter/); NULL: runs/<spec name> */
   FILE *log;                /* progress and diagnostics lines; NULL: stdout */
   int quiet;                /* no progress lines (metrics.jsonl is still written) */
@@ -59,7 +63,7 @@ typedef struct dfl_pipe_opts {
 } dfl_pipe_opts;
 
 typedef struct dfl_pipe_result {
-  int64_t steps;
+  int64_t steps;            /* the last step taken (resumed runs: counted from the run's start) */
   double seconds;
   int n_target, n_drafter;
   int replicas_identical;   /* every replica's params, masters and moments bit-equal at the end */

@@ -33,7 +33,7 @@ static void on_step(void *ctx, const dfl_step_stats *st) {
 static void equiv_spec(dfl_spec *s) { s->eps = 1e-6; }
 
 /* The single-device trainer on the whole global batch: the reference every pipeline must match. */
-static void single(const dfl_spec *s, trace *t, const char *what) {
+static inline void single(const dfl_spec *s, trace *t, const char *what) {
   dfl_trainer tr;
   dfl_train_opts o;
   memset(&o, 0, sizeof o);
