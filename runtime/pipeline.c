@@ -436,12 +436,17 @@ static void ratios(const double *m, int B, dfl_step_stats *st) {
   }
 }
 
-/* A host view of a replica's drafter state: its own buffers on the CPU, a pulled shadow on a GPU. */
-static dfl_cpu *host_view(dev_s *d, dfl_cpu *shadow) {
+/* A host view of a replica's tensors of the given kinds: its own buffers on the CPU, a pulled
+** shadow on a GPU. */
+static dfl_cpu *host_view(dev_s *d, unsigned kinds, dfl_cpu *shadow) {
   if (!d->gpu) return &d->cpu;
   if (dfl_be_sync(&d->be)) return NULL;
-  return dfl_be_host(&d->be, DFL_KIND_BIT(DFL_T_PARAM) | DFL_KIND_BIT(DFL_T_STATE), 1, shadow);
+  return dfl_be_host(&d->be, kinds, 1, shadow);
 }
+
+/* What a checkpoint holds (runtime/checkpoint.h) and what a resume restores. */
+#define PERSIST_KINDS (~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT)))
+#define MODEL_KINDS (DFL_KIND_BIT(DFL_T_PARAM) | DFL_KIND_BIT(DFL_T_STATE))
 
 static void host_view_done(dev_s *d, dfl_cpu *h) {
   if (d->gpu && h) dfl_be_host_done(&d->be, h, 0);
@@ -453,10 +458,9 @@ static void host_view_done(dev_s *d, dfl_cpu *h) {
 static int resume_replica(dev_s *d, const char *ckpt) {
   const dfl_graph *g = d->g;
   dfl_ckpt_meta m;
-  unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
-  dfl_cpu shadow, *h = d->gpu ? dfl_be_host(&d->be, kinds, 0, &shadow) : &d->cpu;
+  dfl_cpu shadow, *h = d->gpu ? dfl_be_host(&d->be, PERSIST_KINDS, 0, &shadow) : &d->cpu;
   int rc = h ? dfl_ckpt_load(ckpt, g, h, &m) : DFL_ENOMEM;
-  int rc2 = d->gpu && h ? dfl_be_host_done(&d->be, h, rc ? 0 : kinds) : DFL_OK;
+  int rc2 = d->gpu && h ? dfl_be_host_done(&d->be, h, rc ? 0 : PERSIST_KINDS) : DFL_OK;
   for (int t = 0; !rc && !rc2 && t < g->nt; t++) {
     if (g->t[t].kind != DFL_T_GRAD) continue;
     if (d->gpu) rc2 = dfl_be_zero(&d->be, t);
@@ -481,7 +485,8 @@ static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   m.seed = p->s.seed;
   m.tokens_seen = ls->tokens;
   if (!realpath(p->s.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", p->s.file);
-  dfl_cpu shadow, *h = host_view(d, &shadow);
+  /* every persistent kind: a GPU replica's gradient accumulators and sums are saved too */
+  dfl_cpu shadow, *h = host_view(d, PERSIST_KINDS, &shadow);
   if (!h) return DFL_ERR;
   int rc = dfl_ckpt_save(root, &d->tg.g, h, d->tg.drafter.params, d->tg.drafter.n_params, &m, p->s.ckpt_keep,
                          p->res->ckpt, sizeof p->res->ckpt);
@@ -907,7 +912,7 @@ static int setup_drafter(pipe_s *p, dev_s *d) {
 
 /* FNV-1a over a replica's params, masters and moments (a pulled copy on a GPU). */
 static uint64_t state_hash(dev_s *d, int *ok) {
-  dfl_cpu sh, *h = host_view(d, &sh);
+  dfl_cpu sh, *h = host_view(d, MODEL_KINDS, &sh);
   uint64_t x = 1469598103934665603ull;
   *ok = h != NULL;
   for (int i = 0; h && i < d->g->nt; i++) {
@@ -1468,7 +1473,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
       goto out;
     }
     dfl_ckpt_params view;
-    dfl_cpu shadow, *h = host_view(r0, &shadow);
+    dfl_cpu shadow, *h = host_view(r0, MODEL_KINDS, &shadow);
     if (!h) {
       rc = DFL_ERR;
       goto out;

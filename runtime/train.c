@@ -424,6 +424,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     tr->tokens_seen = meta.tokens_seen;
     fprintf(log, "resumed from %s at step %" PRId64 "\n", resume, tr->step);
   }
+  tr->first_step = tr->step + 1;
   if (!tr->random_data) dfl_data_order(&tr->train, s->seed, tr->epoch, s->shuffle, tr->order);
 
   if (tr->has_eval) {
@@ -569,7 +570,7 @@ int dfl_train_collect(dfl_trainer *tr, dfl_step_stats *st) {
   double t1 = now_s();
   /* device memory: identical at every step after the first (nothing allocates in the loop) */
   int64_t used = dfl_be_bytes_in_use(&tr->be);
-  if (step == 1) tr->mem_first = used;
+  if (step == tr->first_step) tr->mem_first = used;
   else if (used >= 0) {
     if (tr->mem_min == 0 || used < tr->mem_min) tr->mem_min = used;
     if (used > tr->mem_max) tr->mem_max = used;
@@ -760,9 +761,10 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
     /* the evaluator is a second graph with its own planned arena on the same device */
     int ev = tr->ev.ready && tr->ev.be.kind == DFL_BE_CUDA;
     double ev_plan = ev && tr->ev.planned ? (double)tr->ev.plan.arena_bytes : 0;
-    fprintf(log, "device memory in use: %.1f MiB after step 1, %.1f .. %.1f MiB over steps 2..%" PRId64
-            " (backend arena %.1f MiB, plan %.1f MiB)\n", tr->mem_first / 1048576.0, tr->mem_min / 1048576.0,
-            tr->mem_max / 1048576.0, tr->step, tr->be.arena_bytes / 1048576.0, plan / 1048576.0);
+    fprintf(log, "device memory in use: %.1f MiB after step %" PRId64 ", %.1f .. %.1f MiB over steps %" PRId64
+            "..%" PRId64 " (backend arena %.1f MiB, plan %.1f MiB)\n", tr->mem_first / 1048576.0, tr->first_step,
+            tr->mem_min / 1048576.0, tr->mem_max / 1048576.0, tr->first_step + 1, tr->step,
+            tr->be.arena_bytes / 1048576.0, plan / 1048576.0);
     if (plan > 0)
       fprintf(log, "device memory above the CUDA context: %.1f MiB = plans %.1f MiB (training %.1f%s) %+.2f%% "
               "(the rest: kernels, cuBLASLt, graphs)\n", growth / 1048576.0, (plan + ev_plan) / 1048576.0,

@@ -111,7 +111,8 @@ typedef struct dfl_trainer {
   double setup_s[4];           /* dfl_train_open's stages (s): data + graph + plan, backend (device
                                ** memory, kernels), weights (load or random init, masters, push), rest */
   int64_t mem_min, mem_max;    /* device bytes in use sampled at every step after the first */
-  int64_t mem_first;
+  int64_t mem_first;           /* ... after this process's first step, first_step (1, or a resumed step + 1) */
+  int64_t first_step;
   char last_ckpt[DFL_PATH_MAX];
 } dfl_trainer;
 
