@@ -282,6 +282,13 @@ int dfl_cmd_bench(int argc, char **argv) {
          tr->spec.precision == DFL_PREC_BF16 ? "bf16" : "fp32",
          fp8f ? ", target GEMMs in FP8 (fast accumulation)" : fp8 ? ", target GEMMs in FP8" : "", tr->tg.batch,
          tr->tg.S, tr->tg.N, tr->spec.block_size, accum, t_open);
+  /* a multi-device spec: say what is timed instead of letting one device's step pass for the pipeline's */
+  int ndev = 0;
+  for (int i = 0; i < tr->spec.n_devices; i++) ndev += tr->spec.devices[i].runs_target || tr->spec.devices[i].runs_drafter;
+  if (ndev > 1)
+    printf("note: the topology has %d devices; this times ONE device running %s on the global batch. The "
+           "pipeline's throughput: dflc train (progress and diag lines, docs/pipeline.md)\n", ndev,
+           drafter_only ? "the drafter step" : "target + drafter");
   if (tr->overlap) printf("schedule: each step's optimizer beside the next step's target forward (DFL_NO_OVERLAP=1: off)\n");
   printf("setup: data, graph and plan %.1f s; backend (device memory, kernels) %.1f s; weights %.1f s; rest %.1f s\n",
          tr->setup_s[0], tr->setup_s[1], tr->setup_s[2], tr->setup_s[3]);
