@@ -151,13 +151,18 @@ int dfl_cmd_train(int argc, char **argv) {
 int dfl_cmd_eval(int argc, char **argv) {
   const char *spec_file = NULL, *drafter = NULL, *data = NULL;
   int64_t threads = 0;
+  int force = DFL_TRAIN_BE_AUTO;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      printf("usage: dflc eval SPEC.dfl --drafter DIR [--data FILE.jsonl[.gz]] [--cpu-threads N]\n"
+      printf("usage: dflc eval SPEC.dfl --drafter DIR [--data FILE.jsonl[.gz]] [--cpu | --cuda] [--cpu-threads N]\n"
              "  tau (1 + mean accepted prefix), loss, accuracy and per-position accuracy of a drafter\n"
-             "  (an export or a released DFlash drafter) on the spec's eval file (or --data).\n");
+             "  (an export or a released DFlash drafter) on the spec's eval file (or --data), on the\n"
+             "  device that trains it: the CUDA backend when the spec puts the drafter on a GPU and one\n"
+             "  is usable, else the CPU backend (--cpu / --cuda force one).\n");
       return 0;
+    } else if (!strcmp(a, "--cpu") || !strcmp(a, "--cuda")) {
+      force = !strcmp(a, "--cpu") ? DFL_TRAIN_BE_CPU : DFL_TRAIN_BE_CUDA;
     } else if (!strcmp(a, "--drafter") || !strcmp(a, "--data")) {
       if (!next) {
         fprintf(stderr, "dflc eval: %s needs a path\n", a);
@@ -196,10 +201,28 @@ int dfl_cmd_eval(int argc, char **argv) {
   if (rc == DFL_OK && (rc = dfl_data_load_fmt(s->eval_path, s->format, s->target.vocab, s->seq_len, s->bad_rows, stderr, &d)))
     fprintf(stderr, "dflc eval: data %s refused (see the messages above)\n", s->eval_path);
   int have_data = rc == DFL_OK;
-  if (rc == DFL_OK) rc = dfl_eval_open(ev, s);
+  /* the backend: as dflc train picks it (its drafter device), unless forced */
+  dfl_backend_kind kind = DFL_BE_CPU;
+  if (rc == DFL_OK && force != DFL_TRAIN_BE_CPU) {
+    int gpu = 0;
+    for (int i = 0; i < s->n_devices; i++) gpu |= s->devices[i].runs_drafter && s->devices[i].kind == DFL_DEV_GPU;
+    if (force == DFL_TRAIN_BE_CUDA || gpu) {
+      if (dfl_be_cuda_available()) kind = DFL_BE_CUDA;
+      else if (force == DFL_TRAIN_BE_CUDA) {
+        fprintf(stderr, "dflc eval: --cuda, but no CUDA device is usable here\n");
+        rc = DFL_ERR;
+      } else {
+        fprintf(stderr, "notice: %s puts the drafter on a GPU but none is usable here: evaluating on the CPU "
+                "backend (--cpu says so explicitly)\n", spec_file);
+      }
+    }
+  }
+  if (rc == DFL_OK) rc = dfl_eval_open_on(ev, s, kind);
   if (rc == DFL_OK) {
     dfl_eval_stats es;
-    if ((rc = dfl_train_load_weights(s, &ev->cpu, drafter)) == DFL_OK &&
+    printf("eval: %s on %s\n", drafter, ev->be.name);
+    /* the target's weights and the drafter's, through the backend (a host shadow pushed on a GPU) */
+    if ((rc = dfl_be_load_weights(&ev->be, s, drafter)) == DFL_OK &&
         (rc = dfl_eval_run(ev, &d, &es)) == DFL_OK) {
       dfl_eval_print(stdout, "eval", &es);
       /* jansson escapes the paths; one that is not UTF-8 is written as null, the numbers still come */

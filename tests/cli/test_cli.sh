@@ -105,10 +105,17 @@ expect 2 '--steps needs an integer' train examples/nano.dfl --steps -3
 expect 2 '--cpu-threads needs an integer' train examples/nano.dfl --cpu-threads 0
 expect 1 'no such directory' train examples/nano.dfl --resume "$MISSING" --out "$T/tr"
 expect 1 'not a checkpoint' train examples/nano.dfl --resume "$T/notckpt" --out "$T/tr"
+# a pipeline spec (4 CPU devices) takes the same options; what applies only to one device is refused
+expect 2 'unplanned applies to single-device runs' train examples/nano-pipeline.dfl --unplanned --out "$T/tr"
+expect 2 'cuda, but the topology.s devices are CPUs' train examples/nano-pipeline.dfl --cuda --out "$T/tr"
+expect 1 'not a checkpoint' train examples/nano-pipeline.dfl --resume "$T/notckpt" --out "$T/tr"
 
 # --- eval
 expect 2 'usage: dflc eval' eval examples/nano.dfl
 expect 2 '--drafter needs a path' eval examples/nano.dfl --drafter
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  expect 1 'cuda, but no CUDA device is usable' eval examples/nano.dfl --drafter "$T/baddrafter" --cuda
+fi
 expect 1 'not a drafter directory' eval examples/nano.dfl --drafter "$MISSING"
 expect 1 'not a drafter directory' eval examples/nano.dfl --drafter "$T/dir.dfl"
 expect 1 'config.json.*not valid JSON' eval examples/nano.dfl --drafter "$T/baddrafter"
