@@ -47,6 +47,34 @@ static inline void tmp_dir(char *out, size_t n, const char *what) {
   snprintf(out, n, "/tmp/dfl-test-%s-%d", what, (int)getpid());
 }
 
+/* Rewrite the topology from one letter per device cpuI: C colocated (target + drafter), D
+** drafter-only, T target-only. */
+static inline void set_roles(dfl_spec *s, const char *roles) {
+  memset(s->devices, 0, sizeof s->devices);
+  s->n_nodes = 1;
+  s->n_devices = (int)strlen(roles);
+  for (int i = 0; i < s->n_devices; i++) {
+    s->devices[i].kind = DFL_DEV_CPU;
+    s->devices[i].index = i;
+    s->devices[i].runs_target = roles[i] != 'D';
+    s->devices[i].runs_drafter = roles[i] != 'T';
+  }
+}
+
+/* Options of a quiet run of `steps` steps into dir that keeps its checkpoints and export, stops
+** after stop_at (0: the end) and resumes from resume (NULL: fresh); steps reported to on_step. */
+static inline void resume_pipe_opts(dfl_pipe_opts *o, const char *dir, int64_t steps, int64_t stop_at,
+                                    const char *resume, void (*on_step)(void *, const dfl_step_stats *), void *ctx) {
+  memset(o, 0, sizeof *o);
+  o->steps = steps;
+  o->stop_at = stop_at;
+  o->resume = resume;
+  o->out_dir = dir;
+  o->quiet = 1;
+  o->on_step = on_step;
+  o->ctx = ctx;
+}
+
 /* Options of a quiet pipeline run of `steps` steps into tmp_dir(dir, n, what); the caller sets
 ** the rest (checkpoints, export, callbacks, faults). */
 static inline void quiet_pipe_opts(dfl_pipe_opts *o, char *dir, size_t n, const char *what, int64_t steps) {

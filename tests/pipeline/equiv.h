@@ -29,8 +29,17 @@ static void on_step(void *ctx, const dfl_step_stats *st) {
   t->n++;
 }
 
-/* The spec's settings every equivalence run shares (see the header for eps). */
-static void equiv_spec(dfl_spec *s) { s->eps = 1e-6; }
+/* The spec every equivalence run starts from: nano-pipeline's model and data, the seed for the data
+** order and anchors (and one derived for the init), accum 2 (the loss denominator is summed over
+** micro-batches and replicas), no checkpoints, Adam's eps 1e-6 (see the header). */
+static void equiv_spec(dfl_spec *s, uint64_t seed) {
+  CHECK(dfl_spec_load("examples/nano-pipeline.dfl", s) == DFL_OK, "examples/nano-pipeline.dfl does not load");
+  s->seed = seed;
+  s->init_seed = seed * 2654435761u + 1;
+  s->accum = 2;
+  s->ckpt_every = 0;
+  s->eps = 1e-6;
+}
 
 /* The single-device trainer on the whole global batch: the reference every pipeline must match. */
 static inline void single(const dfl_spec *s, trace *t, const char *what) {

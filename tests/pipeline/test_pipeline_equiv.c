@@ -61,12 +61,7 @@ static void compare_learning(const trace *a, const trace *b, const char *what) {
 int main(void) {
   uint64_t seed = test_seed();
   static dfl_spec s;
-  CHECK(dfl_spec_load("examples/nano-pipeline.dfl", &s) == DFL_OK, "examples/nano-pipeline.dfl does not load");
-  s.seed = seed;                 /* data order and anchors */
-  s.init_seed = seed * 2654435761u + 1;
-  s.accum = 2;                   /* the loss denominator is summed over micro-batches and replicas */
-  s.ckpt_every = 0;
-  equiv_spec(&s);
+  equiv_spec(&s, seed);
   /* single device: the whole global batch (8 sequences) per micro-step */
   static trace one, split, rep;
   single(&s, &one, "single");

@@ -369,13 +369,7 @@ static int same_bytes(const char *a, const char *b) {
 static int ckpt_run(const dfl_spec *s, const char *dir, int64_t stop_at, const char *resume) {
   dfl_pipe_opts o;
   dfl_pipe_result r;
-  memset(&o, 0, sizeof o);
-  o.steps = STEPS;
-  o.stop_at = stop_at;
-  o.resume = resume;
-  o.out_dir = dir;
-  o.quiet = 1;
-  o.on_step = on_step;
+  resume_pipe_opts(&o, dir, STEPS, stop_at, resume, on_step, NULL);
   return dfl_pipe_run(s, &o, &r);
 }
 

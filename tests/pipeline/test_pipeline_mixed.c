@@ -20,19 +20,6 @@
 #define STEPS 4
 #include "tests/pipeline/equiv.h"
 
-/* roles: one letter per device cpuI: C colocated, D drafter-only, T target-only */
-static void set_roles(dfl_spec *s, const char *roles) {
-  memset(s->devices, 0, sizeof s->devices);
-  s->n_nodes = 1;
-  s->n_devices = (int)strlen(roles);
-  for (int i = 0; i < s->n_devices; i++) {
-    s->devices[i].kind = DFL_DEV_CPU;
-    s->devices[i].index = i;
-    s->devices[i].runs_target = roles[i] != 'D';
-    s->devices[i].runs_drafter = roles[i] != 'T';
-  }
-}
-
 static int pipe_run(const dfl_spec *s, trace *t, const char *what, const char *fault, int export) {
   dfl_pipe_opts o;
   dfl_pipe_result r;
@@ -71,12 +58,7 @@ int main(void) {
   uint64_t seed = test_seed();
   srand((unsigned)seed);
   static dfl_spec s;
-  CHECK(dfl_spec_load("examples/nano-pipeline.dfl", &s) == DFL_OK, "examples/nano-pipeline.dfl does not load");
-  s.seed = seed;
-  s.init_seed = seed * 2654435761u + 1;
-  s.accum = 2;
-  s.ckpt_every = 0;
-  equiv_spec(&s);
+  equiv_spec(&s, seed);
   static trace one, rep2, mix3, rep4, mix5, one6, rep3, s53, bad;
   single(&s, &one, "mixed-single");
 

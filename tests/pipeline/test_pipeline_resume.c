@@ -21,30 +21,11 @@
 #define STOP 2
 #include "tests/pipeline/equiv.h"
 
-static void set_roles(dfl_spec *s, const char *roles) {
-  memset(s->devices, 0, sizeof s->devices);
-  s->n_nodes = 1;
-  s->n_devices = (int)strlen(roles);
-  for (int i = 0; i < s->n_devices; i++) {
-    s->devices[i].kind = DFL_DEV_CPU;
-    s->devices[i].index = i;
-    s->devices[i].runs_target = roles[i] != 'D';
-    s->devices[i].runs_drafter = roles[i] != 'T';
-  }
-}
-
 /* One pipeline run into dir (kept), its steps recorded in t; returns dfl_pipe_run's status. */
 static int run(const dfl_spec *s, const char *dir, int64_t stop_at, const char *resume, trace *t) {
   dfl_pipe_opts o;
   dfl_pipe_result r;
-  memset(&o, 0, sizeof o);
-  o.steps = STEPS;
-  o.stop_at = stop_at;
-  o.resume = resume;
-  o.out_dir = dir;
-  o.quiet = 1;
-  o.on_step = on_step;
-  o.ctx = t;
+  resume_pipe_opts(&o, dir, STEPS, stop_at, resume, on_step, t);
   int rc = dfl_pipe_run(s, &o, &r);
   if (rc == DFL_OK) CHECK(r.replicas_identical, "%s: replicas differ", dir);
   return rc;
@@ -155,13 +136,9 @@ static void topology(dfl_spec *s, const char *roles, const char *what) {
 int main(void) {
   uint64_t seed = test_seed();
   static dfl_spec s;
-  CHECK(dfl_spec_load("examples/nano-pipeline.dfl", &s) == DFL_OK, "examples/nano-pipeline.dfl does not load");
-  s.seed = seed;
-  s.init_seed = seed * 2654435761u + 1;
-  s.accum = 2;
+  equiv_spec(&s, seed);
   s.ckpt_every = 2;
   s.ckpt_keep = 0;   /* every checkpoint stays: step 4 is resumed from */
-  equiv_spec(&s);
   topology(&s, "CC", "replicated");
   topology(&s, "CDT", "mixed");
   topology(&s, "TTDD", "split");   /* last: its uninterrupted run's checkpoint is used below */
