@@ -130,7 +130,8 @@ int dfl_cmd_train(int argc, char **argv) {
       s->target_dtype = DFL_PREC_FP32;
     }
     dfl_pipe_opts po = {.steps = o.steps, .stop_at = o.stop_at, .resume = o.resume, .out_dir = o.out_dir,
-                        .quiet = o.quiet, .no_export = o.no_export, .cpu_threads = o.cpu_threads,
+                        .quiet = o.quiet, .no_export = o.no_export, .no_eval = o.no_eval,
+                        .cpu_threads = o.cpu_threads,
                         .emulate_gpus = o.backend == DFL_TRAIN_BE_CPU};
     rc = dfl_pipe_run(s, &po, NULL);
     free(tr);
@@ -186,10 +187,9 @@ int dfl_cmd_eval(int argc, char **argv) {
     return 2;
   }
   dfl_spec *s = malloc(sizeof *s);
-  dfl_evaluator *ev = calloc(1, sizeof *ev);
   dfl_dataset d;
   memset(&d, 0, sizeof d);
-  int rc = !s || !ev ? DFL_ENOMEM : dfl_spec_load(spec_file, s);
+  int rc = !s ? DFL_ENOMEM : dfl_spec_load(spec_file, s);
   if (rc == DFL_OK) {
     if (data) snprintf(s->eval_path, sizeof s->eval_path, "%s", data);
     if (!s->eval_path[0]) {
@@ -217,13 +217,10 @@ int dfl_cmd_eval(int argc, char **argv) {
       }
     }
   }
-  if (rc == DFL_OK) rc = dfl_eval_open_on(ev, s, kind);
   if (rc == DFL_OK) {
     dfl_eval_stats es;
-    printf("eval: %s on %s\n", drafter, ev->be.name);
-    /* the target's weights and the drafter's, through the backend (a host shadow pushed on a GPU) */
-    if ((rc = dfl_be_load_weights(&ev->be, s, drafter)) == DFL_OK &&
-        (rc = dfl_eval_run(ev, &d, &es)) == DFL_OK) {
+    printf("eval: %s on the %s backend\n", drafter, kind == DFL_BE_CUDA ? "CUDA" : "CPU");
+    if ((rc = dfl_eval_drafter(s, kind, drafter, &d, &es)) == DFL_OK) {
       dfl_eval_print(stdout, "eval", &es);
       /* jansson escapes the paths; one that is not UTF-8 is written as null, the numbers still come */
       json_t *o = json_object();
@@ -239,10 +236,8 @@ int dfl_cmd_eval(int argc, char **argv) {
       free(line);
       json_decref(o);
     }
-    dfl_eval_close(ev);
   }
   if (have_data) dfl_data_free(&d);
-  free(ev);
   free(s);
   return rc == DFL_OK ? 0 : 1;
 }

@@ -470,6 +470,46 @@ static int resume_replica(dev_s *d, const char *ckpt) {
   return rc ? rc : rc2;
 }
 
+/* The end of a finished run, after the devices are closed (the writer's device has its memory back):
+** the exported drafter evaluated on that device with the spec's eval file, as `dflc eval` does,
+** printed and appended to metrics.jsonl as the run's last evaluation. */
+static int final_eval(pipe_s *p, const char *dir, int phys) {
+  dfl_dataset d;
+  dfl_eval_stats es;
+  memset(&d, 0, sizeof d);
+  int rc = dfl_data_load_fmt(p->s.eval_path, p->s.format, p->s.target.vocab, p->s.seq_len, p->s.bad_rows, stderr, &d);
+  if (rc) {
+    fprintf(stderr, "dflc: eval data %s refused (see the messages above)\n", p->s.eval_path);
+    return rc;
+  }
+#ifdef DFL_HAVE_CUDA
+  if (p->gpu && (rc = dfl_gpu_set_device(phys))) {
+    dfl_data_free(&d);
+    return rc;
+  }
+#else
+  (void)phys;
+#endif
+  rc = dfl_eval_drafter(&p->s, p->gpu ? DFL_BE_CUDA : DFL_BE_CPU, dir, &d, &es);
+  dfl_data_free(&d);
+  if (rc) {
+    fprintf(stderr, "dflc: the evaluation of %s failed (the drafter is exported; dflc eval retries it)\n", dir);
+    return rc;
+  }
+  char what[64], path[DFL_PATH_MAX + 32];
+  snprintf(what, sizeof what, "eval %" PRId64 "/%" PRId64, p->end, p->steps);
+  if (!p->o.quiet) dfl_eval_print(p->log, what, &es);
+  snprintf(path, sizeof path, "%s/metrics.jsonl", p->out_dir);
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    fprintf(stderr, "dflc: cannot append to %s: %s\n", path, strerror(errno));
+    return DFL_EIO;
+  }
+  dfl_eval_jsonl(f, p->end, &es);
+  fclose(f);
+  return DFL_OK;
+}
+
 static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   char root[DFL_PATH_MAX + 8];
   dfl_ckpt_meta m;
@@ -1126,6 +1166,8 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   p->s = *spec;
   dfl_spec *s = &p->s;
   int rc = DFL_OK;
+  char eval_dir[DFL_PATH_MAX + 16] = "";   /* the export to evaluate after the devices are closed */
+  int eval_phys = 0;
 
   /* roles */
   int n_gpu = 0, n_cpu = 0, roles[DFL_TOPO_MAX] = {0}, n_roles = 0;
@@ -1462,6 +1504,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
   dev_s *r0 = p->rep0;
   if (!p->writer) p->o.no_ckpt = p->o.no_export = 1;   /* replica 0's process writes the run's files */
+  eval_phys = r0->phys;
   if (!p->o.no_ckpt) {
     if ((rc = checkpoint(p, r0, p->end))) goto out;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);
@@ -1487,6 +1530,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     host_view_done(r0, h);
     if (rc) goto out;
     if (!p->o.quiet) fprintf(p->log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
+    if (!p->o.no_eval && s->eval_path[0]) snprintf(eval_dir, sizeof eval_dir, "%s", dir);
   }
   if (!p->o.quiet) {
     fprintf(p->log, "pipeline done: steps %" PRId64 "..%" PRId64 " in %.1fs; replicas bit-identical\n", p->step0 + 1,
@@ -1496,6 +1540,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
 out:
   if (p->diag.n || p->diag.t_last > 0) dfl_diag_free(&p->diag);
   teardown(p);
+  if (rc == DFL_OK && eval_dir[0]) rc = final_eval(p, eval_dir, eval_phys);
   /* MPI_Finalize (when the bootstrap initialised MPI) only on success: it waits for every rank,
   ** and a failed rank must instead exit so that mpirun ends the job */
   if (p->procs > 1 && rc == DFL_OK) dfl_launch_finalize();

@@ -46,6 +46,7 @@ typedef struct dfl_pipe_opts {
   FILE *log;                /* progress and diagnostics lines; NULL: stdout */
   int quiet;                /* no progress lines (metrics.jsonl is still written) */
   int no_ckpt, no_export;   /* skip the checkpoints / the final export */
+  int no_eval;              /* skip the evaluation of the exported drafter at the end (the spec's eval file) */
   int no_check;             /* skip queue slot checksums and poisoning */
   int emulate_gpus;         /* run gpu devices of the spec as CPU threads (dry runs) */
   int cpu_threads;          /* BLAS threads per device thread; 0: 1 */

@@ -650,13 +650,27 @@ static const char *thousands(double v, char *buf, size_t n) {
   return buf;
 }
 
-static void eval_jsonl(dfl_trainer *tr, const dfl_eval_stats *es) {
-  fprintf(tr->mjsonl, "{\"eval\":true,\"step\":%" PRId64 ",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,"
-          "\"topk\":%.6g,\"rows\":%" PRId64 ",\"blocks\":%" PRId64 ",\"acc_pos\":", tr->step, es->loss,
-          es->acc, es->tau, es->topk, es->rows, es->blocks);
-  json_pos(tr->mjsonl, es->acc_pos, es->B);
-  fprintf(tr->mjsonl, "}\n");
-  fflush(tr->mjsonl);
+void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es) {
+  fprintf(f, "{\"eval\":true,\"step\":%" PRId64 ",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,"
+          "\"topk\":%.6g,\"rows\":%" PRId64 ",\"blocks\":%" PRId64 ",\"acc_pos\":", step, es->loss, es->acc,
+          es->tau, es->topk, es->rows, es->blocks);
+  json_pos(f, es->acc_pos, es->B);
+  fprintf(f, "}\n");
+  fflush(f);
+}
+
+static void eval_jsonl(dfl_trainer *tr, const dfl_eval_stats *es) { dfl_eval_jsonl(tr->mjsonl, tr->step, es); }
+
+int dfl_eval_drafter(const dfl_spec *s, dfl_backend_kind kind, const char *drafter_dir, const dfl_dataset *d,
+                     dfl_eval_stats *es) {
+  dfl_evaluator *ev = calloc(1, sizeof *ev);
+  if (!ev) return DFL_ENOMEM;
+  int rc = dfl_eval_open_on(ev, s, kind);
+  /* the target's weights and the drafter's, through the backend (a host shadow pushed on a GPU) */
+  if (rc == DFL_OK && (rc = dfl_be_load_weights(&ev->be, s, drafter_dir)) == DFL_OK) rc = dfl_eval_run(ev, d, es);
+  if (ev->ready) dfl_eval_close(ev);
+  free(ev);
+  return rc;
 }
 
 static int do_eval(dfl_trainer *tr, dfl_eval_stats *es, FILE *log) {

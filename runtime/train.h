@@ -169,5 +169,12 @@ int dfl_eval_run(dfl_evaluator *ev, const dfl_dataset *d, dfl_eval_stats *es);
 
 /* Print an eval line ("eval  loss .. acc .. tau .. acc@j ..") to f. */
 void dfl_eval_print(FILE *f, const char *what, const dfl_eval_stats *es);
+/* Its metrics.jsonl line ({"eval":true,"step":..}). */
+void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es);
+
+/* The drafter in drafter_dir (an export or a released DFlash drafter) with the spec's target, on
+** backend kind, over the whole dataset d: what `dflc eval` prints. */
+int dfl_eval_drafter(const dfl_spec *s, dfl_backend_kind kind, const char *drafter_dir, const dfl_dataset *d,
+                     dfl_eval_stats *es);
 
 #endif

@@ -73,6 +73,7 @@ static inline void resume_pipe_opts(dfl_pipe_opts *o, const char *dir, int64_t s
   o->quiet = 1;
   o->on_step = on_step;
   o->ctx = ctx;
+  o->no_eval = 1;   /* the end-of-run evaluation is checked once, in test_pipeline_equiv */
 }
 
 /* Options of a quiet pipeline run of `steps` steps into tmp_dir(dir, n, what); the caller sets
@@ -83,6 +84,7 @@ static inline void quiet_pipe_opts(dfl_pipe_opts *o, char *dir, size_t n, const 
   o->steps = steps;
   o->out_dir = dir;
   o->quiet = 1;
+  o->no_eval = 1;
 }
 
 #endif

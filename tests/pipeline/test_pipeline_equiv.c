@@ -6,6 +6,8 @@
 ** order than one device does (fp32), and Adam turns that rounding into parameter differences of
 ** the same relative size, which the following steps' losses see. The replicas must end
 ** bit-identical, and with accum = 2 the loss must be normalised by the global sum of weights.
+** The exporting run evaluates its drafter at the end: the eval line in metrics.jsonl is what
+** `dflc eval` gives for the export, and better than a fresh drafter's.
 */
 #include <math.h>
 
@@ -23,6 +25,7 @@ static void pipe_run(const dfl_spec *s, trace *t, const char *what, int export) 
   quiet_pipe_opts(&o, dir, sizeof dir, what, STEPS);
   o.no_export = !export;
   o.no_ckpt = !export;
+  o.no_eval = !export;
   o.on_step = on_step;
   o.ctx = t;
   o.fault = "";
@@ -37,14 +40,40 @@ static void pipe_run(const dfl_spec *s, trace *t, const char *what, int export) 
     FILE *m = fopen(f, "r");
     CHECK(m, "no %s", f);
     char line[8192];
-    int steps = 0, diags = 0;
+    int steps = 0, diags = 0, evals = 0;
+    double eloss = 0, etau = 0;
+    long long estep = -1, erows = -1;
     while (fgets(line, sizeof line, m)) {
+      if (strstr(line, "\"eval\":true")) {
+        evals++;
+        CHECK(sscanf(line, "{\"eval\":true,\"step\":%lld,\"loss\":%lf", &estep, &eloss) == 2 &&
+              strstr(line, "\"tau\":") && sscanf(strstr(line, "\"tau\":"), "\"tau\":%lf", &etau) == 1 &&
+              strstr(line, "\"rows\":") && sscanf(strstr(line, "\"rows\":"), "\"rows\":%lld", &erows) == 1,
+              "%s: eval line %.200s", what, line);
+        continue;
+      }
       steps += strstr(line, "\"loss\"") != NULL;
       diags += strstr(line, "\"verdict\"") != NULL && strstr(line, "\"hist\"") != NULL &&
                strstr(line, "\"mem_bytes\"") != NULL && strstr(line, "\"producer_rate\"") != NULL;
     }
     fclose(m);
     CHECK(steps == STEPS && diags >= 1, "%s: metrics.jsonl has %d step lines and %d diag lines", what, steps, diags);
+    /* the end-of-run evaluation: the export's, as dflc eval computes it; a fresh drafter's is worse */
+    dfl_dataset d;
+    dfl_eval_stats es, fresh;
+    CHECK(dfl_data_load_fmt(s->eval_path, s->format, s->target.vocab, s->seq_len, s->bad_rows, stderr, &d) == DFL_OK,
+          "eval data");
+    snprintf(f, sizeof f, "%s/drafter", dir);
+    CHECK(dfl_eval_drafter(s, DFL_BE_CPU, f, &d, &es) == DFL_OK, "dflc eval's path on %s", f);
+    CHECK(dfl_eval_drafter(s, DFL_BE_CPU, NULL, &d, &fresh) == DFL_OK, "a fresh drafter's evaluation");
+    CHECK(evals == 1 && estep == STEPS && erows == d.n, "%s: %d eval lines, step %lld, %lld rows of %d", what, evals,
+          estep, erows, d.n);
+    CHECK(fabs(eloss - es.loss) <= 1e-5 * es.loss && fabs(etau - es.tau) <= 1e-5 * es.tau,
+          "%s: end-of-run eval loss %.7g tau %.7g, dflc eval's %.7g %.7g", what, eloss, etau, es.loss, es.tau);
+    CHECK(eloss < fresh.loss, "%s: eval loss %.5f not below a fresh drafter's %.5f", what, eloss, fresh.loss);
+    printf("%s: end-of-run eval loss %.5f tau %.4f (%lld rows); the export through dflc eval's path %.5f %.4f; "
+           "a fresh drafter %.5f %.4f\n", what, eloss, etau, erows, es.loss, es.tau, fresh.loss, fresh.tau);
+    dfl_data_free(&d);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0, "cleanup");
