@@ -126,6 +126,9 @@ static int write_meta(const char *path, const dfl_graph *g, const int *params, i
   json_object_set_new(o, "rng", rng);
   json_object_set_new(o, "seed", json_string(hex));
   json_object_set_new(o, "tokens_seen", json_real(m->tokens_seen));
+  if (m->data_rows > 0)
+    json_object_set_new(o, "data", json_pack("{s:I,s:I}", "rows", (json_int_t)m->data_rows, "tokens",
+                                             (json_int_t)m->data_tokens));
   json_object_set_new(o, "spec", json_string(m->spec));
   json_object_set_new(o, "params", pl);
   int rc = json_dump_file(o, path, JSON_INDENT(2)) ? DFL_EIO : DFL_OK;
@@ -328,8 +331,28 @@ int dfl_ckpt_read_meta(const char *path, dfl_ckpt_meta *m) {
     snprintf(m->spec, sizeof m->spec, "%s", json_string_value(spec));
   }
   m->tokens_seen = json_is_number(tok) ? json_number_value(tok) : 0;
+  json_t *data = json_object_get(o, "data");
+  if (data) {   /* optional (older checkpoints lack it), but a damaged one is not ignored */
+    json_t *r = json_object_get(data, "rows"), *t = json_object_get(data, "tokens");
+    if (!json_is_integer(r) || !json_is_integer(t) || json_integer_value(r) <= 0 || json_integer_value(t) < 0) {
+      fprintf(stderr, "%s: \"data\" must hold positive integers \"rows\" and \"tokens\": the checkpoint is "
+                      "damaged; resume from an earlier one\n", file);
+      rc = DFL_EFORMAT;
+    } else {
+      m->data_rows = json_integer_value(r);
+      m->data_tokens = json_integer_value(t);
+    }
+  }
   json_decref(o);
   return rc ? DFL_EFORMAT : DFL_OK;
+}
+
+int dfl_ckpt_check_data(const char *ckpt, const dfl_ckpt_meta *m, const char *data_path, int64_t rows, int64_t tokens) {
+  if (m->data_rows <= 0 || (m->data_rows == rows && m->data_tokens == tokens)) return DFL_OK;
+  fprintf(stderr, "%s: trained on data of %" PRId64 " rows and %" PRId64 " tokens; %s has %" PRId64 " rows and %" PRId64
+          " tokens: resume with the data it was trained on, or start a fresh run\n", ckpt, m->data_rows,
+          m->data_tokens, data_path, rows, tokens);
+  return DFL_EFORMAT;
 }
 
 int dfl_ckpt_load(const char *path, const dfl_graph *g, dfl_cpu *c, dfl_ckpt_meta *m) {

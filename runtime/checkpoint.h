@@ -28,6 +28,8 @@ typedef struct dfl_ckpt_meta {
   uint64_t rng[4];          /* anchor RNG state */
   uint64_t seed;
   double tokens_seen;
+  int64_t data_rows, data_tokens; /* the training data's usable rows and tokens; 0: not recorded (random
+                            ** data, or a checkpoint written before 2026-11-30) */
   char spec[DFL_PATH_MAX];  /* absolute path of the .dfl file */
 } dfl_ckpt_meta;
 
@@ -42,6 +44,11 @@ int dfl_ckpt_resolve(const char *path, char *out, size_t outlen);
 
 /* Read trainer.json of the checkpoint at path. */
 int dfl_ckpt_read_meta(const char *path, dfl_ckpt_meta *m);
+
+/* A resume's data must be the data the checkpoint was trained on: its rows and tokens are compared
+** with what was recorded (nothing to compare: DFL_OK). Otherwise the cursor would index another row
+** order and the run would continue on other data without a word: a message naming both, DFL_EFORMAT. */
+int dfl_ckpt_check_data(const char *ckpt, const dfl_ckpt_meta *m, const char *data_path, int64_t rows, int64_t tokens);
 
 /* Restore every persistent tensor of g from the checkpoint (all must be present with the same
 ** element count) and its meta. */

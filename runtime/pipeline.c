@@ -524,6 +524,8 @@ static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   memcpy(m.rng, ls->rng.s, sizeof m.rng);
   m.seed = p->s.seed;
   m.tokens_seen = ls->tokens;
+  m.data_rows = p->train.n;
+  m.data_tokens = p->train.n_tokens;
   if (!realpath(p->s.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", p->s.file);
   /* every persistent kind: a GPU replica's gradient accumulators and sums are saved too */
   dfl_cpu shadow, *h = host_view(d, PERSIST_KINDS, &shadow);
@@ -1293,6 +1295,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
   dfl_rng_seed(&p->ld.rng, s->seed);
   if (resume[0]) {   /* the loader continues where the checkpointed step's last micro-batch left it */
+    if ((rc = dfl_ckpt_check_data(resume, &meta, s->train_path, p->train.n, p->train.n_tokens))) goto out;
     if (meta.epoch < 0 || meta.cursor < 0 || meta.cursor > p->train.n) {
       fprintf(stderr, "%s/trainer.json: data position (epoch %" PRId64 ", row %" PRId64 ") does not fit %d rows: was "
               "it trained on other data?\n", resume, meta.epoch, meta.cursor, p->train.n);

@@ -410,6 +410,10 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
       dfl_train_close(tr);
       return rc;
     }
+    if ((rc = dfl_ckpt_check_data(resume, &meta, s->train_path, tr->train.n, tr->train.n_tokens))) {
+      dfl_train_close(tr);
+      return rc;
+    }
     if (meta.cursor < 0 || meta.cursor > tr->train.n || meta.step < 0 || meta.step > s->steps) {
       fprintf(stderr, "%s/trainer.json: data position (epoch %" PRId64 ", row %" PRId64 ") or step %" PRId64
               " does not fit %d rows / %" PRId64 " steps: was it trained on other data?\n", resume,
@@ -627,6 +631,8 @@ int dfl_train_checkpoint(dfl_trainer *tr) {
   memcpy(m.rng, tr->rng.s, sizeof m.rng);
   m.seed = tr->spec.seed;
   m.tokens_seen = tr->tokens_seen;
+  m.data_rows = tr->train.n;   /* 0 for random data: nothing to check on resume */
+  m.data_tokens = tr->train.n_tokens;
   if (!realpath(tr->spec.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", tr->spec.file);
   unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
   dfl_cpu shadow, *h;

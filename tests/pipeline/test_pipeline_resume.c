@@ -8,7 +8,8 @@
 **   Across topologies: a single-device checkpoint continued by the split pipeline tracks the
 **   single device's own continuation (the equivalence tolerances, equiv.h), with accum 1 (the
 **   checkpoint's gradient accumulators hold its last step's gradients: the replicas restart at zero).
-**   Refused, with a message: a checkpoint already at the run's end; one of another drafter.
+**   Refused, with a message: a checkpoint already at the run's end; one of another drafter; one
+**   trained on other data (the eval file in place of the training file).
 ** Random seed (printed); nano-pipeline's model and data on CPU threads.
 */
 #include <math.h>
@@ -157,6 +158,11 @@ int main(void) {
   other.drafter.layers++;
   snprintf(ck, sizeof ck, "%s/ckpt/step-%08d", full, 4);
   CHECK(run(&other, dir, 0, ck, &bad) != DFL_OK && bad.n == 0, "a checkpoint of another drafter was resumed");
+
+  /* refused: other training data */
+  other = s;
+  snprintf(other.train_path, sizeof other.train_path, "%s", s.eval_path);
+  CHECK(run(&other, dir, 0, ck, &bad) == DFL_EFORMAT && bad.n == 0, "a checkpoint was resumed on other data");
 
   /* across topologies: one device's checkpoint at step STOP, continued by the 2 + 2 split; accum 1,
   ** so the checkpoint holds that step's gradients (the trainer overwrites its accumulators), which

@@ -9,7 +9,9 @@
 ** trainer.json are ignored by resume, and a save over a stale temp dir succeeds. A checkpoint of
 ** another spec is refused. D: a checkpoint written with accum = 1 (whose gradient accumulators are
 ** left holding the last step's gradients) resumed with accum = 2 starts from zero gradients.
-** A damaged trainer.json (rng or seed not hex words, an all-zero rng) is refused.
+** A damaged trainer.json (rng or seed not hex words, an all-zero rng, a "data" record that is not
+** two positive integers) is refused. E: resuming on other data (two more rows) is refused, naming
+** both row counts; the checkpoint records the data's rows and tokens.
 ** Data is random (seed from the time, printed).
 */
 #include <math.h>
@@ -234,11 +236,44 @@ int main(void) {
             msg ? msg : "");
       free(msg);
     }
+    /* the data record: present, and refused when damaged */
+    const char *dat = orig ? strstr(orig, "\"data\": {") : NULL;
+    CHECK(dat != NULL, "%s records the training data's size", tj);
+    if (dat) {
+      char *dmsg = NULL;
+      const char *rest = strchr(dat, '}') + 1;
+      int r2 = meta_from(tj, ck, orig, (size_t)(dat - orig), "\"data\": {\"rows\": -1, \"tokens\": 5}", rest, &dmsg);
+      CHECK(r2 == DFL_EFORMAT && dmsg && strstr(dmsg, "positive integers"), "a damaged data record accepted (rc %d): %s",
+            r2, dmsg ? dmsg : "");
+      free(dmsg);
+    }
     char *msg = NULL;
     CHECK(orig && meta_from(tj, ck, orig, nr, "", "", &msg) == DFL_OK, "the restored trainer.json reads: %s",
           msg ? msg : "");
     free(msg);
     free(orig);
+  }
+
+  /* E: other data (the same random rows and two more) under the checkpoint of B: refused, the
+  ** message naming both sizes; nothing trains. */
+  {
+    char other[320];
+    snprintf(other, sizeof other, "%s/other.jsonl", dir);
+    dfl_rng r3;
+    dfl_rng_seed(&r3, seed);
+    CHECK(write_random_jsonl(other, 11, &r3, 8192) == 0, "write %s", other);
+    dfl_spec s4 = s;
+    snprintf(s4.train_path, sizeof s4.train_path, "%s", other);
+    o.out_dir = db;
+    o.resume = root;
+    stderr_cap c4;
+    cap_begin(&c4);
+    int r4 = dfl_train_open(tr, &s4, &o);
+    char *m4 = cap_end(&c4);
+    CHECK(r4 == DFL_EFORMAT && m4 && strstr(m4, "trained on data of 9 rows") && strstr(m4, "has 11 rows"),
+          "resuming on other data: rc %d: %s", r4, m4 ? m4 : "");
+    free(m4);
+    if (r4 == DFL_OK) dfl_train_close(tr);
   }
 
   for (int i = 0; i < nt; i++) free(snap[i]);
