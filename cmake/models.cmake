@@ -57,7 +57,7 @@ endif()
 
 # The training loop (runtime/train.c, checkpoint.c, cmd_train.c): tests/train/.
 if(TARGET dfl_ir AND TARGET dfl_io AND TARGET dfl_plan)
-  foreach(t train_resume train_baddata train_nano train_overlap)
+  foreach(t train_resume train_best train_baddata train_nano train_overlap)
     if(EXISTS ${CMAKE_SOURCE_DIR}/tests/train/test_${t}.c)
       dfl_add_test(test_${t} SOURCES tests/train/test_${t}.c LIBS dfl_models LABELS train)
     endif()

@@ -222,16 +222,66 @@ int dfl_ckpt_save(const char *root, const dfl_graph *g, dfl_cpu *c, const int *p
   if (path) snprintf(path, pathlen, "%s", fin);
 
   if (keep > 0) {
-    int64_t *steps;
+    int64_t *steps, best = -1;
+    double bt, bl;
+    if (!dfl_ckpt_read_best(root, &best, &bt, &bl)) best = -1;
     int ns = list_steps(root, &steps);
     for (int i = 0; i + keep < ns; i++) {
-      if (steps[i] == m->step) continue;
+      if (steps[i] == m->step || steps[i] == best) continue;   /* the best by evaluation stays */
       step_dir(old, sizeof old, root, "", steps[i]);
       dfl_rm_dir(old);
     }
     free(steps);
   }
   return DFL_OK;
+}
+
+int dfl_ckpt_read_best(const char *root, int64_t *step, double *tau, double *loss) {
+  char f[DFL_PATH_MAX + 32];
+  snprintf(f, sizeof f, "%s/best.json", root);
+  if (!is_file(f)) return 0;
+  json_error_t je;
+  json_t *o = json_load_file(f, 0, &je);
+  json_t *st = o ? json_object_get(o, "step") : NULL, *t = o ? json_object_get(o, "tau") : NULL;
+  json_t *l = o ? json_object_get(o, "loss") : NULL;
+  int ok = json_is_integer(st) && json_is_number(t) && json_is_number(l);
+  if (ok) {
+    *step = json_integer_value(st);
+    *tau = json_number_value(t);
+    *loss = json_number_value(l);
+  } else {
+    fprintf(stderr, "dflc: note: %s is not a best-checkpoint record; ignored\n", f);
+  }
+  json_decref(o);
+  return ok;
+}
+
+void dfl_ckpt_clear_best(const char *root) {
+  char f[DFL_PATH_MAX + 32];
+  snprintf(f, sizeof f, "%s/best.json", root);
+  unlink(f);
+  snprintf(f, sizeof f, "%s/best", root);
+  unlink(f);
+}
+
+int dfl_ckpt_mark_best(const char *root, int64_t step, double tau, double loss) {
+  char f[DFL_PATH_MAX + 32], tmp[DFL_PATH_MAX + 32], dir[32];
+  snprintf(dir, sizeof dir, "step-%08" PRId64, step);
+  json_t *o = json_pack("{s:I,s:f,s:f,s:s}", "step", (json_int_t)step, "tau", tau, "loss", loss, "dir", dir);
+  snprintf(tmp, sizeof tmp, "%s/.best.json.tmp", root);
+  snprintf(f, sizeof f, "%s/best.json", root);
+  int rc = !o || json_dump_file(o, tmp, JSON_INDENT(2)) ? DFL_EIO : DFL_OK;
+  json_decref(o);
+  if (rc == DFL_OK) fsync_path(tmp);
+  if (rc == DFL_OK && rename(tmp, f)) rc = DFL_EIO;
+  /* the link: made aside, renamed over the old one (relative: the run directory can move) */
+  snprintf(tmp, sizeof tmp, "%s/.best.tmp", root);
+  snprintf(f, sizeof f, "%s/best", root);
+  unlink(tmp);
+  if (rc == DFL_OK && (symlink(dir, tmp) || rename(tmp, f))) rc = DFL_EIO;
+  if (rc) fprintf(stderr, "dflc: cannot record the best checkpoint under %s: %s\n", root, strerror(errno));
+  else fsync_path(root);
+  return rc;
 }
 
 int dfl_ckpt_resolve(const char *path, char *out, size_t outlen) {

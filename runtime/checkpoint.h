@@ -66,6 +66,15 @@ typedef struct dfl_ckpt_params {
 int dfl_ckpt_read_params(const char *path, dfl_ckpt_params *p);
 void dfl_ckpt_params_free(dfl_ckpt_params *p);
 
+/* The best checkpoint by evaluation (the highest eval tau; the earlier on a tie) under root:
+** root/best.json {"step", "tau", "loss", "dir"} and the symlink root/best -> step-N, both replaced
+** atomically, so `--resume ROOT/best` and `dflc export ROOT/best` take it. dfl_ckpt_save's pruning
+** (ckpt_keep) never removes it. read_best: 1 and the record when root has one, else 0. */
+int dfl_ckpt_mark_best(const char *root, int64_t step, double tau, double loss);
+int dfl_ckpt_read_best(const char *root, int64_t *step, double *tau, double *loss);
+/* Forget root's best record (a fresh run into an old run directory). */
+void dfl_ckpt_clear_best(const char *root);
+
 /* Remove a directory and the plain files in it (checkpoints have no subdirectories). */
 int dfl_rm_dir(const char *dir);
 /* mkdir -p */

@@ -452,6 +452,15 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     dfl_train_close(tr);
     return DFL_EIO;
   }
+  /* The best checkpoint by evaluation: a resumed run goes on from the record under its checkpoint
+  ** root, a fresh one starts over (as its metrics.jsonl does). */
+  tr->best_step = -1;
+  char croot[DFL_PATH_MAX];
+  if (!tr->opts.no_ckpt && ckpt_root(tr, croot, sizeof croot) == DFL_OK) {
+    double bl;
+    if (!resume[0]) dfl_ckpt_clear_best(croot);
+    else if (!dfl_ckpt_read_best(croot, &tr->best_step, &tr->best_tau, &bl)) tr->best_step = -1;
+  }
   tr->setup_s[3] = now_s() - t_stage;
   return DFL_OK;
 }
@@ -679,6 +688,20 @@ int dfl_eval_drafter(const dfl_spec *s, dfl_backend_kind kind, const char *draft
   return rc;
 }
 
+/* After the evaluation of a step that has its checkpoint: a higher tau than every earlier one
+** (an equal one keeps the earlier) makes it ROOT/best. */
+static int note_best(dfl_trainer *tr, const dfl_eval_stats *es, FILE *log) {
+  if (tr->best_step >= 0 && !(es->tau > tr->best_tau)) return DFL_OK;
+  char root[DFL_PATH_MAX];
+  int rc = ckpt_root(tr, root, sizeof root);
+  if (rc == DFL_OK) rc = dfl_ckpt_mark_best(root, tr->step, es->tau, es->loss);
+  if (rc) return rc;
+  tr->best_step = tr->step;
+  tr->best_tau = es->tau;
+  if (!tr->opts.quiet) fprintf(log, "best so far (eval tau %.3f): %s/best -> step %" PRId64 "\n", es->tau, root, tr->step);
+  return DFL_OK;
+}
+
 static int do_eval(dfl_trainer *tr, dfl_eval_stats *es, FILE *log) {
   int rc = dfl_train_evaluate(tr, es);
   if (rc) {
@@ -770,7 +793,7 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
     if (at_ckpt) {
       if ((rc = dfl_train_checkpoint(tr))) return rc;
       if (!quiet) fprintf(log, "checkpoint: %s\n", tr->last_ckpt);
-      if (tr->has_eval && (rc = do_eval(tr, &es, log))) return rc;
+      if (tr->has_eval && ((rc = do_eval(tr, &es, log)) || (rc = note_best(tr, &es, log)))) return rc;
     }
   }
   fflush(tr->mjsonl);
@@ -796,6 +819,7 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   }
   if (tr->has_eval) {
     if ((rc = do_eval(tr, &es, log))) return rc;
+    if (ckpts && (rc = note_best(tr, &es, log))) return rc;
     if (last) *last = es;
   }
   if (tr->step >= s->steps && !tr->opts.no_export) {

@@ -114,6 +114,8 @@ typedef struct dfl_trainer {
   int64_t mem_first;           /* ... after this process's first step, first_step (1, or a resumed step + 1) */
   int64_t first_step;
   char last_ckpt[DFL_PATH_MAX];
+  int64_t best_step;           /* the checkpoint with the best eval tau so far (ROOT/best), -1: none */
+  double best_tau;
 } dfl_trainer;
 
 /* Build everything for SPEC: graph, plan, backend, weights, data; fresh drafter or resumed from

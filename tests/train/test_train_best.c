@@ -1,0 +1,134 @@
+/*
+** test_train_best: the best checkpoint by evaluation.
+**   A run of 8 steps with a checkpoint and an evaluation every 2 steps and ckpt_keep = 1:
+**   ROOT/best.json and the link ROOT/best name the checkpoint whose eval tau (metrics.jsonl) is the
+**   highest (the earliest of equal ones), and that checkpoint exists although ckpt_keep = 1 pruned
+**   the other older ones.
+**   Resumed to 12 steps with the record pointed at step 8 (a tau no evaluation reaches): the
+**   pruning keeps step 8, removes step 10, and the record stays at 8.
+**   A fresh run into the same directory forgets the record (its metrics.jsonl starts over too).
+** Random data (seed from the time, printed); nano's target, a 1-layer drafter, the CPU backend.
+*/
+#include <sys/stat.h>
+#include <time.h>
+
+#include "runtime/checkpoint.h"
+#include "train_test.h"
+
+static int exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+/* tau of each evaluation in metrics.jsonl by step (-1: none); returns the number of eval lines */
+static int eval_taus(const char *path, double *tau, int max_step) {
+  for (int i = 0; i <= max_step; i++) tau[i] = -1;
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[8192];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) {
+    long long st;
+    const char *t = strstr(line, "\"tau\":");
+    if (sscanf(line, "{\"eval\":true,\"step\":%lld", &st) != 1 || !t || st < 0 || st > max_step) continue;
+    tau[st] = strtod(t + 6, NULL);
+    n++;
+  }
+  fclose(f);
+  return n;
+}
+
+int main(void) {
+  uint64_t seed = (uint64_t)time(NULL);
+  printf("test_train_best: seed %llu\n", (unsigned long long)seed);
+  char dir[256], train[300], eval[300], run[300], root[320], p[400];
+  if (make_tmpdir(dir, sizeof dir, "best")) return 1;
+  snprintf(train, sizeof train, "%s/train.jsonl", dir);
+  snprintf(eval, sizeof eval, "%s/eval.jsonl", dir);
+  snprintf(run, sizeof run, "%s/run", dir);
+  snprintf(root, sizeof root, "%s/ckpt", run);
+  (void)train;
+  (void)eval;
+  /* nano's real data (its 128-token rows): the drafter learns a little, so the evaluations differ */
+  dfl_spec s;
+  if (small_spec(&s, "examples/data/nano_train.jsonl.gz", "examples/data/nano_eval.jsonl.gz")) return 1;
+  s.seq_len = 128;
+  s.anchors = 8;
+  s.init_seed = seed;
+  s.seed = seed * 31 + 7;
+  s.steps = 8;
+  s.ckpt_every = 2;
+  s.ckpt_keep = 1;
+  s.lr = 1e-2;   /* big steps, so that the evaluations differ */
+  dfl_train_opts o;
+  memset(&o, 0, sizeof o);
+  o.no_export = o.quiet = 1;
+  o.out_dir = run;
+  o.log = stdout;
+  dfl_trainer *tr = calloc(1, sizeof *tr);
+  CHECK(tr && dfl_train_open(tr, &s, &o) == DFL_OK, "open");
+  CHECK(dfl_train_run(tr, NULL, NULL) == DFL_OK, "the run of 8 steps");
+  dfl_train_close(tr);
+
+  /* the record against metrics.jsonl: the highest tau of the checkpointed evaluations (2, 4, 6, 8;
+  ** step 0's has no checkpoint), the earliest of equal ones */
+  double tau[13];
+  snprintf(p, sizeof p, "%s/metrics.jsonl", run);
+  CHECK(eval_taus(p, tau, 12) == 5, "5 evaluations (steps 0, 2, 4, 6, 8) in %s", p);
+  int64_t want = -1;
+  for (int st = 2; st <= 8; st += 2) {
+    CHECK(tau[st] >= 1, "eval at step %d in metrics.jsonl", st);
+    if (want < 0 || tau[st] > tau[want]) want = st;
+  }
+  int64_t bs;
+  double bt, bl;
+  CHECK(dfl_ckpt_read_best(root, &bs, &bt, &bl) == 1, "%s/best.json", root);
+  /* metrics.jsonl prints 6 digits: the record's step must hold the highest printed tau, and no
+  ** earlier evaluation a higher one */
+  CHECK(bs >= 2 && bs <= 8 && bs % 2 == 0 && tau[bs] == tau[want], "best step %lld (tau %.6g), metrics say %lld (%.6g)",
+        (long long)bs, bt, (long long)want, tau[want]);
+  for (int st = 2; st < bs; st += 2) CHECK(tau[st] < tau[bs] + 1e-6, "step %d tau %.6g above the best's", st, tau[st]);
+  char link[340], ck[DFL_PATH_MAX];
+  snprintf(link, sizeof link, "%s/best", root);
+  dfl_ckpt_meta m;
+  CHECK(dfl_ckpt_resolve(link, ck, sizeof ck) == DFL_OK && dfl_ckpt_read_meta(ck, &m) == DFL_OK && m.step == bs,
+        "%s resolves to the checkpoint of step %lld", link, (long long)bs);
+  for (int st = 2; st < 8; st += 2) {
+    snprintf(p, sizeof p, "%s/step-%08d", root, st);
+    CHECK(exists(p) == (st == bs), "step %d %s (best %lld, ckpt_keep 1)", st, exists(p) ? "kept" : "pruned",
+          (long long)bs);
+  }
+  printf("evaluations: tau %.4f %.4f %.4f %.4f at steps 2..8; best step %lld\n", tau[2], tau[4], tau[6], tau[8],
+         (long long)bs);
+
+  /* resumed to 12 steps, the record at step 8 with a tau no evaluation reaches (tau <= block size) */
+  CHECK(dfl_ckpt_mark_best(root, 8, 99.0, 1.0) == DFL_OK, "mark step 8");
+  o.resume = root;
+  o.steps = 12;
+  CHECK(dfl_train_open(tr, &s, &o) == DFL_OK && tr->best_step == 8, "resume keeps the record (best %lld)",
+        (long long)tr->best_step);
+  CHECK(dfl_train_run(tr, NULL, NULL) == DFL_OK, "steps 9..12");
+  dfl_train_close(tr);
+  CHECK(dfl_ckpt_read_best(root, &bs, &bt, &bl) == 1 && bs == 8 && bt == 99.0, "the record moved to %lld", (long long)bs);
+  snprintf(p, sizeof p, "%s/step-00000008", root);
+  CHECK(exists(p), "pruning removed the best checkpoint (step 8)");
+  snprintf(p, sizeof p, "%s/step-00000010", root);
+  CHECK(!exists(p), "step 10 not pruned with ckpt_keep 1");
+  snprintf(p, sizeof p, "%s/step-00000012", root);
+  CHECK(exists(p), "step 12 written");
+
+  /* a fresh run into the same directory starts the record over */
+  o.resume = NULL;
+  o.steps = 0;
+  CHECK(dfl_train_open(tr, &s, &o) == DFL_OK, "fresh open");
+  CHECK(!exists(link) && dfl_ckpt_read_best(root, &bs, &bt, &bl) == 0, "a fresh run kept the old run's record");
+  dfl_train_close(tr);
+  free(tr);
+  if (!failures) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) printf("note: could not remove %s\n", dir);
+  }
+  printf("test_train_best: %s\n", failures ? "FAIL" : "ok");
+  return failures ? 1 : 0;
+}
