@@ -279,11 +279,5 @@ int main(void) {
   for (int i = 0; i < nt; i++) free(snap[i]);
   free(snap);
   free(tr);
-  if (!failures) {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) printf("note: could not remove %s\n", dir);
-  }
-  printf("test_train_resume: %s\n", failures ? "FAILED" : "ok");
-  return failures ? 1 : 0;
+  return finish_test("test_train_resume", dir);
 }

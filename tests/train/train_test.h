@@ -97,6 +97,18 @@ static inline int make_tmpdir(char *out, size_t n, const char *tag) {
   return mkdtemp(out) ? 0 : 1;
 }
 
+/* The end of a test: its temporary directory removed when everything passed (kept to look at
+** otherwise), the verdict printed; the exit status. */
+static inline int finish_test(const char *name, const char *dir) {
+  if (!failures) {
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) printf("note: could not remove %s\n", dir);
+  }
+  printf("%s: %s\n", name, failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
 /* Redirect stderr into a file while a call runs; returns the captured text (malloc'd). */
 typedef struct { int saved; char path[256]; } stderr_cap;
 static inline void cap_begin(stderr_cap *c) {
