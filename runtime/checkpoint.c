@@ -221,19 +221,23 @@ int dfl_ckpt_save(const char *root, const dfl_graph *g, dfl_cpu *c, const int *p
   if (replaced) dfl_rm_dir(old);
   if (path) snprintf(path, pathlen, "%s", fin);
 
-  if (keep > 0) {
-    int64_t *steps, best = -1;
-    double bt, bl;
-    if (!dfl_ckpt_read_best(root, &best, &bt, &bl)) best = -1;
-    int ns = list_steps(root, &steps);
-    for (int i = 0; i + keep < ns; i++) {
-      if (steps[i] == m->step || steps[i] == best) continue;   /* the best by evaluation stays */
-      step_dir(old, sizeof old, root, "", steps[i]);
-      dfl_rm_dir(old);
-    }
-    free(steps);
-  }
+  dfl_ckpt_prune(root, keep, m->step);
   return DFL_OK;
+}
+
+void dfl_ckpt_prune(const char *root, int keep, int64_t step) {
+  if (keep <= 0) return;
+  char old[DFL_PATH_MAX];
+  int64_t *steps, best = -1;
+  double bt, bl;
+  if (!dfl_ckpt_read_best(root, &best, &bt, &bl)) best = -1;
+  int ns = list_steps(root, &steps);
+  for (int i = 0; i + keep < ns; i++) {
+    if (steps[i] == step || steps[i] == best) continue;   /* the best by evaluation stays */
+    step_dir(old, sizeof old, root, "", steps[i]);
+    dfl_rm_dir(old);
+  }
+  free(steps);
 }
 
 int dfl_ckpt_read_best(const char *root, int64_t *step, double *tau, double *loss) {

@@ -72,6 +72,9 @@ void dfl_ckpt_params_free(dfl_ckpt_params *p);
 ** (ckpt_keep) never removes it. read_best: 1 and the record when root has one, else 0. */
 int dfl_ckpt_mark_best(const char *root, int64_t step, double tau, double loss);
 int dfl_ckpt_read_best(const char *root, int64_t *step, double *tau, double *loss);
+/* Keep the newest `keep` checkpoints under root, step's and the best's (keep <= 0: all): what every
+** save does, and what a move of the best record does for the checkpoint it leaves. */
+void dfl_ckpt_prune(const char *root, int keep, int64_t step);
 /* Forget root's best record (a fresh run into an old run directory). */
 void dfl_ckpt_clear_best(const char *root);
 

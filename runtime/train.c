@@ -696,6 +696,7 @@ static int note_best(dfl_trainer *tr, const dfl_eval_stats *es, FILE *log) {
   int rc = ckpt_root(tr, root, sizeof root);
   if (rc == DFL_OK) rc = dfl_ckpt_mark_best(root, tr->step, es->tau, es->loss);
   if (rc) return rc;
+  dfl_ckpt_prune(root, tr->spec.ckpt_keep, tr->step);   /* the former best, if outside ckpt_keep now */
   tr->best_step = tr->step;
   tr->best_tau = es->tau;
   if (!tr->opts.quiet) fprintf(log, "best so far (eval tau %.3f): %s/best -> step %" PRId64 "\n", es->tau, root, tr->step);

@@ -39,8 +39,9 @@ static int eval_taus(const char *path, double *tau, int max_step) {
 }
 
 int main(void) {
-  uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_best: seed %llu\n", (unsigned long long)seed);
+  const char *es = getenv("DFL_TEST_SEED");
+  uint64_t seed = es ? strtoull(es, NULL, 0) : (uint64_t)time(NULL);
+  printf("test_train_best: seed %llu (DFL_TEST_SEED reproduces)\n", (unsigned long long)seed);
   char dir[256], run[300], root[320], p[400];
   if (make_tmpdir(dir, sizeof dir, "best")) return 1;
   snprintf(run, sizeof run, "%s/run", dir);
