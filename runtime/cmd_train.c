@@ -158,7 +158,8 @@ int dfl_cmd_eval(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: dflc eval SPEC.dfl --drafter DIR [--data FILE.jsonl[.gz]] [--cpu | --cuda] [--cpu-threads N]\n"
              "  tau (1 + mean accepted prefix), loss, accuracy and per-position accuracy of a drafter\n"
-             "  (an export or a released DFlash drafter) on the spec's eval file (or --data), on the\n"
+             "  (an export, a released DFlash drafter, or a checkpoint directory such as RUN/ckpt/best:\n"
+             "  its exact fp32 params) on the spec's eval file (or --data), on the\n"
              "  device that trains it: the CUDA backend when the spec puts the drafter on a GPU and one\n"
              "  is usable, else the CPU backend (--cpu / --cuda force one).\n");
       return 0;

@@ -676,13 +676,50 @@ void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es) {
 
 static void eval_jsonl(dfl_trainer *tr, const dfl_eval_stats *es) { dfl_eval_jsonl(tr->mjsonl, tr->step, es); }
 
+/* A checkpoint's exact f32 params over the evaluator's drafter (loaded fresh before), by name. */
+static int eval_take_ckpt(dfl_evaluator *ev, const char *ckpt) {
+  dfl_ckpt_params cp;
+  int rc = dfl_ckpt_read_params(ckpt, &cp);
+  if (rc) return rc;
+  const dfl_graph *g = &ev->eg.g;
+  dfl_cpu sh, *h = dfl_be_host(&ev->be, DFL_KIND_BIT(DFL_T_PARAM), 0, &sh);
+  if (!h) rc = DFL_ENOMEM;
+  for (int t = 0; !rc && t < g->nt; t++) {
+    if (g->t[t].kind != DFL_T_PARAM) continue;
+    int k = 0;
+    while (k < cp.n && strcmp(cp.names[k], g->t[t].name)) k++;
+    int64_t n = 1;
+    for (int d = 0; k < cp.n && d < cp.ndim[k]; d++) n *= cp.shape[4 * k + d];
+    if (k == cp.n || n != dfl_tensor_numel(&g->t[t])) {
+      fprintf(stderr, "%s: parameter %s %s: the checkpoint was written for another drafter\n", ckpt, g->t[t].name,
+              k == cp.n ? "missing" : "of another size");
+      rc = DFL_ESHAPE;
+    } else {
+      dfl_cpu_set_f(h, t, cp.data[k], n);
+    }
+  }
+  if (h) {
+    int rc2 = dfl_be_host_done(&ev->be, h, rc ? 0 : DFL_KIND_BIT(DFL_T_PARAM));
+    if (!rc) rc = rc2;
+  }
+  dfl_ckpt_params_free(&cp);
+  return rc;
+}
+
 int dfl_eval_drafter(const dfl_spec *s, dfl_backend_kind kind, const char *drafter_dir, const dfl_dataset *d,
                      dfl_eval_stats *es) {
   dfl_evaluator *ev = calloc(1, sizeof *ev);
   if (!ev) return DFL_ENOMEM;
+  /* a checkpoint directory (trainer.json): its fp32 params over a fresh drafter; else an export */
+  char tj[DFL_PATH_MAX + 32];
+  struct stat st;
+  snprintf(tj, sizeof tj, "%s/trainer.json", drafter_dir ? drafter_dir : "");
+  int ckpt = drafter_dir && stat(tj, &st) == 0;
   int rc = dfl_eval_open_on(ev, s, kind);
   /* the target's weights and the drafter's, through the backend (a host shadow pushed on a GPU) */
-  if (rc == DFL_OK && (rc = dfl_be_load_weights(&ev->be, s, drafter_dir)) == DFL_OK) rc = dfl_eval_run(ev, d, es);
+  if (rc == DFL_OK) rc = dfl_be_load_weights(&ev->be, s, ckpt ? NULL : drafter_dir);
+  if (rc == DFL_OK && ckpt) rc = eval_take_ckpt(ev, drafter_dir);
+  if (rc == DFL_OK) rc = dfl_eval_run(ev, d, es);
   if (ev->ready) dfl_eval_close(ev);
   free(ev);
   return rc;

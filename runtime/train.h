@@ -174,8 +174,9 @@ void dfl_eval_print(FILE *f, const char *what, const dfl_eval_stats *es);
 /* Its metrics.jsonl line ({"eval":true,"step":..}). */
 void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es);
 
-/* The drafter in drafter_dir (an export or a released DFlash drafter) with the spec's target, on
-** backend kind, over the whole dataset d: what `dflc eval` prints. */
+/* The drafter in drafter_dir (an export, a released DFlash drafter, or a checkpoint directory: its
+** exact f32 params) with the spec's target, on backend kind, over the whole dataset d: what
+** `dflc eval` prints. NULL: a fresh drafter. */
 int dfl_eval_drafter(const dfl_spec *s, dfl_backend_kind kind, const char *drafter_dir, const dfl_dataset *d,
                      dfl_eval_stats *es);
 

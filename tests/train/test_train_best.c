@@ -6,9 +6,12 @@
 **   the other older ones.
 **   Resumed to 12 steps with the record pointed at step 8 (a tau no evaluation reaches): the
 **   pruning keeps step 8, removes step 10, and the record stays at 8.
+**   `dflc eval`'s path on ROOT/best (a checkpoint: its f32 params) gives the trainer's own
+**   evaluation of that step (metrics.jsonl, 6 digits).
 **   A fresh run into the same directory forgets the record (its metrics.jsonl starts over too).
 ** nano's data and target, a 1-layer drafter (seed from the time, printed), the CPU backend.
 */
+#include <math.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -20,18 +23,19 @@ static int exists(const char *p) {
   return stat(p, &st) == 0;
 }
 
-/* tau of each evaluation in metrics.jsonl by step (-1: none); returns the number of eval lines */
-static int eval_taus(const char *path, double *tau, int max_step) {
-  for (int i = 0; i <= max_step; i++) tau[i] = -1;
+/* tau and loss of each evaluation in metrics.jsonl by step (-1: none); the number of eval lines */
+static int eval_taus(const char *path, double *tau, double *loss, int max_step) {
+  for (int i = 0; i <= max_step; i++) tau[i] = loss[i] = -1;
   FILE *f = fopen(path, "r");
   if (!f) return 0;
   char line[8192];
   int n = 0;
   while (fgets(line, sizeof line, f)) {
     long long st;
-    const char *t = strstr(line, "\"tau\":");
-    if (sscanf(line, "{\"eval\":true,\"step\":%lld", &st) != 1 || !t || st < 0 || st > max_step) continue;
+    const char *t = strstr(line, "\"tau\":"), *l = strstr(line, "\"loss\":");
+    if (sscanf(line, "{\"eval\":true,\"step\":%lld", &st) != 1 || !t || !l || st < 0 || st > max_step) continue;
     tau[st] = strtod(t + 6, NULL);
+    loss[st] = strtod(l + 7, NULL);
     n++;
   }
   fclose(f);
@@ -39,8 +43,8 @@ static int eval_taus(const char *path, double *tau, int max_step) {
 }
 
 int main(void) {
-  const char *es = getenv("DFL_TEST_SEED");
-  uint64_t seed = es ? strtoull(es, NULL, 0) : (uint64_t)time(NULL);
+  const char *env_seed = getenv("DFL_TEST_SEED");
+  uint64_t seed = env_seed ? strtoull(env_seed, NULL, 0) : (uint64_t)time(NULL);
   printf("test_train_best: seed %llu (DFL_TEST_SEED reproduces)\n", (unsigned long long)seed);
   char dir[256], run[300], root[320], p[400];
   if (make_tmpdir(dir, sizeof dir, "best")) return 1;
@@ -69,9 +73,9 @@ int main(void) {
 
   /* the record against metrics.jsonl: the highest tau of the checkpointed evaluations (2, 4, 6, 8;
   ** step 0's has no checkpoint), the earliest of equal ones */
-  double tau[13];
+  double tau[13], loss[13];
   snprintf(p, sizeof p, "%s/metrics.jsonl", run);
-  CHECK(eval_taus(p, tau, 12) == 5, "5 evaluations (steps 0, 2, 4, 6, 8) in %s", p);
+  CHECK(eval_taus(p, tau, loss, 12) == 5, "5 evaluations (steps 0, 2, 4, 6, 8) in %s", p);
   int64_t want = -1;
   for (int st = 2; st <= 8; st += 2) {
     CHECK(tau[st] >= 1, "eval at step %d in metrics.jsonl", st);
@@ -97,6 +101,17 @@ int main(void) {
   }
   printf("evaluations: tau %.4f %.4f %.4f %.4f at steps 2..8; best step %lld\n", tau[2], tau[4], tau[6], tau[8],
          (long long)bs);
+
+  /* dflc eval's path on the best checkpoint: the trainer's evaluation of that step */
+  dfl_dataset d;
+  dfl_eval_stats es;
+  CHECK(dfl_data_load_fmt(s.eval_path, s.format, s.target.vocab, s.seq_len, s.bad_rows, stderr, &d) == DFL_OK,
+        "eval data");
+  CHECK(dfl_eval_drafter(&s, DFL_BE_CPU, link, &d, &es) == DFL_OK, "evaluate %s", link);
+  CHECK(fabs(es.tau - tau[bs]) <= 1e-5 * tau[bs] && fabs(es.loss - loss[bs]) <= 1e-5 * loss[bs],
+        "%s: loss %.7g tau %.7g, the run's step %lld evaluation %.7g %.7g", link, es.loss, es.tau, (long long)bs,
+        loss[bs], tau[bs]);
+  dfl_data_free(&d);
 
   /* resumed to 12 steps, the record at step 8 with a tau no evaluation reaches (tau <= block size) */
   CHECK(dfl_ckpt_mark_best(root, 8, 99.0, 1.0) == DFL_OK, "mark step 8");
