@@ -401,12 +401,33 @@ int dfl_ckpt_read_meta(const char *path, dfl_ckpt_meta *m) {
   return rc ? DFL_EFORMAT : DFL_OK;
 }
 
+int dfl_ckpt_begin_resume(const char *arg, const dfl_spec *s, FILE *log, char *path, size_t n, dfl_ckpt_meta *m,
+                          int64_t *steps) {
+  int rc = dfl_ckpt_resolve(arg, path, n);
+  if (rc || (rc = dfl_ckpt_read_meta(path, m))) return rc;
+  if (*steps <= 0 && m->steps_total != s->steps) {
+    if (log) fprintf(log, "note: resuming a run of %" PRId64 " steps (the spec says %" PRId64 ")\n", m->steps_total, s->steps);
+    *steps = m->steps_total;
+  }
+  if (m->seed != s->seed)
+    fprintf(stderr, "dflc: warning: %s was trained with seed %" PRIu64 ", the spec says %" PRIu64
+            "; the data order will differ\n", path, m->seed, s->seed);
+  return DFL_OK;
+}
+
 int dfl_ckpt_check_data(const char *ckpt, const dfl_ckpt_meta *m, const char *data_path, int64_t rows, int64_t tokens) {
-  if (m->data_rows <= 0 || (m->data_rows == rows && m->data_tokens == tokens)) return DFL_OK;
-  fprintf(stderr, "%s: trained on data of %" PRId64 " rows and %" PRId64 " tokens; %s has %" PRId64 " rows and %" PRId64
-          " tokens: resume with the data it was trained on, or start a fresh run\n", ckpt, m->data_rows,
-          m->data_tokens, data_path, rows, tokens);
-  return DFL_EFORMAT;
+  if (m->data_rows > 0 && (m->data_rows != rows || m->data_tokens != tokens)) {
+    fprintf(stderr, "%s: trained on data of %" PRId64 " rows and %" PRId64 " tokens; %s has %" PRId64 " rows and %" PRId64
+            " tokens: resume with the data it was trained on, or start a fresh run\n", ckpt, m->data_rows,
+            m->data_tokens, data_path, rows, tokens);
+    return DFL_EFORMAT;
+  }
+  if (m->epoch < 0 || m->cursor < 0 || m->cursor > rows) {
+    fprintf(stderr, "%s/trainer.json: data position (epoch %" PRId64 ", row %" PRId64 ") does not fit %" PRId64 " rows: "
+            "was it trained on other data?\n", ckpt, m->epoch, m->cursor, rows);
+    return DFL_EFORMAT;
+  }
+  return DFL_OK;
 }
 
 int dfl_ckpt_load(const char *path, const dfl_graph *g, dfl_cpu *c, dfl_ckpt_meta *m) {

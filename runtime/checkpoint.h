@@ -14,12 +14,16 @@
 #define DFL_CHECKPOINT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "compiler/graph.h"
 #include "compiler/spec.h"
 #include "runtime/cpu.h"
 
 #define DFL_CKPT_FORMAT "dflc-checkpoint-1"
+/* The tensor kinds a checkpoint holds and a resume restores, as a kind-bit mask (models/weights.h
+** DFL_KIND_BIT): all but activations, frozen weights and inputs. */
+#define DFL_CKPT_KINDS (~((1u << DFL_T_ACT) | (1u << DFL_T_FROZEN) | (1u << DFL_T_INPUT)))
 
 typedef struct dfl_ckpt_meta {
   int64_t step;             /* optimizer steps taken */
@@ -45,9 +49,17 @@ int dfl_ckpt_resolve(const char *path, char *out, size_t outlen);
 /* Read trainer.json of the checkpoint at path. */
 int dfl_ckpt_read_meta(const char *path, dfl_ckpt_meta *m);
 
+/* The start of a resume, for the single-device trainer and the pipeline alike: arg resolved to its
+** checkpoint (path) and meta read; the schedule is the checkpoint's unless *steps (> 0: --steps)
+** says otherwise (a note on log when it differs from the spec's); a seed other than the spec's
+** is warned about (the data order will differ). */
+int dfl_ckpt_begin_resume(const char *arg, const dfl_spec *s, FILE *log, char *path, size_t n, dfl_ckpt_meta *m,
+                          int64_t *steps);
+
 /* A resume's data must be the data the checkpoint was trained on: its rows and tokens are compared
-** with what was recorded (nothing to compare: DFL_OK). Otherwise the cursor would index another row
-** order and the run would continue on other data without a word: a message naming both, DFL_EFORMAT. */
+** with what was recorded (nothing recorded: not compared), and its position (epoch, row cursor)
+** must lie in it. Otherwise the cursor would index another row order and the run would continue
+** on other data without a word: a message naming both, DFL_EFORMAT. */
 int dfl_ckpt_check_data(const char *ckpt, const dfl_ckpt_meta *m, const char *data_path, int64_t rows, int64_t tokens);
 
 /* Restore every persistent tensor of g from the checkpoint (all must be present with the same

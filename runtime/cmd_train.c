@@ -204,19 +204,11 @@ int dfl_cmd_eval(int argc, char **argv) {
   int have_data = rc == DFL_OK;
   /* the backend: as dflc train picks it (its drafter device), unless forced */
   dfl_backend_kind kind = DFL_BE_CPU;
-  if (rc == DFL_OK && force != DFL_TRAIN_BE_CPU) {
-    int gpu = 0;
-    for (int i = 0; i < s->n_devices; i++) gpu |= s->devices[i].runs_drafter && s->devices[i].kind == DFL_DEV_GPU;
-    if (force == DFL_TRAIN_BE_CUDA || gpu) {
-      if (dfl_be_cuda_available()) kind = DFL_BE_CUDA;
-      else if (force == DFL_TRAIN_BE_CUDA) {
-        fprintf(stderr, "dflc eval: --cuda, but no CUDA device is usable here\n");
-        rc = DFL_ERR;
-      } else {
-        fprintf(stderr, "notice: %s puts the drafter on a GPU but none is usable here: evaluating on the CPU "
-                "backend (--cpu says so explicitly)\n", spec_file);
-      }
-    }
+  if (rc == DFL_OK && force == DFL_TRAIN_BE_CUDA && !dfl_be_cuda_available()) {
+    fprintf(stderr, "dflc eval: --cuda, but no CUDA device is usable here\n");
+    rc = DFL_ERR;
+  } else if (rc == DFL_OK) {
+    kind = dfl_train_backend(s, force, stderr, "evaluating");
   }
   if (rc == DFL_OK) {
     dfl_eval_stats es;

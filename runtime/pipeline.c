@@ -444,8 +444,7 @@ static dfl_cpu *host_view(dev_s *d, unsigned kinds, dfl_cpu *shadow) {
   return dfl_be_host(&d->be, kinds, 1, shadow);
 }
 
-/* What a checkpoint holds (runtime/checkpoint.h) and what a resume restores. */
-#define PERSIST_KINDS (~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT)))
+/* a replica's model: params, masters, moments (what the export and the replicas' comparison read) */
 #define MODEL_KINDS (DFL_KIND_BIT(DFL_T_PARAM) | DFL_KIND_BIT(DFL_T_STATE))
 
 static void host_view_done(dev_s *d, dfl_cpu *h) {
@@ -458,9 +457,9 @@ static void host_view_done(dev_s *d, dfl_cpu *h) {
 static int resume_replica(dev_s *d, const char *ckpt) {
   const dfl_graph *g = d->g;
   dfl_ckpt_meta m;
-  dfl_cpu shadow, *h = d->gpu ? dfl_be_host(&d->be, PERSIST_KINDS, 0, &shadow) : &d->cpu;
+  dfl_cpu shadow, *h = d->gpu ? dfl_be_host(&d->be, DFL_CKPT_KINDS, 0, &shadow) : &d->cpu;
   int rc = h ? dfl_ckpt_load(ckpt, g, h, &m) : DFL_ENOMEM;
-  int rc2 = d->gpu && h ? dfl_be_host_done(&d->be, h, rc ? 0 : PERSIST_KINDS) : DFL_OK;
+  int rc2 = d->gpu && h ? dfl_be_host_done(&d->be, h, rc ? 0 : DFL_CKPT_KINDS) : DFL_OK;
   for (int t = 0; !rc && !rc2 && t < g->nt; t++) {
     if (g->t[t].kind != DFL_T_GRAD) continue;
     if (d->gpu) rc2 = dfl_be_zero(&d->be, t);
@@ -528,7 +527,7 @@ static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   m.data_tokens = p->train.n_tokens;
   if (!realpath(p->s.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", p->s.file);
   /* every persistent kind: a GPU replica's gradient accumulators and sums are saved too */
-  dfl_cpu shadow, *h = host_view(d, PERSIST_KINDS, &shadow);
+  dfl_cpu shadow, *h = host_view(d, DFL_CKPT_KINDS, &shadow);
   if (!h) return DFL_ERR;
   int rc = dfl_ckpt_save(root, &d->tg.g, h, d->tg.drafter.params, d->tg.drafter.n_params, &m, p->s.ckpt_keep,
                          p->res->ckpt, sizeof p->res->ckpt);
@@ -1241,19 +1240,9 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   char resume[DFL_PATH_MAX] = "";
   dfl_ckpt_meta meta;
   memset(&meta, 0, sizeof meta);
-  if (p->o.resume) {
-    if ((rc = dfl_ckpt_resolve(p->o.resume, resume, sizeof resume)) || (rc = dfl_ckpt_read_meta(resume, &meta)))
-      return rc;
-    if (p->o.steps <= 0 && meta.steps_total != s->steps) {
-      if (!p->o.quiet)
-        fprintf(p->log, "note: resuming a run of %" PRId64 " steps (the spec says %" PRId64 ")\n", meta.steps_total,
-                s->steps);
-      p->o.steps = meta.steps_total;
-    }
-    if (meta.seed != s->seed)
-      fprintf(stderr, "dflc: warning: %s was trained with seed %" PRIu64 ", the spec says %" PRIu64
-              "; the data order will differ\n", resume, meta.seed, s->seed);
-  }
+  if (p->o.resume && (rc = dfl_ckpt_begin_resume(p->o.resume, s, p->o.quiet ? NULL : p->log, resume, sizeof resume,
+                                                  &meta, &p->o.steps)))
+    return rc;
   if (p->o.steps > 0 && p->o.steps != s->steps) {
     s->warmup_steps = s->steps > 0 ? (int64_t)((double)s->warmup_steps * p->o.steps / s->steps) : 0;
     s->steps = p->o.steps;
@@ -1296,12 +1285,6 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   dfl_rng_seed(&p->ld.rng, s->seed);
   if (resume[0]) {   /* the loader continues where the checkpointed step's last micro-batch left it */
     if ((rc = dfl_ckpt_check_data(resume, &meta, s->train_path, p->train.n, p->train.n_tokens))) goto out;
-    if (meta.epoch < 0 || meta.cursor < 0 || meta.cursor > p->train.n) {
-      fprintf(stderr, "%s/trainer.json: data position (epoch %" PRId64 ", row %" PRId64 ") does not fit %d rows: was "
-              "it trained on other data?\n", resume, meta.epoch, meta.cursor, p->train.n);
-      rc = DFL_EFORMAT;
-      goto out;
-    }
     p->ld.epoch = meta.epoch;
     p->ld.cursor = meta.cursor;
     memcpy(p->ld.rng.s, meta.rng, sizeof p->ld.rng.s);
@@ -1507,7 +1490,6 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
   dev_s *r0 = p->rep0;
   if (!p->writer) p->o.no_ckpt = p->o.no_export = 1;   /* replica 0's process writes the run's files */
-  eval_phys = r0->phys;
   if (!p->o.no_ckpt) {
     if ((rc = checkpoint(p, r0, p->end))) goto out;
     if (!p->o.quiet) fprintf(p->log, "checkpoint: %s\n", p->res->ckpt);
@@ -1533,7 +1515,10 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     host_view_done(r0, h);
     if (rc) goto out;
     if (!p->o.quiet) fprintf(p->log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
-    if (!p->o.no_eval && s->eval_path[0]) snprintf(eval_dir, sizeof eval_dir, "%s", dir);
+    if (!p->o.no_eval && s->eval_path[0]) {   /* the writer has replica 0 (a target-only process has none) */
+      snprintf(eval_dir, sizeof eval_dir, "%s", dir);
+      eval_phys = r0->phys;
+    }
   }
   if (!p->o.quiet) {
     fprintf(p->log, "pipeline done: steps %" PRId64 "..%" PRId64 " in %.1fs; replicas bit-identical\n", p->step0 + 1,

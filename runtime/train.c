@@ -259,6 +259,18 @@ static int fill_features(dfl_trainer *tr) {
   return rc;
 }
 
+dfl_backend_kind dfl_train_backend(const dfl_spec *s, int force, FILE *log, const char *doing) {
+  if (force != DFL_TRAIN_BE_AUTO) return force == DFL_TRAIN_BE_CUDA ? DFL_BE_CUDA : DFL_BE_CPU;
+  const dfl_device *dev = NULL;
+  for (int i = 0; i < s->n_devices && !dev; i++)
+    if (s->devices[i].runs_drafter) dev = &s->devices[i];
+  if (!dev || dev->kind != DFL_DEV_GPU) return DFL_BE_CPU;
+  if (dfl_be_cuda_available()) return DFL_BE_CUDA;
+  fprintf(log, "notice: %s puts the drafter on a GPU but none is usable here: %s on the CPU backend (--cpu says "
+          "so explicitly, --cuda makes this an error)\n", s->file, doing);
+  return DFL_BE_CPU;
+}
+
 int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *opts) {
   memset(tr, 0, sizeof *tr);
   tr->spec = *spec;
@@ -274,17 +286,10 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     s->precision = DFL_PREC_FP32;
     s->target_dtype = DFL_PREC_FP32;
   }
-  /* Backend: the drafter device's kind, unless forced. */
-  const dfl_device *dev = NULL;
+  const dfl_device *dev = NULL;   /* the drafter's (its memory budget) */
   for (int i = 0; i < s->n_devices && !dev; i++)
     if (s->devices[i].runs_drafter) dev = &s->devices[i];
-  dfl_backend_kind kind = DFL_BE_CPU;
-  if (tr->opts.backend == DFL_TRAIN_BE_CUDA) kind = DFL_BE_CUDA;
-  else if (tr->opts.backend == DFL_TRAIN_BE_AUTO && dev && dev->kind == DFL_DEV_GPU) {
-    if (dfl_be_cuda_available()) kind = DFL_BE_CUDA;
-    else fprintf(log, "notice: %s puts the drafter on a GPU but none is usable here: training on the CPU "
-                 "backend (--cpu says so explicitly, --cuda makes this an error)\n", s->file);
-  }
+  dfl_backend_kind kind = dfl_train_backend(s, tr->opts.backend, log, "training");
   if (tr->opts.out_dir) snprintf(tr->out_dir, sizeof tr->out_dir, "%s", tr->opts.out_dir);
   else {
     char nm[256];
@@ -294,18 +299,9 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
 
   /* The schedule length is part of the graph (OPT_PREP attributes), so it is settled first:
   ** --steps, else the resumed run's, else the spec's. */
-  if (tr->opts.resume) {
-    if ((rc = dfl_ckpt_resolve(tr->opts.resume, resume, sizeof resume))) return rc;
-    if ((rc = dfl_ckpt_read_meta(resume, &meta))) return rc;
-    if (tr->opts.steps <= 0 && meta.steps_total != s->steps) {
-      fprintf(log, "note: resuming a run of %" PRId64 " steps (the spec says %" PRId64 ")\n",
-              meta.steps_total, s->steps);
-      tr->opts.steps = meta.steps_total;
-    }
-    if (meta.seed != s->seed)
-      fprintf(stderr, "dflc: warning: %s was trained with seed %" PRIu64 ", the spec says %" PRIu64
-              "; the data order will differ\n", resume, meta.seed, s->seed);
-  }
+  if (tr->opts.resume &&
+      (rc = dfl_ckpt_begin_resume(tr->opts.resume, s, log, resume, sizeof resume, &meta, &tr->opts.steps)))
+    return rc;
   if (tr->opts.steps > 0 && tr->opts.steps != s->steps) {
     /* A shortened (or longer) run keeps the warmup's share of the schedule. */
     int64_t w = s->steps > 0 ? (int64_t)((double)s->warmup_steps * tr->opts.steps / s->steps) : 0;
@@ -398,10 +394,9 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
 
   if (resume[0]) {
     /* On the GPU: into a host shadow of the persistent tensors, pushed back after. */
-    unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
-    dfl_cpu shadow, *h = dfl_be_host(&tr->be, kinds, 0, &shadow);
+    dfl_cpu shadow, *h = dfl_be_host(&tr->be, DFL_CKPT_KINDS, 0, &shadow);
     rc = h ? dfl_ckpt_load(resume, g, h, &meta) : DFL_ENOMEM;
-    int rc2 = h ? dfl_be_host_done(&tr->be, h, rc ? 0 : kinds) : DFL_OK;
+    int rc2 = h ? dfl_be_host_done(&tr->be, h, rc ? 0 : DFL_CKPT_KINDS) : DFL_OK;
     /* Gradient accumulators restart at zero: with accum = 1 a checkpoint holds the last step's
     ** gradients (dfl_fuse_overwrite leaves them), which a run resumed with accum > 1 would add to. */
     for (int t = 0; !rc && !rc2 && t < g->nt; t++)
@@ -414,10 +409,9 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
       dfl_train_close(tr);
       return rc;
     }
-    if (meta.cursor < 0 || meta.cursor > tr->train.n || meta.step < 0 || meta.step > s->steps) {
-      fprintf(stderr, "%s/trainer.json: data position (epoch %" PRId64 ", row %" PRId64 ") or step %" PRId64
-              " does not fit %d rows / %" PRId64 " steps: was it trained on other data?\n", resume,
-              meta.epoch, meta.cursor, meta.step, tr->train.n, s->steps);
+    if (meta.step < 0 || meta.step > s->steps) {
+      fprintf(stderr, "%s/trainer.json: step %" PRId64 " does not fit a schedule of %" PRId64 " steps\n", resume,
+              meta.step, s->steps);
       dfl_train_close(tr);
       return DFL_EFORMAT;
     }
@@ -643,9 +637,9 @@ int dfl_train_checkpoint(dfl_trainer *tr) {
   m.data_rows = tr->train.n;   /* 0 for random data: nothing to check on resume */
   m.data_tokens = tr->train.n_tokens;
   if (!realpath(tr->spec.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", tr->spec.file);
-  unsigned kinds = ~(DFL_KIND_BIT(DFL_T_ACT) | DFL_KIND_BIT(DFL_T_FROZEN) | DFL_KIND_BIT(DFL_T_INPUT));
   dfl_cpu shadow, *h;
-  if (dfl_train_flush(tr) || dfl_be_sync(&tr->be) || !(h = dfl_be_host(&tr->be, kinds, 1, &shadow))) return DFL_ERR;
+  if (dfl_train_flush(tr) || dfl_be_sync(&tr->be) || !(h = dfl_be_host(&tr->be, DFL_CKPT_KINDS, 1, &shadow)))
+    return DFL_ERR;
   int rc = dfl_ckpt_save(root, &tr->tg.g, h, tr->tg.drafter.params, tr->tg.drafter.n_params, &m,
                          tr->spec.ckpt_keep, tr->last_ckpt, sizeof tr->last_ckpt);
   dfl_be_host_done(&tr->be, h, 0);

@@ -159,6 +159,11 @@ int dfl_train_load_weights(const dfl_spec *s, dfl_cpu *c, const char *drafter_di
 /* The drafter half of dfl_train_load_weights: PARAMs from drafter_dir or the fresh init (no masters). */
 int dfl_train_load_drafter(const dfl_spec *s, dfl_cpu *c, const char *drafter_dir);
 
+/* The backend a spec's drafter runs on: force (DFL_TRAIN_BE_CPU / _CUDA) if given, else its first
+** drafter device's kind, the CPU (with a notice on log naming `doing`) when that is a GPU and none is
+** usable here. */
+dfl_backend_kind dfl_train_backend(const dfl_spec *s, int force, FILE *log, const char *doing);
+
 /* Evaluator: the eval graph of `s`, weights copied from a training graph with dfl_eval_sync or
 ** loaded with dfl_train_load_weights. On the CPU backend. */
 int dfl_eval_open(dfl_evaluator *ev, const dfl_spec *s);
