@@ -1,5 +1,5 @@
 # CUDA backend: kernels/ (CUDA C compiled at run time by NVRTC), compiler/emit.c (source emission,
-# NVRTC, cubin cache), runtime/cuda.c (arena, cuBLASLt, CUDA graph capture/replay).
+# NVRTC, cubin cache), runtime/cuda/ (arena, cuBLASLt, CUDA graph capture/replay).
 # Nothing links libcuda.so: the static cudart loads the driver at run time, so every binary here
 # also runs (and the GPU tests SKIP) on machines without a driver.
 find_package(CUDAToolkit QUIET)
@@ -28,7 +28,7 @@ find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED
 find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_emit PUBLIC dfl_ir ${DFL_NVRTC_LIB})
 
-add_library(dfl_cuda STATIC runtime/cuda.c)
+add_library(dfl_cuda STATIC runtime/cuda/cuda.c)
 find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_cuda PUBLIC dfl_emit dfl_plan_core ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads)
 
@@ -39,48 +39,31 @@ dfl_add_test(cuda_nvrtc SOURCES tests/cuda/test_nvrtc.c LIBS dfl_emit LABELS cud
 # GPU: every op (forward and backward) against the CPU oracle, f32 and bf16; SKIP (77) without a GPU.
 # The GPU machine has no OpenBLAS: these binaries carry a plain-loop GEMM (tests/cuda/naive_cblas.c)
 # and --as-needed drops libopenblas.so from them.
-dfl_add_test(cuda_ops SOURCES tests/cuda/test_ops.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_ir LABELS cuda_gpu)
+dfl_add_test(cuda_ops SOURCES tests/cuda/test_ops.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_cpu LABELS cuda_gpu)
 target_link_options(cuda_ops PRIVATE -Wl,--as-needed)
 set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77)
 
 # GPU: a whole nano training step (colocated target, drafter, CE, autodiff, AdamW) from the memory
 # plan, captured into CUDA graphs and replayed, against the CPU oracle; SKIP (77) without a GPU.
-if(TARGET dfl_models AND TARGET dfl_plan)
-  dfl_add_test(cuda_step SOURCES tests/cuda/test_step.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
+  dfl_add_test(cuda_step SOURCES tests/cuda/test_step.c tests/cuda/naive_cblas.c LIBS dfl_cli LABELS cuda_gpu)
   target_link_options(cuda_step PRIVATE -Wl,--as-needed)
   set_tests_properties(cuda_step PROPERTIES SKIP_RETURN_CODE 77)
   # GPU: the target forward in bf16 (unquantized, fp8, fp8_fast) against Hugging Face's hidden states;
   # the CPU's test_models_target_golden built with DFL_GOLDEN_CUDA. SKIP (77) without a GPU.
-  dfl_add_test(cuda_golden SOURCES tests/models/test_target_golden.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
+  dfl_add_test(cuda_golden SOURCES tests/models/test_target_golden.c tests/cuda/naive_cblas.c LIBS dfl_cli LABELS cuda_gpu)
   target_compile_definitions(cuda_golden PRIVATE DFL_GOLDEN_CUDA)
   target_link_options(cuda_golden PRIVATE -Wl,--as-needed)
   set_tests_properties(cuda_golden PROPERTIES SKIP_RETURN_CODE 77)
   # GPU: random frozen weights drawn by threads in segments equal the CPU's per-tensor streams.
-  dfl_add_test(cuda_init SOURCES tests/cuda/test_init.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_models LABELS cuda_gpu)
+  dfl_add_test(cuda_init SOURCES tests/cuda/test_init.c tests/cuda/naive_cblas.c LIBS dfl_cli LABELS cuda_gpu)
   target_link_options(cuda_init PRIVATE -Wl,--as-needed)
   set_tests_properties(cuda_init PROPERTIES SKIP_RETURN_CODE 77)
-endif()
 
 # GPU benchmark of the attention kernels at the Qwen3-8B drafter shapes (tensor cores vs the
 # CUDA-core reference kernels); not a ctest test: run build/bench_attention on a GPU machine.
 add_executable(bench_attention tests/cuda/bench_attention.c tests/cuda/naive_cblas.c)
-target_link_libraries(bench_attention PRIVATE dfl_cuda dfl_ir m)
+target_link_libraries(bench_attention PRIVATE dfl_cuda dfl_cpu m)
 target_link_options(bench_attention PRIVATE -Wl,--as-needed)
-
-# GPU: `dflc verify --cuda` on both reference fixtures (drafter head_dim 16: the CUDA-core attention
-# kernels), fp32 graph within 1e-4 and bf16 graph within verify's bf16 tolerance (5e-2); SKIP (77)
-# without a GPU.
-if(TARGET dflc_gpu)
-  foreach(fx dflash_step_public dflash_step_public_b)
-    foreach(prec fp32 bf16)
-      add_test(NAME verify_cuda_${fx}_${prec}
-               COMMAND dflc_gpu verify tests/fixtures/${fx}.json --cuda --${prec} --quiet
-               WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-      set_tests_properties(verify_cuda_${fx}_${prec} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda_gpu
-                           ENVIRONMENT "${DFL_TEST_ENV}")
-    endforeach()
-  endforeach()
-endif()
 
 # CI (no GPU): dflc build on every single-device example emits and NVRTC-compiles its kernels.
 add_test(NAME cuda_build_examples COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/build_examples.sh $<TARGET_FILE:dflc>
@@ -100,11 +83,11 @@ target_include_directories(bench_gemm_layout PRIVATE ${CUDAToolkit_INCLUDE_DIRS}
 # bench_optim: the optimizer's multi-tensor kernels alone at a drafter's parameter shapes
 # (docs/performance.md); not a ctest test: run build/bench_optim on a GPU.
 add_executable(bench_optim tests/cuda/bench_optim.c)
-target_link_libraries(bench_optim PRIVATE dfl_cuda dfl_ir m)
+target_link_libraries(bench_optim PRIVATE dfl_cuda dfl_cpu m)
 target_link_options(bench_optim PRIVATE -Wl,--as-needed)
 # bench_memops: the step's memory-bound row kernels alone at its shapes, each against a device copy of
 # the same bytes (docs/performance.md, session 17); not a ctest test: run build/bench_memops on a GPU.
 add_executable(bench_memops tests/cuda/bench_memops.c)
-target_link_libraries(bench_memops PRIVATE dfl_cuda dfl_ir m)
+target_link_libraries(bench_memops PRIVATE dfl_cuda dfl_cpu m)
 target_include_directories(bench_memops PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 target_link_options(bench_memops PRIVATE -Wl,--as-needed)

@@ -1,13 +1,17 @@
-# File formats and data: safetensors, JSONL data, RNG, anchors, drafter export.
+# runtime/io/: file formats and data: safetensors, JSONL and packed data, RNG, anchors, weights
+# binding, checkpoints and the drafter export. Weights and checkpoints live in the CPU backend's
+# host tensors (runtime/cpu/), the one room below this one.
 add_library(dfl_io STATIC
-  runtime/safetensors.c
-  runtime/rng.c
-  runtime/data.c
-  runtime/packed.c
-  runtime/cmd_pack.c
-  runtime/anchors.c
-  runtime/export.c)
-target_link_libraries(dfl_io PUBLIC ${JANSSON_LIB} ${Z_LIB} m)
+  runtime/io/safetensors.c
+  runtime/io/rng.c
+  runtime/io/data.c
+  runtime/io/dataset.c
+  runtime/io/packed.c
+  runtime/io/anchors.c
+  runtime/io/export.c
+  runtime/io/weights.c
+  runtime/io/checkpoint.c)
+target_link_libraries(dfl_io PUBLIC dfl_cpu ${JANSSON_LIB} ${Z_LIB} m Threads::Threads)
 
 dfl_add_test(test_io_safetensors SOURCES tests/io/test_safetensors.c LIBS dfl_io LABELS io)
 dfl_add_test(test_io_data SOURCES tests/io/test_data.c LIBS dfl_io LABELS io)
@@ -15,7 +19,7 @@ dfl_add_test(test_io_anchors SOURCES tests/io/test_anchors.c LIBS dfl_io LABELS 
 dfl_add_test(test_io_export SOURCES tests/io/test_export.c LIBS dfl_io LABELS io)
 dfl_add_test(test_io_packed SOURCES tests/io/test_packed.c LIBS dfl_io LABELS io)
 # Training on packed data: needs the trainer (dfl_models, defined later; resolved at generate time).
-dfl_add_test(test_io_packed_train SOURCES tests/io/test_packed_train.c LIBS dfl_models LABELS "io;train")
+dfl_add_test(test_io_packed_train SOURCES tests/io/test_packed_train.c LIBS dfl_train LABELS "io;train")
 
 # Fuzzing (libFuzzer needs clang): each harness is built by a script and fuzzed for ~30 s.
 find_program(DFL_IO_CLANG NAMES clang clang-14)

@@ -1,30 +1,25 @@
-# The multi-device runner (runtime/pipeline.c), the hidden-state queue, the all-reduce (CPU threads;
-# NCCL through dlopen), launcher discovery and diagnostics. Included after models.cmake (it links
-# dfl_models) and before cuda.cmake / cli.cmake.
+# runtime/pipeline/: the multi-device runner, the hidden-state queue, the all-reduce (CPU threads;
+# NCCL through dlopen), launcher discovery and the per-device monitor. Built on the trainer.
 add_library(dfl_pipeline STATIC
-  ${CMAKE_SOURCE_DIR}/runtime/pipeline.c
-  ${CMAKE_SOURCE_DIR}/runtime/queue.c
-  ${CMAKE_SOURCE_DIR}/runtime/topo.c
-  ${CMAKE_SOURCE_DIR}/runtime/collective.c
-  ${CMAKE_SOURCE_DIR}/runtime/launch.c
-  ${CMAKE_SOURCE_DIR}/runtime/diag.c)
-target_link_libraries(dfl_pipeline PUBLIC dfl_models Threads::Threads ${CMAKE_DL_LIBS} m)
-# GPU devices (runtime/pipeline_gpu.c: device queue slots, events) when the CUDA backend is built;
-# dfl_cuda is defined later (cuda.cmake), resolved at generate time.
-find_package(CUDAToolkit QUIET)
-if(CUDAToolkit_FOUND)
-  target_sources(dfl_pipeline PRIVATE ${CMAKE_SOURCE_DIR}/runtime/pipeline_gpu.c)
-  target_compile_definitions(dfl_pipeline PRIVATE DFL_HAVE_CUDA)
-  target_link_libraries(dfl_pipeline PUBLIC dfl_cuda)
+  runtime/pipeline/pipeline.c
+  runtime/pipeline/queue.c
+  runtime/pipeline/topo.c
+  runtime/pipeline/collective.c
+  runtime/pipeline/launch.c
+  runtime/pipeline/monitor.c)
+target_link_libraries(dfl_pipeline PUBLIC dfl_train Threads::Threads ${CMAKE_DL_LIBS} m)
+# GPU devices (pipeline_gpu.c: device queue slots, events) when the CUDA backend is built.
+if(TARGET dfl_cuda)
+  target_sources(dfl_pipeline PRIVATE runtime/pipeline/pipeline_gpu.c)
 endif()
 # nccl.h only to check the few NCCL types collective.c declares itself; never linked.
 find_path(DFL_NCCL_INCLUDE nccl.h PATHS /usr/local/cuda/include /usr/include NO_DEFAULT_PATH)
 if(DFL_NCCL_INCLUDE)
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/runtime/collective.c PROPERTIES
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/runtime/pipeline/collective.c PROPERTIES
                               INCLUDE_DIRECTORIES ${DFL_NCCL_INCLUDE})
 endif()
 
-foreach(t queue collective launch diag topo pipeline_equiv pipeline_faults pipeline_mixed
+foreach(t queue collective launch monitor topo pipeline_equiv pipeline_faults pipeline_mixed
         pipeline_resume)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/pipeline/test_${t}.c)
     dfl_add_test(test_pipeline_${t} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
@@ -42,7 +37,7 @@ set_tests_properties(test_pipeline_launch_mpi PROPERTIES SKIP_RETURN_CODE 77 TIM
 # GPU (SKIP 77 without one): split target/drafter logical devices on one GPU vs the single-device
 # GPU trainer, diagnostics, and 2 NCCL replicas in 2 processes on 2 GPUs. Static OpenBLAS, as
 # dflc_gpu (the GPU machine has none).
-if(TARGET dflc_gpu)
+if(TARGET dfl_cuda AND DFL_OPENBLAS_STATIC)
   dfl_add_test(test_pipeline_gpu SOURCES tests/pipeline/test_pipeline_gpu.c
                LIBS ${DFL_OPENBLAS_STATIC} dfl_pipeline dfl_cuda LABELS pipeline_gpu)
   target_link_options(test_pipeline_gpu PRIVATE -Wl,--as-needed -Wl,--undefined=cblas_sgemm
@@ -67,8 +62,3 @@ foreach(cmd check plan)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(pipeline_example_mixed_${cmd} PROPERTIES LABELS pipeline ENVIRONMENT "${DFL_TEST_ENV}")
 endforeach()
-
-# `dflc train` (runtime/cmd_train.c, in dfl_models) hands multi-device specs to dfl_pipe_run, so
-# dfl_models needs dfl_pipeline too: a cycle between two static libraries, which CMake links by
-# repeating them on the command line.
-target_link_libraries(dfl_models PUBLIC dfl_pipeline)

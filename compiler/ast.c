@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/front_internal.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 #include "dfl.tab.h"
 
 typedef struct chunk { struct chunk *prev; size_t used, cap; } chunk;

@@ -9,7 +9,7 @@
 ** that need the seed as a tensor.
 */
 #include "compiler/graph.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 
 #include <stdlib.h>
 #include <string.h>

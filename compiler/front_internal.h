@@ -72,9 +72,15 @@ typedef struct dfl_check {
   dfl_sect *target, *drafter, *data, *loss, *train, *topology;
   int arch_ok;                  /* target architecture known (for cross checks) */
   int quiet_missing;            /* syntax errors dropped entries: do not call keys missing */
+  const dfl_sdef *const *sections; /* every section's schema, for "belongs in section" */
+  int n_sections;
 } dfl_check;
 
+/* check_schema.c: the walker, the typed accessors, and suggestions */
 void dfl_check_walk(dfl_check *c, const dfl_sdef *def, dfl_node *block, dfl_sect *out);
+int dfl_check_key_index(const dfl_sdef *def, const char *key);   /* -1 if def has no such key */
+/* The name in `names` (NULL-terminated), or in `bar` ("a|b|c"), nearest to word; NULL if none is close. */
+const char *dfl_check_nearest(const char *word, const char *const *names, const char *bar, char *buf, size_t n);
 dfl_node *dfl_check_get(const dfl_sect *s, const char *key);
 int dfl_check_has(const dfl_sect *s, const char *key);     /* present, valid or not */
 int64_t dfl_check_int(const dfl_sect *s, const char *key, int64_t dflt);

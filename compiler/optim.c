@@ -9,7 +9,7 @@
 ** copies the params in once (dfl_cpu_init_masters on the CPU) after loading them.
 */
 #include "compiler/graph.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 
 #include <string.h>
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/plan.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 
 static const size_t dtype_bytes[DFL_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1};
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/plan.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 
 static int recomputable(const dfl_graph *g, const dfl_op *op) {
   if (op->phase != DFL_PH_FORWARD && op->phase != DFL_PH_LOSS) return 0;

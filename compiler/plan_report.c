@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 #include "compiler/plan.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 
 const char *dfl_plan_bytes_str(char *buf, size_t n, int64_t b) {
   double v = (double)(b < 0 ? -b : b);

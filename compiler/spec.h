@@ -11,23 +11,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "compiler/status.h"
 
 #define DFL_MAX_LAYERS  256
 #define DFL_MAX_TAPS    64
 #define DFL_MAX_DEVICES 256
 #define DFL_MAX_NODES   64
 #define DFL_PATH_MAX    1024
-
-/* Status codes returned by library functions (SQLite style). */
-enum {
-  DFL_OK = 0,
-  DFL_ERR = 1,      /* generic failure; a message was already reported */
-  DFL_ENOMEM = 2,
-  DFL_EIO = 3,      /* file missing / unreadable / truncated */
-  DFL_EFORMAT = 4,  /* malformed input */
-  DFL_ESHAPE = 5,   /* shapes that do not agree */
-  DFL_ETOL = 6      /* numbers outside tolerance */
-};
 
 typedef enum { DFL_FAMILY_QWEN3 = 0, DFL_FAMILY_LLAMA = 1 } dfl_family;
 typedef enum { DFL_PREC_BF16 = 0, DFL_PREC_FP32 = 1 } dfl_precision;

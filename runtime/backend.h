@@ -20,7 +20,7 @@
 #include "compiler/graph.h"
 #include "compiler/plan.h"
 #include "compiler/spec.h"
-#include "runtime/cpu.h"
+#include "runtime/cpu/cpu.h"
 
 typedef enum { DFL_BE_CPU = 0, DFL_BE_CUDA = 1 } dfl_backend_kind;
 
@@ -42,6 +42,9 @@ typedef struct dfl_backend_vt {
   int (*sync)(dfl_backend *b);
   int64_t (*bytes_in_use)(dfl_backend *b);                  /* device bytes in use now; -1: n/a */
   void (*close)(dfl_backend *b);
+  /* the random weights of the kinds in `kinds` drawn on the device's side (dfl_be_cuda_init_random);
+  ** NULL: the backend has none, they are drawn into host tensors (dfl_weights_init) */
+  int (*init_random)(dfl_backend *b, unsigned kinds, uint64_t seed, double std);
 } dfl_backend_vt;
 
 struct dfl_backend {
@@ -79,7 +82,8 @@ int dfl_be_cuda_available(void);
 /* The PCI bus id of a CUDA backend's GPU ("0000:19:00.0", as cudaDeviceGetPCIBusId writes it):
 ** DFL_OK, or DFL_ERR for a CPU backend or a build without CUDA. */
 int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len);
-/* CUDA builds only (runtime/backend_cuda.c). The backend's dfl_cuda (NULL for a CPU backend):
+/* runtime/backend_cuda.c; without the CUDA toolkit these say so and fail. */
+/* CUDA builds only. The backend's dfl_cuda (NULL for a CPU backend):
 ** benchmarks and tests reach the ops and tensors under the interface. */
 struct dfl_cuda *dfl_be_cuda_state(dfl_backend *b);
 /* Random tensors of the kinds in `kinds`, drawn by host threads straight into the arena: exactly

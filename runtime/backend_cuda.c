@@ -9,18 +9,20 @@
 */
 #include "runtime/backend.h"
 
+#ifdef DFL_HAVE_CUDA
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
-#include "runtime/cuda_check.h"
+#include "runtime/cuda/cuda_check.h"
 
-#include "runtime/cuda.h"
-#include "runtime/data.h"
-#include "runtime/safetensors.h"
-#include "models/weights.h"
-#include "runtime/fp8.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/io/data.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/weights.h"
+#include "runtime/cpu/fp8.h"
 
 #define CK(call) DFL_CU(call)
 
@@ -168,7 +170,8 @@ static void cb_close(dfl_backend *b) {
 }
 
 static const dfl_backend_vt cuda_vt = {cb_set_f, cb_get_f, cb_input, cb_commit, cb_run, cb_zero, cb_read_add,
-                                       cb_read_end, cb_read_wait, cb_sync, cb_bytes, cb_close};
+                                       cb_read_end, cb_read_wait, cb_sync, cb_bytes, cb_close,
+                                       dfl_be_cuda_init_random};
 
 int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs) {
   return dfl_be_open_cuda_dev(b, g, plan, inputs, n_inputs, 0);
@@ -357,3 +360,32 @@ int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, doubl
 
 /* For the benchmark: the CUDA state under the interface. */
 dfl_cuda *dfl_be_cuda_state(dfl_backend *b) { return b->kind == DFL_BE_CUDA ? &CB(b)->c : NULL; }
+
+#else /* no CUDA toolkit at configure time: the CUDA backend says so */
+
+#include <stdio.h>
+
+int dfl_be_cuda_available(void) { return 0; }
+int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len) { return DFL_ERR; }
+int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs) {
+  (void)b; (void)g; (void)plan; (void)inputs; (void)n_inputs;
+  fprintf(stderr, "dflc: this build has no CUDA backend (the CUDA toolkit was not found at configure time); "
+                  "use --cpu\n");
+  return DFL_ERR;
+}
+int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
+                         int device) {
+  (void)device;
+  return dfl_be_open_cuda(b, g, plan, inputs, n_inputs);
+}
+void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes) {
+  (void)b; (void)plan; (void)name; (void)bytes;
+  return NULL;
+}
+struct dfl_cuda *dfl_be_cuda_state(dfl_backend *b) { (void)b; return NULL; }
+int dfl_be_cuda_init_random(dfl_backend *b, unsigned kinds, uint64_t seed, double std) {
+  (void)b; (void)kinds; (void)seed; (void)std;
+  return DFL_ERR;
+}
+
+#endif

@@ -25,8 +25,8 @@
 #include <string.h>
 #include <time.h>
 #include "compiler/graph.h"
-#include "compiler/spec.h"
-#include "runtime/cuda.h"
+#include "compiler/status.h"
+#include "runtime/cuda/cuda.h"
 #include "tests/cuda/bench_util.h"
 
 static unsigned long long rng_s;

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/graph.h"
-#include "compiler/spec.h"
-#include "runtime/cuda.h"
+#include "compiler/status.h"
+#include "runtime/cuda/cuda.h"
 #include "tests/cuda/bench_util.h"
 
 #define CU(call)                                                                                                   \

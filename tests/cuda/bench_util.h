@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "runtime/cuda.h"
+#include "runtime/cuda/cuda.h"
 
 static inline double dfl_bench_now(void) {
   struct timespec t;

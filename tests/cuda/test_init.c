@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "models/weights.h"
+#include "runtime/io/weights.h"
 #include "runtime/backend.h"
-#include "runtime/cpu.h"
-#include "runtime/cuda.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/cuda/cuda.h"
 
 int main(void) {
   if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "compiler/emit.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 
 static int fails;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); fails++; } } while (0)

@@ -19,8 +19,8 @@
 #include <time.h>
 #include "compiler/graph.h"
 #include "compiler/spec.h"
-#include "runtime/cpu.h"
-#include "runtime/cuda.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/cuda/cuda.h"
 
 static unsigned long long rng_s;
 static double urand(void) { /* splitmix64 */

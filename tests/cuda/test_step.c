@@ -23,10 +23,10 @@
 #include <time.h>
 #include "compiler/plan.h"
 #include "models/models.h"
-#include "models/weights.h"
-#include "runtime/cpu.h"
-#include "runtime/cuda.h"
-#include "runtime/data.h"
+#include "runtime/io/weights.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/io/data.h"
 
 static int fails;
 static double worst_cos, worst_pcos; /* lowest gradient / parameter cosine of the last run_mode */

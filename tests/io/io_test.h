@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
-#include "runtime/data.h"
+#include "runtime/io/data.h"
 
 static int io_failures;
 #define CHECK(cond, ...) do { if (!(cond)) { io_failures++; \

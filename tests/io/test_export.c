@@ -7,7 +7,7 @@
 */
 #include <jansson.h>
 #include <math.h>
-#include "runtime/export.h"
+#include "runtime/io/export.h"
 #include "io_test.h"
 #include "tests/common/test_util.h"
 

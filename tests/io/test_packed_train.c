@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "io_test.h"
-#include "runtime/train.h"
+#include "runtime/train/train.h"
 
 #define STEPS 3
 

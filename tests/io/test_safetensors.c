@@ -9,7 +9,7 @@
 #include <math.h>
 #include <sys/stat.h>
 #include <jansson.h>
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "io_test.h"
 
 static dfl_rng R;

@@ -5,7 +5,7 @@
 
 #include "compiler/graph.h"
 #include "compiler/spec.h"
-#include "runtime/cpu.h"
+#include "runtime/cpu/cpu.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
 ** and with the residual addend dfl_fuse_add gives them) against a direct f64 computation, and
 ** dfl_fuse_quant (bit-identical on the CPU; refusals). */
 #include "irtest.h"
-#include "runtime/fp8.h"
+#include "runtime/cpu/fp8.h"
 
 /* The 126 positive finite E4M3 values, ascending: value(code) for codes 1..0x7e. */
 static double pos_val(int code) { return (double)dfl_e4m3_to_f32((uint8_t)code); }

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #include "models/models.h"
-#include "runtime/cpu.h"
+#include "runtime/cpu/cpu.h"
 #include "tests/train/train_test.h"
 
 static uint64_t seed;

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "models/models.h"
-#include "models/weights.h"
+#include "runtime/io/weights.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)

@@ -18,12 +18,12 @@
 #include <time.h>
 
 #include "models/models.h"
-#include "models/weights.h"
-#include "runtime/cpu.h"
-#include "runtime/data.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/weights.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/io/data.h"
+#include "runtime/io/safetensors.h"
 #ifdef DFL_GOLDEN_CUDA
-#include "runtime/cuda.h"
+#include "runtime/cuda/cuda.h"
 #endif
 
 #define TOL 2e-2

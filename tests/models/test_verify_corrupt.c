@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "compiler/cli.h"
-#include "runtime/data.h"
-#include "runtime/safetensors.h"
+#include "runtime/cli/cli.h"
+#include "runtime/io/data.h"
+#include "runtime/io/safetensors.h"
 
 #define FIX "tests/fixtures/dflash_step_public"
 

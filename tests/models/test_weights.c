@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "models/models.h"
-#include "models/weights.h"
-#include "runtime/cpu.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/weights.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/io/safetensors.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)

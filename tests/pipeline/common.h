@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "compiler/spec.h"
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 
 #define CHECK(cond, ...)                                               \
   do {                                                                 \

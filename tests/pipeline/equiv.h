@@ -16,7 +16,7 @@
 #define DFL_TEST_PIPELINE_EQUIV_H
 
 #include <math.h>
-#include "runtime/train.h"
+#include "runtime/train/train.h"
 
 typedef struct { double loss[STEPS + 1], gnorm[STEPS + 1], tokens[STEPS + 1]; int n; } trace;
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/collective.h"
+#include "runtime/pipeline/collective.h"
 
 #define N 100003
 static int (*setdev)(int), (*getcount)(int *), (*dmalloc)(void **, size_t), (*memcpy_)(void *, const void *, size_t, int),

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <pthread.h>
 
-#include "runtime/collective.h"
-#include "runtime/data.h"
+#include "runtime/pipeline/collective.h"
+#include "runtime/io/data.h"
 #include "tests/pipeline/common.h"
 
 #define MAXW 6

@@ -5,8 +5,8 @@
 */
 #include <pthread.h>
 
-#include "runtime/data.h"
-#include "runtime/launch.h"
+#include "runtime/io/data.h"
+#include "runtime/pipeline/launch.h"
 #include "tests/pipeline/common.h"
 
 static const char *tget(void *ctx, const char *name) {

@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "runtime/data.h"
-#include "runtime/launch.h"
+#include "runtime/io/data.h"
+#include "runtime/pipeline/launch.h"
 #include "tests/pipeline/common.h"
 
 #define ID_BYTES 128

@@ -13,7 +13,7 @@
 #include <fcntl.h>
 #include <signal.h>
 
-#include "runtime/pipeline.h"
+#include "runtime/pipeline/pipeline.h"
 #include "tests/pipeline/common.h"
 
 #define STEPS 3

@@ -43,9 +43,9 @@
 
 #include "common.h"
 #include "runtime/backend.h"
-#include "runtime/checkpoint.h"
-#include "runtime/pipeline.h"
-#include "runtime/train.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/pipeline/pipeline.h"
+#include "runtime/train/train.h"
 
 /* Counts and goes on (common.h's CHECK exits): one GPU session reports every part. */
 static int failures;

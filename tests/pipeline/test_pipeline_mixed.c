@@ -13,8 +13,8 @@
 */
 #include <math.h>
 
-#include "runtime/pipeline.h"
-#include "runtime/train.h"
+#include "runtime/pipeline/pipeline.h"
+#include "runtime/train/train.h"
 #include "tests/pipeline/common.h"
 
 #define STEPS 4

@@ -9,8 +9,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "runtime/data.h"
-#include "runtime/queue.h"
+#include "runtime/io/data.h"
+#include "runtime/pipeline/queue.h"
 #include "tests/pipeline/common.h"
 
 typedef struct {

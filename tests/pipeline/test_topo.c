@@ -4,7 +4,7 @@
 ** slices, in k order, are the hidden-state queue's sequence 0, 1, 2, ... (a bijection, increasing
 ** in k, producer h mod M); pure split gives h = k; bad role sets are refused with a message.
 */
-#include "runtime/topo.h"
+#include "runtime/pipeline/topo.h"
 #include "tests/pipeline/common.h"
 
 static void check_one(const int *roles, int n) {

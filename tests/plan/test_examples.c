@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "compiler/plan.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 #include "tests/common/test_util.h"
 
 static int failures;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "compiler/plan.h"
-#include "compiler/spec.h"
+#include "compiler/status.h"
 
 static int failures;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \

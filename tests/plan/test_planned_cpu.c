@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <time.h>
 #include "compiler/plan.h"
-#include "compiler/spec.h"
-#include "runtime/cpu.h"
+#include "compiler/status.h"
+#include "runtime/cpu/cpu.h"
 #include "tests/plan/synth.h"
 
 static int failures;

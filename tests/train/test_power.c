@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "compiler/spec.h"
-#include "runtime/power.h"
+#include "compiler/status.h"
+#include "runtime/cli/power.h"
 
 static int fails;
 #define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)

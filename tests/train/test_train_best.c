@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "runtime/checkpoint.h"
+#include "runtime/io/checkpoint.h"
 #include "train_test.h"
 
 static int exists(const char *p) {

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <time.h>
 
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "train_test.h"
 
 #define STEPS 60

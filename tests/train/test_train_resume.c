@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "runtime/checkpoint.h"
+#include "runtime/io/checkpoint.h"
 #include "train_test.h"
 
 #define K 3

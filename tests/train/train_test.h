@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/weights.h"
-#include "runtime/data.h"
-#include "runtime/train.h"
+#include "runtime/io/weights.h"
+#include "runtime/io/data.h"
+#include "runtime/train/train.h"
 
 static int failures;
 #define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "runtime/data.h"
+#include "runtime/io/data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static FILE *devnull;

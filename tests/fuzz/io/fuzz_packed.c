@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
-#include "runtime/data.h"
+#include "runtime/io/data.h"
 
 static uint64_t g64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 

@@ -1,0 +1,226 @@
+/*
+** cmd_build.c: `dflc build SPEC -o DIR`, the trainer directory: everything the compiler decides
+** before a run, written out so it can be read, diffed and reused.
+**   DIR/build.json     the spec (absolute path), device, precision, arch, arena bytes
+**   DIR/plan.yaml      the memory plan (the planner's report API, as `dflc plan --yaml`)
+**   DIR/schedule.txt   the op list in schedule order: phase, op, label, output shape, FLOPs
+**   DIR/kernels.cu     the CUDA source of the kernel families the graph uses
+**   DIR/cubin/         the NVRTC cubin cache for the target arch (all kernel families, the exact
+**                      source the runtime loads): `dflc train DIR` points the cache here, so it
+**                      starts without compiling
+** `dflc train DIR` trains the spec recorded in DIR/build.json.
+*/
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <jansson.h>
+
+#include "runtime/cli/cli.h"
+#include "compiler/plan.h"
+#include "compiler/spec.h"
+#include "models/models.h"
+#include "runtime/backend.h"
+#include "runtime/io/checkpoint.h"
+#ifdef DFL_HAVE_CUDA
+#include "compiler/emit.h"
+#endif
+
+static int write_schedule(const char *path, const dfl_graph *g) {
+  static const char *ph[] = {"target", "forward", "loss", "backward", "optimizer"};
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "dflc build: cannot write %s: %s\n", path, strerror(errno));
+    return DFL_EIO;
+  }
+  double tot[DFL_PH_COUNT] = {0};
+  fprintf(f, "# op  phase      opcode           label -> output [shape] dtype  GFLOP\n");
+  for (int i = 0; i < g->nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    double fl = dfl_op_flops(g, op);
+    tot[op->phase] += fl;
+    fprintf(f, "%5d %-10s %-16s %s ->", i, op->phase < DFL_PH_COUNT ? ph[op->phase] : "?",
+            dfl_opcode_name(op->code), op->label);
+    for (int k = 0; k < op->n_out; k++) {
+      const dfl_tensor *t = &g->t[op->out[k]];
+      fprintf(f, " %s[", t->name);
+      for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%" PRId64, d ? "," : "", t->shape[d]);
+      fprintf(f, "]");
+    }
+    fprintf(f, "  %.3f\n", fl / 1e9);
+  }
+  fprintf(f, "# TFLOP per micro-step by phase:");
+  for (int p = 0; p < DFL_PH_COUNT; p++) fprintf(f, " %s %.3f", ph[p], tot[p] / 1e12);
+  fprintf(f, "\n");
+  return fclose(f) ? DFL_EIO : DFL_OK;
+}
+
+int dfl_cmd_build(int argc, char **argv) {
+  const char *spec_file = NULL, *out = NULL, *arch = "sm_90a"; /* what the runtime compiles for on sm_90 */
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf("usage: dflc build SPEC.dfl -o DIR [--arch sm_90a]\n"
+             "  Write the trainer directory: build.json, plan.yaml, schedule.txt, kernels.cu and the\n"
+             "  cubin cache. `dflc train DIR` then trains the spec without compiling kernels.\n");
+      return 0;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--out") || !strcmp(a, "--arch")) {
+      if (!next) {
+        fprintf(stderr, "dflc build: %s needs a value\n", a);
+        return 2;
+      }
+      if (!strcmp(a, "--arch")) arch = next;
+      else out = next;
+      i++;
+    } else if (a[0] == '-' || spec_file) {
+      fprintf(stderr, "dflc build: unexpected argument '%s'\n", a);
+      return 2;
+    } else {
+      spec_file = a;
+    }
+  }
+  if (!spec_file || !out) {
+    fprintf(stderr, "usage: dflc build SPEC.dfl -o DIR [--arch sm_90a]\n");
+    return 2;
+  }
+  dfl_spec *s = malloc(sizeof *s);
+  dfl_train_graph *tg = calloc(1, sizeof *tg);
+  if (!s || !tg) return 1;
+  int rc = dfl_spec_load(spec_file, s);
+  const dfl_device *dev = NULL;
+  for (int i = 0; rc == DFL_OK && i < s->n_devices && !dev; i++)
+    if (s->devices[i].runs_drafter) dev = &s->devices[i];
+  if (rc == DFL_OK && dfl_spec_count_role(s, 0, 1) + dfl_spec_count_role(s, 1, 0) > 2) {
+    fprintf(stderr, "dflc build: %s: multi-device specs are built per device by the pipeline runner; "
+            "`dflc plan` shows their plans\n", spec_file);
+    rc = DFL_ERR;
+  }
+  if (rc == DFL_OK && (rc = dfl_model_train_graph(tg, s, 1)))
+    fprintf(stderr, "dflc build: cannot build the training graph of %s\n", spec_file);
+  dfl_plan plan;
+  memset(&plan, 0, sizeof plan);
+  dfl_backend_kind kind = dev && dev->kind == DFL_DEV_GPU ? DFL_BE_CUDA : DFL_BE_CPU;
+  int planned = 0;
+  if (rc == DFL_OK) {
+    /* the graph and plan the single-device trainer runs */
+    unsigned span = dfl_model_single_device(&tg->g, s);
+    rc = dfl_be_plan(&plan, &tg->g, kind, dev ? dev->memory_budget : 0, span, stderr);
+    planned = rc == DFL_OK;
+  }
+  char path[DFL_PATH_MAX + 64], abs_spec[DFL_PATH_MAX];
+  if (rc == DFL_OK && dfl_mkdirs(out)) {
+    fprintf(stderr, "dflc build: cannot create %s: %s\n", out, strerror(errno));
+    rc = DFL_EIO;
+  }
+  if (rc == DFL_OK) {
+    snprintf(path, sizeof path, "%s/plan.yaml", out);
+    FILE *f = fopen(path, "w");
+    dfl_plan_dev d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "node0.%s%d", kind == DFL_BE_CUDA ? "gpu" : "cpu", dev ? dev->index : 0);
+    d.role = "target+drafter";
+    d.g = &tg->g;
+    d.p = &plan;
+    d.budget = dev ? dev->memory_budget : 0;
+    if (!f || dfl_plan_write_yaml(f, spec_file, &d, 1) != DFL_OK) rc = DFL_EIO;
+    if (f && fclose(f)) rc = DFL_EIO;
+    if (rc) fprintf(stderr, "dflc build: cannot write %s\n", path);
+  }
+  if (rc == DFL_OK) {
+    snprintf(path, sizeof path, "%s/schedule.txt", out);
+    rc = write_schedule(path, &tg->g);
+  }
+#ifdef DFL_HAVE_CUDA
+  if (rc == DFL_OK) {
+    snprintf(path, sizeof path, "%s/kernels.cu", out);
+    rc = dfl_emit_write(&tg->g, path);
+  }
+  if (rc == DFL_OK) {
+    /* the runtime's exact source (every family) into DIR/cubin, the cache `dflc train DIR` uses */
+    char *src = NULL;
+    void *cubin = NULL;
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/cubin", out);
+    if ((rc = dfl_emit_source(NULL, DFL_KF_ALL, &src, NULL)) == DFL_OK)
+      rc = dfl_nvrtc_compile(src, arch, path, &cubin, &n, NULL);
+    free(src);
+    free(cubin);
+    if (rc == DFL_OK) printf("cubin: %s/ (%s, %zu bytes)\n", path, arch, n);
+  }
+#else
+  fprintf(stderr, "dflc build: this build has no CUDA toolkit: kernels.cu and cubins not written\n");
+#endif
+  if (rc == DFL_OK) {
+    if (!realpath(spec_file, abs_spec)) snprintf(abs_spec, sizeof abs_spec, "%s", spec_file);
+    snprintf(path, sizeof path, "%s/build.json", out);
+    /* jansson escapes the path (quotes, backslashes, control characters); a path that is not UTF-8
+    ** cannot be a JSON string: refused, not written mangled */
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I}", "format", "dflc-build-1", "spec", abs_spec,
+                          "device", kind == DFL_BE_CUDA ? "cuda" : "cpu", "precision",
+                          s->precision == DFL_PREC_BF16 ? "bf16" : "fp32", "arch", arch, "ops", tg->g.nops, "tensors",
+                          tg->g.nt, "arena_bytes", (json_int_t)(planned ? plan.arena_bytes : -1));
+    if (!o) {
+      fprintf(stderr, "dflc build: %s: the spec's path is not UTF-8, which build.json (JSON) cannot hold: move the "
+                      "spec to a UTF-8 path\n", abs_spec);
+      rc = DFL_EFORMAT;
+    } else if (json_dump_file(o, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER)) {
+      fprintf(stderr, "dflc build: cannot write %s: %s\n", path, strerror(errno));
+      rc = DFL_EIO;
+    }
+    json_decref(o);
+    if (rc == DFL_OK)
+      printf("built %s: %d ops, %d tensors, arena %.1f MiB -> %s/{build.json,plan.yaml,schedule.txt,kernels.cu,cubin/}\n",
+             spec_file, tg->g.nops, tg->g.nt, planned ? plan.arena_bytes / 1048576.0 : 0.0, out);
+  }
+  if (planned) dfl_plan_free(&plan);
+  if (tg->g.t) dfl_graph_free(&tg->g);
+  free(tg);
+  free(s);
+  return rc == DFL_OK ? 0 : 1;
+}
+
+/* `dflc train DIR`: the spec recorded by `dflc build`, and its cubin cache. */
+int dfl_build_resolve(const char *arg, char *spec, unsigned long n) {
+  struct stat st;
+  if (stat(arg, &st) || !S_ISDIR(st.st_mode)) {
+    snprintf(spec, n, "%s", arg);
+    return DFL_OK;
+  }
+  char path[DFL_PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/build.json", arg);
+  if (stat(path, &st)) {
+    fprintf(stderr, "dflc train: %s is a directory without build.json: pass a .dfl file or a directory "
+            "written by `dflc build SPEC -o DIR`\n", arg);
+    return DFL_EIO;
+  }
+  json_error_t je;
+  json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  if (!o) {
+    fprintf(stderr, "%s:%d:%d: not valid JSON (%s): rebuild with `dflc build SPEC -o %s`\n", path, je.line, je.column,
+            je.text, arg);
+    return DFL_EFORMAT;
+  }
+  const char *fmt = json_string_value(json_object_get(o, "format"));
+  const char *sp = json_string_value(json_object_get(o, "spec"));
+  int rc = DFL_OK;
+  if (!fmt || strcmp(fmt, "dflc-build-1")) {
+    fprintf(stderr, "%s: \"format\" is %s%s%s, not \"dflc-build-1\": rebuild with this dflc (`dflc build SPEC -o %s`)\n",
+            path, fmt ? "\"" : "missing", fmt ? fmt : "", fmt ? "\"" : "", arg);
+    rc = DFL_EFORMAT;
+  } else if (!sp || !*sp) {
+    fprintf(stderr, "%s: no \"spec\" string: rebuild with `dflc build SPEC -o %s`\n", path, arg);
+    rc = DFL_EFORMAT;
+  } else if (strlen(sp) >= n) {
+    fprintf(stderr, "%s: the spec's path is longer than %lu bytes\n", path, n - 1);
+    rc = DFL_EFORMAT;
+  } else {
+    snprintf(spec, n, "%s", sp);
+  }
+  json_decref(o);
+  if (rc) return rc;
+  snprintf(path, sizeof path, "%s/cubin", arg);
+  setenv("DFL_CACHE_DIR", path, 0);   /* an explicit DFL_CACHE_DIR wins */
+  return DFL_OK;
+}

@@ -1,0 +1,326 @@
+/*
+** cmd_plan.c: `dflc plan SPEC.dfl [--device N] [--yaml FILE] [--html FILE] [--diff OLD.yaml]
+**                                 [--budget BYTES] [--no-inplace] [--quiet]`
+**
+** Builds every device's graph from the spec alone (shapes come from config.json; no weights are
+** read), plans it, and reports. Devices: a drafter device gets the training graph (with the target
+** forward when colocated); a target-only device gets the target forward for one micro-batch, whose
+** tapped features are copied into a queue slot (so they stay live to the end of the step). Around
+** the graph's tensors the plan holds fixed workspaces: hidden-state queue slots on both sides of a
+** split topology and, on GPUs, exactly the workspaces the CUDA backend allocates
+** (dfl_plan_cuda_workspaces: cuBLASLt's, the fused CE's per-chunk scratch, other ops' scratch), so
+** the total printed is what the trainer's arena holds.
+** Over a budget, forward ops are recomputed in the backward to fit; if nothing fits, the command
+** fails with the numbers and, for each shape knob, the largest value that would fit.
+*/
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/cli/cli.h"
+#include "compiler/plan.h"
+#include "compiler/spec.h"
+#include "models/models.h"
+#include "runtime/cpu/cpu.h"
+
+/* One device's graph, workspaces and plan. */
+typedef struct plan_dev {
+  dfl_plan_dev d;
+  dfl_train_graph tg;     /* drafter devices */
+  dfl_graph *g;           /* the graph planned (tg.g or tgt) */
+  dfl_graph tgt;          /* target-only devices */
+  dfl_plan p;
+  dfl_plan_ws *ws;         /* room for cap_ws: the queue's plus one per op and cuBLASLt's */
+  int n_ws, cap_ws;
+  int live_out[4], n_live_out;
+  unsigned span;          /* dfl_plan_opts.span_phases, as the trainer plans it */
+  int fits;
+} plan_dev;
+
+static size_t cpu_elem(const dfl_tensor *t, void *ctx) { return dfl_cpu_elem_size(t, 0); }
+
+/* Bytes of one hidden-state queue slot: features + ids + loss mask + anchors + keep of one
+** micro-batch (features in the activation dtype). */
+static int64_t queue_slot_bytes(const dfl_spec *s) {
+  int64_t R = (int64_t)s->batch * s->seq_len;
+  int64_t fe = s->precision == DFL_PREC_BF16 ? 2 : 4;
+  return R * s->n_taps * s->target.hidden * fe + 2 * R * 4 + 2 * (int64_t)s->batch * s->anchors * 4;
+}
+
+static void add_ws(plan_dev *pd, const char *name, int64_t bytes, dfl_plan_cat cat, int op) {
+  if (pd->n_ws >= pd->cap_ws || bytes <= 0) return;
+  dfl_plan_ws *w = &pd->ws[pd->n_ws++];
+  snprintf(w->name, sizeof w->name, "%s", name);
+  w->bytes = bytes;
+  w->cat = cat;
+  w->op = op;
+}
+
+static void free_dev(plan_dev *pd) {
+  dfl_plan_free(&pd->p);
+  free(pd->ws);
+  pd->ws = NULL;
+  if (pd->g) dfl_graph_free(pd->g);
+  pd->g = NULL;
+}
+
+/* Sequences per micro-batch on one device: `batch` counts sequences over all drafter devices
+** (data parallel), and a target device fills one queue slot (one drafter micro-batch) at a time. */
+static int device_batch(const dfl_spec *s) {
+  int nd = dfl_spec_count_role(s, 0, 1);
+  return nd > 1 && s->batch % nd == 0 ? s->batch / nd : s->batch;
+}
+
+/* Builds and plans device k of s. Returns DFL_OK when it fits its budget (or has none). */
+static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, int no_inplace, plan_dev *pd) {
+  const dfl_device *dv = &s_all->devices[k];
+  memset(pd, 0, sizeof *pd);
+  static dfl_spec sd; /* the spec with this device's micro-batch: too big for the stack */
+  sd = *s_all;
+  sd.batch = device_batch(s_all);
+  const dfl_spec *s = &sd;
+  snprintf(pd->d.name, sizeof pd->d.name, "node%d.%s%d", dv->node, dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
+  pd->d.role = dv->runs_target && dv->runs_drafter ? "target+drafter" : dv->runs_target ? "target" : "drafter";
+  int rc;
+  if (dv->runs_drafter) {
+    rc = dfl_model_train_graph(&pd->tg, s, dv->runs_target);
+    pd->g = &pd->tg.g;
+    /* as the single-device trainer runs it */
+    if (rc == DFL_OK && s_all->n_devices == 1) pd->span = dfl_model_single_device(pd->g, s);
+  } else {
+    dfl_graph_init(&pd->tgt);
+    pd->g = &pd->tgt;
+    pd->g->cur_phase = DFL_PH_TARGET;
+    int ids = dfl_tensor_1d(pd->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)s->batch * s->seq_len);
+    dfl_target_out out;
+    rc = dfl_model_target(pd->g, s, s->batch, s->seq_len, ids, 0, 0, &out);
+    /* as runtime/pipeline.c */
+    if (rc == DFL_OK && (dfl_fuse_add(pd->g) < 0 || dfl_fuse_norm_rope(pd->g) < 0 || dfl_fuse_rope_pair(pd->g) < 0 || dfl_fuse_quant(pd->g) < 0))
+      rc = DFL_ENOMEM;
+    if (rc == DFL_OK && out.features >= 0) pd->live_out[pd->n_live_out++] = out.features;
+  }
+  if (rc != DFL_OK) {
+    fprintf(stderr, "dflc plan: building the graph of %s failed\n", pd->d.name);
+    return rc;
+  }
+  /* workspaces. The queue ring lives on the producers: each target-only device holds its share
+  ** of the slots; a drafter-only device holds one landing slot, filled with the next micro-batch
+  ** while the graph's INPUT tensors hold the current one. */
+  pd->cap_ws = pd->g->nops + 4;
+  pd->ws = calloc((size_t)pd->cap_ws, sizeof *pd->ws);
+  if (!pd->ws) return DFL_ENOMEM;
+  int n_tgt = dfl_spec_count_role(s, 1, 0), split = n_tgt > 0 && dfl_spec_count_role(s, 0, 1) > 0;
+  if (split && dv->runs_target && !dv->runs_drafter) {
+    int depth = s->queue_depth > 0 ? s->queue_depth : 2 * n_tgt;
+    add_ws(pd, "queue.slots", (int64_t)((depth + n_tgt - 1) / n_tgt) * queue_slot_bytes(s), DFL_PCAT_QUEUE, -1);
+  } else if (split && dv->runs_drafter && !dv->runs_target)
+    add_ws(pd, "queue.landing", queue_slot_bytes(s), DFL_PCAT_QUEUE, -1);
+  if (dv->kind == DFL_DEV_GPU) /* the CUDA backend's own list: `dflc plan` prints what it allocates */
+    pd->n_ws += dfl_plan_cuda_workspaces(pd->g, pd->ws + pd->n_ws);
+  dfl_plan_opts o = {.ws = pd->ws, .n_ws = pd->n_ws, .live_out = pd->live_out, .n_live_out = pd->n_live_out,
+                     .no_inplace = no_inplace, .span_phases = pd->span};
+  dfl_plan_elem_fn elem = dv->kind == DFL_DEV_GPU ? NULL : cpu_elem;
+  pd->d.budget = budget_override > 0 ? budget_override : dv->memory_budget;
+  dfl_recompute r;
+  rc = dfl_plan_fit(pd->g, pd->d.budget, elem, NULL, &o, &pd->p, &r);
+  pd->d.g = pd->g;
+  pd->d.p = &pd->p;
+  pd->d.n_recomputed = r.n_ops;
+  pd->d.span_phases = pd->span;
+  pd->d.recompute_flops = r.flops;
+  pd->fits = rc == DFL_OK;
+  if (dfl_plan_check(&pd->p, pd->g) != DFL_OK) {
+    fprintf(stderr, "dflc plan: internal error: the plan of %s failed its check\n", pd->d.name);
+    return DFL_ERR;
+  }
+  return rc == DFL_OK ? DFL_OK : DFL_ERR;
+}
+
+/* Largest value of one shape knob at most `cur - 1` for which device k fits; 0 if none. */
+static int knob_fit(const dfl_spec *s, int k, int64_t budget, int no_inplace, int which, int cur, int lo) {
+  dfl_spec *t = malloc(sizeof *t);
+  if (!t) return 0;
+  int best = 0, hi = cur - 1;
+  int nd = dfl_spec_count_role(s, 0, 1), per = which == 0 && nd > 1 ? nd : 1;
+  if (which == 0) hi = cur / per - 1; /* search the per-device micro-batch; report the total */
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    *t = *s;
+    if (which == 0) t->batch = mid * per;
+    else if (which == 1) t->seq_len = mid;
+    else if (which == 2) t->anchors = mid;
+    else t->vocab_chunk = mid;
+    plan_dev pd;
+    int ok = plan_device(t, k, budget, no_inplace, &pd) == DFL_OK;
+    free_dev(&pd);
+    if (ok) { best = mid * (which == 0 ? per : 1); lo = mid + 1; }
+    else hi = mid - 1;
+  }
+  free(t);
+  return best;
+}
+
+static void explain_no_fit(const dfl_spec *s, int k, const plan_dev *pd, int no_inplace) {
+  char b1[32], b2[32], b3[32];
+  fprintf(stderr, "%s: error: device %s needs %s but its budget is %s, even recomputing %d forward ops "
+                  "(+%.3g FLOPs per step)\n", s->file, pd->d.name, dfl_plan_bytes_str(b1, sizeof b1, pd->p.arena_bytes),
+          dfl_plan_bytes_str(b2, sizeof b2, pd->d.budget), pd->d.n_recomputed, pd->d.recompute_flops);
+  fprintf(stderr, "  persistent %s (weights %s, optimizer state %s, gradients %s), per-step %s (bound %s)\n",
+          dfl_plan_bytes_str(b1, sizeof b1, pd->p.persistent_bytes),
+          dfl_plan_bytes_str(b2, sizeof b2, pd->p.cat_bytes[DFL_PCAT_WEIGHTS]),
+          dfl_plan_bytes_str(b3, sizeof b3, pd->p.cat_bytes[DFL_PCAT_OPTSTATE]),
+          dfl_plan_bytes_str((char[32]){0}, 32, pd->p.cat_bytes[DFL_PCAT_GRADS]),
+          dfl_plan_bytes_str((char[32]){0}, 32, pd->p.step_bytes),
+          dfl_plan_bytes_str((char[32]){0}, 32, pd->p.step_lower_bound));
+  static const char *knob[4] = {"batch", "seq_len", "anchors", "vocab_chunk"};
+  int cur[4] = {s->batch, s->seq_len, s->anchors, s->vocab_chunk};
+  int lo[4] = {1, s->block_size + 1, 1, 256};
+  fprintf(stderr, "  what would fit, changing one knob at a time:\n");
+  int any = 0;
+  for (int w = 0; w < 4; w++) {
+    if (w == 2 && !s->devices[k].runs_drafter) continue; /* a target device has no anchors */
+    if (w == 3 && s->devices[k].kind != DFL_DEV_GPU) continue;
+    int v = cur[w] > lo[w] ? knob_fit(s, k, pd->d.budget, no_inplace, w, cur[w], lo[w]) : 0;
+    if (v > 0) {
+      fprintf(stderr, "    %-12s %d (now %d)\n", knob[w], v, cur[w]);
+      any = 1;
+    } else
+      fprintf(stderr, "    %-12s no value fits\n", knob[w]);
+  }
+  if (!any) fprintf(stderr, "  the persistent part alone may exceed the budget: raise memory_budget or use more devices\n");
+}
+
+static int64_t parse_bytes(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v <= 0) return -1;
+  if (!*end) return (int64_t)v;
+  static const struct { const char *u; double m; } units[] = {
+    {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if (!strcmp(end, units[i].u)) return (int64_t)(v * units[i].m);
+  return -1;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: dflc plan SPEC.dfl [--device N] [--yaml FILE] [--html FILE] [--diff OLD.yaml]\n"
+             "                 [--budget BYTES] [--no-inplace] [--quiet] [--graph FILE]\n"
+             "  Plans every device's memory from the spec alone (no weights are read) and prints, per device,\n"
+             "  the total and its parts, the peak and where it happens, the lower bound and the ratio, the\n"
+             "  largest buffers live at the peak and the FLOPs per step.\n"
+             "  --device N      only device N (0-based, in the order the topology lists them)\n"
+             "  --yaml FILE     write the plan as YAML (schema: docs/plan.md)\n"
+             "  --html FILE     write a self-contained page with an offset-by-time picture of every buffer\n"
+             "  --diff OLD.yaml compare with an earlier plan: per part and per buffer, bytes before/after\n"
+             "  --budget BYTES  override every device's memory_budget (e.g. 80GiB, 512MiB)\n"
+             "  --no-inplace    do not let elementwise outputs take their dying input's bytes\n"
+             "  --quiet         no table (with --yaml/--html/--diff)\n"
+             "  --graph FILE    write each planned device's graph as text: persistent tensors, then every op\n"
+             "                  in schedule order with its phase, label, tensor shapes and attributes\n");
+}
+
+int dfl_cmd_plan(int argc, char **argv) {
+  const char *spec_file = NULL, *yaml = NULL, *html = NULL, *diff = NULL, *graph = NULL;
+  int device = -1, no_inplace = 0, quiet = 0;
+  int64_t budget = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int more = i + 1 < argc;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+    else if (!more && (!strcmp(a, "--device") || !strcmp(a, "--yaml") || !strcmp(a, "--html") ||
+                       !strcmp(a, "--diff") || !strcmp(a, "--budget") || !strcmp(a, "--graph"))) {
+      fprintf(stderr, "dflc plan: %s needs a value (see `dflc plan --help`)\n", a);
+      return 2;
+    } else if (!strcmp(a, "--device") && more) {
+      char *end;
+      device = (int)strtol(argv[++i], &end, 10);
+      if (*end || device < 0) { fprintf(stderr, "dflc plan: --device wants a device number, got '%s'\n", argv[i]); return 2; }
+    } else if (!strcmp(a, "--yaml") && more) yaml = argv[++i];
+    else if (!strcmp(a, "--html") && more) html = argv[++i];
+    else if (!strcmp(a, "--diff") && more) diff = argv[++i];
+    else if (!strcmp(a, "--graph") && more) graph = argv[++i];
+    else if (!strcmp(a, "--budget") && more) {
+      budget = parse_bytes(argv[++i]);
+      if (budget <= 0) {
+        fprintf(stderr, "dflc plan: --budget wants a size such as 80GiB or 512MiB, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(a, "--no-inplace")) no_inplace = 1;
+    else if (!strcmp(a, "--quiet")) quiet = 1;
+    else if (a[0] == '-' ) { fprintf(stderr, "dflc plan: unknown option '%s'\n", a); usage(stderr); return 2; }
+    else if (!spec_file) spec_file = a;
+    else { fprintf(stderr, "dflc plan: one spec file only ('%s' and '%s')\n", spec_file, a); return 2; }
+  }
+  if (!spec_file) { usage(stderr); return 2; }
+
+  dfl_spec *s = malloc(sizeof *s);
+  if (!s) return 1;
+  if (dfl_spec_load(spec_file, s) != DFL_OK) { free(s); return 1; }
+  if (device >= s->n_devices) {
+    fprintf(stderr, "%s: error: --device %d, but the topology has %d device%s (0..%d)\n", spec_file, device,
+            s->n_devices, s->n_devices == 1 ? "" : "s", s->n_devices - 1);
+    free(s);
+    return 2;
+  }
+  int lo = device >= 0 ? device : 0, hi = device >= 0 ? device + 1 : s->n_devices;
+  plan_dev *pd = calloc((size_t)(hi - lo) + 1, sizeof *pd);
+  dfl_plan_dev *views = calloc((size_t)(hi - lo) + 1, sizeof *views);
+  int n = 0, status = 0;
+  for (int k = lo; k < hi && pd && views; k++) {
+    int rc = plan_device(s, k, budget, no_inplace, &pd[n]);
+    if (pd[n].g && pd[n].p.offset) views[n] = pd[n].d;
+    else { free_dev(&pd[n]); status = 1; continue; }
+    if (!quiet) { dfl_plan_print(stdout, &views[n]); printf("\n"); }
+    if (rc != DFL_OK) {
+      explain_no_fit(s, k, &pd[n], no_inplace);
+      status = 1;
+    }
+    n++;
+  }
+  if (yaml) {
+    FILE *f = fopen(yaml, "w");
+    if (!f || dfl_plan_write_yaml(f, spec_file, views, n) != DFL_OK) {
+      fprintf(stderr, "dflc plan: cannot write '%s'%s%s\n", yaml, f ? "" : ": ", f ? "" : strerror(errno));
+      status = 1;
+    }
+    if (f) fclose(f);
+  }
+  if (html) {
+    FILE *f = fopen(html, "w");
+    if (!f || dfl_plan_write_html(f, spec_file, views, n) != DFL_OK) {
+      fprintf(stderr, "dflc plan: cannot write '%s'%s%s\n", html, f ? "" : ": ", f ? "" : strerror(errno));
+      status = 1;
+    }
+    if (f) fclose(f);
+  }
+  if (graph) {
+    FILE *f = fopen(graph, "w");
+    if (!f) {
+      fprintf(stderr, "dflc plan: cannot write '%s': %s\n", graph, strerror(errno));
+      status = 1;
+    } else {
+      for (int k = 0; k < n; k++) {
+        fprintf(f, "# device %d of %s\n", lo + k, spec_file);
+        dfl_graph_dump(pd[k].g, f);
+      }
+      if (fclose(f)) status = 1;
+    }
+  }
+  if (diff) {
+    dfl_plan_doc before, after;
+    if (dfl_plan_doc_read(&before, diff) != DFL_OK) status = 1;
+    else {
+      if (dfl_plan_doc_from(&after, views, n) == DFL_OK) {
+        printf("diff against %s:\n", diff);
+        dfl_plan_diff(stdout, &before, &after);
+        dfl_plan_doc_free(&after);
+      }
+      dfl_plan_doc_free(&before);
+    }
+  }
+  for (int k = 0; k < n; k++) free_dev(&pd[k]);
+  free(pd);
+  free(views);
+  free(s);
+  return status;
+}

@@ -1,0 +1,1562 @@
+/*
+** cuda.c: the CUDA backend (see cuda.h). One stream; every op is one or a few kernel launches or
+** cuBLASLt calls whose descriptors, algorithms and workspace were fixed at init.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h> /* cuTensorMapEncodeTiled's type: reached through cudaGetDriverEntryPointByVersion */
+#include "runtime/cuda/cuda_check.h"
+#include <cublasLt.h>
+#include "runtime/cuda/cuda.h"
+#include "compiler/emit.h"
+#include "compiler/plan.h"
+#include "compiler/status.h"
+#include "runtime/cpu/fp8.h"
+
+/* Every CUDA / cuBLASLt call goes through these: they name the call and file:line (llm.c style). */
+#define CU(call) DFL_CU(call)
+#define LT(call)                                                                                     \
+  do {                                                                                               \
+    cublasStatus_t s_ = (call);                                                                      \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                               \
+      fprintf(stderr, "%s:%d: %s failed: status %d\n", __FILE__, __LINE__, #call, (int)s_);         \
+      return DFL_ERR;                                                                                \
+    }                                                                                                \
+  } while (0)
+#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+#define BLAS_WS ((size_t)DFL_CUBLASLT_WS_BYTES) /* fixed so the captured graph never allocates */
+#define ALIGN 256
+#define MAX_EXECS 8
+
+enum {
+  K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
+  K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
+  K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
+  K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDQ_WG128S,
+  K_ATT_BWDKV_WG128,
+  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
+  K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32,
+  K_RMSNORM_WQ32, K_RMSNORM_BWD_P, K_RMSNORM_BWD_PA, K_RMSNORM_R, K_ROPE_R, K_SWIGLU_QR,
+  K_QUANT_F8R, K_RMSNORM_QR, K_ROPE_P4, K_ROPE_P8, K_ATT_BWD_KV, K_BLOCK_COPY, K_BLOCK_COLSUM, K_BLOCK_COLFIN, K_COUNT
+};
+static const char *kname[] = {
+  "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
+  "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
+  "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
+  "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
+  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
+  "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdq_wg128s",
+  "dfl_attn_bwdkv_wg128",
+  "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
+  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
+  "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
+  "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_p", "dfl_rmsnorm_bwd_pa", "dfl_rmsnorm_r",
+  "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr", "dfl_rope_p4", "dfl_rope_p8",
+  "dfl_attn_bwd_kv", "dfl_block_copy", "dfl_block_colsum", "dfl_block_colfin"};
+_Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
+
+/* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
+#define MT_MAX 48
+typedef struct {
+  void *p[MT_MAX];
+  float *ms[MT_MAX], *m[MT_MAX], *v[MT_MAX];
+  void *g[MT_MAX];
+  long long n[MT_MAX];
+  long long ustart[MT_MAX + 1];
+  int nt, dtp, dtg, keep_grad;
+} mt_args;
+
+typedef struct {
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+  float alpha, beta;
+  int ok;
+} mm_t;
+
+typedef struct {
+  mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
+  dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
+  char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
+  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg(d)128, ATTENTION_BWD by dfl_attn_bwd{q,kv}_wg128: their
+                    ** tensor maps (device memory, att_tmaps) */
+  int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
+                    ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
+} opstate;
+
+struct dfl_cuda_impl {
+  cudaStream_t stream;
+  cudaLibrary_t lib;
+  cudaKernel_t k[K_COUNT];
+  unsigned char occ[K_COUNT]; /* CTAs of 256 threads an SM holds at once (no dynamic shared memory) */
+  cublasLtHandle_t lt;
+  opstate *ops;
+  char *blas_ws;
+  size_t scratch_bytes; /* op scratch outside the plan (only without a plan's workspaces) */
+  int nsm;
+  int smax;         /* opt-in dynamic shared memory per block */
+  int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
+  int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
+  int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
+  int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
+  int att_wgq;      /* the query-major backward's kernel: Q from registers (DFL_ATTN_BWDQ_RS=0: from shared
+                    ** memory, the previous kernel) */
+  int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
+  int att_split;    /* DFL_ATTN_BWDKV_SPLIT=n: the key-major pass in n parts (1: never split); 0: by the grid */
+  int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all (bits 1 / 2 / both): leave those backward passes out
+                    ** (all: only D = rowsum(dO O) runs), to time the rest alone (bench_attention); wrong results */
+  PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
+  struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
+  int nexec;
+  cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
+  /* dfl_cuda_unshared: the planned pointers, op scratch and tensor maps, and the private allocation */
+  void **planned_ptr;
+  char **planned_scr;
+  void **planned_tm;
+  char *priv;
+  cudaEvent_t fork, join[2];
+};
+
+static const dfl_tensor *T(dfl_cuda *c, int t) { return &c->g->t[t]; }
+static int64_t numel(dfl_cuda *c, int t) { return dfl_tensor_numel(T(c, t)); }
+static int dt(dfl_cuda *c, int t) { return (int)T(c, t)->dtype; }
+#define P(t) (c->ptr[(t)])
+static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+size_t dfl_cuda_elem_size(const dfl_tensor *t, void *ctx) { (void)ctx; return dfl_dtype_size(t->dtype); }
+
+int dfl_cuda_available(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) { cudaGetLastError(); return 0; }
+  return n > 0;
+}
+
+float dfl_bf16_round(float x) { return dfl_bf16_rne(x); }
+
+static cudaDataType_t cuda_type(dfl_dtype d) {
+  return d == DFL_BF16 ? CUDA_R_16BF : d == DFL_F16 ? CUDA_R_16F : d == DFL_F64 ? CUDA_R_64F : CUDA_R_32F;
+}
+
+/* cuBLASLt's first heuristic algorithm for the descriptor and layouts m holds (within the fixed
+** workspace); what names the GEMM in the error. */
+static int mm_algo(dfl_cuda *c, mm_t *m, int M, int N, int K, const char *what) {
+  cublasLtMatmulPreference_t pref;
+  LT(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = BLAS_WS;
+  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  cublasLtMatmulHeuristicResult_t h;
+  int nres = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->impl->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no algorithm for [%d,%d]x[%d] (%s): status %d\n",
+            __FILE__, __LINE__, M, N, K, what, (int)st);
+    return DFL_ERR;
+  }
+  m->algo = h.algo;
+  m->ok = 1;
+  return DFL_OK;
+}
+
+/* Row-major C[M,N] = alpha op(A) op(B) + beta C, as the column-major C^T = op(B)^T op(A)^T. */
+static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, dfl_dtype da, dfl_dtype db,
+                    dfl_dtype dc, int lda, int ldb, int ldc, float alpha, float beta) {
+  if (da != db || (da != DFL_F32 && da != DFL_BF16 && da != DFL_F16) || (dc != da && dc != DFL_F32)) {
+    fprintf(stderr, "dflc: cuda backend: matmul of %s x %s -> %s is not supported (inputs must share a float dtype; "
+                    "output the same or f32)\n", dfl_dtype_name(da), dfl_dtype_name(db), dfl_dtype_name(dc));
+    return DFL_ESHAPE;
+  }
+  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
+  if (da == DFL_F32 && getenv("DFL_TF32")) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+  LT(cublasLtMatmulDescCreate(&m->d, ct, CUDA_R_32F));
+  cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+  LT(cublasLtMatrixLayoutCreate(&m->a, cuda_type(db), tb ? K : N, tb ? N : K, ldb));
+  LT(cublasLtMatrixLayoutCreate(&m->b, cuda_type(da), ta ? M : K, ta ? K : M, lda));
+  LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dc), N, M, ldc));
+  m->alpha = alpha;
+  m->beta = beta;
+  return mm_algo(c, m, M, N, K, dfl_dtype_name(da));
+}
+/* 1 when the environment variable is set to v: the before/after switches of docs/bench.md. Read per
+** op by the op setups: capture and eager runs only. */
+static int env_is(const char *name, const char *v) {
+  const char *e = getenv(name);
+  return e && !strcmp(e, v);
+}
+/* 1 when the variable is "0": a kernel choice switched back to the previous kernel, for comparisons */
+static int env_off(const char *name) { return env_is(name, "0"); }
+/* MATMUL_F8: row-major Y[M,N] = (X[M,K] W[N,K]^T) sx[M] sw[N] (+ R): cuBLASLt's column-major
+** Y^T = W X^T, both e4m3 operands K-major ("TN", the layout Hopper's FP8 GEMMs require), per-row
+** scales as outer vectors (A's: sw, N of them; B's: sx, M), f32 accumulation, or with fast set cuBLASLt's
+** fast accumulation (quantize = fp8_fast: docs/fp8.md). */
+static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw,
+                       float beta, int fast, const char *label) {
+  int cc = 0, dev = 0;
+  CU(cudaGetDevice(&dev));
+  CU(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
+  int minor = 0;
+  CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (cc * 10 + minor < 89) {
+    fprintf(stderr, "dflc: cuda backend: %s: FP8 GEMMs (target `quantize = fp8`) need compute capability 8.9 or "
+                    "newer (Ada, Hopper); this GPU is %d.%d: remove `quantize = fp8` from the target\n", label, cc, minor);
+    return DFL_ESHAPE;
+  }
+  if (dy != DFL_BF16 && dy != DFL_F32) {
+    fprintf(stderr, "dflc: cuda backend: %s: an FP8 GEMM writes bf16 or f32, not %s\n", label, dfl_dtype_name(dy));
+    return DFL_ESHAPE;
+  }
+  if (N % 16 || K % 16) {
+    fprintf(stderr, "dflc: cuda backend: %s: cuBLASLt's FP8 GEMMs need the output and inner dimensions to be "
+                    "multiples of 16, not %d and %d: remove `quantize = fp8` from the target\n", label, N, K);
+    return DFL_ESHAPE;
+  }
+  LT(cublasLtMatmulDescCreate(&m->d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
+  cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof opn));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw));
+  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
+  /* fast: quantize = fp8_fast (the op's a.fast_accum), or DFL_FP8_FAST_ACCUM=1/0 overriding it, for
+  ** comparisons: cuBLASLt's FP8 fast accumulation, the partial sums never promoted to f32 */
+  if (env_is("DFL_FP8_FAST_ACCUM", "1")) fast = 1;
+  else if (env_off("DFL_FP8_FAST_ACCUM")) fast = 0;
+  if (fast) {
+    int8_t on = 1;
+    LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));
+  }
+  LT(cublasLtMatrixLayoutCreate(&m->a, CUDA_R_8F_E4M3, K, N, K));
+  LT(cublasLtMatrixLayoutCreate(&m->b, CUDA_R_8F_E4M3, K, M, K));
+  LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dy), N, M, N));
+  m->alpha = 1.f;
+  m->beta = beta;
+  return mm_algo(c, m, M, N, K, label);
+}
+static void mm_free(mm_t *m) {
+  if (!m->ok) return;
+  cublasLtMatrixLayoutDestroy(m->a); cublasLtMatrixLayoutDestroy(m->b); cublasLtMatrixLayoutDestroy(m->c);
+  cublasLtMatmulDescDestroy(m->d);
+  m->ok = 0;
+}
+/* D = alpha op(A) op(B) + beta C; note the swap: cuBLASLt's A is our B. C and D share one layout
+** (and dtype); C == D (in place) or disjoint (MATMUL's addend form, dfl_fuse_add), never a partial
+** overlap (the planner does not alias a MATMUL's output with its inputs). */
+static int mm_run_cd(dfl_cuda *c, mm_t *m, const void *A, const void *B, const void *C, void *D) {
+  struct dfl_cuda_impl *im = c->impl;
+  LT(cublasLtMatmul(im->lt, m->d, &m->alpha, B, m->a, A, m->b, &m->beta, C, m->c, D, m->c, &m->algo, im->blas_ws,
+                    BLAS_WS, im->stream));
+  return DFL_OK;
+}
+/* C = alpha op(A) op(B) + beta C */
+static int mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C) { return mm_run_cd(c, m, A, B, C, C); }
+
+static dim3 d3(unsigned x, unsigned y) { dim3 d; d.x = x; d.y = y; d.z = 1; return d; }
+static int launch2(dfl_cuda *c, int k, int64_t gx, int gy, int block, size_t smem, void **args) {
+  struct dfl_cuda_impl *im = c->impl;
+  if (gx < 1) gx = 1;
+  CU(cudaLaunchKernel((const void *)im->k[k], d3((unsigned)gx, (unsigned)gy), d3((unsigned)block, 1), args, smem,
+                      im->stream));
+  return DFL_OK;
+}
+/* Grid-stride kernels: enough blocks to fill the machine, never more than the work, and never more
+** than the SMs hold at once (up to 8 CTAs an SM): a CTA past that starts only when a resident one
+** has walked its whole slice, and the last ones then run on a third of the chip (dfl_swiglu_bwd, 40
+** registers: 6 CTAs an SM against 8 launched per SM until session 14). */
+static int launch(dfl_cuda *c, int k, int64_t n, void **args) {
+  int64_t g = (n + 255) / 256, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
+  return launch2(c, k, g < cap ? g : cap, 1, 256, 0, args);
+}
+/* Warp-per-row kernels. */
+static int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, void **args) {
+  int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
+  return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
+}
+static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
+  if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }
+  void *a[] = {&out, &dto, &x, &dtx, &n};
+  return launch(c, K_COPY, n, a);
+}
+/* SUM / SUMSQ: partials into scratch, one block adds them in a fixed order (deterministic). */
+static int reduce(dfl_cuda *c, float *part, void *out, int dto, const void *x, int dtx, long long n, int sq, int acc) {
+  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
+  if ((n + 255) / 256 < np) np = (int)((n + 255) / 256);
+  if (np < 1) np = 1;
+  void *a1[] = {&part, &x, &dtx, &n, &sq};
+  TRY(launch2(c, K_RED_PART, np, 1, 256, 0, a1));
+  void *a2[] = {&out, &dto, &part, &np, &acc};
+  return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
+}
+
+/* Parts of the wgmma key-major pass (nkt CTAs of 128 keys unsplit, the op's scratch holding D's dfloats
+** floats first): enough CTAs for about two waves when one wave would be short of them, as many as
+** the scratch holds (its CUDA-core-path dK/dV accumulators: 2 P f32 slabs of the context keys' dK and
+** dV fit in it for P up to 4 when the blocks have as many rows as the context), at most 4;
+** DFL_ATTN_BWDKV_SPLIT overrides (capped by the scratch the same way). */
+static int bwdkv_parts(dfl_cuda *c, const dfl_op *op, int64_t nkt, int64_t dfloats) {
+  int64_t nsm = c->impl->nsm;
+  int P = c->impl->att_split > 0 ? c->impl->att_split : nkt * 2 < nsm * 3 ? (int)((2 * nsm + nkt - 1) / nkt) : 1;
+  if (P > 4 && !c->impl->att_split) P = 4;
+  const int64_t slab = dfl_tensor_numel(&c->g->t[op->out[1]]) * 4, have = dfl_plan_cuda_op_scratch(c->g, op);
+  while (P > 1 && dfloats * 4 + 2 * P * slab > have) P--;
+  return P;
+}
+
+/* --- attention geometry (kernels/attention.cuh: units of rows sharing one key range) --- */
+static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, size_t *smem_b) {
+  int G = a->heads / a->kv_heads, hd = a->head_dim;
+  if (a->mask == DFL_MASK_DFLASH) {
+    int chunks = (a->B * G + 31) / 32;
+    *gx = (int64_t)a->batch * a->N * chunks;
+  } else {
+    int Tr = 32 / G < 1 ? 1 : 32 / G, chunks = (Tr * G + 31) / 32, ups = (a->S + Tr - 1) / Tr;
+    *gx = (int64_t)a->batch * ups * chunks;
+  }
+  *gy = a->kv_heads;
+  *smem_f = (size_t)(32 * hd + 32 * (hd + 1) + 32 * hd) * 4;
+  *smem_b = (size_t)(2 * 32 * hd + 2 * 32 * (hd + 1) + 2 * 32 * 33 + 64) * 4;
+}
+
+/* Tensor-core attention (kernels/attention.cuh, second half): bf16 tensors, head_dim 64 or 128.
+** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
+** frozen target needs no backward). Everything else, and any case with DFL_ATTN_REF set, runs the
+** CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
+typedef struct { int kfwd, kbq, kbkv, nw, wg, wgq, wgkv; size_t sf, sq, skv; } att_tc_t; /* wg*: 0 or a K_* wgmma kernel */
+static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
+  const dfl_attrs *a = &op->a;
+  struct dfl_cuda_impl *im = c->impl;
+  int hd = a->head_dim, G = a->kv_heads > 0 ? a->heads / a->kv_heads : 0, dfl = a->mask == DFL_MASK_DFLASH;
+  if (im->att_ref || (hd != 64 && hd != 128) || G < 1 || G > 128) return 0;
+  int bwd = op->code == DFL_OP_ATTENTION_BWD;
+  if (bwd && !dfl) return 0;
+  for (int k = 0; k < op->n_in; k++) {
+    dfl_dtype d = T(c, op->in[k])->dtype;
+    if (d != DFL_BF16 && d != DFL_I32 && !(d == DFL_F32 && bwd && k == 8)) return 0; /* in 8: lse */
+    if (((uintptr_t)c->ptr[op->in[k]] & 15) != 0) return 0;
+  }
+  for (int k = 0; k < op->n_out; k++) {
+    dfl_dtype d = T(c, op->out[k])->dtype;
+    if (d != DFL_BF16 && !(!bwd && k == 1 && d == DFL_F32)) return 0;
+    if (((uintptr_t)c->ptr[op->out[k]] & 15) != 0) return 0;
+  }
+  size_t SR2 = (size_t)(hd + 8) * 2; /* bytes per padded smem row */
+  int P = dfl ? a->B * G : 0, R = dfl ? (P + 15) / 16 * 16 : 128;
+  if (dfl && (P > 128 || a->B < 1)) return 0;
+  t->nw = R / 16;
+  t->kfwd = hd == 64 ? K_ATT_FWD_TC64 : K_ATT_FWD_TC128;
+  t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
+  t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
+  /* Hopper: the hd 128 forward by wgmma (kernels/attention.cuh, dfl_attn_fwd_wg128 for CAUSAL,
+  ** dfl_attn_fwd_wgd128 for DFLASH, B G <= 128 as above): a TMA producer warpgroup and 2 consumer
+  ** warpgroups of 64 rows per CTA, K/V tiles of 128 keys in NSTG K and NSTG V slots; t->sf is then
+  ** its shared memory (Q, the slots, 4 NSTG mbarriers, + 1 KB to align the swizzled tiles to 1024
+  ** bytes). Only where the kernels were built for sm_90a and the driver encodes tensor maps;
+  ** DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
+  t->wg = t->wgq = t->wgkv = 0; t->sq = t->skv = 0;
+  if ((dfl ? im->att_wgd : im->att_wg) && im->tmap_encode && !bwd && hd == 128) {
+    enum { KT = 128, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg(d)128, ...) */
+    size_t sf = 2 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 1024;
+    if (sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
+      t->wg = !dfl ? K_ATT_FWD_WG128 : im->att_wgs ? K_ATT_FWD_WGD128S : K_ATT_FWD_WGD128;
+      t->sf = sf;
+      return 1;
+    }
+  }
+  t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
+  /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS (bf16) */
+  t->sq = (2 * 128 + 4 * 32) * SR2 + (4 * 128 + 2 * 128) * 4 + 2 * 128 * (size_t)a->B * 2;
+  /* key-major pass: K/V of 128 keys, 2 stages of q/dO (64 rows), P^T and dS^T (128 x 72 bf16), row data, block
+  ** list and its anchors, row tables */
+  t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + (2 * (size_t)a->N + 3 + 2 * 128) * 4;
+  if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
+  /* Hopper: the query-major DFLASH backward by wgmma (dfl_attn_bwdq_wg128, the forward's structure and
+  ** tensor maps; one unit per CTA): Q and dO (128 rows), NSTG K and V slots of 128 keys, 4 NSTG
+  ** mbarriers, the own blocks' P and dS (bf16), + 1 KB of alignment. DFL_ATTN_WG=0: tc_bwdq. */
+  if (bwd && im->att_wgd && im->tmap_encode && hd == 128) {
+    enum { KT = 128, NSTG = 2 }; /* as WQ_KT, WQ_NSTG */
+    size_t sq = 4 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 2 * 128 * (size_t)a->B * 2 + 1024;
+    if (sq <= (size_t)im->smax) { t->wgq = im->att_wgq; t->sq = sq; }
+  }
+  /* Hopper: the key-major pass by wgmma (dfl_attn_bwdkv_wg128): a producer warpgroup and 2 consumers of
+  ** 64 keys, K/V of the 128 keys resident, NSTG slots of a 64-row group's Q and dO (TMA boxes of G heads x
+  ** 64 / G positions: B G a multiple of 64, G a divisor of 64) and its row data; t->skv is then its shared
+  ** memory (+ 1 KB to align the swizzled tiles, the mbarriers, the block list and its anchors). */
+  if (bwd && im->att_wg_bwd && im->tmap_encode && hd == 128 && P % 64 == 0 && 64 % G == 0) {
+    enum { NSTG = 2 }; /* as WG_BWDKV_KERNEL(dfl_attn_bwdkv_wg128, ...) */
+    size_t nstg = NSTG, skv = 1024 + 2 * 128 * 256 + nstg * (2 * 64 * 256 + 3 * 64 * 4) + (1 + 2 * nstg) * 8 + (1 + 2 * (size_t)a->N) * 4;
+    if (skv <= (size_t)im->smax) { t->wgkv = K_ATT_BWDKV_WG128; t->skv = skv; }
+  }
+  return 1;
+}
+
+/* The K and V tensor maps of dfl_attn_fwd_wg128, {dim, kv head, row} over [rows, nkv, 128] bf16, a box
+** of {64, 1, 128}: one 64-dim half of a 128-key tile, 128-byte swizzled (the wgmma operand layout);
+** DFLASH (dfl_attn_fwd_wgd128, dfl_attn_bwdq_wg128) adds the own keys k2 and v2 with a box of 32 rows
+** (a unit's own keys are few: 2 blocks of 16 for the 8B drafter), and k1, v1 again with 32 rows (the
+** forward's last context tile: 96 context keys and the own ones). With qdo (ATTENTION_BWD by
+** dfl_attn_bwdkv_wg128) maps 6 and 7 are q and dO (inputs 0, 9), {dim, head, row} over [rows, nh, 128]
+** with a box of {64, G, 64 / G}: one 64-dim half of a row group (64 / G positions x the kv head's G
+** query heads). The pointers never change after init, so they are encoded once, into device memory
+** (the kernels get them through an argument: k2 for the forward and the query-major pass). */
+static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os, int qdo) {
+  struct dfl_cuda_impl *im = c->impl;
+  int nkv = op->a.kv_heads, nh = op->a.heads, hd = op->a.head_dim, G = nh / nkv;
+  int nm = op->a.mask == DFL_MASK_DFLASH ? (qdo ? 8 : 6) : 2;
+  CUtensorMap m[8];
+  for (int i = 0; i < nm; i++) {
+    int ti = i < 6 ? op->in[1 + i % 4] : op->in[i == 6 ? 0 : 9], hs = i < 6 ? nkv : nh; /* heads per row */
+    cuuint64_t dim[3] = {(cuuint64_t)hd, (cuuint64_t)hs, (cuuint64_t)(numel(c, ti) / ((int64_t)hs * hd))};
+    cuuint64_t stride[2] = {(cuuint64_t)hd * 2, (cuuint64_t)hs * hd * 2}; /* bytes, dims 1 and 2 */
+    cuuint32_t box[3] = {64, i < 6 ? 1 : (cuuint32_t)G, i < 2 ? 128 : i < 6 ? 32 : (cuuint32_t)(64 / G)}, es[3] = {1, 1, 1};
+    CUresult r = im->tmap_encode(&m[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, c->ptr[ti], dim, stride, box, es,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+      fprintf(stderr, "dflc: cuda backend: attention (%s): cuTensorMapEncodeTiled failed (%d)\n", op->label, (int)r);
+      return DFL_ERR;
+    }
+  }
+  CU(cudaMalloc(&os->tmaps, nm * sizeof m[0]));
+  CU(cudaMemcpy(os->tmaps, m, nm * sizeof m[0], cudaMemcpyHostToDevice));
+  return DFL_OK;
+}
+
+/* Dynamic shared memory of the pipelined RMSNorm backward (kernels/rmsnorm.cuh rmsnorm_bwd_p), at most:
+** its two row stages take 96 KB for rows of 8192 with the addend; 1 KB left for its static array. */
+#define RBP_SMEM(smax) ((smax) - 1024)
+static int load_kernels(dfl_cuda *c, const char *arch) {
+  struct dfl_cuda_impl *im = c->impl;
+  char *src = NULL;
+  void *cubin = NULL;
+  size_t n = 0;
+  int cached = 0;
+  TRY(dfl_emit_source(NULL, DFL_KF_ALL, &src, NULL));
+  int rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, &cached);
+  free(src);
+  if (rc) return rc;
+  cudaError_t e = cudaLibraryLoadData(&im->lib, cubin, NULL, NULL, 0, NULL, NULL, 0);
+  free(cubin);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s:%d: cudaLibraryLoadData(%s cubin) failed: %s\n", __FILE__, __LINE__, arch, cudaGetErrorString(e));
+    return DFL_ERR;
+  }
+  for (int k = 0; k < K_COUNT; k++) {
+    CU(cudaLibraryGetKernel(&im->k[k], im->lib, kname[k]));
+    /* kernels bounded below 256 threads (never launched by launch()) report an error or 0: 8, unused */
+    int nb = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, (const void *)im->k[k], 256, 0) != cudaSuccess || nb < 1)
+      (void)cudaGetLastError(), nb = 8;
+    im->occ[k] = (unsigned char)(nb > 8 ? 8 : nb);
+  }
+  /* attention needs more than the default 48 KB of dynamic shared memory for hd = 128 */
+  int smax = 0;
+  CU(cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  int sneed = (2 * 32 * 256 + 2 * 32 * 257 + 2 * 32 * 33 + 64) * 4;
+  if (sneed > smax) sneed = smax;
+  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_FWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
+  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
+  CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD_KV], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
+  im->smax = smax;
+  for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
+    CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
+  /* the RMSNorm backward's row stages; op RMSNORM_BWD checks a row's fit */
+  CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_P], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
+  CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_PA], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
+  for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
+    CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
+  im->att_ref = getenv("DFL_ATTN_REF") != NULL;
+  im->att_wg = !strcmp(arch, "sm_90a") && !env_off("DFL_ATTN_WG");
+  im->att_wgs = env_off("DFL_ATTN_WG_MERGE");
+  im->att_wgq = env_off("DFL_ATTN_BWDQ_RS") ? K_ATT_BWDQ_WG128S : K_ATT_BWDQ_WG128;
+  im->att_wgd = im->att_wg && !env_off("DFL_ATTN_WG_DFLASH");
+  im->att_wg_bwd = im->att_wgd && !env_off("DFL_ATTN_WG_BWD");
+  const char *skip = getenv("DFL_ATTN_BWD_SKIP");
+  im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : -1;
+  const char *spl = getenv("DFL_ATTN_BWDKV_SPLIT");
+  char *spe = NULL;
+  im->att_split = spl ? (int)strtol(spl, &spe, 10) : 0;
+  if (spl && (spe == spl || *spe || im->att_split < 1 || im->att_split > 8)) {
+    fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWDKV_SPLIT=%s: expected 1..8 parts (a benchmarking switch); unset it\n", spl);
+    return DFL_ERR;
+  }
+  if (im->att_skip < 0) {
+    fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWD_SKIP=%s: expected q, kv or all (a benchmarking switch); unset it\n", skip);
+    return DFL_ERR;
+  }
+  if (im->att_skip) /* a training run with it set would learn from wrong gradients: say so every time */
+    fprintf(stderr, "dflc: cuda backend: warning: DFL_ATTN_BWD_SKIP=%s leaves attention backward passes out: "
+                    "gradients are WRONG (for timing the other pass only)\n", skip);
+  im->tmap_encode = NULL;
+  if (im->att_wg) {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult qr;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) == cudaSuccess &&
+        qr == cudaDriverEntryPointSuccess)
+      im->tmap_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+    else
+      cudaGetLastError();
+  }
+  return DFL_OK;
+}
+
+static int setup_op(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  opstate *os = &c->impl->ops[i];
+  const dfl_tensor *t = c->g->t;
+  if (op->code == DFL_OP_MATMUL) {
+    const dfl_tensor *A = &t[op->in[0]], *B = &t[op->in[1]], *C = &t[op->out[0]];
+    int M = (int)C->shape[0], N = (int)C->shape[1], K = (int)(op->a.trans_a ? A->shape[0] : A->shape[1]);
+    float alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
+    return mm_setup(c, &os->mm[0], op->a.trans_a, op->a.trans_b, M, N, K, A->dtype, B->dtype, C->dtype,
+                    (int)A->shape[1], (int)B->shape[1], N, alpha, (float)op->a.beta); /* beta 1: fused accumulate */
+  }
+  if (op->code == DFL_OP_MATMUL_F8) {
+    const dfl_tensor *X = &t[op->in[0]], *W = &t[op->in[1]];
+    return mm_setup_f8(c, &os->mm[0], (int)X->shape[0], (int)W->shape[0], (int)X->shape[1], t[op->out[0]].dtype,
+                       (const float *)P(op->in[2]), (const float *)P(op->in[3]), (float)op->a.beta, op->a.fast_accum,
+                       op->label);
+  }
+  if (op->code == DFL_OP_LINEAR_CE) {
+    const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]], *DY = &t[op->out[4]];
+    int H = (int)Y->shape[1], V = (int)W->shape[0];
+    if (Y->dtype != W->dtype) {
+      fprintf(stderr, "dflc: cuda backend: linear_ce (%s): y is %s but lm_head is %s\n", op->label,
+              dfl_dtype_name(Y->dtype), dfl_dtype_name(W->dtype));
+      return DFL_ESHAPE;
+    }
+    dfl_plan_lce_ws(c->g, op, &os->lce);
+    int rc = (int)os->lce.rows, tail = (int)(os->lce.rows_used % rc), ld = (int)os->lce.ld;
+    /* logits[rc, V] = y_c W^T in W's dtype; dy_c[rc, H] = dlogits W (dlogits in place over the
+    ** logits, straight into dY's dtype) */
+    TRY(mm_setup(c, &os->mm[0], 0, 1, rc, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
+    if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, tail, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
+    TRY(mm_setup(c, &os->mm[2], 0, 0, rc, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
+    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, tail, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
+  }
+  if (op->code == DFL_OP_ATTENTION || op->code == DFL_OP_ATTENTION_BWD) {
+    int hd = op->a.head_dim;
+    if (hd < 2 || hd % 2 || hd > 256 || op->a.kv_heads <= 0 || op->a.heads % op->a.kv_heads) {
+      fprintf(stderr, "dflc: cuda backend: attention (%s): head_dim %d must be even and <= 256, and heads "
+                      "a multiple of kv_heads\n", op->label, hd);
+      return DFL_ESHAPE;
+    }
+    for (int k = 0; k < op->n_in; k++)
+      if (t[op->in[k]].dtype != t[op->in[0]].dtype && t[op->in[k]].dtype != DFL_I32 && t[op->in[k]].dtype != DFL_F32) {
+        fprintf(stderr, "dflc: cuda backend: attention (%s): inputs must share q's dtype\n", op->label);
+        return DFL_ESHAPE;
+      }
+    att_tc_t tc;
+    if (att_tc(c, op, &tc) && (tc.wg || tc.wgq || tc.wgkv)) return att_tmaps(c, op, os, tc.wgkv != 0);
+  }
+  return DFL_OK;
+}
+
+/* Multi-tensor groups: runs of consecutive ADAMW ops (same phase, state, hyper-parameters, dtypes;
+** f32 master and moments) and of SUMSQ_ACC ops into the same sum, at most MT_MAX each. */
+static int mt_same(const dfl_graph *g, const dfl_op *a, const dfl_op *b) {
+  if (a->code != b->code || a->phase != b->phase) return 0;
+  if (a->code == DFL_OP_SUMSQ_ACC) return a->out[0] == b->out[0] && g->t[a->in[1]].dtype == g->t[b->in[1]].dtype;
+  for (int k = 1; k <= 3; k++) if (g->t[a->in[k]].dtype != DFL_F32 || g->t[b->in[k]].dtype != DFL_F32) return 0;
+  return a->in[5] == b->in[5] && g->t[a->in[0]].dtype == g->t[b->in[0]].dtype &&
+         g->t[a->in[4]].dtype == g->t[b->in[4]].dtype && a->a.beta1 == b->a.beta1 && a->a.beta2 == b->a.beta2 &&
+         a->a.eps == b->a.eps && a->a.wd == b->a.wd && a->a.keep_grad == b->a.keep_grad;
+}
+static void mt_group(dfl_cuda *c) {
+  const dfl_graph *g = c->g;
+  for (int i = 0; i < g->nops; i++) c->impl->ops[i].group = -1;
+  if (getenv("DFL_NO_MT")) return; /* per-tensor kernels: the before/after comparison */
+  for (int i = 0; i < g->nops;) {
+    const dfl_op *op = &g->ops[i];
+    if (op->code != DFL_OP_ADAMW && op->code != DFL_OP_SUMSQ_ACC) { i++; continue; }
+    if (op->code == DFL_OP_ADAMW) {
+      int ok = 1;
+      for (int k = 1; k <= 3; k++) ok &= g->t[op->in[k]].dtype == DFL_F32;
+      if (!ok) { i++; continue; }
+    }
+    int n = 1;
+    while (i + n < g->nops && n < MT_MAX && mt_same(g, op, &g->ops[i + n])) n++;
+    c->impl->ops[i].group = n;
+    for (int k = 1; k < n; k++) c->impl->ops[i + k].group = 0;
+    i += n;
+  }
+}
+static void mt_fill(dfl_cuda *c, int i0, int n, mt_args *t) {
+  memset(t, 0, sizeof *t);
+  long long u = 0;
+  for (int k = 0; k < n; k++) {
+    const dfl_op *op = &c->g->ops[i0 + k];
+    int adam = op->code == DFL_OP_ADAMW, gi = adam ? 4 : 1;
+    if (adam) {
+      t->p[k] = P(op->in[0]); t->ms[k] = P(op->in[1]); t->m[k] = P(op->in[2]); t->v[k] = P(op->in[3]);
+      t->dtp = dt(c, op->in[0]);
+      t->keep_grad = op->a.keep_grad;
+    }
+    t->g[k] = P(op->in[gi]);
+    t->dtg = dt(c, op->in[gi]);
+    t->n[k] = numel(c, op->in[gi]);
+    t->ustart[k] = u;
+    u += (t->n[k] + 3) / 4;
+  }
+  t->ustart[n] = u;
+  t->nt = n;
+}
+/* Launches group i0 (its leader's op): AdamW over all its tensors, or their sum of squares added
+** to the leader's output (partials in the leader's scratch, then dfl_reduce_final). */
+static int mt_run(dfl_cuda *c, int i0) {
+  const dfl_op *op = &c->g->ops[i0];
+  mt_args t;
+  mt_fill(c, i0, c->impl->ops[i0].group, &t);
+  long long units = t.ustart[t.nt];
+  if (op->code == DFL_OP_ADAMW) {
+    void *st = P(op->in[5]);
+    float b1 = (float)op->a.beta1, b2 = (float)op->a.beta2, eps = (float)op->a.eps, wd = (float)op->a.wd;
+    void *a[] = {&t, &st, &b1, &b2, &eps, &wd};
+    /* one unit per thread, no grid-stride cap: short blocks, so that when the optimizer runs beside
+    ** the next target forward (DFL_RUN_OVERLAP_OPT) its blocks fill SMs for microseconds, not for
+    ** the whole kernel. 128 threads: as fast as 256 with today's kernel (4.12 TB/s, bench_optim on
+    ** the 27B drafter), 3% faster with session 7's; DFL_ADAMW_TPB sets it for such comparisons. */
+    const char *et = getenv("DFL_ADAMW_TPB");
+    int tpb = et ? atoi(et) : 0;
+    if (tpb < 64 || tpb > 1024) tpb = 128;
+    return launch2(c, K_ADAMW_MT, (units + tpb - 1) / tpb, 1, tpb, 0, a);
+  }
+  float *part = (float *)c->impl->ops[i0].scratch;
+  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
+  if ((units + 255) / 256 < np) np = (int)((units + 255) / 256);
+  if (np < 1) np = 1;
+  /* gradients end to end (the plan places a model's in op order, 256-byte multiples), f32 or bf16:
+  ** one flat array, 16-byte loads (27B drafter: 1.9 TB/s through the table, bench_optim) */
+  long long flat = t.dtg == DFL_BF16 || t.dtg == DFL_F32 ? t.n[0] : -1;
+  size_t es = dfl_dtype_size((dfl_dtype)t.dtg);
+  for (int k = 1; k < t.nt && flat >= 0; k++)
+    flat = (char *)t.g[k] == (char *)t.g[k - 1] + (size_t)t.n[k - 1] * es ? flat + t.n[k] : -1;
+  if (flat >= 0 && ((uintptr_t)t.g[0] & 15) == 0 && !getenv("DFL_SUMSQ_TABLE")) {
+    int dtg = t.dtg;
+    void *g0 = t.g[0], *a0[] = {&part, &g0, &dtg, &flat};
+    TRY(launch2(c, K_SUMSQ_FLAT, np, 1, 256, 0, a0));
+  } else {
+    void *a1[] = {&part, &t};
+    TRY(launch2(c, K_SUMSQ_MT, np, 1, 256, 0, a1));
+  }
+  void *out = P(op->out[0]);
+  int dto = dt(c, op->out[0]), acc = 1;
+  void *a2[] = {&out, &dto, &part, &np, &acc};
+  return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
+}
+
+/* DFL_MEMTRACE=1: device memory in use at each stage of init and of the first replays, to tell
+** the plan's arena from what the driver and libraries take for themselves. */
+static void memtrace(const char *what) {
+  static int on = -1;
+  if (on < 0) on = getenv("DFL_MEMTRACE") != NULL;
+  if (!on) return;
+  size_t fr = 0, tot = 0;
+  cudaDeviceSynchronize();
+  if (cudaMemGetInfo(&fr, &tot) == cudaSuccess)
+    fprintf(stderr, "memtrace: %-28s %10.1f MiB in use\n", what, (double)(tot - fr) / 1048576.0);
+}
+
+int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const char *arch) {
+  memset(c, 0, sizeof *c);
+  c->g = g;
+  struct dfl_cuda_impl *im = calloc(1, sizeof *im);
+  c->impl = im;
+  c->ptr = calloc((size_t)(g->nt ? g->nt : 1), sizeof *c->ptr);
+  im->ops = calloc((size_t)(g->nops ? g->nops : 1), sizeof *im->ops);
+  if (!im || !c->ptr || !im->ops) return DFL_ENOMEM;
+  if (!dfl_cuda_available()) {
+    fprintf(stderr, "dflc: no CUDA device is available (cudaGetDeviceCount found none): run on a GPU machine or use "
+                    "the CPU backend\n");
+    return DFL_ERR;
+  }
+  int dev = 0;   /* the caller's current device (dfl_be_open_cuda_dev chose it) */
+  CU(cudaGetDevice(&dev));
+  CU(cudaDeviceGetAttribute(&im->nsm, cudaDevAttrMultiProcessorCount, dev));
+  char archbuf[32];
+  if (!arch) {
+    int maj = 0, min = 0;
+    CU(cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev));
+    CU(cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev));
+    /* sm_90: the arch-specific target, so the wgmma kernels compile (their cubin runs on sm_90 only) */
+    snprintf(archbuf, sizeof archbuf, "sm_%d%d%s", maj, min, maj == 9 && min == 0 ? "a" : "");
+    arch = archbuf;
+  }
+  /* tensor offsets: the plan's, or packed end to end */
+  int64_t *off = malloc((size_t)(g->nt ? g->nt : 1) * sizeof *off);
+  if (!off) return DFL_ENOMEM;
+  size_t tb = 0;
+  if (plan) {
+    if (plan->nt != g->nt) {
+      fprintf(stderr, "dflc: cuda backend: the plan has %d tensors, the graph %d (plan built for another graph?)\n",
+              plan->nt, g->nt);
+      free(off);
+      return DFL_ERR;
+    }
+    tb = (size_t)plan->arena_bytes;
+    for (int i = 0; i < g->nt; i++) {
+      off[i] = plan->offset[i];
+      if (off[i] < 0 || (size_t)off[i] + (size_t)dfl_tensor_bytes(&g->t[i]) > tb) {
+        fprintf(stderr, "dflc: cuda backend: tensor %s is not placed inside the plan's arena\n", g->t[i].name);
+        free(off);
+        return DFL_ERR;
+      }
+    }
+  } else {
+    for (int i = 0; i < g->nt; i++) { off[i] = (int64_t)tb; tb += align_up((size_t)dfl_tensor_bytes(&g->t[i])); }
+  }
+  tb = align_up(tb);
+  /* Workspaces: the plan's (dfl_plan_cuda_workspaces: the cuBLASLt one and one per op that needs
+  ** scratch, each checked against what the op needs), so the arena is exactly the plan; without
+  ** them (plan NULL, or a plan built without workspaces) one shared scratch is appended. */
+  int64_t blas_off = -1, *scr_off = malloc(sizeof(int64_t) * (size_t)(g->nops ? g->nops : 1));
+  if (!scr_off) { free(off); return DFL_ENOMEM; }
+  for (int i = 0; i < g->nops; i++) scr_off[i] = -1;
+  for (int k = 0; plan && k < plan->n_ws; k++) {
+    const dfl_plan_ws *w = &plan->ws[k];
+    int64_t o = plan->offset[plan->nt + k];
+    if (w->cat == DFL_PCAT_LIBRARY && !strcmp(w->name, "cublaslt.workspace") && w->bytes >= (int64_t)BLAS_WS)
+      blas_off = o;
+    else if (w->op >= 0 && w->op < g->nops && w->bytes >= dfl_plan_cuda_op_scratch(g, &g->ops[w->op]))
+      scr_off[w->op] = o;
+  }
+  size_t scratch = 0;
+  for (int i = 0; i < g->nops; i++) {
+    size_t s = (size_t)dfl_plan_cuda_op_scratch(g, &g->ops[i]);
+    if (s && scr_off[i] < 0 && s > scratch) scratch = s;
+  }
+  c->tensor_bytes = tb;
+  im->scratch_bytes = scratch;
+  size_t extra_blas = blas_off < 0 ? BLAS_WS : 0;
+  if (plan && (extra_blas || scratch))
+    fprintf(stderr, "dflc: cuda backend: note: the plan lacks the backend's workspaces (dfl_plan_cuda_workspaces); "
+                    "%.1f MiB are allocated beyond it\n", (double)(extra_blas + scratch) / 1048576.0);
+  c->arena_bytes = tb + extra_blas + scratch;
+  memtrace("init: before the arena");
+  CU(cudaMalloc((void **)&c->arena, c->arena_bytes)); /* the one allocation */
+  memtrace("init: arena allocated");
+  CU(cudaMemset(c->arena, 0, tb));
+  for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];
+  free(off);
+  im->blas_ws = blas_off >= 0 ? c->arena + blas_off : c->arena + tb;
+  for (int i = 0; i < g->nops; i++)
+    im->ops[i].scratch = scr_off[i] >= 0 ? c->arena + scr_off[i] : c->arena + tb + extra_blas;
+  free(scr_off);
+  CU(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+  LT(cublasLtCreate(&im->lt));
+  memtrace("init: cuBLASLt handle");
+  TRY(load_kernels(c, arch));
+  memtrace("init: kernels loaded");
+  for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
+  mt_group(c);
+  memtrace("init: ops set up");
+  return DFL_OK;
+}
+
+/* The attention tensor maps hold the tensors' addresses: rebuilt for the private copy, kept aside
+** for the planned one. */
+static int unshared_tmaps(dfl_cuda *c, int on) {
+  struct dfl_cuda_impl *im = c->impl;
+  for (int i = 0; i < c->g->nops; i++) {
+    if (!im->planned_tm[i]) continue;
+    if (on) {
+      im->ops[i].tmaps = NULL;
+      att_tc_t tc;
+      const dfl_op *op = &c->g->ops[i];
+      if (!att_tc(c, op, &tc)) return DFL_ERR;
+      TRY(att_tmaps(c, op, &im->ops[i], tc.wgkv != 0));
+    } else {
+      if (im->ops[i].tmaps && im->ops[i].tmaps != im->planned_tm[i]) cudaFree(im->ops[i].tmaps);
+      im->ops[i].tmaps = im->planned_tm[i];
+    }
+  }
+  return DFL_OK;
+}
+
+/* Frees what dfl_cuda_unshared allocated (the pointers must be back to the planned ones). */
+static void unshared_free(struct dfl_cuda_impl *im) {
+  free(im->planned_ptr); free(im->planned_scr); free(im->planned_tm);
+  im->planned_ptr = NULL; im->planned_scr = NULL; im->planned_tm = NULL;
+  if (im->priv) cudaFree(im->priv);
+  im->priv = NULL;
+}
+
+int dfl_cuda_unshared(dfl_cuda *c, const struct dfl_plan *plan, int on) {
+  struct dfl_cuda_impl *im = c->impl;
+  const dfl_graph *g = c->g;
+  if (!on) {
+    if (!im->planned_ptr) return DFL_OK;
+    TRY(dfl_cuda_sync(c));
+    unshared_tmaps(c, 0);
+    memcpy(c->ptr, im->planned_ptr, sizeof *c->ptr * (size_t)g->nt);
+    for (int i = 0; i < g->nops; i++) im->ops[i].scratch = im->planned_scr[i];
+    unshared_free(im);
+    return DFL_OK;
+  }
+  if (!plan || im->planned_ptr) return DFL_OK; /* unplanned: nothing shares bytes but the scratch, used one op at a time */
+  size_t total = 0;
+  for (int i = 0; i < g->nt; i++)
+    if (plan->first[i] >= 0 && plan->offset[i] >= 0) total += align_up((size_t)dfl_tensor_bytes(&g->t[i]));
+  for (int i = 0; i < g->nops; i++) total += align_up((size_t)dfl_plan_cuda_op_scratch(g, &g->ops[i]));
+  TRY(dfl_cuda_sync(c));
+  cudaError_t e = cudaMalloc((void **)&im->priv, total ? total : ALIGN);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    im->priv = NULL;
+    fprintf(stderr, "dflc: cuda backend: no room for an unshared copy of the step's tensors (%.2f GiB): %s\n",
+            total / 1073741824.0, cudaGetErrorString(e));
+    return DFL_ENOMEM;
+  }
+  im->planned_ptr = malloc(sizeof *c->ptr * (size_t)(g->nt + 1));
+  im->planned_scr = malloc(sizeof(char *) * (size_t)(g->nops + 1));
+  im->planned_tm = malloc(sizeof(void *) * (size_t)(g->nops + 1));
+  if (!im->planned_ptr || !im->planned_scr || !im->planned_tm) {
+    unshared_free(im);
+    return DFL_ENOMEM;
+  }
+  if ((e = cudaMemset(im->priv, 0, total)) != cudaSuccess) {
+    unshared_free(im);
+    CU(e);
+  }
+  memcpy(im->planned_ptr, c->ptr, sizeof *c->ptr * (size_t)g->nt);
+  size_t off = 0;
+  for (int i = 0; i < g->nt; i++)
+    if (plan->first[i] >= 0 && plan->offset[i] >= 0) {
+      c->ptr[i] = im->priv + off;
+      off += align_up((size_t)dfl_tensor_bytes(&g->t[i]));
+    }
+  for (int i = 0; i < g->nops; i++) {
+    im->planned_scr[i] = im->ops[i].scratch;
+    im->planned_tm[i] = im->ops[i].tmaps;
+    size_t s = align_up((size_t)dfl_plan_cuda_op_scratch(g, &g->ops[i]));
+    if (s) im->ops[i].scratch = im->priv + off;
+    off += s;
+  }
+  int rc = unshared_tmaps(c, 1);
+  if (rc) dfl_cuda_unshared(c, plan, 0);
+  return rc;
+}
+
+void dfl_cuda_free(dfl_cuda *c) {
+  struct dfl_cuda_impl *im = c->impl;
+  if (im && im->planned_ptr) dfl_cuda_unshared(c, NULL, 0);
+  if (im) {
+    for (int i = 0; i < im->nexec; i++) cudaGraphExecDestroy(im->execs[i].exec);
+    for (int i = 0; im->ops && i < c->g->nops; i++) {
+      for (int k = 0; k < 4; k++) mm_free(&im->ops[i].mm[k]);
+      if (im->ops[i].tmaps) cudaFree(im->ops[i].tmaps);
+    }
+    if (im->lt) cublasLtDestroy(im->lt);
+    if (im->lib) cudaLibraryUnload(im->lib);
+    if (im->stream) cudaStreamDestroy(im->stream);
+    if (im->hi) cudaStreamDestroy(im->hi);
+    if (im->lo) cudaStreamDestroy(im->lo);
+    if (im->fork) cudaEventDestroy(im->fork);
+    for (int k = 0; k < 2; k++)
+      if (im->join[k]) cudaEventDestroy(im->join[k]);
+    free(im->ops);
+    free(im);
+  }
+  if (c->arena) cudaFree(c->arena);
+  free(c->ptr);
+  memset(c, 0, sizeof *c);
+}
+
+
+/* BLOCK_ROWS, BLOCK_EXPAND, BLOCK_EXPAND_BWD, BLOCK_DROP, BLOCK_UNDROP (graph.h): row copies by
+** dfl_block_copy; the backward's head rows the same way (BLOCK_ROWS's first R rows), its MASK rows'
+** sums through f32 parts in the op's scratch (dfl_block_colsum, dfl_block_colfin: a fixed order). */
+static int op_block_rows(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const dfl_opcode code = op->code;
+  const int bwd = code == DFL_OP_BLOCK_EXPAND_BWD, outfull = code == DFL_OP_BLOCK_EXPAND || code == DFL_OP_BLOCK_UNDROP;
+  const dfl_tensor *full = T(c, outfull ? op->out[0] : op->in[0]);
+  int Q = (int)full->shape[0], C = full->ndim == 2 ? (int)full->shape[1] : 1, B = op->a.B, R = Q / B;
+  int dto = dt(c, op->out[0]);
+  void *o = P(op->out[0]), *x = P(op->in[0]);
+  long long rowb = (long long)C * (long long)dfl_dtype_size(full->dtype);
+  int u = rowb % 16 == 0 && (((uintptr_t)o | (uintptr_t)x) & 15) == 0 ? 16 : rowb % 4 == 0 && (((uintptr_t)o | (uintptr_t)x) & 3) == 0 ? 4 : 2;
+  int nrows = (int)T(c, op->out[0])->shape[0], mode = code == DFL_OP_BLOCK_EXPAND ? 1 : code == DFL_OP_BLOCK_DROP ? 2
+                                                    : code == DFL_OP_BLOCK_UNDROP ? 3 : 0;
+  if (bwd) nrows = R; /* the head rows by BLOCK_ROWS's copy; then the MASK rows' sums */
+  void *a[] = {&o, &x, &nrows, &rowb, &B, &R, &mode, &u};
+  int64_t cap = (int64_t)c->impl->nsm * c->impl->occ[K_BLOCK_COPY];
+  TRY(launch2(c, K_BLOCK_COPY, nrows < cap ? nrows : cap, 1, 256, 0, a));
+  if (!bwd) return DFL_OK;
+  float *part = (float *)c->impl->ops[i].scratch;
+  int Pn = dfl_block_parts(Q), rpp = (Q + Pn - 1) / Pn, dti = dt(c, op->in[0]);
+  int v = C % 8 == 0 && ((uintptr_t)x & 15) == 0 && (dti == DFL_BF16 || dti == DFL_F16 || dti == DFL_F32);
+  void *a1[] = {&part, &x, &dti, &Q, &C, &B, &rpp, &v};
+  TRY(launch2(c, K_BLOCK_COLSUM, (C + 32 * (v ? 8 : 1) - 1) / (32 * (v ? 8 : 1)), Pn, 256, 0, a1));
+  void *a2[] = {&o, &dto, &part, &Pn, &R, &C};
+  return launch(c, K_BLOCK_COLFIN, C, a2);
+}
+
+static int op_linear_ce(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  opstate *os = &c->impl->ops[i];
+  const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
+  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], rc = (int)os->lce.rows;
+  int per = (int)os->lce.period, Ru = (int)os->lce.rows_used;
+  void *logits = os->scratch + os->lce.lg_off;
+  char *stage = os->scratch + os->lce.st_off;
+  char *y = P(op->in[0]), *dy = P(op->out[4]);
+  const void *wl = P(op->in[1]);
+  void *labels = P(op->in[2]), *w = P(op->in[3]);
+  float *ce = P(op->out[1]), *cor = P(op->out[2]), *hit = P(op->out[3]), *num = P(op->out[0]);
+  long long ld = os->lce.ld;
+  int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 8 == 0 && ((uintptr_t)logits & 15) == 0 &&
+      (dtl == DFL_BF16 || dtl == DFL_F16 || dtl == DFL_F32);
+  size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
+  struct dfl_cuda_impl *im = c->impl;
+  int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16), gth = 0, sct = 1;
+  if (per > 1) { /* the anchor rows are not computed: their outputs are 0 */
+    CU(cudaMemsetAsync(ce, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemsetAsync(cor, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemsetAsync(hit, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemset2DAsync(dy, (size_t)per * H * ed, 0, (size_t)H * ed, (size_t)(R / per), im->stream));
+  }
+  for (int r0 = 0; r0 < Ru; r0 += rc) {
+    int rn = Ru - r0 < rc ? Ru - r0 : rc, full = rn == rc;
+    long long r0l = r0;
+    const void *ysrc = y + (size_t)r0 * H * ey;
+    if (per > 1) {
+      void *ag[] = {&y, &stage, &r0l, &wy, &per, &gth};
+      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, ag));
+      ysrc = stage;
+    }
+    TRY(mm_run(c, &os->mm[full ? 0 : 1], ysrc, wl, logits));
+    void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec, &per};
+    TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
+    TRY(mm_run(c, &os->mm[full ? 2 : 3], logits, wl, per > 1 ? (void *)stage : (void *)(dy + (size_t)r0 * H * ed)));
+    if (per > 1) {
+      void *as[] = {&dy, &stage, &r0l, &wd, &per, &sct};
+      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, as));
+    }
+  }
+  void *an[] = {&num, &ce, &w, &R};
+  return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);
+}
+
+static int op_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void *tmaps) {
+  const dfl_attrs *a = &op->a;
+  int64_t gx;
+  int gy;
+  size_t sf, sb;
+  att_grid(a, &gx, &gy, &sf, &sb);
+  int dfl = a->mask == DFL_MASK_DFLASH;
+  void *q = P(op->in[0]), *k1 = P(op->in[1]), *v1 = P(op->in[2]);
+  void *k2 = dfl ? P(op->in[3]) : NULL, *v2 = dfl ? P(op->in[4]) : NULL;
+  void *anc = dfl ? P(op->in[5]) : NULL, *keep = dfl ? P(op->in[6]) : NULL;
+  int dtq = dt(c, op->in[0]), mask = (int)a->mask, batch = a->batch, S = a->S, N = a->N, B = a->B, nh = a->heads,
+      nkv = a->kv_heads, hd = a->head_dim, win = a->window;
+  float scale = (float)a->scale;
+  att_tc_t tc;
+  if (att_tc(c, op, &tc)) {
+    int G = nh / nkv;
+    if (!bwd) {
+      void *o = P(op->out[0]), *lse = P(op->out[1]);
+      void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
+                      &win, &scale};
+      if (tc.wg) { /* wgmma: units of 128 / G positions (CAUSAL) or 128 / (B G) blocks (DFLASH), times the
+                    ** kv heads, a consumer warpgroup per 64 rows + the producer; persistent: one CTA per
+                    ** SM walks the units */
+        int per = dfl ? 128 / (B * G) : 128 / G;
+        int64_t units = (int64_t)batch * (((dfl ? N : S) + per - 1) / per) * nkv;
+        args[5] = &tmaps; /* k2: the tensor maps */
+        return launch2(c, tc.wg, units < c->impl->nsm ? units : c->impl->nsm, 1, 384, tc.sf, args);
+      }
+      /* 128-row CTAs: DFLASH 128 / (B G) whole blocks, CAUSAL 128 / G positions */
+      int per = dfl ? 128 / (B * G) : 128 / G;
+      int64_t units = (int64_t)batch * (((dfl ? N : S) + per - 1) / per);
+      return launch2(c, tc.kfwd, units, nkv, 128, tc.sf, args);
+    }
+    void *o = P(op->in[7]), *lse = P(op->in[8]), *dout = P(op->in[9]);
+    void *dq = P(op->out[0]), *dkc = P(op->out[1]), *dvc = P(op->out[2]), *dkn = P(op->out[3]), *dvn = P(op->out[4]);
+    float *D = (float *)scratch;
+    long long pairs = (long long)numel(c, op->in[0]) / hd;
+    void *ad[] = {&D, &o, &dout, &dtq, &pairs, &hd};
+    TRY(launch_warps(c, K_ATT_BWD_DOT, pairs, 0, ad));
+    void *aq[] = {&dq, &dkn, &dvn, &q, &k1, &v1, &k2, &v2, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh,
+                  &nkv, &win, &scale};
+    int per = 128 / (B * G); /* 128-row CTAs of whole blocks, as the forward */
+    if (!(c->impl->att_skip & 1)) {
+      if (tc.wgq) { /* wgmma: a unit per CTA (kv heads interleaved), the producer + 2 consumer warpgroups */
+        aq[6] = &tmaps; /* k2: the tensor maps */
+        TRY(launch2(c, tc.wgq, (int64_t)batch * ((N + per - 1) / per) * nkv, 1, 384, tc.sq, aq));
+      } else
+        TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
+    }
+    if (c->impl->att_skip & 2) return DFL_OK;
+    int64_t nkt = (int64_t)((S + 127) / 128) * batch * nkv; /* CTAs of 128 keys */
+    if (tc.wgkv) {
+      /* A tile's work falls linearly with its keys (fewer anchors lie past them): heaviest-first dispatch
+      ** balances it over two or more waves, but one wave (the 27B's S 2048: 16 tiles x 8 kv heads on 132
+      ** SMs) waits for the tile-0 CTAs at twice the average. Then each tile's walk is split into P parts
+      ** (CTAs) writing f32 partial sums into the op's scratch after D, and dfl_attn_bwdkv_sum adds them. */
+      const int64_t dfloats = (pairs + 63) / 64 * 64; /* D, then the parts' slabs 256-byte aligned */
+      int P = bwdkv_parts(c, op, nkt, dfloats);
+      float *part = D + dfloats;
+      void *aw[] = {&dkc, &dvc, &tmaps, &anc, &keep, &lse, &D, &batch, &S, &N, &B, &nh, &nkv, &win, &scale, &P, &part};
+      TRY(launch2(c, tc.wgkv, nkt * P, 1, 384, tc.skv, aw));
+      if (P == 1) return DFL_OK;
+      long long n = (long long)batch * S * nkv * 128;
+      void *as[] = {&dkc, &dvc, &part, &P, &n};
+      return launch(c, K_ATT_BWDKV_SUM, n / 2, as);
+    }
+    void *ak[] = {&dkc, &dvc, &q, &k1, &v1, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
+    return launch2(c, tc.kbkv, nkt, 1, 256, tc.skv, ak); /* 8 warps */
+  }
+  if (!bwd) {
+    void *o = P(op->out[0]), *lse = P(op->out[1]);
+    void *args[] = {&o, &lse, &q, &k1, &v1, &k2, &v2, &anc, &keep, &dtq, &mask, &batch, &S, &N, &B, &nh, &nkv, &hd,
+                    &win, &scale};
+    return launch2(c, K_ATT_FWD, gx, gy, 256, sf, args);
+  }
+  /* dQ query-major, then dK and dV key-major (a CTA per 32 keys of a segment): no atomics, so a run
+  ** repeats bit for bit */
+  int base = dfl ? 7 : 3;
+  void *o = P(op->in[base]), *lse = P(op->in[base + 1]), *dout = P(op->in[base + 2]), *dq = P(op->out[0]);
+  void *args[] = {&dq, &q, &k1, &v1, &k2, &v2, &anc, &keep, &o, &lse, &dout, &dtq, &mask, &batch, &S, &N, &B, &nh,
+                  &nkv, &hd, &win, &scale};
+  TRY(launch2(c, K_ATT_BWD, gx, gy, 256, sb, args));
+  void *dk1 = P(op->out[1]), *dv1 = P(op->out[2]), *dk2 = dfl ? P(op->out[3]) : NULL, *dv2 = dfl ? P(op->out[4]) : NULL;
+  int dto = dt(c, op->out[1]);
+  int64_t tiles = (int64_t)batch * ((S + 31) / 32) + (dfl ? (int64_t)batch * N * ((B + 31) / 32) : 0);
+  void *ak[] = {&dk1, &dv1, &dk2, &dv2, &dto, &q, &k1, &v1, &k2, &v2, &anc, &keep, &o, &lse, &dout, &dtq, &mask, &batch,
+                &S, &N, &B, &nh, &nkv, &hd, &win, &scale};
+  return launch2(c, K_ATT_BWD_KV, tiles, gy, 256, sb, ak);
+}
+
+/* The 16-byte vector kernels: every pointer 16-byte aligned, every dtype bf16, f16 or f32. */
+static int vec_dtypes(const void *const *p, const int *d, int n) {
+  for (int k = 0; k < n; k++)
+    if (((uintptr_t)p[k] & 15) || (d[k] != DFL_F32 && d[k] != DFL_BF16 && d[k] != DFL_F16)) return 0;
+  return 1;
+}
+/* vec_dtypes, and every tensor bf16: the bf16-only kernels (their 16-byte rows are packed bf16) */
+static int bf16_vecs(const void *const *p, const int *d, int n) {
+  for (int k = 0; k < n; k++)
+    if (d[k] != DFL_BF16) return 0;
+  return vec_dtypes(p, d, n);
+}
+/* Block size of the vector RMSNorm kernels (kernels/rmsnorm.cuh) for group size G, 0 when they do
+** not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per block) or a
+** multiple of 32 <= 1024 (one group per block). */
+static int rms_vec_block(int G, const void *const *p, const int *d, int n) {
+  int L = G / 8;
+  if (G % 8 || L < 1 || !vec_dtypes(p, d, n)) return 0;
+  if (L <= 32) return (L & (L - 1)) ? 0 : 512;
+  return L % 32 == 0 && L <= 1024 ? L : 0;
+}
+
+/* The quantized RMSNORM kernels' chunks of 8 per thread for rows of C: 2 (C <= 16384) or 4
+** (C <= 32768), with C % (256 chunks) == 0 so the block is whole warps; 0 (and why) otherwise. */
+static int rowq_nch(int C, const dfl_op *op) {
+  if (C % 512 == 0 && C <= 16384) return 2;
+  if (C % 1024 == 0 && C <= 32768) return 4;
+  fprintf(stderr, "dflc: cuda backend: %s: a quantized %s needs rows of a multiple of 512 features up to 16384, or "
+                  "of 1024 up to 32768, not %d\n", op->label, dfl_opcode_name(op->code), C);
+  return 0;
+}
+
+/* The warp-per-row RMSNORM kernels (kernels/rmsnorm.cuh rmsnorm_w / _wq): bf16 tensors (the
+** quantized form: x and w bf16, the removed intermediate bf16), rows of G = 256 V features with
+** V <= 32, 16-byte aligned pointers; their K_ index (VMAX 8, 16, 24, 32; q: the quantized form), or
+** -1 (then the block kernels run). DFL_RMS_WARP=0 keeps the block kernels, for comparisons. */
+static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int n) {
+  int V = G / 256;
+  if (env_off("DFL_RMS_WARP") || G % 256 || V < 1 || V > 32 || !bf16_vecs(p, d, n)) return -1;
+  return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
+}
+
+/* The pipelined RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_p): bf16 tensors, 16-byte
+** aligned pointers, and groups of whole rows of G = 512 V features (G <= 8192), or of G = 8 L features
+** with L a power of two <= 32 (the q/k head norms), which the kernel takes in rows of C = 4096 .. 512
+** (the largest that divides the tensor). Returns the kernel's row C, or 0 (then dfl_rmsnorm_bwd_v
+** runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
+static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d, int n) {
+  int L = G / 8;
+  if (env_off("DFL_RMS_BWD_ROW") || !bf16_vecs(p, d, n)) return 0;
+  if (G % 512 == 0) return G <= 8192 ? G : 0;
+  if (G % 8 || L < 1 || L > 32 || (L & (L - 1))) return 0;
+  for (int C = 4096; C >= 512; C /= 2)
+    if (numel % C == 0) return C;
+  return 0;
+}
+
+/* head_dim hd = 16 x a power of two, at most 512: a (row, head)'s hd / 16 threads are aligned lanes
+** of one warp (the vector RoPE kernels' normed form reduces across them by shuffles) */
+static int rope_hd16(int hd) { return hd % 16 == 0 && (hd / 16 & (hd / 16 - 1)) == 0 && hd <= 512; }
+/* ROPE on one tensor x (nh heads) into out; wn: the normed form's weight (NULL: plain). */
+static int rope_one(dfl_cuda *c, const dfl_op *op, void *o0, int d0, const void *i0, int d1, const void *wn, int dtw,
+                    int nh) {
+  struct dfl_cuda_impl *im = c->impl;
+  const dfl_attrs *at = &op->a;
+  int hd = at->head_dim, inv = at->inverse;
+  long long rows = (long long)numel(c, op->in[0]) / ((long long)at->heads * hd);
+  double th = at->theta; void *pos = P(op->in[1]);
+  int dty = at->mid_dtype;
+  float eps = (float)at->eps;
+  void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv, &wn, &dtw, &dty, &eps};
+  if (wn && (!rope_hd16(hd) || !vec_dtypes((const void *[]){o0, i0, wn}, (const int[]){d0, d1, dtw}, 3))) {
+    fprintf(stderr, "dflc: cuda backend: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, "
+                    "and the tensors bf16/f16/f32\n", op->label, hd);
+    return DFL_ESHAPE;
+  }
+  /* DFL_ROPE_ROW=0: dfl_rope_v, for comparisons */
+  if (rope_hd16(hd) && !env_off("DFL_ROPE_ROW") &&
+      bf16_vecs((const void *[]){o0, i0, wn ? wn : o0}, (const int[]){d0, d1, wn ? dtw : d0}, 3) &&
+      (!wn || dty == DFL_BF16)) {
+    /* a row's hd / 16 threads walk its heads (kernels/rope.cuh dfl_rope_r); two CTAs an SM at most */
+    int ni = hd / 16, rb = 256 / ni;
+    int64_t nb = (rows + rb - 1) / rb, cap = (int64_t)im->nsm * 2;
+    void *ar[] = {&o0, &i0, &pos, &rows, &nh, &hd, &th, &inv, &wn, &eps};
+    return launch2(c, K_ROPE_R, nb < cap ? nb : cap, 1, 256, (size_t)(hd / 2) * 8, ar);
+  }
+  if (hd % 16 == 0 && hd <= 1024 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
+    /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory after the hd / 2
+    ** inverse frequencies (double): 20 KiB at hd 1024, within what a launch gets without opting in */
+    int64_t nb = (rows + 3) / 4, cap = (int64_t)im->nsm * 8;
+    int ni = hd / 16;   /* threads of a (row, head); the block a multiple of them (kernels/rope.cuh) */
+    return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256 / ni * ni, (size_t)5 * (hd / 2) * 8, a);
+  }
+  void *as[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
+  return launch(c, K_ROPE, rows * nh * (hd / 2), as);
+}
+
+/* ROPE: single, normed (in[2] the norm weight: dfl_fuse_norm_rope; a.eps, the removed intermediate's
+** dtype in a.mid_dtype) or pair form (dfl_fuse_rope_pair: x2 and its weight after the single form's
+** inputs, a.kv_heads heads, out[1]). bf16 rows of hd = 16 x a power of two <= 512 go to the item
+** kernels (kernels/rope.cuh dfl_rope_p4/p8: DFL_ROPE_PH=4 or 8 heads an item, 8 by default), both
+** tensors in one launch; DFL_ROPE_P=0 takes rope_one's kernels, one launch per tensor. */
+static int op_rope(dfl_cuda *c, const dfl_op *op) {
+  const dfl_attrs *at = &op->a;
+  int pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3), hd = at->head_dim;
+  void *o0 = P(op->out[0]), *i0 = P(op->in[0]), *wn = normed ? P(op->in[2]) : NULL;
+  void *o1 = pair ? P(op->out[1]) : NULL, *i1 = pair ? P(op->in[normed ? 3 : 2]) : NULL;
+  void *wn1 = pair && normed ? P(op->in[4]) : NULL;
+  int d0 = dt(c, op->out[0]), d1 = dt(c, op->in[0]), dtw = normed ? dt(c, op->in[2]) : 0;
+  int nh = at->heads, nh2 = pair ? at->kv_heads : 0;
+  const void *pv[] = {o0, i0, wn ? wn : o0, pair ? o1 : o0, pair ? i1 : o0, wn1 ? wn1 : o0};
+  int dv[] = {d0, d1, wn ? dtw : d0, pair ? dt(c, op->out[1]) : d0, pair ? dt(c, op->in[normed ? 3 : 2]) : d0,
+              wn1 ? dt(c, op->in[4]) : d0};
+  if (rope_hd16(hd) && !env_off("DFL_ROPE_P") && !env_off("DFL_ROPE_ROW") && bf16_vecs(pv, dv, 6) &&
+      (!wn || at->mid_dtype == DFL_BF16)) {
+    int ph = env_is("DFL_ROPE_PH", "4") ? 4 : 8, ni = hd / 16;
+    long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
+    int64_t items = rows * ((nh + ph - 1) / ph + (nh2 + ph - 1) / ph), ipb = 256 / ni;
+    double th = at->theta; void *pos = P(op->in[1]);
+    int inv = at->inverse; float eps = (float)at->eps;
+    void *a[] = {&o0, &i0, &wn, &nh, &o1, &i1, &wn1, &nh2, &pos, &rows, &hd, &th, &inv, &eps};
+    /* at most the CTAs the SMs hold at once (three of p4, two of p8): each forms its inverse frequencies
+    ** (double pow) once; DFL_ROPE_GRID=all launches one CTA per 256 threads' items */
+    int64_t nb = (items + ipb - 1) / ipb, cap = (int64_t)c->impl->nsm * (ph == 4 ? 3 : 2);
+    if (!env_is("DFL_ROPE_GRID", "all") && nb > cap) nb = cap;
+    return launch2(c, ph == 4 ? K_ROPE_P4 : K_ROPE_P8, nb, 1, 256, (size_t)(hd / 2) * 8, a);
+  }
+  int rc = rope_one(c, op, o0, d0, i0, d1, wn, dtw, nh);
+  if (rc != DFL_OK || !pair) return rc;
+  return rope_one(c, op, o1, dt(c, op->out[1]), i1, dt(c, op->in[normed ? 3 : 2]), wn1,
+                  wn1 ? dt(c, op->in[4]) : 0, nh2);
+}
+
+/* The pipelined row kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr, dfl_rmsnorm_qr,
+** dfl_quant_f8r, and the unquantized bf16 norm dfl_rmsnorm_r) take rows of C % 1024 == 0 features,
+** C <= 12288 (C / 32 threads), their tensors bf16 and 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the
+** other kernels. */
+static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
+  return !env_off("DFL_ROWQ_PIPE") && C % 1024 == 0 && C / 32 <= 384 && bf16_vecs(p, d, n);
+}
+/* Launches one of them: C / 32 threads a CTA, about 768 threads an SM (two CTAs of the 8B's 384-thread
+** SwiGLU rows, six of its 128-thread quantized rows) and never more CTAs than rows; each CTA walks rows */
+static int rowq_pipe_launch(dfl_cuda *c, int k, long long rows, int C, void **args) {
+  int per = 768 / (C / 32);
+  long long nb = (long long)c->impl->nsm * (per < 2 ? 2 : per);
+  return launch2(c, k, rows < nb ? rows : nb, 1, C / 32, 0, args);
+}
+
+static int exec_op(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const dfl_attrs *at = &op->a;
+  struct dfl_cuda_impl *im = c->impl;
+  long long n = op->n_out > 0 ? (long long)numel(c, op->out[0]) : 0;
+  int d0 = op->n_out > 0 ? dt(c, op->out[0]) : 0, d1 = op->n_in > 0 && op->in[0] >= 0 ? dt(c, op->in[0]) : 0;
+  void *o0 = op->n_out > 0 ? P(op->out[0]) : NULL, *i0 = op->n_in > 0 && op->in[0] >= 0 ? P(op->in[0]) : NULL;
+  switch (op->code) {
+  case DFL_OP_IOTA_MOD: { int m = at->n; void *a[] = {&o0, &n, &m}; return launch(c, K_IOTA, n, a); }
+  case DFL_OP_ADD: {
+    void *y = P(op->in[1]); int d2 = dt(c, op->in[1]);
+    void *a[] = {&o0, &d0, &i0, &d1, &y, &d2, &n}; return launch(c, K_ADD, n, a);
+  }
+  case DFL_OP_SCALE: {
+    void *s = op->n_in >= 2 && op->in[1] >= 0 ? P(op->in[1]) : NULL;
+    int ds = s ? dt(c, op->in[1]) : 0;
+    float al = at->alpha == 0 ? 1.f : (float)at->alpha;
+    void *a[] = {&o0, &d0, &i0, &d1, &s, &ds, &al, &n}; return launch(c, K_SCALE, n, a);
+  }
+  case DFL_OP_COPY: return copy_conv(c, o0, d0, i0, d1, n); /* same dtype: a plain device copy */
+  case DFL_OP_FILL: { float v = (float)at->alpha; void *a[] = {&o0, &d0, &n, &v}; return launch(c, K_FILL, n, a); }
+  case DFL_OP_CONCAT_COLS: {
+    long long R = T(c, op->out[0])->shape[0], C = T(c, op->out[0])->shape[1], off = 0;
+    for (int k = 0; k < op->n_in; k++) {
+      const dfl_tensor *X = T(c, op->in[k]);
+      long long ck = X->shape[X->ndim - 1];
+      void *x = P(op->in[k]); int dx = (int)X->dtype;
+      void *a[] = {&o0, &d0, &C, &off, &x, &dx, &R, &ck};
+      TRY(launch(c, K_COPY_COLS, R * ck, a));
+      off += ck;
+    }
+    return DFL_OK;
+  }
+  case DFL_OP_SWIGLU: {
+    void *u = P(op->in[1]); int du = dt(c, op->in[1]);
+    if (op->n_out == 2) { /* quantized form (dfl_fuse_quant): a block per row */
+      void *sc = P(op->out[1]);
+      int C = (int)T(c, op->in[0])->shape[1], mid = at->mid_dtype;
+      long long rows = T(c, op->in[0])->shape[0];
+      if (mid == DFL_BF16 && rowq_pipe(C, (const void *[]){i0, u}, (const int[]){d1, du}, 2)) {
+        /* CTAs walk rows, the next row's loads in flight (kernels/elementwise.cuh rowq_pipe) */
+        void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};
+        return rowq_pipe_launch(c, K_SWIGLU_QR, rows, C, ar);
+      }
+      int nch = rowq_nch(C, op);
+      void *a[] = {&o0, &sc, &i0, &d1, &u, &du, &C, &mid};
+      return nch ? launch2(c, nch == 2 ? K_SWIGLU_Q2 : K_SWIGLU_Q4, T(c, op->in[0])->shape[0], 1, C / (8 * nch), 0, a)
+                 : DFL_ESHAPE;
+    }
+    void *a[] = {&o0, &d0, &i0, &d1, &u, &du, &n}; return launch(c, K_SWIGLU, n, a);
+  }
+  case DFL_OP_SWIGLU_BWD: {
+    void *o1 = P(op->out[1]), *u = P(op->in[1]), *dy = P(op->in[2]);
+    int do1 = dt(c, op->out[1]), du = dt(c, op->in[1]), ddy = dt(c, op->in[2]);
+    void *a[] = {&o0, &d0, &o1, &do1, &i0, &d1, &u, &du, &dy, &ddy, &n}; return launch(c, K_SWIGLU_BWD, n, a);
+  }
+  case DFL_OP_ACCUM: {
+    void *x = P(op->in[1]); int dx = dt(c, op->in[1]);
+    void *a[] = {&o0, &d0, &x, &dx, &n}; return launch(c, K_ACCUM, n, a);
+  }
+  case DFL_OP_SUM: return reduce(c, (float *)im->ops[i].scratch, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
+  case DFL_OP_SUMSQ_ACC:
+    return reduce(c, (float *)im->ops[i].scratch, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
+  case DFL_OP_MATMUL: /* beta 1: C = in[2], the accumulator (== out, dfl_fuse) or the addend (dfl_fuse_add) */
+    return mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 3 && at->beta != 0 ? P(op->in[2]) : o0, o0);
+  case DFL_OP_MATMUL_F8: /* beta 1: C = in[4], the addend (dfl_fuse_add) */
+    return mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 5 && at->beta != 0 ? P(op->in[4]) : o0, o0);
+  case DFL_OP_QUANT_F8: {
+    void *sc = P(op->out[1]);
+    int C = (int)T(c, op->in[0])->shape[1];
+    long long rows = T(c, op->in[0])->shape[0];
+    if (rowq_pipe(C, (const void *[]){i0}, (const int[]){d1}, 1)) {
+      void *ar[] = {&o0, &sc, &i0, &rows, &C};
+      return rowq_pipe_launch(c, K_QUANT_F8R, rows, C, ar);
+    }
+    void *a[] = {&o0, &sc, &i0, &d1, &C};
+    return launch2(c, K_QUANT_F8, rows, 1, 256, 0, a);
+  }
+  case DFL_OP_RMSNORM: {
+    long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
+    int Gi = (int)G, dw = dt(c, op->in[1]), V = Gi / 256; /* V: the warp kernels' vectors a lane */
+    void *w = P(op->in[1]), *rs = P(op->out[1]);
+    float eps = (float)at->eps;
+    if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a warp or a block per row */
+      void *sc = P(op->out[2]);
+      int mid = at->mid_dtype;
+      if (mid == DFL_BF16 && rowq_pipe(Gi, (const void *[]){i0, w}, (const int[]){d1, dw}, 2)) {
+        void *ar[] = {&o0, &sc, &rs, &i0, &w, &ng, &Gi, &eps};
+        return rowq_pipe_launch(c, K_RMSNORM_QR, ng, Gi, ar);
+      }
+      int kw = mid == DFL_BF16 ? rms_warp_kernel(Gi, 1, (const void *[]){i0, w}, (const int[]){d1, dw}, 2) : -1;
+      if (kw >= 0) {
+        void *aw[] = {&o0, &sc, &rs, &i0, &w, &ng, &V, &eps};
+        return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
+      }
+      int nch = rowq_nch(Gi, op);
+      void *a[] = {&o0, &sc, &rs, &i0, &d1, &w, &dw, &Gi, &eps, &mid};
+      return nch ? launch2(c, nch == 2 ? K_RMSNORM_Q2 : K_RMSNORM_Q4, ng, 1, Gi / (8 * nch), 0, a) : DFL_ESHAPE;
+    }
+    if (rowq_pipe(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3)) { /* rows walked, pipelined */
+      void *ar[] = {&o0, &rs, &i0, &w, &ng, &Gi, &eps};
+      return rowq_pipe_launch(c, K_RMSNORM_R, ng, Gi, ar);
+    }
+    int kw = rms_warp_kernel(Gi, 0, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
+    if (kw >= 0) {
+      void *aw[] = {&o0, &rs, &i0, &w, &ng, &V, &eps};
+      return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
+    }
+    void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps};
+    int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
+    if (blk) {
+      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = (int64_t)im->nsm * (2048 / blk);
+      return launch2(c, K_RMSNORM_V, nb < cap ? nb : cap, 1, blk, 0, a);
+    }
+    return launch_warps(c, K_RMSNORM, ng, 0, a);
+  }
+  case DFL_OP_RMSNORM_BWD: {
+    int Gi = at->group; long long ng = (long long)numel(c, op->in[0]) / Gi;
+    void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->ops[i].scratch;
+    void *ad = op->n_in == 5 ? P(op->in[4]) : NULL; /* the addend (dfl_fuse_add) */
+    int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]), dad = ad ? dt(c, op->in[4]) : d0;
+    void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
+    const void *pp[] = {o0, i0, w, dy, ad ? ad : o0};
+    const int pd[] = {d0, d1, dtw, ddy, dad};
+    int C = rms_bwd_row(Gi, (int64_t)ng * Gi, pp, pd, 5);
+    size_t stg = (size_t)((ad ? 192 : 128) + (C != Gi ? 32 : 0)) * (C / 16); /* two row stages (+ dw sums) */
+    if (stg > (size_t)RBP_SMEM(im->smax)) C = 0; /* they do not fit */
+    int blk = C ? 0 : rms_vec_block(Gi, pp, pd, 5);
+    /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic.
+    ** DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons. */
+    const char *ep = getenv("DFL_RMS_BWD_PARTS");
+    int ev = ep ? atoi(ep) : 0, cap = ev >= 1 && ev <= DFL_RMS_PARTS ? ev : DFL_RMS_PARTS, np;
+    if (C) { /* blocks of C / 16 threads walk rows of C, as many blocks as the SMs hold */
+      long long nr = ng * Gi / C;
+      int k = ad ? K_RMSNORM_BWD_PA : K_RMSNORM_BWD_P, occ = 0;
+      CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)im->k[k], C / 16, stg));
+      if (occ < 1) occ = 1;
+      /* parts: at most as many blocks as 128 SMs hold, rounded down to a power of two. A block then
+      ** walks one part: more parts than resident blocks left some blocks two parts, the rest one (the
+      ** 27B's rows of 5120 with the addend: 3 blocks an SM, 396 for 512 parts, 107.2 us; 384 parts
+      ** 97.4, 256 parts 95.4: bench_memops). 128, not the device's SM count: the parts, and so the
+      ** sums' order, stay the same on every Hopper part. */
+      if (cap > 128 * occ && ev < 1)
+        for (cap = 1; 2 * cap <= 128 * occ;) cap *= 2; /* a power of two: equal parts of 2^k rows */
+      np = (int)(nr < cap ? nr : cap);
+      int64_t nb = (int64_t)im->nsm * occ;
+      void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &nr, &np, &C, &Gi}, *ap[] = {&o0, &dw, &i0, &w, &rs, &dy, &nr, &np, &C, &Gi};
+      TRY(launch2(c, k, nb < np ? nb : np, 1, C / 16, stg, ad ? ar : ap));
+    } else if (blk) {
+      /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
+      ** the SMs' threads) */
+      int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per;
+      np = (int)(nb < cap ? nb : cap);
+      TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
+    } else {
+      np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS); /* the general kernel: a block per group, as many parts */
+      TRY(launch2(c, K_RMSNORM_BWD, np, 1, 256, 0, a));
+    }
+    void *wout = P(op->out[1]);
+    int dto = dt(c, op->out[1]);
+    void *a2[] = {&wout, &dto, &dw, &np, &Gi};
+    return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 1024, 0, a2);
+  }
+  case DFL_OP_ROPE: return op_rope(c, op);
+  case DFL_OP_GATHER: {
+    const dfl_tensor *tb = T(c, op->in[0]);
+    long long R = (long long)numel(c, op->in[1]); int H = (int)tb->shape[1], V = (int)tb->shape[0];
+    void *ids = P(op->in[1]);
+    void *a[] = {&o0, &d0, &i0, &d1, &ids, &R, &H, &V}; return launch(c, K_GATHER, R * H, a);
+  }
+  case DFL_OP_SCATTER_ADD: {
+    const dfl_tensor *to = T(c, op->out[0]);
+    long long R = (long long)numel(c, op->in[1]); int H = (int)to->shape[1], V = (int)to->shape[0];
+    float *acc = d0 == DFL_F32 ? (float *)o0 : (float *)im->ops[i].scratch;
+    void *ids = P(op->in[1]);
+    CU(cudaMemsetAsync(acc, 0, (size_t)V * H * 4, im->stream));
+    void *a[] = {&acc, &i0, &d1, &ids, &R, &H, &V};
+    TRY(launch(c, K_SCATTER, R * H, a));
+    return d0 == DFL_F32 ? DFL_OK : copy_conv(c, o0, d0, acc, DFL_F32, (long long)V * H);
+  }
+  case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_EXPAND_BWD: case DFL_OP_BLOCK_DROP:
+  case DFL_OP_BLOCK_UNDROP:
+    return op_block_rows(c, i);
+  case DFL_OP_DFLASH_BLOCKS: {
+    void *pos = P(op->out[1]), *lab = P(op->out[2]), *w = P(op->out[3]), *lm = P(op->in[1]), *anc = P(op->in[2]),
+         *kp = P(op->in[3]);
+    int batch = at->batch, S = at->S, N = at->N, B = at->B, mid = at->mask_id;
+    float gm = (float)at->gamma;
+    void *a[] = {&o0, &pos, &lab, &w, &i0, &lm, &anc, &kp, &batch, &S, &N, &B, &mid, &gm};
+    return launch(c, K_BLOCKS, (int64_t)batch * N * B, a);
+  }
+  case DFL_OP_DFLASH_METRICS: {
+    void *w = P(op->in[1]), *hit = P(op->in[2]), *kp = P(op->in[3]);
+    int batch = at->batch, N = at->N, B = at->B;
+    void *a[] = {&o0, &i0, &w, &hit, &kp, &batch, &N, &B};
+    return launch2(c, K_METRICS, 1, 1, 256, (size_t)(5 + 2 * B) * 4, a);
+  }
+  case DFL_OP_ATTENTION: return op_attention(c, op, 0, NULL, im->ops[i].tmaps);
+  case DFL_OP_ATTENTION_BWD: return op_attention(c, op, 1, im->ops[i].scratch, im->ops[i].tmaps);
+  case DFL_OP_LINEAR_CE: return op_linear_ce(c, i);
+  case DFL_OP_OPT_PREP: {
+    void *sq = P(op->in[0]), *den = P(op->in[1]); int dd = dt(c, op->in[1]);
+    float lr = (float)at->lr, clip = (float)at->clip, b1 = (float)at->beta1, b2 = (float)at->beta2;
+    long long wu = at->warmup, tot = at->total; int sch = at->schedule;
+    void *a[] = {&o0, &sq, &den, &dd, &lr, &wu, &tot, &sch, &clip, &b1, &b2};
+    return launch2(c, K_OPT_PREP, 1, 1, 32, 0, a);
+  }
+  case DFL_OP_ADAMW: {
+    void *ms = P(op->in[1]), *m = P(op->in[2]), *v = P(op->in[3]), *gr = P(op->in[4]), *st = P(op->in[5]);
+    int dg = dt(c, op->in[4]);
+    float b1 = (float)at->beta1, b2 = (float)at->beta2, eps = (float)at->eps, wd = (float)at->wd;
+    long long np = (long long)numel(c, op->in[0]);
+    int keep = at->keep_grad;
+    void *a[] = {&i0, &d1, &ms, &m, &v, &gr, &dg, &st, &b1, &b2, &eps, &wd, &np, &keep};
+    return launch(c, K_ADAMW, np, a);
+  }
+  default:
+    fprintf(stderr, "dflc: cuda backend: op %s (%s) is not implemented\n", dfl_opcode_name(op->code), op->label);
+    return DFL_ERR;
+  }
+}
+
+int dfl_cuda_run_op(dfl_cuda *c, int i) { return exec_op(c, i); }
+
+int dfl_cuda_run_op_grouped(dfl_cuda *c, int i) {
+  int grp = c->impl->ops[i].group;
+  return grp == 0 ? DFL_OK : grp > 0 ? mt_run(c, i) : exec_op(c, i);
+}
+
+int dfl_cuda_run_eager(dfl_cuda *c, unsigned mask) {
+  for (int i = 0; i < c->g->nops; i++)
+    if (mask & (1u << c->g->ops[i].phase)) {
+      int rc = dfl_cuda_run_op_grouped(c, i);
+      if (rc) {
+        fprintf(stderr, "dflc: cuda backend: op %d %s (%s) failed\n", i, dfl_opcode_name(c->g->ops[i].code), c->g->ops[i].label);
+        return rc;
+      }
+    }
+  return DFL_OK;
+}
+
+/* DFL_RUN_OVERLAP_OPT, inside a capture: the optimizer ops as a branch on a low-priority stream,
+** the rest on a high-priority one, both joined back. The optimizer's memory-bound kernels take the
+** SMs the target's GEMMs leave idle (wave tails, small kernels) without delaying them; the nodes
+** keep their streams' priorities (cudaGraphInstantiateFlagUseNodePriority). */
+static int run_forked(dfl_cuda *c, unsigned side, unsigned rest) {
+  struct dfl_cuda_impl *im = c->impl;
+  cudaStream_t origin = im->stream;
+  if (!im->hi) {
+    int least = 0, greatest = 0;
+    CU(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CU(cudaStreamCreateWithPriority(&im->hi, cudaStreamNonBlocking, greatest));
+    CU(cudaStreamCreateWithPriority(&im->lo, cudaStreamNonBlocking, least));
+    CU(cudaEventCreateWithFlags(&im->fork, cudaEventDisableTiming));
+    for (int k = 0; k < 2; k++) CU(cudaEventCreateWithFlags(&im->join[k], cudaEventDisableTiming));
+  }
+  CU(cudaEventRecord(im->fork, origin));
+  CU(cudaStreamWaitEvent(im->lo, im->fork, 0));
+  CU(cudaStreamWaitEvent(im->hi, im->fork, 0));
+  im->stream = im->lo;
+  int rc = dfl_cuda_run_eager(c, side);
+  im->stream = im->hi;
+  if (rc == DFL_OK) rc = dfl_cuda_run_eager(c, rest);
+  im->stream = origin;
+  /* joined even after a failure, so that the capture can end */
+  CU(cudaEventRecord(im->join[0], im->lo));
+  CU(cudaEventRecord(im->join[1], im->hi));
+  CU(cudaStreamWaitEvent(origin, im->join[0], 0));
+  CU(cudaStreamWaitEvent(origin, im->join[1], 0));
+  return rc;
+}
+
+int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
+  struct dfl_cuda_impl *im = c->impl;
+  for (int i = 0; i < im->nexec; i++)
+    if (im->execs[i].mask == mask) { CU(cudaGraphLaunch(im->execs[i].exec, im->stream)); return DFL_OK; }
+  if (im->nexec == MAX_EXECS) {
+    fprintf(stderr, "dflc: cuda backend: more than %d distinct phase masks captured\n", MAX_EXECS);
+    return DFL_ERR;
+  }
+  unsigned phases = mask & ~DFL_RUN_OVERLAP_OPT, opt = 1u << DFL_PH_OPTIMIZER;
+  /* Concurrent branches need their own scratch: without a plan's per-op workspaces every op shares
+  ** one buffer, so the mask runs in order then. */
+  int fork = (mask & DFL_RUN_OVERLAP_OPT) && (phases & opt) && (phases & ~opt) && im->scratch_bytes == 0;
+  cudaGraph_t graph;
+  CU(cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal));
+  int rc = fork ? run_forked(c, phases & opt, phases & ~opt) : dfl_cuda_run_eager(c, phases);
+  cudaError_t e = cudaStreamEndCapture(im->stream, &graph);
+  if (rc) { if (e == cudaSuccess) cudaGraphDestroy(graph); return rc; }
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s:%d: cudaStreamEndCapture failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
+    return DFL_ERR;
+  }
+  cudaGraphExec_t ex;
+  e = cudaGraphInstantiate(&ex, graph, fork ? cudaGraphInstantiateFlagUseNodePriority : 0);
+  cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s:%d: cudaGraphInstantiate failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
+    return DFL_ERR;
+  }
+  im->execs[im->nexec].mask = mask;
+  im->execs[im->nexec++].exec = ex;
+  memtrace("run: graph captured");
+  CU(cudaGraphLaunch(ex, im->stream));
+  memtrace("run: first replay");
+  return DFL_OK;
+}
+
+int dfl_cuda_sync(dfl_cuda *c) {
+  CU(cudaStreamSynchronize(c->impl->stream));
+  CU(cudaGetLastError());
+  return DFL_OK;
+}
+
+static int check_n(dfl_cuda *c, int t, int64_t n) {
+  if (t < 0 || t >= c->g->nt || n != numel(c, t)) {
+    fprintf(stderr, "dflc: cuda backend: copy of %lld elements does not match tensor %d\n", (long long)n, t);
+    return DFL_ESHAPE;
+  }
+  return DFL_OK;
+}
+
+int dfl_cuda_set_f(dfl_cuda *c, int t, const float *src, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  dfl_dtype d = T(c, t)->dtype;
+  size_t es = dfl_dtype_size(d);
+  char *h = malloc((size_t)n * es);
+  if (!h) return DFL_ENOMEM;
+  for (int64_t i = 0; i < n; i++) {
+    if (d == DFL_BF16) { float r = dfl_bf16_round(src[i]); uint32_t u; memcpy(&u, &r, 4); uint16_t v = (uint16_t)(u >> 16); memcpy(h + 2 * i, &v, 2); }
+    else if (d == DFL_F8E4M3) h[i] = (char)dfl_f32_to_e4m3(src[i]); /* values already quantized: exact */
+    else if (d == DFL_I32) { int32_t v = (int32_t)src[i]; memcpy(h + 4 * i, &v, 4); }
+    else if (d == DFL_F64) { double v = src[i]; memcpy(h + 8 * i, &v, 8); }
+    else memcpy(h + 4 * i, &src[i], 4);
+  }
+  cudaError_t e = cudaMemcpy(c->ptr[t], h, (size_t)n * es, cudaMemcpyHostToDevice);
+  free(h);
+  CU(e);
+  return DFL_OK;
+}
+
+int dfl_cuda_get_f(dfl_cuda *c, int t, float *dst, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  dfl_dtype d = T(c, t)->dtype;
+  size_t es = dfl_dtype_size(d);
+  char *h = malloc((size_t)n * es);
+  if (!h) return DFL_ENOMEM;
+  cudaError_t e = cudaMemcpy(h, c->ptr[t], (size_t)n * es, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) { free(h); CU(e); }
+  for (int64_t i = 0; i < n; i++) {
+    if (d == DFL_BF16) { uint16_t v; memcpy(&v, h + 2 * i, 2); uint32_t u = (uint32_t)v << 16; memcpy(&dst[i], &u, 4); }
+    else if (d == DFL_F8E4M3) dst[i] = dfl_e4m3_to_f32((uint8_t)h[i]);
+    else if (d == DFL_I32) { int32_t v; memcpy(&v, h + 4 * i, 4); dst[i] = (float)v; }
+    else if (d == DFL_F64) { double v; memcpy(&v, h + 8 * i, 8); dst[i] = (float)v; }
+    else memcpy(&dst[i], h + 4 * i, 4);
+  }
+  free(h);
+  return DFL_OK;
+}
+
+int dfl_cuda_set_i32(dfl_cuda *c, int t, const int32_t *src, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  if (T(c, t)->dtype != DFL_I32) { fprintf(stderr, "dflc: cuda backend: %s is not i32\n", T(c, t)->name); return DFL_ESHAPE; }
+  CU(cudaMemcpy(c->ptr[t], src, (size_t)n * 4, cudaMemcpyHostToDevice));
+  return DFL_OK;
+}
+
+int dfl_cuda_get_i32(dfl_cuda *c, int t, int32_t *dst, int64_t n) {
+  TRY(check_n(c, t, n));
+  TRY(dfl_cuda_sync(c));
+  if (T(c, t)->dtype != DFL_I32) { fprintf(stderr, "dflc: cuda backend: %s is not i32\n", T(c, t)->name); return DFL_ESHAPE; }
+  CU(cudaMemcpy(dst, c->ptr[t], (size_t)n * 4, cudaMemcpyDeviceToHost));
+  return DFL_OK;
+}
+
+void *dfl_cuda_stream(dfl_cuda *c) { return c->impl ? (void *)c->impl->stream : NULL; }

@@ -1,0 +1,313 @@
+/*
+** weights.c: loading FROZEN/PARAM tensors from safetensors by name, HF initialisation, masters,
+** and reading HF config.json into a dfl_arch.
+*/
+#include "runtime/io/weights.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/io/data.h"
+#include "runtime/io/export.h"
+
+int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen) {
+  const dfl_tensor *tt = &c->g->t[t];
+  int64_t n = dfl_tensor_numel(tt);
+  if (dfl_st_numel(e) != n) {
+    char a[96], b[96];
+    dfl_st_shape_str(a, sizeof a, tt->ndim, tt->shape);
+    dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);
+    snprintf(err, errlen, "%s: tensor %s: expected shape %s, found %s", st->files[e->file].path, e->name, a, b);
+    return DFL_ESHAPE;
+  }
+  int rc;
+  if (tt->dtype == DFL_I32 || tt->dtype == DFL_I64) {
+    rc = dfl_st_read_i32(st, e, dfl_cpu_i32(c, t));
+  } else if (c->f64) {
+    rc = dfl_st_read_f64(st, e, dfl_cpu_f64(c, t));
+  } else {
+    rc = dfl_st_read_f32(st, e, dfl_cpu_f32(c, t));
+  }
+  if (rc != DFL_OK)
+    snprintf(err, errlen, "%s: tensor %s: cannot convert %s data to %s", st->files[e->file].path, e->name,
+             dfl_st_dtype_name(e->dtype), dfl_dtype_name(tt->dtype));
+  return rc;
+}
+
+int dfl_weights_fp8_weight_of(const dfl_graph *g, int t) {
+  const dfl_tensor *tt = &g->t[t];
+  size_t n = strlen(tt->name);
+  if (tt->dtype != DFL_F32 || tt->kind != DFL_T_FROZEN || n < 7 || strcmp(tt->name + n - 6, "_scale")) return -1;
+  char w[DFL_NAME_MAX];
+  memcpy(w, tt->name, n - 6);
+  w[n - 6] = 0;
+  int wi = dfl_tensor_find(g, w);
+  return wi >= 0 && g->t[wi].dtype == DFL_F8E4M3 && g->t[wi].ndim == 2 && g->t[wi].shape[0] == dfl_tensor_numel(tt) ? wi : -1;
+}
+
+/* worker(job) on this thread and up to 31 more (one per core), which take work from job until it is
+** done; small models (under 4 M values in all) on this thread alone. */
+static void on_host_threads(void *(*worker)(void *), void *job, int64_t values) {
+  long np = sysconf(_SC_NPROCESSORS_ONLN);
+  int nth = values < (1 << 22) ? 1 : np < 1 ? 1 : np > 32 ? 32 : (int)np;
+  pthread_t th[32];
+  int started = 0;
+  for (; started < nth - 1; started++)
+    if (pthread_create(&th[started], NULL, worker, job)) break;
+  worker(job);
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+}
+
+/* Each f8e4m3 weight holds its checkpoint (or random) values: quantize it per row in place
+** (dfl_cpu_quant_rows, as QUANT_F8 does), its scales into its "_scale" partner. An 8B target is 6.6 B values (~3 ns
+** each): host threads take whole weights (the result does not depend on who takes which). */
+typedef struct {
+  dfl_cpu *c;
+  const int (*pairs)[2]; /* {weight, scales} */
+  int n, next;           /* next pair to take (atomic) */
+} quant_job;
+
+static void *quant_worker(void *arg) {
+  quant_job *j = arg;
+  for (int k; (k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n;)
+    dfl_cpu_quant_rows(j->c, j->pairs[k][0], j->pairs[k][1]);
+  return NULL;
+}
+
+static void quantize_fp8(dfl_cpu *c, unsigned kind_mask) {
+  const dfl_graph *g = c->g;
+  int (*pairs)[2] = malloc(sizeof *pairs * ((size_t)g->nt + 1)), n = 0;
+  int64_t total = 0;
+  for (int s = 0; s < g->nt; s++) {
+    int w = dfl_weights_fp8_weight_of(g, s);
+    if (w < 0 || !(kind_mask & DFL_KIND_BIT(g->t[w].kind))) continue;
+    if (!pairs) { dfl_cpu_quant_rows(c, w, s); continue; } /* no memory for the list: one by one, here */
+    pairs[n][0] = w, pairs[n][1] = s, n++;
+    total += dfl_tensor_numel(&g->t[w]);
+  }
+  quant_job j = {c, (const int (*)[2])pairs, n, 0};
+  on_host_threads(quant_worker, &j, total);
+  free(pairs);
+}
+
+int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
+                     char *err, size_t errlen) {
+  const dfl_graph *g = c->g;
+  char name[DFL_NAME_MAX + 64];
+  for (int t = 0; t < g->nt; t++) {
+    const dfl_tensor *tt = &g->t[t];
+    if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue; /* scales: derived */
+    snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", tt->name);
+    const dfl_st_entry *e = NULL;
+    int rc;
+    if (tt->kind == DFL_T_INPUT) {
+      e = dfl_st_find(st, name);
+      if (!e) {
+        snprintf(err, errlen, "%s: tensor %s: missing", st->nfiles ? st->files[0].path : "?", name);
+        return DFL_EFORMAT;
+      }
+    } else {
+      /* Weights: the exact shape (a transposed or resized matrix must not slip through). */
+      rc = dfl_st_expect(st, name, tt->ndim, tt->shape, &e, err, errlen);
+      if (rc != DFL_OK) return rc;
+    }
+    rc = dfl_weights_read(c, t, st, e, err, errlen);
+    if (rc != DFL_OK) return rc;
+  }
+  quantize_fp8(c, kind_mask);
+  return DFL_OK;
+}
+
+int dfl_weights_load_path(dfl_cpu *c, const char *path, unsigned kind_mask, const char *prefix,
+                          char *err, size_t errlen) {
+  dfl_st st;
+  int rc = dfl_st_open(&st, path, err, errlen);
+  if (rc != DFL_OK) return rc;
+  rc = dfl_weights_load(c, &st, kind_mask, prefix, err, errlen);
+  dfl_st_close(&st);
+  return rc;
+}
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
+  return h;
+}
+
+/* One RNG stream per tensor, seeded from (seed, name), so tensors are independent: host threads
+** take whole tensors (values identical to one thread's). A fresh 27B-shaped drafter is 1.7 B values,
+** about 36 s on one thread. */
+typedef struct {
+  dfl_cpu *c;
+  unsigned kind_mask;
+  uint64_t seed;
+  double std;
+  int next; /* next tensor to take (atomic) */
+} init_job;
+
+void dfl_weights_rng(dfl_rng *r, uint64_t seed, const char *name, int64_t first) {
+  dfl_rng_seed(r, seed ^ fnv1a(name));
+  for (int64_t i = 0; i < 2 * first; i++) dfl_rng_next(r); /* dfl_rng_normal takes two steps */
+}
+
+static void init_tensor(dfl_cpu *c, int t, uint64_t seed, double std) {
+  const dfl_tensor *tt = &c->g->t[t];
+  int64_t n = dfl_tensor_numel(tt);
+  dfl_rng r;
+  dfl_weights_rng(&r, seed, tt->name, 0);
+  for (int64_t i = 0; i < n; i++) {
+    double v = tt->ndim == 1 ? 1.0 : std * (double)dfl_rng_normal(&r);
+    if (c->f64) dfl_cpu_f64(c, t)[i] = v;
+    else dfl_cpu_f32(c, t)[i] = (float)v;
+  }
+}
+
+static void *init_worker(void *arg) {
+  init_job *j = arg;
+  const dfl_graph *g = j->c->g;
+  for (;;) {
+    int t = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+    if (t >= g->nt) return NULL;
+    const dfl_tensor *tt = &g->t[t];
+    if (!(j->kind_mask & DFL_KIND_BIT(tt->kind)) || tt->dtype == DFL_I32 || tt->dtype == DFL_I64) continue;
+    init_tensor(j->c, t, j->seed, j->std);
+  }
+}
+
+void dfl_weights_init(dfl_cpu *c, unsigned kind_mask, uint64_t seed, double std) {
+  init_job j = {c, kind_mask, seed, std, 0};
+  int64_t total = 0;
+  for (int t = 0; t < c->g->nt; t++)
+    if (kind_mask & DFL_KIND_BIT(c->g->t[t].kind)) total += dfl_tensor_numel(&c->g->t[t]);
+  on_host_threads(init_worker, &j, total);
+  quantize_fp8(c, kind_mask);
+}
+
+int dfl_weights_bind(dfl_cpu *c, const dfl_spec *s, char *err, size_t errlen) {
+  int rc;
+  if (s->target_random) {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_FROZEN), s->target_seed, 0.02);
+  } else if ((rc = dfl_weights_load_path(c, s->target_dir, DFL_KIND_BIT(DFL_T_FROZEN), "", err, errlen)) != DFL_OK) {
+    return rc;
+  }
+  if (s->init_from[0]) {
+    if ((rc = dfl_weights_load_path(c, s->init_from, DFL_KIND_BIT(DFL_T_PARAM), "", err, errlen)) != DFL_OK)
+      return rc;
+  } else {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_PARAM), s->init_seed, 0.02);
+  }
+  dfl_cpu_init_masters(c);
+  return DFL_OK;
+}
+
+/* --- config.json --- */
+
+static int get_int(json_t *o, const char *k, int *out, int required, char *err, size_t errlen) {
+  json_t *v = json_object_get(o, k);
+  if (!v || json_is_null(v)) {
+    if (required) { snprintf(err, errlen, "config: key \"%s\" missing", k); return DFL_EFORMAT; }
+    return DFL_OK;
+  }
+  if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 0x7fffffff) {
+    snprintf(err, errlen, "config: key \"%s\" must be a positive integer", k);
+    return DFL_EFORMAT;
+  }
+  *out = (int)json_integer_value(v);
+  return DFL_OK;
+}
+
+int dfl_hf_arch_from_json(const void *json, dfl_arch *a, char *err, size_t errlen) {
+  json_t *o = (json_t *)json;
+  if (!json_is_object(o)) { snprintf(err, errlen, "config: not a JSON object"); return DFL_EFORMAT; }
+  memset(a, 0, sizeof *a);
+  const char *mt = json_string_value(json_object_get(o, "model_type"));
+  a->family = (mt && !strcmp(mt, "llama")) ? DFL_FAMILY_LLAMA : DFL_FAMILY_QWEN3;
+  int rc = DFL_OK;
+  if ((rc = get_int(o, "hidden_size", &a->hidden, 1, err, errlen)) ||
+      (rc = get_int(o, "num_hidden_layers", &a->layers, 1, err, errlen)) ||
+      (rc = get_int(o, "num_attention_heads", &a->heads, 1, err, errlen)) ||
+      (rc = get_int(o, "intermediate_size", &a->intermediate, 1, err, errlen)) ||
+      (rc = get_int(o, "vocab_size", &a->vocab, 1, err, errlen)))
+    return rc;
+  a->kv_heads = a->heads;
+  a->head_dim = a->hidden / a->heads;
+  if ((rc = get_int(o, "num_key_value_heads", &a->kv_heads, 0, err, errlen)) ||
+      (rc = get_int(o, "head_dim", &a->head_dim, 0, err, errlen)))
+    return rc;
+  if (a->layers > DFL_MAX_LAYERS) { snprintf(err, errlen, "config: more than %d layers", DFL_MAX_LAYERS); return DFL_EFORMAT; }
+  if (a->heads % a->kv_heads) { snprintf(err, errlen, "config: num_attention_heads %d is not a multiple of num_key_value_heads %d", a->heads, a->kv_heads); return DFL_EFORMAT; }
+  json_t *th = json_object_get(o, "rope_theta");
+  if (!json_is_number(th)) th = json_object_get(json_object_get(o, "rope_parameters"), "rope_theta");
+  a->rope_theta = json_is_number(th) ? json_number_value(th) : 10000.0;
+  json_t *eps = json_object_get(o, "rms_norm_eps");
+  a->rms_eps = json_is_number(eps) ? json_number_value(eps) : 1e-6;
+  a->qk_norm = a->family == DFL_FAMILY_QWEN3;
+  a->tie_embeddings = json_is_true(json_object_get(o, "tie_word_embeddings"));
+  json_t *mp = json_object_get(o, "max_position_embeddings");
+  a->max_positions = json_is_integer(mp) ? json_integer_value(mp) : 0;
+  return DFL_OK;
+}
+
+int dfl_hf_arch_load(const char *config_path, dfl_arch *a, char *err, size_t errlen) {
+  json_error_t je;
+  json_t *o = json_load_file(config_path, 0, &je);
+  if (!o) {
+    snprintf(err, errlen, "%s:%d: %s", config_path, je.line, je.text);
+    return DFL_EFORMAT;
+  }
+  char sub[256];
+  int rc = dfl_hf_arch_from_json(o, a, sub, sizeof sub);
+  if (rc != DFL_OK) snprintf(err, errlen, "%s: %s", config_path, sub);
+  json_decref(o);
+  return rc;
+}
+
+/* --- a spec's weights --- */
+
+int dfl_weights_load_spec(const dfl_spec *s, dfl_cpu *c, const char *drafter_dir) {
+  char err[1024];
+  int rc;
+  if (s->target_random) {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_FROZEN), s->target_seed, 0.02);
+  } else if ((rc = dfl_weights_load_path(c, s->target_dir, DFL_KIND_BIT(DFL_T_FROZEN), NULL, err, sizeof err))) {
+    fprintf(stderr, "dflc: target weights: %s\n", err);
+    return rc;
+  }
+  if ((rc = dfl_weights_load_drafter(s, c, drafter_dir))) return rc;
+  dfl_cpu_init_masters(c);
+  return DFL_OK;
+}
+
+int dfl_weights_load_drafter(const dfl_spec *s, dfl_cpu *c, const char *drafter_dir) {
+  char err[1024];
+  int rc = DFL_OK;
+  if (drafter_dir && drafter_dir[0]) {
+    /* Through the drafter loader: its config.json must describe the spec's drafter. */
+    dfl_drafter_weights w;
+    if ((rc = dfl_drafter_load(drafter_dir, s, &w, err, sizeof err))) {
+      fprintf(stderr, "dflc: drafter %s: %s\n", drafter_dir, err);
+      return rc;
+    }
+    const dfl_graph *g = c->g;
+    for (int t = 0; t < g->nt && !rc; t++) {
+      if (g->t[t].kind != DFL_T_PARAM) continue;
+      const float *x = dfl_drafter_get(&w, g->t[t].name);
+      if (!x) {
+        fprintf(stderr, "dflc: drafter %s: tensor %s missing\n", drafter_dir, g->t[t].name);
+        rc = DFL_EFORMAT;
+      } else {
+        dfl_cpu_set_f(c, t, x, dfl_tensor_numel(&g->t[t]));
+      }
+    }
+    dfl_drafter_free(&w);
+    if (rc) return rc;
+  } else {
+    dfl_weights_init(c, DFL_KIND_BIT(DFL_T_PARAM), s->init_seed, 0.02);
+  }
+  return DFL_OK;
+}
