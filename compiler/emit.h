@@ -15,13 +15,19 @@
 #include "compiler/graph.h"
 
 typedef enum {
-  DFL_KF_COMMON = 0, DFL_KF_ELEMENTWISE, DFL_KF_RMSNORM, DFL_KF_ROPE, DFL_KF_GATHER, DFL_KF_DFLASH,
-  DFL_KF_ATTENTION, DFL_KF_LCE, DFL_KF_OPTIM, DFL_KF_COUNT
+#define DFL_KFAMILY(id, name) DFL_KF_##id,
+#include "kernels/families.def"
+#undef DFL_KFAMILY
+  DFL_KF_COUNT
 } dfl_kfamily;
 #define DFL_KF_ALL ((1u << DFL_KF_COUNT) - 1u)
 
 const char *dfl_emit_family_name(int family);
 const char *dfl_emit_family_source(int family);
+/* The family (DFL_KF_*) of kernel k of kernels/kernels.def and its symbol; DFL_EMIT_KERNELS of them. */
+int dfl_emit_kernel_family(int k);
+const char *dfl_emit_kernel_name(int k);
+extern const int DFL_EMIT_KERNELS;
 /* Bit set of the kernel families the ops of g need (common and elementwise always). */
 unsigned dfl_emit_families(const dfl_graph *g);
 /* The .cu text for the families in `families`; g (may be NULL) adds the per-op table as comments.

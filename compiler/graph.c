@@ -114,12 +114,10 @@ const char *dfl_dtype_name(dfl_dtype dt) {
 
 const char *dfl_opcode_name(dfl_opcode c) {
   static const char *n[] = {
-      "iota_mod", "dflash_blocks", "gather", "matmul", "add", "rmsnorm", "rope", "attention",
-      "swiglu", "linear_ce", "scatter_add", "rmsnorm_bwd", "attention_bwd", "swiglu_bwd", "scale",
-      "sum", "dflash_metrics", "accum", "sumsq_acc", "opt_prep", "adamw", "copy", "concat_cols", "fill",
-      "quant_f8", "matmul_f8", "block_rows", "block_expand", "block_expand_bwd", "block_drop",
-      "block_undrop"};
-  _Static_assert(sizeof n / sizeof n[0] == DFL_OP_COUNT, "opcode names out of sync with graph.h");
+#define DFL_OP(NAME, name, family, diff) #name,
+#include "compiler/ops.def"
+#undef DFL_OP
+  };
   return (unsigned)c < DFL_OP_COUNT ? n[c] : "?";
 }
 
@@ -571,13 +569,12 @@ static void validate(const vctx *v, const dfl_attrs *a) {
 
 /* Outputs of these ops carry a gradient path (first output only: rstd, lse, ce, ... do not). */
 static int differentiable(dfl_opcode c) {
-  switch (c) {
-  case DFL_OP_GATHER: case DFL_OP_MATMUL: case DFL_OP_ADD: case DFL_OP_RMSNORM: case DFL_OP_ROPE:
-  case DFL_OP_ATTENTION: case DFL_OP_SWIGLU: case DFL_OP_LINEAR_CE: case DFL_OP_SCALE: case DFL_OP_SUM:
-  case DFL_OP_COPY: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_DROP: case DFL_OP_BLOCK_UNDROP:
-    return 1;
-  default: return 0;
-  }
+  static const unsigned char d[] = {
+#define DFL_OP(NAME, name, family, diff) diff,
+#include "compiler/ops.def"
+#undef DFL_OP
+  };
+  return (unsigned)c < DFL_OP_COUNT && d[c];
 }
 
 int dfl_op_add(dfl_graph *g, dfl_opcode code, const int *in, int n_in, const int *out, int n_out, const dfl_attrs *a) {

@@ -31,32 +31,18 @@
 #define ALIGN 256
 #define MAX_EXECS 8
 
+/* The kernels (kernels/kernels.def): their ids and symbols. */
 enum {
-  K_IOTA, K_ADD, K_SCALE, K_COPY, K_SWIGLU, K_SWIGLU_BWD, K_ACCUM, K_RED_PART, K_RED_FINAL, K_FILL, K_COPY_COLS,
-  K_RMSNORM, K_RMSNORM_BWD, K_ROPE, K_RMSNORM_V, K_RMSNORM_BWD_V, K_RMSNORM_DW, K_ROPE_V, K_GATHER, K_SCATTER, K_BLOCKS, K_METRICS, K_ATT_FWD, K_ATT_BWD,
-  K_ATT_FWD_TC64, K_ATT_FWD_TC128, K_ATT_BWDQ_TC64, K_ATT_BWDQ_TC128, K_ATT_BWDKV_TC64, K_ATT_BWDKV_TC128, K_ATT_BWD_DOT,
-  K_ATT_FWD_WG128, K_ATT_FWD_WGD128, K_ATT_FWD_WGD128S, K_ATT_BWDQ_WG128, K_ATT_BWDQ_WG128S,
-  K_ATT_BWDKV_WG128,
-  K_LCE_ROW, K_LCE_NUM, K_LCE_ROWS, K_OPT_PREP, K_ADAMW, K_ADAMW_MT, K_SUMSQ_MT, K_QUANT_F8, K_RMSNORM_Q2, K_RMSNORM_Q4, K_ATT_BWDKV_SUM, K_SWIGLU_Q2, K_SWIGLU_Q4, K_SUMSQ_FLAT,
-  K_RMSNORM_W8, K_RMSNORM_WQ8, K_RMSNORM_W16, K_RMSNORM_WQ16, K_RMSNORM_W24, K_RMSNORM_WQ24, K_RMSNORM_W32,
-  K_RMSNORM_WQ32, K_RMSNORM_BWD_P, K_RMSNORM_BWD_PA, K_RMSNORM_R, K_ROPE_R, K_SWIGLU_QR,
-  K_QUANT_F8R, K_RMSNORM_QR, K_ROPE_P4, K_ROPE_P8, K_ATT_BWD_KV, K_BLOCK_COPY, K_BLOCK_COLSUM, K_BLOCK_COLFIN, K_COUNT
+#define DFL_KERNEL(id, sym, fam) K_##id,
+#include "kernels/kernels.def"
+#undef DFL_KERNEL
+  K_COUNT
 };
 static const char *kname[] = {
-  "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
-  "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
-  "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
-  "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
-  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot",
-  "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s", "dfl_attn_bwdq_wg128", "dfl_attn_bwdq_wg128s",
-  "dfl_attn_bwdkv_wg128",
-  "dfl_lce_row", "dfl_lce_num", "dfl_lce_rows",
-  "dfl_opt_prep", "dfl_adamw", "dfl_adamw_mt", "dfl_sumsq_mt", "dfl_quant_f8", "dfl_rmsnorm_q2", "dfl_rmsnorm_q4", "dfl_attn_bwdkv_sum", "dfl_swiglu_q2", "dfl_swiglu_q4", "dfl_sumsq_flat",
-  "dfl_rmsnorm_w8", "dfl_rmsnorm_wq8", "dfl_rmsnorm_w16", "dfl_rmsnorm_wq16", "dfl_rmsnorm_w24", "dfl_rmsnorm_wq24",
-  "dfl_rmsnorm_w32", "dfl_rmsnorm_wq32", "dfl_rmsnorm_bwd_p", "dfl_rmsnorm_bwd_pa", "dfl_rmsnorm_r",
-  "dfl_rope_r", "dfl_swiglu_qr", "dfl_quant_f8r", "dfl_rmsnorm_qr", "dfl_rope_p4", "dfl_rope_p8",
-  "dfl_attn_bwd_kv", "dfl_block_copy", "dfl_block_colsum", "dfl_block_colfin"};
-_Static_assert(sizeof kname / sizeof *kname == K_COUNT, "one kernel name per K_* entry");
+#define DFL_KERNEL(id, sym, fam) #sym,
+#include "kernels/kernels.def"
+#undef DFL_KERNEL
+};
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
 #define MT_MAX 48

@@ -1,7 +1,7 @@
 /*
 ** test_nvrtc: the CI check that needs no GPU. Every kernel family compiles with NVRTC for sm_90
 ** (and each family alone, so a family never depends on another's definitions besides common),
-** every kernel the backend loads is in the cubin, a second compile comes from the cache and is
+** every kernel the backend loads (kernels/kernels.def) is in the cubin and in its family, a second compile comes from the cache and is
 ** byte-identical, and a broken source fails with a message instead of crashing.
 */
 #include <stdio.h>
@@ -13,15 +13,6 @@
 
 static int fails;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); fails++; } } while (0)
-
-static const char *kernels[] = {
-  "dfl_iota_mod", "dfl_add", "dfl_scale", "dfl_copy", "dfl_swiglu", "dfl_swiglu_bwd", "dfl_accum",
-  "dfl_reduce_part", "dfl_reduce_final", "dfl_fill", "dfl_copy_cols", "dfl_rmsnorm", "dfl_rmsnorm_bwd",
-  "dfl_rope", "dfl_rmsnorm_v", "dfl_rmsnorm_bwd_v", "dfl_rmsnorm_dw", "dfl_rope_v", "dfl_gather", "dfl_scatter_add", "dfl_dflash_blocks", "dfl_dflash_metrics", "dfl_attn_fwd",
-  "dfl_attn_bwd", "dfl_attn_fwd_tc64", "dfl_attn_fwd_tc128", "dfl_attn_bwdq_tc64", "dfl_attn_bwdq_tc128",
-  "dfl_attn_bwdkv_tc64", "dfl_attn_bwdkv_tc128", "dfl_attn_bwd_dot", "dfl_attn_fwd_wg128", "dfl_attn_fwd_wgd128", "dfl_attn_fwd_wgd128s",
-  "dfl_attn_bwdq_wg128", "dfl_attn_bwdkv_wg128", "dfl_attn_bwdkv_sum", "dfl_lce_row", "dfl_lce_num",
-  "dfl_opt_prep", "dfl_adamw"};
 
 static int has(const void *bin, size_t n, const char *name) {
   size_t l = strlen(name) + 1; /* with the NUL: a symbol, not a prefix of a longer one */
@@ -41,8 +32,8 @@ int main(void) {
   int cached = -1;
   CHECK(dfl_nvrtc_compile(src, "sm_90", dir, &bin, &n, &cached) == DFL_OK, "NVRTC compile of all families (sm_90)");
   CHECK(cached == 0, "first compile should not come from the cache");
-  for (size_t k = 0; bin && k < sizeof kernels / sizeof kernels[0]; k++)
-    CHECK(has(bin, n, kernels[k]), "kernel %s missing from the cubin", kernels[k]);
+  for (int k = 0; bin && k < DFL_EMIT_KERNELS; k++)
+    CHECK(has(bin, n, dfl_emit_kernel_name(k)), "kernel %s missing from the cubin", dfl_emit_kernel_name(k));
   CHECK(dfl_nvrtc_compile(src, "sm_90", dir, &bin2, &n2, &cached) == DFL_OK && cached == 1, "second compile from the cache");
   CHECK(bin && bin2 && n == n2 && !memcmp(bin, bin2, n), "cached cubin differs");
   printf("all families: %zu bytes of source, %zu bytes of sm_90 cubin\n", len, n);
@@ -51,6 +42,9 @@ int main(void) {
     CHECK(dfl_emit_source(NULL, 1u << f, &src, &len) == DFL_OK, "emit %s", dfl_emit_family_name(f));
     void *b = NULL;
     CHECK(dfl_nvrtc_compile(src, "sm_90", "", &b, &n, NULL) == DFL_OK, "family %s alone", dfl_emit_family_name(f));
+    for (int k = 0; b && k < DFL_EMIT_KERNELS; k++) /* each kernel is in the family the table says */
+      if (dfl_emit_kernel_family(k) == f)
+        CHECK(has(b, n, dfl_emit_kernel_name(k)), "kernel %s missing from family %s", dfl_emit_kernel_name(k), dfl_emit_family_name(f));
     free(b), free(src);
   }
   /* another architecture (the option the backend exposes) */
@@ -60,8 +54,8 @@ int main(void) {
   /* sm_90a, what the backend uses on sm_90 devices: the wgmma attention kernels are real there */
   bin = NULL;
   CHECK(dfl_nvrtc_compile(src, "sm_90a", "", &bin, &n, NULL) == DFL_OK, "sm_90a compile");
-  for (size_t k = 0; bin && k < sizeof kernels / sizeof kernels[0]; k++)
-    CHECK(has(bin, n, kernels[k]), "kernel %s missing from the sm_90a cubin", kernels[k]);
+  for (int k = 0; bin && k < DFL_EMIT_KERNELS; k++)
+    CHECK(has(bin, n, dfl_emit_kernel_name(k)), "kernel %s missing from the sm_90a cubin", dfl_emit_kernel_name(k));
   free(bin), free(src);
   fprintf(stderr, "(an NVRTC error log follows: expected)\n");
   bin = NULL;
