@@ -3,6 +3,7 @@ add_library(dfl_cli STATIC
   runtime/cli/cmd_check.c
   runtime/cli/cmd_plan.c
   runtime/cli/cmd_verify.c
+  runtime/cli/cmd_golden.c
   runtime/cli/cmd_train.c
   runtime/cli/cmd_build.c
   runtime/cli/cmd_pack.c

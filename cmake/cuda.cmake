@@ -8,7 +8,7 @@ if(NOT CUDAToolkit_FOUND)
   return()
 endif()
 
-set(DFL_KERNEL_FAMILIES common elementwise rmsnorm rope gather dflash attention lce optim)
+set(DFL_KERNEL_FAMILIES common elementwise rmsnorm rope gather dflash attention lce optim hybrid)
 set(DFL_KERNEL_SOURCES)
 foreach(f ${DFL_KERNEL_FAMILIES})
   list(APPEND DFL_KERNEL_SOURCES ${CMAKE_SOURCE_DIR}/kernels/${f}.cuh)

@@ -30,7 +30,7 @@ static const dfl_kdef target_keys[] = {
   {"taps", K_ANY, 0, 0, 0, 0, 0, "taps = [1, 9, 17]"},
   {"dtype", K_ENUM, 0, 0, "bf16|fp32", 0, 0, "dtype = bf16"},
   {"quantize", K_ENUM, 0, 0, "none|fp8|fp8_fast", 0, 0, "quantize = fp8"},
-  {"family", K_ENUM, 0, 0, "qwen3|llama", 0, 0, "family = qwen3"},
+  {"family", K_ENUM, 0, 0, "qwen3|llama|qwen3_5", 0, 0, "family = qwen3"},
   {"hidden", K_INT, 1, IMAX, 0, 0, 0, "hidden = 4096"},
   {"layers", K_INT, 1, DFL_MAX_LAYERS, 0, 0, 0, "layers = 36"},
   {"heads", K_INT, 1, 65536, 0, 0, 0, "heads = 32"},
@@ -43,6 +43,14 @@ static const dfl_kdef target_keys[] = {
   {"tie_embeddings", K_BOOL, 0, 0, 0, 0, 0, "tie_embeddings = false"},
   {"qk_norm", K_BOOL, 0, 0, 0, 0, 0, "qk_norm = true"},
   {"max_positions", K_INT, 1, I64MAX, 0, 0, 0, "max_positions = 40960"},
+  /* family = qwen3_5 (hybrid) */
+  {"full_attention_interval", K_INT, 1, DFL_MAX_LAYERS, 0, 0, 0, "full_attention_interval = 4"},
+  {"linear_key_heads", K_INT, 1, 65536, 0, 0, 0, "linear_key_heads = 16"},
+  {"linear_value_heads", K_INT, 1, 65536, 0, 0, 0, "linear_value_heads = 48"},
+  {"linear_key_dim", K_INT, 1, 65536, 0, 0, 0, "linear_key_dim = 128"},
+  {"linear_value_dim", K_INT, 1, 65536, 0, 0, 0, "linear_value_dim = 128"},
+  {"conv_kernel", K_INT, 1, 64, 0, 0, 0, "conv_kernel = 4"},
+  {"partial_rotary", K_FLOAT, 1e-9, 1, 0, 0, 0, "partial_rotary = 0.25"},
   {0}};
 
 static const dfl_kdef drafter_keys[] = {
@@ -190,7 +198,57 @@ static const arch_field arch_fields[] = {
   AF("heads", heads, 0, "num_attention_heads"), AF("kv_heads", kv_heads, 0, "num_key_value_heads"),
   AF("head_dim", head_dim, 0, "head_dim"), AF("mlp", intermediate, 0, "intermediate_size"),
   AF("vocab", vocab, 0, "vocab_size"), AF("rope_theta", rope_theta, 1, "rope_theta"),
-  AF("rms_eps", rms_eps, 1, "rms_norm_eps"), {0, 0, 0, 0}};
+  AF("rms_eps", rms_eps, 1, "rms_norm_eps"),
+  AF("linear_key_heads", lin_key_heads, 0, "linear_num_key_heads"),
+  AF("linear_value_heads", lin_value_heads, 0, "linear_num_value_heads"),
+  AF("linear_key_dim", lin_key_dim, 0, "linear_key_head_dim"),
+  AF("linear_value_dim", lin_value_dim, 0, "linear_value_head_dim"),
+  AF("conv_kernel", conv_kernel, 0, "linear_conv_kernel_dim"), {0, 0, 0, 0}};
+
+static dfl_family family_named(const char *s) {
+  return !strcmp(s, "llama") ? DFL_FAMILY_LLAMA : !strcmp(s, "qwen3_5") ? DFL_FAMILY_QWEN3_5 : DFL_FAMILY_QWEN3;
+}
+
+/* family = qwen3_5 written out: the hybrid's keys, HF's defaults where it has them. */
+static int check_hybrid_arch(dfl_check *c, dfl_sect *t, dfl_arch *a) {
+  int ok = 1;
+  const char *req[] = {"linear_key_heads", "linear_value_heads", "linear_key_dim"};
+  for (size_t i = 0; i < sizeof req / sizeof req[0]; i++) ok &= require(c, t, req[i]);
+  if (!ok) return 0;
+  if (!dfl_check_get(t, "linear_value_dim")) a->lin_value_dim = a->lin_key_dim;
+  if (!dfl_check_get(t, "conv_kernel")) a->conv_kernel = 4;
+  a->norm_plus1 = 1;
+  int every = (int)dfl_check_int(t, "full_attention_interval", 4);
+  for (int l = 0; l < a->layers; l++) a->linear[l] = (l + 1) % every != 0;
+  double f = dfl_check_float(t, "partial_rotary", 1.0);
+  a->rot_dim = (int)(f * a->head_dim + 0.5);
+  if (a->rot_dim < 2 || a->rot_dim % 2) {
+    dfl_diag_error(dfl_check_where(t, "partial_rotary"), "partial_rotary %g of head_dim %d rotates %d dims: RoPE needs "
+                   "an even number, at least 2", f, a->head_dim, a->rot_dim);
+    return 0;
+  }
+  if (a->rot_dim == a->head_dim) a->rot_dim = 0;
+  if (a->lin_value_heads % a->lin_key_heads) {
+    dfl_diag_error(dfl_check_where(t, "linear_value_heads"), "linear_value_heads %d is not a multiple of "
+                   "linear_key_heads %d", a->lin_value_heads, a->lin_key_heads);
+    return 0;
+  }
+  return 1;
+}
+
+/* Hybrid keys next to a non-hybrid family say the user expects something else. */
+static int no_hybrid_keys(dfl_sect *t, const dfl_arch *a) {
+  static const char *k[] = {"full_attention_interval", "linear_key_heads", "linear_value_heads", "linear_key_dim",
+                            "linear_value_dim", "conv_kernel", "partial_rotary"};
+  if (a->family == DFL_FAMILY_QWEN3_5) return 1;
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+    if (dfl_check_get(t, k[i])) {
+      dfl_diag_error(dfl_check_where(t, k[i]), "`%s` is a key of the hybrid family (`family = qwen3_5`)", k[i]);
+      dfl_diag_help("this target is a dense decoder: remove `%s`, or set `family = qwen3_5`", k[i]);
+      return 0;
+    }
+  return 1;
+}
 
 static double arch_get(const dfl_arch *a, const arch_field *f) {
   const char *p = (const char *)a + f->off;
@@ -236,7 +294,7 @@ static void check_target(dfl_check *c) {
       }
     }
     dfl_node *fam = dfl_check_get(t, "family");
-    if (fam && (!strcmp(fam->s, "llama")) != (a->family == DFL_FAMILY_LLAMA)) {
+    if (fam && family_named(fam->s) != a->family) {
       dfl_diag_error(fam->loc, "`family = %s` does not match the model in %s", fam->s, cfg);
       ok = 0;
     }
@@ -247,6 +305,13 @@ static void check_target(dfl_check *c) {
     }
     if (dfl_check_get(t, "max_positions")) a->max_positions = dfl_check_int(t, "max_positions", a->max_positions);
     if (dfl_check_get(t, "qk_norm")) a->qk_norm = (int)dfl_check_int(t, "qk_norm", a->qk_norm);
+    dfl_node *pr = dfl_check_get(t, "partial_rotary");
+    if (pr && a->family == DFL_FAMILY_QWEN3_5 && (int)(pr->f * a->head_dim + 0.5) != (a->rot_dim ? a->rot_dim : a->head_dim)) {
+      dfl_diag_error(pr->loc, "`partial_rotary = %g` does not match the model: it rotates %d of %d dims (%s)", pr->f,
+                     a->rot_dim ? a->rot_dim : a->head_dim, a->head_dim, cfg);
+      ok = 0;
+    }
+    ok &= no_hybrid_keys(t, a);
     c->arch_ok = ok;
     return;
   }
@@ -266,7 +331,8 @@ static void check_target(dfl_check *c) {
   for (const arch_field *f = arch_fields; f->key; f++)
     if (dfl_check_has(t, f->key) && !dfl_check_get(t, f->key)) ok = 0;
   if (!ok) return;
-  a->family = strcmp(dfl_check_enum(t, "family", "qwen3"), "llama") ? DFL_FAMILY_QWEN3 : DFL_FAMILY_LLAMA;
+  a->family = family_named(dfl_check_enum(t, "family", "qwen3"));
+  if (!no_hybrid_keys(t, a)) return;
   if (!dfl_check_get(t, "kv_heads")) a->kv_heads = a->heads;
   if (!dfl_check_get(t, "head_dim")) {
     if (a->hidden % a->heads) {
@@ -280,7 +346,8 @@ static void check_target(dfl_check *c) {
   if (!dfl_check_get(t, "rope_theta")) a->rope_theta = 10000.0;
   if (!dfl_check_get(t, "rms_eps")) a->rms_eps = 1e-6;
   a->tie_embeddings = (int)dfl_check_int(t, "tie_embeddings", 0);
-  a->qk_norm = (int)dfl_check_int(t, "qk_norm", a->family == DFL_FAMILY_QWEN3);
+  a->qk_norm = (int)dfl_check_int(t, "qk_norm", a->family != DFL_FAMILY_LLAMA);
+  if (a->family == DFL_FAMILY_QWEN3_5 && !check_hybrid_arch(c, t, a)) return;
   a->max_positions = dfl_check_int(t, "max_positions", a->family == DFL_FAMILY_LLAMA ? 2048 : 32768);
   if (a->heads % a->kv_heads) {
     dfl_diag_error(dfl_check_where(t, "kv_heads"), "heads %d is not a multiple of kv_heads %d", a->heads, a->kv_heads);

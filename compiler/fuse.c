@@ -330,7 +330,7 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
   if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
     dfl_op *ro = &g->ops[j];
-    if (ro->code != DFL_OP_ROPE || ro->n_in != 2) continue;
+    if (ro->code != DFL_OP_ROPE || ro->n_in != 2 || ro->a.rot_dim) continue; /* partial rotary: no fused form */
     int y = ro->in[0], i = sole_producer(g, readers, writers, drop, y, j);
     if (i < 0) continue;
     const dfl_op *no = &g->ops[i];
@@ -376,6 +376,7 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
 static int rope_pair_ok(const dfl_graph *g, const int *drop, int i, int j) {
   const dfl_op *a = &g->ops[i], *b = &g->ops[j];
   if (a->code != DFL_OP_ROPE || a->n_out != 1 || b->n_out != 1 || a->n_in != b->n_in || a->phase != b->phase) return 0;
+  if (a->a.rot_dim || b->a.rot_dim) return 0; /* partial rotary: no fused form */
   if (a->in[1] != b->in[1] || a->a.head_dim != b->a.head_dim || a->a.theta != b->a.theta || a->a.inverse != b->a.inverse)
     return 0;
   if (a->n_in == 3 && (a->a.eps != b->a.eps || a->a.mid_dtype != b->a.mid_dtype)) return 0;

@@ -394,6 +394,8 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     need_float_in(v, 0), need_i32_in(v, 1), need_float_out(v, 0);
     if (a->heads <= 0 || a->head_dim <= 0 || a->head_dim % 2) vfail(v, "heads %d, head_dim %d (must be even)", a->heads, a->head_dim);
     if (cols(TI(v, 0)) != (int64_t)a->heads * a->head_dim) vfail(v, "row width must be heads*head_dim = %d", a->heads * a->head_dim);
+    if (a->rot_dim < 0 || a->rot_dim % 2 || a->rot_dim > a->head_dim) vfail(v, "rot_dim %d must be even and at most head_dim", a->rot_dim);
+    if (a->rot_dim && a->rot_dim != a->head_dim && (normed || pair)) vfail(v, "partial rotary has no fused form");
     need_numel_in(v, 1, NI(v, 0) / cols(TI(v, 0)));
     need_same_shape_out(v, 0, 0);
     break;
@@ -563,6 +565,61 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     }
     break;
   }
+  case DFL_OP_CONV1D_SILU:
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
+    if (TI(v, 0)->ndim != 2 || TI(v, 1)->ndim != 2 || TI(v, 1)->shape[0] != cols(TI(v, 0)))
+      vfail(v, "x must be [R,C] and w [C,K]");
+    if (a->S <= 0 || rows(TI(v, 0)) % a->S) vfail(v, "the rows must be whole sequences of a.S = %d", a->S);
+    need_same_shape_out(v, 0, 0);
+    break;
+  case DFL_OP_L2NORM:
+    need_io(v, 1, 1);
+    need_float_in(v, 0), need_float_out(v, 0);
+    if (a->group <= 0 || cols(TI(v, 0)) % a->group) vfail(v, "group %d must divide the row width", a->group);
+    if (!(a->eps > 0)) vfail(v, "eps must be positive");
+    need_same_shape_out(v, 0, 0);
+    break;
+  case DFL_OP_GDN_GATES:
+    need_io(v, 4, 2);
+    for (int i = 0; i < 4; i++) need_float_in(v, i);
+    need_same_shape_in(v, 1, 0);
+    need_numel_in(v, 2, cols(TI(v, 0))), need_numel_in(v, 3, cols(TI(v, 0)));
+    need_same_shape_out(v, 0, 0), need_same_shape_out(v, 1, 0);
+    if (TO(v, 0)->dtype != DFL_F32 || TO(v, 1)->dtype != DFL_F32) vfail(v, "g and beta must be f32");
+    break;
+  case DFL_OP_GATED_DELTA: {
+    need_io(v, 5, 1);
+    for (int i = 0; i < 5; i++) need_float_in(v, i);
+    need_float_out(v, 0);
+    if (a->heads <= 0 || a->kv_heads <= 0 || a->heads % a->kv_heads || a->head_dim <= 0)
+      vfail(v, "heads %d must be a positive multiple of kv_heads %d, head_dim positive", a->heads, a->kv_heads);
+    if (cols(TI(v, 0)) != (int64_t)a->kv_heads * a->head_dim) vfail(v, "q must have kv_heads*head_dim columns");
+    need_same_shape_in(v, 1, 0);
+    if (a->heads > 0 && cols(TI(v, 2)) % a->heads) vfail(v, "v's width must be a multiple of heads");
+    int64_t R = NI(v, 0) / (cols(TI(v, 0)) > 0 ? cols(TI(v, 0)) : 1);
+    if (NI(v, 2) / (cols(TI(v, 2)) > 0 ? cols(TI(v, 2)) : 1) != R) vfail(v, "q and v need the same rows");
+    need_numel_in(v, 3, R * a->heads), need_numel_in(v, 4, R * a->heads);
+    if (TI(v, 3)->dtype != DFL_F32 || TI(v, 4)->dtype != DFL_F32) vfail(v, "g and beta must be f32");
+    if (a->S <= 0 || R % a->S) vfail(v, "the rows must be whole sequences of a.S = %d", a->S);
+    need_same_shape_out(v, 0, 2);
+    break;
+  }
+  case DFL_OP_NORM_GATE:
+    need_io(v, 3, 1);
+    for (int i = 0; i < 3; i++) need_float_in(v, i);
+    need_float_out(v, 0);
+    if (a->group <= 0 || cols(TI(v, 0)) % a->group) vfail(v, "group %d must divide the row width", a->group);
+    need_same_shape_in(v, 1, 0);
+    need_numel_in(v, 2, a->group);
+    need_same_shape_out(v, 0, 0);
+    break;
+  case DFL_OP_SIGMOID_MUL:
+    need_io(v, 2, 1);
+    need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
+    need_same_shape_in(v, 1, 0);
+    need_same_shape_out(v, 0, 0);
+    break;
   default: vfail(v, "unknown opcode %d", (int)v->code);
   }
 }
@@ -747,6 +804,16 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
   case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
   case DFL_OP_SCATTER_ADD: case DFL_OP_BLOCK_EXPAND_BWD: return (double)dfl_tensor_numel(&g->t[op->in[0]]);
   case DFL_OP_ADAMW: return 12.0 * n0;
+  case DFL_OP_CONV1D_SILU: return (2.0 * (double)g->t[op->in[1]].shape[1] + 4.0) * n0;
+  case DFL_OP_L2NORM: case DFL_OP_SIGMOID_MUL: return 4.0 * n0;
+  case DFL_OP_NORM_GATE: return 8.0 * n0;
+  case DFL_OP_GDN_GATES: return 8.0 * n0;
+  case DFL_OP_GATED_DELTA: { /* the chunked form (chunk 64, reference §3): per row and value head,
+                             ** five 64 x d products (KK^T, W, QK^T: dk; U, PV: dv), three dk x dv ones */
+    double dk = op->a.head_dim, dv = (double)g->t[op->out[0]].shape[1] / op->a.heads;
+    double rows = (double)g->t[op->out[0]].shape[0], c = op->a.S < 64 ? op->a.S : 64;
+    return rows * op->a.heads * (2.0 * c * (3 * dk + 2 * dv) + 6.0 * dk * dv);
+  }
   default: return 0.0;
   }
 }
@@ -793,7 +860,14 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
       fprintf(f, " {heads=%d hd=%d theta=%g inv=%d", a->heads, a->head_dim, a->theta, a->inverse);
       if (op->n_out == 2) fprintf(f, " heads2=%d", a->kv_heads);
       if (op->n_in == (op->n_out == 2 ? 5 : 3)) fprintf(f, " norm eps=%g mid=%s", a->eps, dfl_dtype_name((dfl_dtype)a->mid_dtype));
+      if (a->rot_dim) fprintf(f, " rot=%d", a->rot_dim);
       fprintf(f, "}");
+      break;
+    case DFL_OP_CONV1D_SILU: fprintf(f, " {S=%d}", a->S); break;
+    case DFL_OP_L2NORM: fprintf(f, " {group=%d eps=%g alpha=%g}", a->group, a->eps, a->alpha); break;
+    case DFL_OP_NORM_GATE: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
+    case DFL_OP_GATED_DELTA:
+      fprintf(f, " {heads=%d kv_heads=%d dk=%d S=%d}", a->heads, a->kv_heads, a->head_dim, a->S);
       break;
     case DFL_OP_ATTENTION: case DFL_OP_ATTENTION_BWD:
       fprintf(f, " {%s b=%d S=%d N=%d B=%d nh=%d nkv=%d hd=%d W=%d scale=%g}", a->mask == DFL_MASK_DFLASH ? "dflash" : "causal",

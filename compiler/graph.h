@@ -123,6 +123,7 @@ typedef struct dfl_attrs {
   int keep_grad;                   /* ADAMW: 1 = leave grad as it is (dfl_fuse_overwrite) */
   int mid_dtype;                   /* ROPE normed form: dtype of the normalized heads it no longer stores */
   int fast_accum;                  /* MATMUL_F8: 1 = the GPU's fast FP8 accumulation (quantize = fp8_fast) */
+  int rot_dim;                     /* ROPE: rotated dims of a head (partial rotary); 0 = head_dim */
 } dfl_attrs;
 
 typedef struct dfl_op {

@@ -72,7 +72,7 @@ static int64_t int_field(cfgctx *c, json_t *obj, const char *key, int64_t dflt, 
   if (!v || json_is_null(v)) {
     if (dflt >= 0) return dflt;
     dfl_diag_error(dfl_loc_file(c->src), "missing `%s`", key);
-    dfl_diag_help("a %s config.json needs `%s` (a positive integer)", "Qwen3/Llama", key);
+    dfl_diag_help("the target's config.json needs `%s` (a positive integer)", key);
     c->errors++;
     return -1;
   }
@@ -99,7 +99,69 @@ static int family_of(const char *s, dfl_family *f) {
   if (!s) return 0;
   if (!strcmp(s, "qwen3") || !strcmp(s, "Qwen3ForCausalLM")) { *f = DFL_FAMILY_QWEN3; return 1; }
   if (!strcmp(s, "llama") || !strcmp(s, "LlamaForCausalLM")) { *f = DFL_FAMILY_LLAMA; return 1; }
+  if (!strcmp(s, "qwen3_5_text") || !strcmp(s, "qwen3_5") || !strcmp(s, "Qwen3_5ForCausalLM") ||
+      !strcmp(s, "Qwen3_5ForConditionalGeneration")) { *f = DFL_FAMILY_QWEN3_5; return 1; }
   return 0;
+}
+
+/* A number from `obj`, else from `inner` (rope_parameters); `dflt` when neither has it. */
+static double num_either(cfgctx *c, json_t *obj, json_t *inner, const char *key, double dflt) {
+  if (json_object_get(obj, key)) return num_field(c, obj, key, dflt);
+  if (json_is_object(inner) && json_object_get(inner, key)) return num_field(c, inner, key, dflt);
+  return dflt;
+}
+
+/* qwen3_5: the layer pattern (`layer_types`, else `full_attention_interval`, HF's default 4), the
+** Gated DeltaNet's heads and dims, partial rotary (top level or in rope_parameters), (1 + w) norms. */
+static void hybrid_fields(cfgctx *c, json_t *obj, json_t *rp, dfl_arch *a) {
+  a->norm_plus1 = 1;
+  a->lin_key_heads = (int)int_field(c, obj, "linear_num_key_heads", -1, 65536);
+  a->lin_value_heads = (int)int_field(c, obj, "linear_num_value_heads", -1, 65536);
+  a->lin_key_dim = (int)int_field(c, obj, "linear_key_head_dim", -1, 65536);
+  a->lin_value_dim = (int)int_field(c, obj, "linear_value_head_dim", -1, 65536);
+  a->conv_kernel = (int)int_field(c, obj, "linear_conv_kernel_dim", 4, 64);
+  json_t *lt = json_object_get(obj, "layer_types");
+  if (lt && !json_is_null(lt)) {
+    if (!json_is_array(lt) || (int)json_array_size(lt) != a->layers) {
+      dfl_diag_error(key_loc(c->src, "layer_types"), "`layer_types` must be a list of %d strings (num_hidden_layers)",
+                     a->layers);
+      c->errors++;
+    } else {
+      for (int l = 0; l < a->layers; l++) {
+        const char *t = json_string_value(json_array_get(lt, (size_t)l));
+        if (t && !strcmp(t, "linear_attention")) a->linear[l] = 1;
+        else if (t && !strcmp(t, "full_attention")) a->linear[l] = 0;
+        else {
+          dfl_diag_error(key_loc(c->src, "layer_types"), "`layer_types[%d]` is %s%s%s: neither \"linear_attention\" nor "
+                         "\"full_attention\"", l, t ? "\"" : "", t ? t : "not a string", t ? "\"" : "");
+          c->errors++;
+          break;
+        }
+      }
+    }
+  } else {
+    int every = (int)int_field(c, obj, "full_attention_interval", 4, DFL_MAX_LAYERS);
+    for (int l = 0; l < a->layers && every > 0; l++) a->linear[l] = (l + 1) % every != 0;
+  }
+  double f = num_either(c, obj, rp, "partial_rotary_factor", 1.0);
+  if (c->errors) return;
+  if (!(f <= 1.0)) {
+    dfl_diag_error(key_loc(c->src, "partial_rotary_factor"), "`partial_rotary_factor` %g is above 1", f);
+    c->errors++;
+    return;
+  }
+  a->rot_dim = (int)(f * a->head_dim + 0.5);
+  if (a->rot_dim < 2 || a->rot_dim % 2) {
+    dfl_diag_error(key_loc(c->src, "partial_rotary_factor"), "partial_rotary_factor %g of head_dim %d rotates %d dims: "
+                   "RoPE needs an even number, at least 2", f, a->head_dim, a->rot_dim);
+    c->errors++;
+  }
+  if (a->rot_dim == a->head_dim) a->rot_dim = 0;
+  if (a->lin_value_heads % a->lin_key_heads) {
+    dfl_diag_error(key_loc(c->src, "linear_num_value_heads"), "linear_num_value_heads %d is not a multiple of "
+                   "linear_num_key_heads %d", a->lin_value_heads, a->lin_key_heads);
+    c->errors++;
+  }
 }
 
 int dfl_hfconfig_parse(const char *name, const char *text, size_t len, dfl_arch *out) {
@@ -132,11 +194,12 @@ int dfl_hfconfig_parse(const char *name, const char *text, size_t len, dfl_arch 
     const char *what = mt ? mt : mt_root ? mt_root : arch0;
     dfl_diag_error(key_loc(&src, mt || mt_root ? "model_type" : "architectures"),
                    what ? "unsupported model `%s`" : "%s", what ? what : "no `model_type` or `architectures`");
-    dfl_diag_help("dflc supports dense Qwen3 (`qwen3`, Qwen3ForCausalLM) and Llama (`llama`, LlamaForCausalLM) targets");
+    dfl_diag_help("dflc supports dense Qwen3 (`qwen3`, Qwen3ForCausalLM), Llama (`llama`, LlamaForCausalLM) and hybrid "
+                  "Qwen3.5/3.6 (`qwen3_5_text`, `qwen3_5`) targets");
     c.errors++;
   }
   out->family = fam;
-  out->qk_norm = fam == DFL_FAMILY_QWEN3;
+  out->qk_norm = fam != DFL_FAMILY_LLAMA;
   out->hidden = (int)int_field(&c, obj, "hidden_size", -1, INT_MAX);
   out->layers = (int)int_field(&c, obj, "num_hidden_layers", -1, DFL_MAX_LAYERS);
   out->heads = (int)int_field(&c, obj, "num_attention_heads", -1, 65536);
@@ -175,6 +238,7 @@ int dfl_hfconfig_parse(const char *name, const char *text, size_t len, dfl_arch 
     dfl_diag_error(key_loc(&src, "head_dim"), "head_dim %d is odd; RoPE needs an even head dimension", out->head_dim);
     c.errors++;
   }
+  if (fam == DFL_FAMILY_QWEN3_5 && !c.errors) hybrid_fields(&c, obj, rp, out);
   json_decref(root);
   return c.errors ? DFL_EFORMAT : DFL_OK;
 }

@@ -19,7 +19,9 @@
 #define DFL_MAX_NODES   64
 #define DFL_PATH_MAX    1024
 
-typedef enum { DFL_FAMILY_QWEN3 = 0, DFL_FAMILY_LLAMA = 1 } dfl_family;
+typedef enum { DFL_FAMILY_QWEN3 = 0, DFL_FAMILY_LLAMA = 1,
+               DFL_FAMILY_QWEN3_5 = 2 /* hybrid: Gated DeltaNet + gated attention (Qwen3.5 / Qwen3.6) */
+} dfl_family;
 typedef enum { DFL_PREC_BF16 = 0, DFL_PREC_FP32 = 1 } dfl_precision;
 typedef enum { DFL_SCHED_COSINE = 0, DFL_SCHED_CONSTANT = 1, DFL_SCHED_LINEAR = 2 } dfl_schedule;
 typedef enum { DFL_DATA_JSONL = 0, DFL_DATA_PACKED = 1,
@@ -28,7 +30,7 @@ typedef enum { DFL_DATA_JSONL = 0, DFL_DATA_PACKED = 1,
 typedef enum { DFL_BADROW_SKIP = 0, DFL_BADROW_REFUSE = 1 } dfl_badrow_policy;
 typedef enum { DFL_DEV_CPU = 0, DFL_DEV_GPU = 1 } dfl_device_kind;
 
-/* A dense Qwen3/Llama decoder, from config.json or written out in the spec. */
+/* A Qwen3/Llama dense or Qwen3.5 hybrid decoder, from config.json or written out in the spec. */
 typedef struct dfl_arch {
   dfl_family family;
   int hidden;          /* H */
@@ -43,6 +45,14 @@ typedef struct dfl_arch {
   int qk_norm;         /* Qwen3: per-head RMSNorm on q and k; Llama: none */
   int tie_embeddings;  /* lm_head shares embed_tokens */
   int64_t max_positions;
+  /* qwen3_5 only (zero otherwise): which layers are Gated DeltaNet (linear attention; the others
+  ** are gated full attention), the DeltaNet's heads and dims, partial rotary, (1 + w) norms */
+  unsigned char linear[DFL_MAX_LAYERS]; /* 1 = linear_attention, 0 = full_attention */
+  int lin_key_heads, lin_value_heads;   /* Hk, Hv (Hv % Hk == 0: value head h reads key head h / (Hv/Hk)) */
+  int lin_key_dim, lin_value_dim;       /* dk, dv */
+  int conv_kernel;                      /* causal depthwise conv width */
+  int rot_dim;                          /* rotated dims of an attention head; 0 = head_dim */
+  int norm_plus1;                       /* RMSNorm weights act as (1 + w) */
 } dfl_arch;
 
 typedef struct dfl_device {

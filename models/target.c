@@ -1,5 +1,6 @@
 /*
-** target.c: the frozen target forward (Qwen3 / Llama dense decoders, Hugging Face semantics).
+** target.c: the frozen target forward (Qwen3 / Llama dense decoders, Hugging Face semantics; the
+** qwen3_5 hybrid's mixers are in target_hybrid.c, its frame, MLP and norms are these).
 **
 **   h = embed[ids]
 **   per layer: u = rmsnorm(h); q,k,v = u Wq^T, u Wk^T, u Wv^T; (Qwen3: per-head q/k rmsnorm);
@@ -13,27 +14,25 @@
 #include <string.h>
 #include <math.h>
 
-#include "models/models.h"
+#include "models/target_internal.h"
 
-static dfl_dtype act_dtype(const dfl_spec *s) { return s->precision == DFL_PREC_BF16 ? DFL_BF16 : DFL_F32; }
+dfl_dtype dfl_target_act_dtype(const dfl_spec *s) { return s->precision == DFL_PREC_BF16 ? DFL_BF16 : DFL_F32; }
 
-static int frozen2(dfl_graph *g, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer) {
+int dfl_target_frozen2(dfl_graph *g, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer) {
   char name[DFL_NAME_MAX];
   snprintf(name, sizeof name, fmt, layer);
   return dfl_tensor_2d(g, name, dt, DFL_T_FROZEN, r, c);
 }
 
-static int frozen1(dfl_graph *g, dfl_dtype dt, int64_t n, const char *fmt, int layer) {
+int dfl_target_frozen1(dfl_graph *g, dfl_dtype dt, int64_t n, const char *fmt, int layer) {
   char name[DFL_NAME_MAX];
   snprintf(name, sizeof name, fmt, layer);
   return dfl_tensor_1d(g, name, dt, DFL_T_FROZEN, n);
 }
 
-/* A linear layer's frozen weight [r, c]: bf16/f32, or (quantize = fp8) f8e4m3 plus its per-row
-** scales "<name>_scale" [r] f32, which the loader derives from the checkpoint's weight. */
-static int frozen_w(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer,
-                    int *scale) {
-  int w = frozen2(g, s->target_fp8 ? DFL_F8E4M3 : dt, r, c, fmt, layer);
+int dfl_target_weight(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer,
+                      int *scale) {
+  int w = dfl_target_frozen2(g, s->target_fp8 ? DFL_F8E4M3 : dt, r, c, fmt, layer);
   *scale = -1;
   if (s->target_fp8) {
     char name[DFL_NAME_MAX + 8];
@@ -43,24 +42,85 @@ static int frozen_w(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, in
   return w;
 }
 
-/* y = x W^T; in FP8, x is (x8, sx), quantized once per input by dfl_quant_f8, and the GEMM marked
-** for fast accumulation when the spec asks for it (quantize = fp8_fast). */
-static int lin(dfl_graph *g, const dfl_spec *s, int x, int sx, int w, int sw, dfl_dtype dt, const char *name) {
+/* In FP8 the GEMM is marked for fast accumulation when the spec asks for it (quantize = fp8_fast). */
+int dfl_target_lin(dfl_graph *g, const dfl_spec *s, int x, int sx, int w, int sw, dfl_dtype dt, const char *name) {
   if (sw < 0) return dfl_linear(g, x, w, dt, name);
   int y = dfl_linear_f8(g, x, sx, w, sw, dt, name);
   g->ops[g->nops - 1].a.fast_accum = s->target_fp8_fast;
   return y;
 }
-static int quant(dfl_graph *g, const dfl_spec *s, int x, int *sx, const char *name) {
+
+int dfl_target_quant(dfl_graph *g, const dfl_spec *s, int x, int *sx, const char *name) {
   *sx = -1;
   return s->target_fp8 ? dfl_quant_f8(g, x, sx, name) : x;
+}
+
+/* HF's Qwen3_5RMSNorm multiplies by (1 + w) in f32 before rounding: the weight, 1 + w, is an f32
+** tensor (its name ends in "(1+w)": runtime/io/weights.c adds the one), so nothing is rounded early. */
+int dfl_target_norm_w(dfl_graph *g, const dfl_spec *s, int64_t n, const char *fmt, int layer) {
+  if (!s->target.norm_plus1) return dfl_target_frozen1(g, dfl_target_act_dtype(s), n, fmt, layer);
+  char f2[DFL_NAME_MAX];
+  snprintf(f2, sizeof f2, "%s(1+w)", fmt);
+  return dfl_target_frozen1(g, DFL_F32, n, f2, layer);
+}
+
+/* The dense decoder's attention weights of layer l (with their FP8 scales, or -1). */
+typedef struct { int wq, wk, wv, wo, sq, sk, sv, so; } dense_w;
+static void dense_weights(dfl_graph *g, const dfl_spec *s, int l, dense_w *w) {
+  const dfl_arch *a = &s->target;
+  const dfl_dtype dt = dfl_target_act_dtype(s);
+  const int H = a->hidden, hd = a->head_dim, nh = a->heads, nkv = a->kv_heads;
+  w->wq = dfl_target_weight(g, s, dt, (int64_t)nh * hd, H, "model.layers.%d.self_attn.q_proj.weight", l, &w->sq);
+  w->wk = dfl_target_weight(g, s, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.k_proj.weight", l, &w->sk);
+  w->wv = dfl_target_weight(g, s, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.v_proj.weight", l, &w->sv);
+  w->wo = dfl_target_weight(g, s, dt, H, (int64_t)nh * hd, "model.layers.%d.self_attn.o_proj.weight", l, &w->so);
+}
+
+/* The dense decoder's attention on u = input_layernorm(h): what layer l adds to the residual. */
+static int dense_attention(dfl_graph *g, const dfl_spec *s, int l, const dense_w *w, int u, int pos, int batch, int S) {
+  const dfl_arch *a = &s->target;
+  const dfl_dtype dt = dfl_target_act_dtype(s);
+  const int hd = a->head_dim, nh = a->heads, nkv = a->kv_heads;
+  const int64_t R = (int64_t)batch * S;
+  char nm[DFL_NAME_MAX];
+  int wq = w->wq, wk = w->wk, wv = w->wv, wo = w->wo, sq = w->sq, sk = w->sk, sv = w->sv, so = w->so, xs;
+#define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
+  int ux = dfl_target_quant(g, s, u, &xs, NM("u8"));
+  int q = dfl_target_lin(g, s, ux, xs, wq, sq, dt, NM("q"));
+  int k = dfl_target_lin(g, s, ux, xs, wk, sk, dt, NM("k"));
+  int v = dfl_target_lin(g, s, ux, xs, wv, sv, dt, NM("v"));
+  if (a->qk_norm) {
+    int wqn = dfl_target_frozen1(g, dt, hd, "model.layers.%d.self_attn.q_norm.weight", l);
+    int wkn = dfl_target_frozen1(g, dt, hd, "model.layers.%d.self_attn.k_norm.weight", l);
+    q = dfl_rmsnorm(g, q, wqn, hd, a->rms_eps, NM("qn"));
+    k = dfl_rmsnorm(g, k, wkn, hd, a->rms_eps, NM("kn"));
+  }
+  q = dfl_rope(g, q, pos, nh, hd, a->rope_theta, NM("qr"));
+  k = dfl_rope(g, k, pos, nkv, hd, a->rope_theta, NM("kr"));
+
+  int att[2];
+  att[0] = dfl_tensor_2d(g, NM("attn"), dt, DFL_T_ACT, R, (int64_t)nh * hd);
+  att[1] = dfl_tensor_1d(g, NM("lse"), DFL_F32, DFL_T_ACT, R * nh);
+  dfl_attrs at;
+  memset(&at, 0, sizeof at);
+  at.mask = DFL_MASK_CAUSAL;
+  at.batch = batch; at.S = S;
+  at.heads = nh; at.kv_heads = nkv; at.head_dim = hd;
+  at.window = 0;
+  at.scale = 1.0 / sqrt((double)hd);
+  int ain[3] = {q, k, v};
+  dfl_op_add(g, DFL_OP_ATTENTION, ain, 3, att, 2, &at);
+
+  int ax = dfl_target_quant(g, s, att[0], &xs, NM("attn8"));
+  return dfl_target_lin(g, s, ax, xs, wo, so, dt, NM("o"));
+#undef NM
 }
 
 int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids, int all_hidden,
                      int logits, dfl_target_out *out) {
   const dfl_arch *a = &s->target;
-  const dfl_dtype dt = act_dtype(s);
-  const int H = a->hidden, hd = a->head_dim, nh = a->heads, nkv = a->kv_heads;
+  const dfl_dtype dt = dfl_target_act_dtype(s);
+  const int H = a->hidden;
   const int64_t R = (int64_t)batch * S;
   char nm[DFL_NAME_MAX], label[DFL_NAME_MAX];
 
@@ -103,54 +163,29 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
   for (int l = 0; l < n_layers; l++) {
     snprintf(label, sizeof label, "target.layers.%d", l);
     g->cur_label = label;
-    int w_in = frozen1(g, dt, H, "model.layers.%d.input_layernorm.weight", l);
-    int sq, sk, sv, so, sg, su, sd, xs; /* FP8 scales of the weights, and of the current input */
-    int wq = frozen_w(g, s, dt, (int64_t)nh * hd, H, "model.layers.%d.self_attn.q_proj.weight", l, &sq);
-    int wk = frozen_w(g, s, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.k_proj.weight", l, &sk);
-    int wv = frozen_w(g, s, dt, (int64_t)nkv * hd, H, "model.layers.%d.self_attn.v_proj.weight", l, &sv);
-    int wo = frozen_w(g, s, dt, H, (int64_t)nh * hd, "model.layers.%d.self_attn.o_proj.weight", l, &so);
-    int w_post = frozen1(g, dt, H, "model.layers.%d.post_attention_layernorm.weight", l);
-    int wg = frozen_w(g, s, dt, a->intermediate, H, "model.layers.%d.mlp.gate_proj.weight", l, &sg);
-    int wu = frozen_w(g, s, dt, a->intermediate, H, "model.layers.%d.mlp.up_proj.weight", l, &su);
-    int wd = frozen_w(g, s, dt, H, a->intermediate, "model.layers.%d.mlp.down_proj.weight", l, &sd);
+    int w_in = dfl_target_norm_w(g, s, H, "model.layers.%d.input_layernorm.weight", l);
+    dense_w dw;
+    if (a->family != DFL_FAMILY_QWEN3_5) dense_weights(g, s, l, &dw);
+    else if (dfl_target_hybrid_weights(g, s, l) != DFL_OK) return DFL_ERR;
+    int w_post = dfl_target_norm_w(g, s, H, "model.layers.%d.post_attention_layernorm.weight", l);
+    int sg, su, sd, xs; /* FP8 scales of the weights, and of the current input */
+    int wg = dfl_target_weight(g, s, dt, a->intermediate, H, "model.layers.%d.mlp.gate_proj.weight", l, &sg);
+    int wu = dfl_target_weight(g, s, dt, a->intermediate, H, "model.layers.%d.mlp.up_proj.weight", l, &su);
+    int wd = dfl_target_weight(g, s, dt, H, a->intermediate, "model.layers.%d.mlp.down_proj.weight", l, &sd);
 
 #define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
     int u = dfl_rmsnorm(g, h, w_in, H, a->rms_eps, NM("u"));
-    int ux = quant(g, s, u, &xs, NM("u8"));
-    int q = lin(g, s, ux, xs, wq, sq, dt, NM("q"));
-    int k = lin(g, s, ux, xs, wk, sk, dt, NM("k"));
-    int v = lin(g, s, ux, xs, wv, sv, dt, NM("v"));
-    if (a->qk_norm) {
-      int wqn = frozen1(g, dt, hd, "model.layers.%d.self_attn.q_norm.weight", l);
-      int wkn = frozen1(g, dt, hd, "model.layers.%d.self_attn.k_norm.weight", l);
-      q = dfl_rmsnorm(g, q, wqn, hd, a->rms_eps, NM("qn"));
-      k = dfl_rmsnorm(g, k, wkn, hd, a->rms_eps, NM("kn"));
-    }
-    q = dfl_rope(g, q, pos, nh, hd, a->rope_theta, NM("qr"));
-    k = dfl_rope(g, k, pos, nkv, hd, a->rope_theta, NM("kr"));
-
-    int att[2];
-    att[0] = dfl_tensor_2d(g, NM("attn"), dt, DFL_T_ACT, R, (int64_t)nh * hd);
-    att[1] = dfl_tensor_1d(g, NM("lse"), DFL_F32, DFL_T_ACT, R * nh);
-    memset(&at, 0, sizeof at);
-    at.mask = DFL_MASK_CAUSAL;
-    at.batch = batch; at.S = S;
-    at.heads = nh; at.kv_heads = nkv; at.head_dim = hd;
-    at.window = 0;
-    at.scale = 1.0 / sqrt((double)hd);
-    int ain[3] = {q, k, v};
-    dfl_op_add(g, DFL_OP_ATTENTION, ain, 3, att, 2, &at);
-
-    int ax = quant(g, s, att[0], &xs, NM("attn8"));
-    int o = lin(g, s, ax, xs, wo, so, dt, NM("o"));
+    int o = a->family == DFL_FAMILY_QWEN3_5 ? dfl_target_hybrid_mixer(g, s, l, u, pos, batch, S)
+                                           : dense_attention(g, s, l, &dw, u, pos, batch, S);
+    if (o < 0) return DFL_ERR;
     h = dfl_add(g, h, o, NM("h_attn"));
     int p = dfl_rmsnorm(g, h, w_post, H, a->rms_eps, NM("p"));
-    int px = quant(g, s, p, &xs, NM("p8"));
-    int gt = lin(g, s, px, xs, wg, sg, dt, NM("gate"));
-    int up = lin(g, s, px, xs, wu, su, dt, NM("up"));
+    int px = dfl_target_quant(g, s, p, &xs, NM("p8"));
+    int gt = dfl_target_lin(g, s, px, xs, wg, sg, dt, NM("gate"));
+    int up = dfl_target_lin(g, s, px, xs, wu, su, dt, NM("up"));
     int sw = dfl_swiglu(g, gt, up, NM("swiglu"));
-    int swx = quant(g, s, sw, &xs, NM("swiglu8"));
-    int dn = lin(g, s, swx, xs, wd, sd, dt, NM("down"));
+    int swx = dfl_target_quant(g, s, sw, &xs, NM("swiglu8"));
+    int dn = dfl_target_lin(g, s, swx, xs, wd, sd, dt, NM("down"));
     h = dfl_add(g, h, dn, NM("h"));
 #undef NM
     out->hidden[l + 1] = h;
@@ -170,7 +205,7 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
 
   if (all_hidden || logits) {
     g->cur_label = "target.head";
-    int wn = dfl_tensor_1d(g, "model.norm.weight", dt, DFL_T_FROZEN, H);
+    int wn = dfl_target_norm_w(g, s, H, "model.norm.weight", 0);
     int y = dfl_rmsnorm(g, h, wn, H, a->rms_eps, "target.final_norm");
     if (all_hidden) out->hidden[a->layers] = y;
     if (logits) out->logits = dfl_linear(g, y, out->lm_head, DFL_F32, "target.logits");

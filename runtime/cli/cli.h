@@ -4,6 +4,7 @@
 #define DFL_CLI_H
 int dfl_cmd_check(int argc, char **argv);    /* cmd_check.c */
 int dfl_cmd_verify(int argc, char **argv);   /* cmd_verify.c */
+int dfl_cmd_golden(int argc, char **argv);   /* cmd_golden.c */
 int dfl_cmd_train(int argc, char **argv);    /* cmd_train.c */
 int dfl_cmd_eval(int argc, char **argv);     /* cmd_train.c */
 int dfl_cmd_export(int argc, char **argv);   /* cmd_train.c */

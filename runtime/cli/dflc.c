@@ -12,6 +12,7 @@ static const dfl_command commands[] = {
   {"check", dfl_cmd_check, "check FILE.dfl        parse and validate a pipeline spec"},
   {"plan", dfl_cmd_plan, "plan FILE.dfl         per-device memory plan: table, --yaml, --html, --diff"},
   {"verify", dfl_cmd_verify, "verify FIXTURE        one training step on the CPU against a reference fixture"},
+  {"golden", dfl_cmd_golden, "golden MODEL GOLDEN   the target forward against a golden file's hidden states"},
   {"train", dfl_cmd_train, "train FILE.dfl|DIR    train the drafter on its GPU or the CPU (checkpoints, eval, export)"},
   {"build", dfl_cmd_build, "build FILE.dfl -o DIR trainer directory: plan, schedule, kernels.cu, cubins"},
   {"bench", dfl_cmd_bench, "bench FILE.dfl        training throughput, phase split, MFU, memory"},

@@ -95,17 +95,102 @@ static void quantize_fp8(dfl_cpu *c, unsigned kind_mask) {
   free(pairs);
 }
 
+/* A FROZEN tensor's name may select from its checkpoint tensor (models/ writes such names):
+**   NAME[a:b]     rows a..b-1 of NAME (dimensions after the first flattened into columns)
+**   NAME[a:b/p]   the rows i with a <= i % p < b: one slice of every period of p rows (the query
+**                 and the gate of a gated q_proj, interleaved per head)
+**   NAME(1+w)     NAME's values plus one: a zero-centred RMSNorm weight, kept in f32 */
+typedef struct { char base[DFL_NAME_MAX]; int64_t a, b, p; int rows, plus1; } wsrc;
+
+static void wsrc_parse(const char *name, wsrc *w) {
+  memset(w, 0, sizeof *w);
+  snprintf(w->base, sizeof w->base, "%s", name);
+  size_t n = strlen(w->base);
+  if (n > 5 && !strcmp(w->base + n - 5, "(1+w)")) { w->base[n - 5] = 0; w->plus1 = 1; return; }
+  char *lb = strrchr(w->base, '[');
+  long long a, b, p = 0;
+  int used = 0;
+  if (!lb || w->base[n - 1] != ']') return;
+  if (sscanf(lb, "[%lld:%lld/%lld]%n", &a, &b, &p, &used) == 3 && lb[used] == 0) {}
+  else if (p = 0, sscanf(lb, "[%lld:%lld]%n", &a, &b, &used) == 2 && lb[used] == 0) {}
+  else return;
+  *lb = 0;
+  w->a = a, w->b = b, w->p = p, w->rows = 1;
+}
+
+/* The rows of e that w selects, into graph tensor t (its shape checked against them). */
+static int read_rows(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, const wsrc *w, char *err, size_t errlen) {
+  const dfl_tensor *tt = &c->g->t[t];
+  int64_t N = e->ndim ? e->shape[0] : 1, C = N ? dfl_st_numel(e) / N : 0, p = w->p ? w->p : N;
+  int64_t want_r = tt->ndim == 2 ? tt->shape[0] : dfl_tensor_numel(tt), want_c = tt->ndim == 2 ? tt->shape[1] : 1;
+  int64_t got_r = p > 0 && N % p == 0 && w->a >= 0 && w->a < w->b && w->b <= p ? N / p * (w->b - w->a) : -1;
+  if (got_r != want_r || C != want_c) {
+    char a[96], b[96];
+    dfl_st_shape_str(a, sizeof a, tt->ndim, tt->shape);
+    dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);
+    snprintf(err, errlen, "%s: tensor %s: expected %s from rows %lld:%lld%s%.0lld of it, found %s", st->files[e->file].path,
+             e->name, a, (long long)w->a, (long long)w->b, w->p ? " of every " : "", (long long)w->p, b);
+    return DFL_ESHAPE;
+  }
+  size_t esz = c->f64 ? sizeof(double) : sizeof(float);
+  char *all = malloc((size_t)dfl_st_numel(e) * esz);
+  if (!all) { snprintf(err, errlen, "%s: tensor %s: out of host memory", st->files[e->file].path, e->name); return DFL_ENOMEM; }
+  int rc = c->f64 ? dfl_st_read_f64(st, e, (double *)all) : dfl_st_read_f32(st, e, (float *)all);
+  if (rc != DFL_OK) {
+    snprintf(err, errlen, "%s: tensor %s: cannot convert %s data to %s", st->files[e->file].path, e->name,
+             dfl_st_dtype_name(e->dtype), dfl_dtype_name(tt->dtype));
+    free(all);
+    return rc;
+  }
+  char *dst = c->f64 ? (char *)dfl_cpu_f64(c, t) : (char *)dfl_cpu_f32(c, t);
+  int64_t o = 0;
+  for (int64_t i = 0; i < N; i++)
+    if (i % p >= w->a && i % p < w->b) memcpy(dst + (size_t)(o++ * C) * esz, all + (size_t)(i * C) * esz, (size_t)C * esz);
+  free(all);
+  return DFL_OK;
+}
+
+static void add_one(dfl_cpu *c, int t) {
+  int64_t n = dfl_tensor_numel(&c->g->t[t]);
+  for (int64_t i = 0; i < n; i++) {
+    if (c->f64) dfl_cpu_f64(c, t)[i] += 1.0;
+    else dfl_cpu_f32(c, t)[i] += 1.0f;
+  }
+}
+
+/* Tensors of a multimodal checkpoint that a text target leaves out, said once per process. */
+static void note_ignored(const dfl_st *st) {
+  static int said;
+  int vis = 0, mtp = 0;
+  for (int i = 0; i < st->n; i++) {
+    vis += !strncmp(st->e[i].name, "model.visual.", 13) || !strncmp(st->e[i].name, "visual.", 7);
+    mtp += !strncmp(st->e[i].name, "mtp.", 4) || !strncmp(st->e[i].name, "model.mtp.", 10);
+  }
+  if ((vis || mtp) && !__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    fprintf(stderr, "note: %s: %d vision and %d MTP tensors are not part of the text target's forward: not loaded\n",
+            st->nfiles ? st->files[0].path : "?", vis, mtp);
+}
+
 int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
                      char *err, size_t errlen) {
   const dfl_graph *g = c->g;
   char name[DFL_NAME_MAX + 64];
+  /* A multimodal wrapper (Qwen3_5ForConditionalGeneration) keeps the text model's "model.*" under
+  ** "model.language_model.*"; lm_head.weight keeps its name. */
+  int wrapped = (!prefix || !prefix[0]) && (kind_mask & DFL_KIND_BIT(DFL_T_FROZEN)) &&
+                !dfl_st_find(st, "model.embed_tokens.weight") && dfl_st_find(st, "model.language_model.embed_tokens.weight");
+  if (kind_mask & DFL_KIND_BIT(DFL_T_FROZEN)) note_ignored(st);
   for (int t = 0; t < g->nt; t++) {
     const dfl_tensor *tt = &g->t[t];
     if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue; /* scales: derived */
-    snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", tt->name);
+    wsrc w;
+    wsrc_parse(tt->name, &w);
+    if (tt->kind != DFL_T_FROZEN) w.rows = w.plus1 = 0, snprintf(w.base, sizeof w.base, "%s", tt->name);
+    if (wrapped && !strncmp(w.base, "model.", 6)) snprintf(name, sizeof name, "model.language_model.%s", w.base + 6);
+    else snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", w.base);
     const dfl_st_entry *e = NULL;
     int rc;
-    if (tt->kind == DFL_T_INPUT) {
+    if (tt->kind == DFL_T_INPUT || w.rows) {
       e = dfl_st_find(st, name);
       if (!e) {
         snprintf(err, errlen, "%s: tensor %s: missing", st->nfiles ? st->files[0].path : "?", name);
@@ -116,8 +201,9 @@ int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const cha
       rc = dfl_st_expect(st, name, tt->ndim, tt->shape, &e, err, errlen);
       if (rc != DFL_OK) return rc;
     }
-    rc = dfl_weights_read(c, t, st, e, err, errlen);
+    rc = w.rows ? read_rows(c, t, st, e, &w, err, errlen) : dfl_weights_read(c, t, st, e, err, errlen);
     if (rc != DFL_OK) return rc;
+    if (w.plus1) add_one(c, t);
   }
   quantize_fp8(c, kind_mask);
   return DFL_OK;

@@ -20,7 +20,8 @@ static int failures;
 
 static void small_spec(dfl_spec *s) {
   memset(s, 0, sizeof *s);
-  dfl_arch a = {DFL_FAMILY_QWEN3, 32, 2, 2, 1, 16, 48, 40, 10000.0, 1e-6, 1, 0, 4096};
+  dfl_arch a = {.family = DFL_FAMILY_QWEN3, .hidden = 32, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 16,
+                .intermediate = 48, .vocab = 40, .rope_theta = 10000.0, .rms_eps = 1e-6, .qk_norm = 1, .max_positions = 4096};
   s->drafter = a;
   s->target = a;
   s->target.layers = 4;
