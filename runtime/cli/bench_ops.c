@@ -4,7 +4,7 @@
 ** --ops / --gemms: every op timed alone, per (phase, op kind) and per GEMM shape.
 **
 ** --floor: the step's compute alone at the board's power. An H200 runs the training step at its
-** 700 W cap, where a step's time is its energy over the cap (docs/performance.md, session 8): what
+** 700 W cap, where a step's time is its energy over the cap (docs/journal/2026-11-performance.md, session 8): what
 ** bounds the step is then not the GEMMs' rate in a short burst (784-814 TFLOP/s) but their rate at
 ** the cap. The floor runs only the step's GEMMs and loss head (LINEAR_CE: its two vocabulary GEMMs
 ** and the row-wise cross-entropy between them), then those and the attention kernels, back to back

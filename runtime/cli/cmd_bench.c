@@ -12,7 +12,7 @@
 **    bf16, the peer baseline's peak);
 ** 4. on a GPU, the board's energy over the timed steps (NVML, runtime/power.c): joules per step,
 **    average power against the power limit, and what held the SM clock back near their end. An
-**    H200 runs these steps at its 700 W cap, where time = energy / cap (docs/performance.md).
+**    H200 runs these steps at its 700 W cap, where time = energy / cap (docs/journal/2026-11-performance.md).
 ** 5. --ops / --gemms / --floor (runtime/bench_ops.c): every op timed alone; and the step's compute
 **    floor, its GEMMs and loss head (then with its attention) alone, back to back, at the board's power.
 **
