@@ -222,7 +222,12 @@ int dfl_cmd_eval(int argc, char **argv) {
     printf("eval: %s on the %s backend\n", drafter, kind == DFL_BE_CUDA ? "CUDA" : "CPU");
     dfl_agree_stats ag;
     memset(&ag, 0, sizeof ag);
-    if ((rc = dfl_eval_drafter(s, kind, drafter, &d, &es)) == DFL_OK) dfl_eval_print(stdout, "eval", &es);
+    if ((rc = dfl_eval_drafter(s, kind, drafter, &d, &es)) == DFL_OK) {
+      dfl_eval_print(stdout, "eval", &es);
+      printf("accept %.4f: %" PRId64 " tokens in %" PRId64 " blocks of greedy decoding over %" PRId64
+             " responses; their mean acceptance length %.4f (a benchmark's per-prompt average)\n", es.accept,
+             es.accept_tokens, es.accept_blocks, es.accept_n_responses, es.accept_responses);
+    }
     /* after the evaluator is closed: on a GPU the two graphs never hold device memory together */
     if (rc == DFL_OK && agree && (rc = dfl_target_agreement(s, kind, &d, &ag)) == DFL_OK) dfl_agree_print(stdout, &ag);
     if (rc == DFL_OK) {
@@ -234,6 +239,7 @@ int dfl_cmd_eval(int argc, char **argv) {
       json_object_set_new(o, "acc", json_real(es.acc));
       json_object_set_new(o, "tau", json_real(es.tau));
       json_object_set_new(o, "acceptance_length", json_real(es.accept));
+      json_object_set_new(o, "acceptance_length_responses", json_real(es.accept_responses));
       json_object_set_new(o, "rows", json_integer(es.rows));
       json_object_set_new(o, "blocks", json_integer(es.blocks));
       json_object_set_new(o, "accept_tokens", json_integer(es.accept_tokens));

@@ -38,6 +38,14 @@ void dfl_walk_take(dfl_walk *w, int accepted) {
   w->blocks++;
   w->tokens += accepted + 1;   /* the accepted drafts and the target's own next token */
   w->from = a + accepted + 1;
+  w->span_blocks++;
+  w->span_tokens += accepted + 1;
+  /* the positions a .. from are all supervised, so the response goes on iff from is a candidate */
+  if (dfl_walk_candidate(w, w->from) != w->from) {
+    w->span_sum += (double)w->span_tokens / (double)w->span_blocks;
+    w->spans++;
+    w->span_tokens = w->span_blocks = 0;
+  }
 }
 
 int dfl_walk_accepted(const float *correct, const int32_t *mask, int S, int B, int anchor) {
@@ -99,6 +107,8 @@ int dfl_accept_count(const int32_t *masks, int n, int S, int B, int b, int N, in
       if (dfl_walk_anchor(&w[i]) < 0) {
         st->tokens += w[i].tokens;
         st->blocks += w[i].blocks;
+        st->spans += w[i].spans;
+        st->accept_spans += w[i].span_sum;   /* a sum until the end */
         continue;
       }
       w[kk] = w[i];
@@ -113,6 +123,7 @@ int dfl_accept_count(const int32_t *masks, int n, int S, int B, int b, int N, in
   free(used);
   free(cor);
   st->accept = st->blocks > 0 ? (double)st->tokens / (double)st->blocks : 0;
+  st->accept_spans = st->spans > 0 ? st->accept_spans / (double)st->spans : 0;
   st->seconds = now_s() - t0;
   return rc;
 }

@@ -34,6 +34,9 @@ typedef struct dfl_walk {
   int S, B;
   int from;                /* the next block's anchor is the first candidate >= from */
   int64_t tokens, blocks;  /* what the walk has counted so far */
+  /* per response (a supervised span: one turn), as a decoding benchmark reports it */
+  int64_t span_tokens, span_blocks, spans;
+  double span_sum;         /* sum over finished spans of tokens / blocks */
 } dfl_walk;
 
 void dfl_walk_init(dfl_walk *w, const int32_t *mask, int S, int B);
@@ -60,6 +63,10 @@ typedef int (*dfl_accept_run_fn)(void *ctx, const int *rows, int k, const int32_
 
 typedef struct dfl_accept_stats {
   double accept;           /* tokens / blocks (0 without a block) */
+  /* the mean over responses (supervised spans) of each one's tokens / blocks: what the DFlash
+  ** authors' benchmark prints as "Average Acceptance length" (a mean of per-prompt means) */
+  double accept_spans;
+  int64_t spans;
   int64_t tokens, blocks;
   int64_t rows;            /* rows walked */
   int64_t rounds;          /* drafter runs */

@@ -190,8 +190,8 @@ static int walk_run(void *vctx, const int *rows, int k, const int32_t *anchors, 
 int dfl_eval_accept(dfl_evaluator *ev, const dfl_dataset *d, int window, dfl_eval_stats *es) {
   const dfl_train_graph *e = &ev->eg;
   int S = e->S;
-  es->accept = 0;
-  es->accept_tokens = es->accept_blocks = es->accept_rounds = 0;
+  es->accept = es->accept_responses = 0;
+  es->accept_tokens = es->accept_blocks = es->accept_rounds = es->accept_n_responses = 0;
   es->accept_seconds = 0;
   if (d->n <= 0) return DFL_OK;
   /* every row's mask as the graph sees it (cut to S), packed one row at a time */
@@ -209,6 +209,8 @@ int dfl_eval_accept(dfl_evaluator *ev, const dfl_dataset *d, int window, dfl_eva
   free(masks);
   if (rc) return rc;
   es->accept = st.accept;
+  es->accept_responses = st.accept_spans;
+  es->accept_n_responses = st.spans;
   es->accept_tokens = st.tokens;
   es->accept_blocks = st.blocks;
   es->accept_rounds = st.rounds;
@@ -679,9 +681,10 @@ static const char *thousands(double v, char *buf, size_t n) {
 
 void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es) {
   fprintf(f, "{\"eval\":true,\"step\":%" PRId64 ",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,"
-          "\"acceptance_length\":%.6g,\"topk\":%.6g,\"rows\":%" PRId64 ",\"blocks\":%" PRId64
-          ",\"accept_tokens\":%" PRId64 ",\"accept_blocks\":%" PRId64 ",\"acc_pos\":", step, es->loss, es->acc,
-          es->tau, es->accept, es->topk, es->rows, es->blocks, es->accept_tokens, es->accept_blocks);
+          "\"acceptance_length\":%.6g,\"acceptance_length_responses\":%.6g,\"topk\":%.6g,\"rows\":%" PRId64
+          ",\"blocks\":%" PRId64 ",\"accept_tokens\":%" PRId64 ",\"accept_blocks\":%" PRId64 ",\"acc_pos\":", step,
+          es->loss, es->acc, es->tau, es->accept, es->accept_responses, es->topk, es->rows, es->blocks,
+          es->accept_tokens, es->accept_blocks);
   json_pos(f, es->acc_pos, es->B);
   fprintf(f, "}\n");
   fflush(f);

@@ -65,7 +65,8 @@ typedef struct dfl_eval_stats {
   double seconds;
   /* the greedy decoder's walk over the same rows (runtime/train/accept.h): tokens / blocks */
   double accept;
-  int64_t accept_tokens, accept_blocks, accept_rounds;
+  double accept_responses;     /* the mean over responses of each one's tokens / blocks */
+  int64_t accept_tokens, accept_blocks, accept_rounds, accept_n_responses;
   double accept_seconds;
 } dfl_eval_stats;
 

@@ -3,7 +3,8 @@
 ** accepted lengths are known by construction: a drafter is a table acc[row][anchor] (the block at
 ** that anchor predicts the next acc tokens right, then a wrong one), the data its row masks.
 **   - hand-computed walks: a perfect drafter, a useless one, a mixed one whose last block runs
-**     into the response's end (the cap), two turns in one row (two supervised spans);
+**     into the response's end (the cap), two turns in one row (two supervised spans: the pooled
+**     tokens / blocks and the mean over responses);
 **   - the rounds and windows (b rows in flight, N anchor slots, windows W <= N) give exactly the
 **     walk of a plain per-row loop written here, over random masks and random drafters;
 **   - an easy/hard mix: the uniform-anchor estimate (the eval's sampler, the metric's prefix)
@@ -48,9 +49,11 @@ static int oracle_run(void *vctx, const int *rows, int k, const int32_t *anchors
 }
 
 /* The walk written plainly: one block at a time, straight from the table. */
-static void plain_walk(const int32_t *mask, const int *acc, int S, int B, int64_t *tokens, int64_t *blocks) {
+static void plain_walk(const int32_t *mask, const int *acc, int S, int B, int64_t *tokens, int64_t *blocks,
+                       int64_t *spans, double *span_sum) {
   *tokens = *blocks = 0;
   int a = 0;
+  int64_t st = 0, sb = 0;   /* this response's */
   for (;;) {
     while (a + 1 < S && !(mask[a] && mask[a + 1])) a++;
     if (a + 1 >= S) return;
@@ -58,7 +61,13 @@ static void plain_walk(const int32_t *mask, const int *acc, int S, int B, int64_
     while (k < acc[a] && k < B - 1 && a + k + 1 < S && mask[a + k + 1]) k++;
     ++*blocks;
     *tokens += k + 1;
+    st += k + 1, sb++;
     a += k + 1;
+    if (!(a + 1 < S && mask[a] && mask[a + 1])) {   /* the response's end */
+      ++*spans;
+      *span_sum += (double)st / (double)sb;
+      st = sb = 0;
+    }
   }
 }
 
@@ -109,11 +118,19 @@ static void hand_computed(void) {
   span(mask, 14, 20);
   for (int p = 0; p < S; p++) acc[p] = B - 1;
   st = walk(mask, acc, 1, S, B, 2, 3, 3);
-  CHECK(st.blocks == 4 && st.tokens == 12, "two turns: %lld / %lld", (long long)st.tokens, (long long)st.blocks);
+  CHECK(st.blocks == 4 && st.tokens == 12 && st.spans == 2 && st.accept_spans == 3.0, "two turns: %lld / %lld, %lld spans",
+        (long long)st.tokens, (long long)st.blocks, (long long)st.spans);
+  /* the second turn hopeless: 5 blocks of 1 (14..18); pooled 11 / 7, per response (3 + 1) / 2 */
+  for (int p = 14; p < S; p++) acc[p] = 0;
+  st = walk(mask, acc, 1, S, B, 1, 4, 4);
+  CHECK(st.blocks == 7 && st.tokens == 11 && st.spans == 2 && fabs(st.accept_spans - 2.0) < 1e-12,
+        "two turns, one weak: %lld / %lld, per response %.4f", (long long)st.tokens, (long long)st.blocks,
+        st.accept_spans);
 
   /* a response that runs to the end of the row (cut at S): the last label is S - 1 */
   memset(mask, 0, sizeof mask);
   span(mask, 10, S);
+  for (int p = 0; p < S; p++) acc[p] = B - 1;
   st = walk(mask, acc, 1, S, B, 1, 2, 2);   /* 10, 14, 18 -> 4 each; 22 -> 1 (23): 14 / 4 */
   CHECK(st.blocks == 4 && st.tokens == 14, "cut at S: %lld / %lld", (long long)st.tokens, (long long)st.blocks);
 }
@@ -130,7 +147,8 @@ static void batched_equals_plain(void) {
   enum { S = 64, B = 6, n = 37 };
   int32_t *masks = calloc((size_t)n * S, sizeof *masks);
   int *acc = malloc(sizeof(int) * (size_t)n * S);
-  int64_t tok = 0, blk = 0;
+  int64_t tok = 0, blk = 0, n_spans = 0;
+  double span_sum = 0;
   for (int r = 0; r < n; r++) {
     int32_t *m = masks + (int64_t)r * S;
     int spans = 1 + (int)(next_u32() % 3), p = (int)(next_u32() % 8);
@@ -143,7 +161,7 @@ static void batched_equals_plain(void) {
     /* a mix of strong and weak stretches */
     for (int a = 0; a < S; a++) acc[(int64_t)r * S + a] = (a / 8) % 2 ? (int)(next_u32() % B) : (int)(next_u32() % 2);
     int64_t t, bl;
-    plain_walk(m, acc + (int64_t)r * S, S, B, &t, &bl);
+    plain_walk(m, acc + (int64_t)r * S, S, B, &t, &bl, &n_spans, &span_sum);
     tok += t;
     blk += bl;
   }
@@ -154,6 +172,9 @@ static void batched_equals_plain(void) {
           "b %d N %d W %d: %lld tokens / %lld blocks over %lld rows, the plain walk %lld / %lld", cfg[c][0], cfg[c][1],
           cfg[c][2], (long long)st.tokens, (long long)st.blocks, (long long)st.rows, (long long)tok, (long long)blk);
     CHECK(st.anchors_run >= st.blocks, "the runs computed every block the walk took");
+    CHECK(st.spans == n_spans && fabs(st.accept_spans - span_sum / n_spans) < 1e-12, "b %d N %d W %d: %lld responses, "
+          "mean %.6f; the plain walk %lld, %.6f", cfg[c][0], cfg[c][1], cfg[c][2], (long long)st.spans, st.accept_spans,
+          (long long)n_spans, span_sum / n_spans);
   }
   printf("random rows: %lld tokens / %lld blocks = %.4f on every configuration\n", (long long)tok, (long long)blk,
          blk ? (double)tok / blk : 0.0);
