@@ -9,7 +9,7 @@
 **   `dflc eval`'s path on ROOT/best (a checkpoint: its f32 params) gives the trainer's own
 **   evaluation of that step (metrics.jsonl, 6 digits), accept included.
 **   A fresh run into the same directory forgets the record (its metrics.jsonl starts over too).
-** nano's data and target (the eval file's first 16 rows: the walk costs a block every few
+** nano's data and target (the eval file's first 8 rows: the walk costs a block every few
 ** tokens), a 1-layer drafter (seed from the time, printed), the CPU backend.
 */
 #include <math.h>
@@ -56,10 +56,10 @@ int main(void) {
   snprintf(root, sizeof root, "%s/ckpt", run);
   /* nano's real data (its 128-token rows): the drafter learns a little, so the evaluations differ */
   dfl_spec s;
-  /* the eval file's first 16 rows */
+  /* the eval file's first 8 rows */
   char evp[340];
-  snprintf(evp, sizeof evp, "%s/eval16.jsonl", dir);
-  snprintf(p, sizeof p, "zcat examples/data/nano_eval.jsonl.gz | head -n 16 > '%s'", evp);
+  snprintf(evp, sizeof evp, "%s/eval8.jsonl", dir);
+  snprintf(p, sizeof p, "zcat examples/data/nano_eval.jsonl.gz | head -n 8 > '%s'", evp);
   if (system(p)) {
     printf("FAIL: %s\n", p);
     return 1;
