@@ -41,6 +41,11 @@ if(TARGET dfl_cuda AND DFL_OPENBLAS_STATIC)
                LABELS cuda_gpu)
   target_link_options(test_train_cuda PRIVATE ${DFL_STATIC_BLAS_LINK})
   set_tests_properties(test_train_cuda PROPERTIES SKIP_RETURN_CODE 77)
+  # GPU: the decoder's walk and the target agreement on the CUDA backend against the CPU one.
+  dfl_add_test(test_train_accept_cuda SOURCES tests/train/test_train_accept_cuda.c LIBS ${DFL_OPENBLAS_STATIC}
+               dfl_cli LABELS cuda_gpu)
+  target_link_options(test_train_accept_cuda PRIVATE ${DFL_STATIC_BLAS_LINK})
+  set_tests_properties(test_train_accept_cuda PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 # GPU: `dflc verify --cuda` on both reference fixtures (drafter head_dim 16: the CUDA-core attention
 # kernels), fp32 graph within 1e-4 and bf16 graph within verify's bf16 tolerance (5e-2); SKIP (77)

@@ -1,7 +1,8 @@
 # runtime/backend*.c: the device interface the trainer drives (the CPU backend always, the CUDA
 # one when the toolkit is there), and runtime/train/: the training loop, evaluation, checkpoint
 # cadence and export of a run.
-add_library(dfl_train STATIC runtime/backend.c runtime/backend_cuda.c runtime/train/train.c runtime/train/train_export.c)
+add_library(dfl_train STATIC runtime/backend.c runtime/backend_cuda.c runtime/train/train.c runtime/train/train_export.c
+            runtime/train/accept.c)
 target_link_libraries(dfl_train PUBLIC dfl_models dfl_io dfl_cpu dfl_plan_core dfl_front ${JANSSON_LIB} m
                       Threads::Threads)
 if(TARGET dfl_cuda)
@@ -13,6 +14,12 @@ foreach(t train_resume train_best train_baddata train_nano train_overlap)
   dfl_add_test(test_${t} SOURCES tests/train/test_${t}.c LIBS dfl_cli LABELS train)
 endforeach()
 add_dependencies(test_train_nano dflc)   # it runs `dflc export` and `dflc eval`
+# The greedy decoder's walk (runtime/train/accept.c) on planted drafters: no graph, milliseconds.
+dfl_add_test(test_train_accept SOURCES tests/train/test_train_accept.c LIBS dfl_train LABELS train)
+# The walk through the real eval graph after 200 steps of examples/nano.dfl, and `dflc eval` on it.
+dfl_add_test(test_train_accept_nano SOURCES tests/train/test_train_accept_nano.c LIBS dfl_cli LABELS train)
+add_dependencies(test_train_accept_nano dflc)
+set_tests_properties(test_train_accept_nano PROPERTIES TIMEOUT 1200)
 # `dflc bench --drafter-only` on the CPU: a nano drafter alone, and the 27B one refused.
 add_test(NAME test_bench_drafter COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_bench_drafter.sh
          $<TARGET_FILE:dflc> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -13,6 +13,7 @@
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data.h"
 #include "runtime/pipeline/pipeline.h"
+#include "runtime/train/accept.h"
 #include "runtime/train/train.h"
 #include "runtime/train/train_export.h"
 
@@ -152,17 +153,23 @@ int dfl_cmd_train(int argc, char **argv) {
 int dfl_cmd_eval(int argc, char **argv) {
   const char *spec_file = NULL, *drafter = NULL, *data = NULL;
   int64_t threads = 0;
-  int force = DFL_TRAIN_BE_AUTO;
+  int force = DFL_TRAIN_BE_AUTO, agree = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: dflc eval SPEC.dfl --drafter DIR [--data FILE.jsonl[.gz]] [--cpu | --cuda] [--cpu-threads N]\n"
-             "  tau (1 + mean accepted prefix), loss, accuracy and per-position accuracy of a drafter\n"
-             "  (an export, a released DFlash drafter, or a checkpoint directory such as RUN/ckpt/best:\n"
-             "  its exact fp32 params) on the spec's eval file (or --data), on the\n"
-             "  device that trains it: the CUDA backend when the spec puts the drafter on a GPU and one\n"
-             "  is usable, else the CPU backend (--cpu / --cuda force one).\n");
+             "                 [--no-agreement]\n"
+             "  tau (1 + mean accepted prefix at uniform anchors), accept (the acceptance length of greedy\n"
+             "  speculative decoding, walked block by block over each row's response), loss, accuracy and\n"
+             "  per-position accuracy of a drafter (an export, a released DFlash drafter, or a checkpoint\n"
+             "  directory such as RUN/ckpt/best: its exact fp32 params) on the spec's eval file (or --data),\n"
+             "  then the agreement: the fraction of supervised tokens that are the target's argmax (accept\n"
+             "  is the decoder's count when the data is the target's greedy output; --no-agreement skips\n"
+             "  this target forward). On the device that trains it: the CUDA backend when the spec puts\n"
+             "  the drafter on a GPU and one is usable, else the CPU backend (--cpu / --cuda force one).\n");
       return 0;
+    } else if (!strcmp(a, "--no-agreement")) {
+      agree = 0;
     } else if (!strcmp(a, "--cpu") || !strcmp(a, "--cuda")) {
       force = !strcmp(a, "--cpu") ? DFL_TRAIN_BE_CPU : DFL_TRAIN_BE_CUDA;
     } else if (!strcmp(a, "--drafter") || !strcmp(a, "--data")) {
@@ -213,8 +220,17 @@ int dfl_cmd_eval(int argc, char **argv) {
   if (rc == DFL_OK) {
     dfl_eval_stats es;
     printf("eval: %s on the %s backend\n", drafter, kind == DFL_BE_CUDA ? "CUDA" : "CPU");
+    dfl_agree_stats ag;
+    memset(&ag, 0, sizeof ag);
     if ((rc = dfl_eval_drafter(s, kind, drafter, &d, &es)) == DFL_OK) {
       dfl_eval_print(stdout, "eval", &es);
+      printf("accept %.4f: %" PRId64 " tokens in %" PRId64 " blocks of greedy decoding over %" PRId64
+             " responses; their mean acceptance length %.4f (a benchmark's per-prompt average)\n", es.accept,
+             es.accept_tokens, es.accept_blocks, es.accept_n_responses, es.accept_responses);
+    }
+    /* after the evaluator is closed: on a GPU the two graphs never hold device memory together */
+    if (rc == DFL_OK && agree && (rc = dfl_target_agreement(s, kind, &d, &ag)) == DFL_OK) dfl_agree_print(stdout, &ag);
+    if (rc == DFL_OK) {
       /* jansson escapes the paths; one that is not UTF-8 is written as null, the numbers still come */
       json_t *o = json_object();
       json_object_set_new(o, "drafter", jstr(drafter));
@@ -222,8 +238,17 @@ int dfl_cmd_eval(int argc, char **argv) {
       json_object_set_new(o, "loss", json_real(es.loss));
       json_object_set_new(o, "acc", json_real(es.acc));
       json_object_set_new(o, "tau", json_real(es.tau));
+      json_object_set_new(o, "acceptance_length", json_real(es.accept));
+      json_object_set_new(o, "acceptance_length_responses", json_real(es.accept_responses));
       json_object_set_new(o, "rows", json_integer(es.rows));
       json_object_set_new(o, "blocks", json_integer(es.blocks));
+      json_object_set_new(o, "accept_tokens", json_integer(es.accept_tokens));
+      json_object_set_new(o, "accept_blocks", json_integer(es.accept_blocks));
+      if (agree) {
+        json_object_set_new(o, "agreement", json_real(ag.agreement));
+        json_object_set_new(o, "agreement_tokens", json_integer(ag.tokens));
+        json_object_set_new(o, "target_ce", json_real(ag.ce));
+      }
       char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
       if (line) printf("%s\n", line);
       free(line);

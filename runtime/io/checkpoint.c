@@ -240,18 +240,20 @@ void dfl_ckpt_prune(const char *root, int keep, int64_t step) {
   free(steps);
 }
 
-int dfl_ckpt_read_best(const char *root, int64_t *step, double *tau, double *loss) {
+int dfl_ckpt_read_best(const char *root, int64_t *step, double *accept, double *loss) {
   char f[DFL_PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/best.json", root);
   if (!is_file(f)) return 0;
   json_error_t je;
   json_t *o = json_load_file(f, 0, &je);
   json_t *st = o ? json_object_get(o, "step") : NULL, *t = o ? json_object_get(o, "tau") : NULL;
-  json_t *l = o ? json_object_get(o, "loss") : NULL;
+  json_t *l = o ? json_object_get(o, "loss") : NULL, *a = o ? json_object_get(o, "acceptance_length") : NULL;
   int ok = json_is_integer(st) && json_is_number(t) && json_is_number(l);
   if (ok) {
     *step = json_integer_value(st);
-    *tau = json_number_value(t);
+    /* a record from before the walk (tau only) still names the best checkpoint, but its measure is
+    ** another one: the next evaluation replaces it */
+    *accept = json_is_number(a) ? json_number_value(a) : 0;
     *loss = json_number_value(l);
   } else {
     fprintf(stderr, "dflc: note: %s is not a best-checkpoint record; ignored\n", f);
@@ -268,10 +270,11 @@ void dfl_ckpt_clear_best(const char *root) {
   unlink(f);
 }
 
-int dfl_ckpt_mark_best(const char *root, int64_t step, double tau, double loss) {
+int dfl_ckpt_mark_best(const char *root, int64_t step, double accept, double tau, double loss) {
   char f[DFL_PATH_MAX + 32], tmp[DFL_PATH_MAX + 32], dir[32];
   snprintf(dir, sizeof dir, "step-%08" PRId64, step);
-  json_t *o = json_pack("{s:I,s:f,s:f,s:s}", "step", (json_int_t)step, "tau", tau, "loss", loss, "dir", dir);
+  json_t *o = json_pack("{s:I,s:f,s:f,s:f,s:s}", "step", (json_int_t)step, "acceptance_length", accept, "tau", tau,
+                        "loss", loss, "dir", dir);
   snprintf(tmp, sizeof tmp, "%s/.best.json.tmp", root);
   snprintf(f, sizeof f, "%s/best.json", root);
   int rc = !o || json_dump_file(o, tmp, JSON_INDENT(2)) ? DFL_EIO : DFL_OK;

@@ -78,12 +78,14 @@ typedef struct dfl_ckpt_params {
 int dfl_ckpt_read_params(const char *path, dfl_ckpt_params *p);
 void dfl_ckpt_params_free(dfl_ckpt_params *p);
 
-/* The best checkpoint by evaluation (the highest eval tau; the earlier on a tie) under root:
-** root/best.json {"step", "tau", "loss", "dir"} and the symlink root/best -> step-N, both replaced
+/* The best checkpoint by evaluation (the highest eval acceptance length, the greedy decoder's walk
+** of runtime/train/accept.h; the earlier on a tie) under root:
+** root/best.json {"step", "acceptance_length", "tau", "loss", "dir"} and the symlink root/best -> step-N, both replaced
 ** atomically, so `--resume ROOT/best` and `dflc export ROOT/best` take it. dfl_ckpt_save's pruning
-** (ckpt_keep) never removes it. read_best: 1 and the record when root has one, else 0. */
-int dfl_ckpt_mark_best(const char *root, int64_t step, double tau, double loss);
-int dfl_ckpt_read_best(const char *root, int64_t *step, double *tau, double *loss);
+** (ckpt_keep) never removes it. read_best: 1 and the record when root has one, else 0 (a record
+** without acceptance_length, written before it existed, reads as 0: any evaluation beats it). */
+int dfl_ckpt_mark_best(const char *root, int64_t step, double accept, double tau, double loss);
+int dfl_ckpt_read_best(const char *root, int64_t *step, double *accept, double *loss);
 /* Keep the newest `keep` checkpoints under root, step's and the best's (keep <= 0: all): what every
 ** save does, and what a move of the best record does for the checkpoint it leaves. */
 void dfl_ckpt_prune(const char *root, int keep, int64_t step);

@@ -17,6 +17,7 @@
 #include "runtime/io/export.h"
 #include "runtime/backend.h"
 #include "runtime/train/train_export.h"
+#include "runtime/train/accept.h"
 
 /* Anchors of evaluations come from their own fixed stream, so that every evaluation of a run
 ** (and of runs with the same spec seed) draws the same blocks and the numbers are comparable. */
@@ -60,7 +61,18 @@ int dfl_eval_open_on(dfl_evaluator *ev, const dfl_spec *s, dfl_backend_kind kind
     fprintf(stderr, "dflc: cannot build the evaluation graph\n");
     return rc;
   }
-  /* The host reads only the persistent sums (out.*), so the eval graph runs planned too. */
+  /* The decoder's walk reads each block's correct flags (the metrics op's first input): kept as an
+  ** OUTPUT, so the plan gives them bytes of their own that the host reads after a run. */
+  ev->correct = -1;
+  for (int i = 0; i < ev->eg.g.nops && ev->correct < 0; i++)
+    if (ev->eg.g.ops[i].code == DFL_OP_DFLASH_METRICS) ev->correct = ev->eg.g.ops[i].in[0];
+  if (ev->correct < 0 || dfl_tensor_numel(&ev->eg.g.t[ev->correct]) != (int64_t)ev->eg.batch * ev->eg.N * s->block_size) {
+    fprintf(stderr, "dflc: the evaluation graph has no per-block correct flags for the acceptance walk\n");
+    dfl_graph_free(&ev->eg.g);
+    return DFL_ERR;
+  }
+  ev->eg.g.t[ev->correct].kind = DFL_T_OUTPUT;
+  /* The host reads only the persistent sums (out.*) and the flags, so the eval graph runs planned too. */
   ev->planned = dfl_be_plan(&ev->plan, &ev->eg.g, kind, 0, 0, NULL) == DFL_OK;
   if (kind == DFL_BE_CUDA) {
     const dfl_train_graph *e = &ev->eg;
@@ -151,6 +163,58 @@ int dfl_eval_run(dfl_evaluator *ev, const dfl_dataset *d, dfl_eval_stats *es) {
   es->blocks = (int64_t)sums[DFL_METRIC_TAU_BLOCKS];
   metrics_ratios(sums, B, &es->acc, &es->tau, &es->topk, es->acc_pos);
   es->seconds = now_s() - t0;
+  return dfl_eval_accept(ev, d, 0, es);
+}
+
+/* The walk's drafter: the eval graph on the rows in flight, at the walk's anchors. */
+typedef struct { dfl_evaluator *ev; const dfl_dataset *d; } walk_ctx;
+
+static int walk_run(void *vctx, const int *rows, int k, const int32_t *anchors, const int32_t *keep, float *correct) {
+  walk_ctx *c = vctx;
+  dfl_evaluator *ev = c->ev;
+  dfl_backend *be = &ev->be;
+  const dfl_train_graph *e = &ev->eg;
+  int b = e->batch, S = e->S, N = e->N, rc;
+  int32_t *ids = dfl_be_input_i32(be, e->ids), *mask = dfl_be_input_i32(be, e->loss_mask);
+  int32_t *anc = dfl_be_input_i32(be, e->anchors), *kp = dfl_be_input_i32(be, e->keep);
+  if (!ids || !mask || !anc || !kp) return DFL_ERR;
+  dfl_data_pack(c->d, rows, k, S, ids, mask);
+  memset(ids + (size_t)k * S, 0, sizeof(int32_t) * (size_t)(b - k) * S);
+  memset(mask + (size_t)k * S, 0, sizeof(int32_t) * (size_t)(b - k) * S);
+  memcpy(anc, anchors, sizeof(int32_t) * (size_t)b * N);
+  memcpy(kp, keep, sizeof(int32_t) * (size_t)b * N);
+  if ((rc = dfl_be_commit_inputs(be)) || (rc = dfl_be_run(be, DFL_PH_ALL))) return rc;
+  return dfl_be_get_f(be, ev->correct, correct, (int64_t)b * N * ev->spec.block_size);
+}
+
+int dfl_eval_accept(dfl_evaluator *ev, const dfl_dataset *d, int window, dfl_eval_stats *es) {
+  const dfl_train_graph *e = &ev->eg;
+  int S = e->S;
+  es->accept = es->accept_responses = 0;
+  es->accept_tokens = es->accept_blocks = es->accept_rounds = es->accept_n_responses = 0;
+  es->accept_seconds = 0;
+  if (d->n <= 0) return DFL_OK;
+  /* every row's mask as the graph sees it (cut to S), packed one row at a time */
+  int32_t *masks = malloc(sizeof(int32_t) * (size_t)d->n * S), *ids = malloc(sizeof(int32_t) * (size_t)S);
+  if (!masks || !ids) {
+    free(masks);
+    free(ids);
+    return DFL_ENOMEM;
+  }
+  for (int r = 0; r < d->n; r++) dfl_data_pack(d, &r, 1, S, ids, masks + (size_t)r * S);
+  free(ids);
+  walk_ctx c = {ev, d};
+  dfl_accept_stats st;
+  int rc = dfl_accept_count(masks, d->n, S, ev->spec.block_size, e->batch, e->N, window, walk_run, &c, &st);
+  free(masks);
+  if (rc) return rc;
+  es->accept = st.accept;
+  es->accept_responses = st.accept_spans;
+  es->accept_n_responses = st.spans;
+  es->accept_tokens = st.tokens;
+  es->accept_blocks = st.blocks;
+  es->accept_rounds = st.rounds;
+  es->accept_seconds = st.seconds;
   return DFL_OK;
 }
 
@@ -163,8 +227,9 @@ static void print_pos(FILE *f, const double *pos, int B, int maxn) {
 void dfl_eval_print(FILE *f, const char *what, const dfl_eval_stats *es) {
   fprintf(f, "%s  loss %.3f  acc %.3f", what, es->loss, es->acc);
   print_pos(f, es->acc_pos, es->B, 7);
-  fprintf(f, "  tau %.3f  (%" PRId64 " rows, %" PRId64 " blocks, %.1fs)\n", es->tau, es->rows, es->blocks,
-          es->seconds);
+  fprintf(f, "  tau %.3f  accept %.3f  (%" PRId64 " rows, %" PRId64 " blocks, %.1fs; the walk %" PRId64
+          " blocks, %.1fs)\n", es->tau, es->accept, es->rows, es->blocks, es->seconds, es->accept_blocks,
+          es->accept_seconds);
   fflush(f);
 }
 
@@ -408,7 +473,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   if (!tr->opts.no_ckpt && ckpt_root(tr, croot, sizeof croot) == DFL_OK) {
     double bl;
     if (!resume[0]) dfl_ckpt_clear_best(croot);
-    else if (!dfl_ckpt_read_best(croot, &tr->best_step, &tr->best_tau, &bl)) tr->best_step = -1;
+    else if (!dfl_ckpt_read_best(croot, &tr->best_step, &tr->best_accept, &bl)) tr->best_step = -1;
   }
   tr->setup_s[3] = now_s() - t_stage;
   return DFL_OK;
@@ -616,8 +681,10 @@ static const char *thousands(double v, char *buf, size_t n) {
 
 void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es) {
   fprintf(f, "{\"eval\":true,\"step\":%" PRId64 ",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,"
-          "\"topk\":%.6g,\"rows\":%" PRId64 ",\"blocks\":%" PRId64 ",\"acc_pos\":", step, es->loss, es->acc,
-          es->tau, es->topk, es->rows, es->blocks);
+          "\"acceptance_length\":%.6g,\"acceptance_length_responses\":%.6g,\"topk\":%.6g,\"rows\":%" PRId64
+          ",\"blocks\":%" PRId64 ",\"accept_tokens\":%" PRId64 ",\"accept_blocks\":%" PRId64 ",\"acc_pos\":", step,
+          es->loss, es->acc, es->tau, es->accept, es->accept_responses, es->topk, es->rows, es->blocks,
+          es->accept_tokens, es->accept_blocks);
   json_pos(f, es->acc_pos, es->B);
   fprintf(f, "}\n");
   fflush(f);
@@ -674,18 +741,22 @@ int dfl_eval_drafter(const dfl_spec *s, dfl_backend_kind kind, const char *draft
   return rc;
 }
 
-/* After the evaluation of a step that has its checkpoint: a higher tau than every earlier one
-** (an equal one keeps the earlier) makes it ROOT/best. */
+/* After the evaluation of a step that has its checkpoint: a higher accept than every earlier one
+** (an equal one keeps the earlier) makes it ROOT/best. accept, not tau: it is the number a greedy
+** decoder will show, and tau can rank two drafters the other way (tau is a mean over positions,
+** accept weighs the weak ones more, accept.h). */
 static int note_best(dfl_trainer *tr, const dfl_eval_stats *es, FILE *log) {
-  if (tr->best_step >= 0 && !(es->tau > tr->best_tau)) return DFL_OK;
+  if (tr->best_step >= 0 && !(es->accept > tr->best_accept)) return DFL_OK;
   char root[DFL_PATH_MAX];
   int rc = ckpt_root(tr, root, sizeof root);
-  if (rc == DFL_OK) rc = dfl_ckpt_mark_best(root, tr->step, es->tau, es->loss);
+  if (rc == DFL_OK) rc = dfl_ckpt_mark_best(root, tr->step, es->accept, es->tau, es->loss);
   if (rc) return rc;
   dfl_ckpt_prune(root, tr->spec.ckpt_keep, tr->step);   /* the former best, if outside ckpt_keep now */
   tr->best_step = tr->step;
-  tr->best_tau = es->tau;
-  if (!tr->opts.quiet) fprintf(log, "best so far (eval tau %.3f): %s/best -> step %" PRId64 "\n", es->tau, root, tr->step);
+  tr->best_accept = es->accept;
+  if (!tr->opts.quiet)
+    fprintf(log, "best so far (eval accept %.3f, tau %.3f): %s/best -> step %" PRId64 "\n", es->accept, es->tau, root,
+            tr->step);
   return DFL_OK;
 }
 

@@ -63,6 +63,11 @@ typedef struct dfl_eval_stats {
   int B;
   int64_t rows, blocks;
   double seconds;
+  /* the greedy decoder's walk over the same rows (runtime/train/accept.h): tokens / blocks */
+  double accept;
+  double accept_responses;     /* the mean over responses of each one's tokens / blocks */
+  int64_t accept_tokens, accept_blocks, accept_rounds, accept_n_responses;
+  double accept_seconds;
 } dfl_eval_stats;
 
 /* Forward-only evaluation graph sharing the trainer's weights by copy. */
@@ -75,6 +80,7 @@ typedef struct dfl_evaluator {
   dfl_backend be;
   int ready;
   int *rows;
+  int correct;                 /* the per-row correct flags [batch*N*B], kept as an OUTPUT for the walk */
 } dfl_evaluator;
 
 typedef struct dfl_trainer {
@@ -114,8 +120,8 @@ typedef struct dfl_trainer {
   int64_t mem_first;           /* ... after this process's first step, first_step (1, or a resumed step + 1) */
   int64_t first_step;
   char last_ckpt[DFL_PATH_MAX];
-  int64_t best_step;           /* the checkpoint with the best eval tau so far (ROOT/best), -1: none */
-  double best_tau;
+  int64_t best_step;           /* the checkpoint with the best eval accept so far (ROOT/best), -1: none */
+  double best_accept;
 } dfl_trainer;
 
 /* Build everything for SPEC: graph, plan, backend, weights, data; fresh drafter or resumed from
@@ -135,7 +141,8 @@ int dfl_train_collect(dfl_trainer *tr, dfl_step_stats *st);
 ** Collecting the last enqueued step, evaluating and checkpointing call it themselves. */
 int dfl_train_flush(dfl_trainer *tr);
 
-/* Evaluate the current drafter on the eval file (whole file, anchors from a fixed seed). */
+/* Evaluate the current drafter on the eval file (whole file, anchors from a fixed seed), then the
+** greedy decoder's walk over it (accept). */
 int dfl_train_evaluate(dfl_trainer *tr, dfl_eval_stats *es);
 
 /* Write a checkpoint of the current state under out_dir/ckpt (atomically); path in tr->last_ckpt. */
@@ -164,9 +171,13 @@ int dfl_eval_open_on(dfl_evaluator *ev, const dfl_spec *s, dfl_backend_kind kind
 void dfl_eval_close(dfl_evaluator *ev);
 /* Copy FROZEN (when frozen != 0) and PARAM tensors of `g`/`c` into the evaluator by name. */
 int dfl_eval_sync(dfl_evaluator *ev, const dfl_graph *g, dfl_cpu *c, int frozen);
+/* Uniform anchors (loss, acc, tau), then the decoder's walk (accept). */
 int dfl_eval_run(dfl_evaluator *ev, const dfl_dataset *d, dfl_eval_stats *es);
+/* The walk alone (es->accept*), with at most `window` anchors per row and run (<= the graph's N;
+** <= 0: N). window 1 is the one-block-per-round walk (tests compare the two). */
+int dfl_eval_accept(dfl_evaluator *ev, const dfl_dataset *d, int window, dfl_eval_stats *es);
 
-/* Print an eval line ("eval  loss .. acc .. tau .. acc@j ..") to f. */
+/* Print an eval line ("eval  loss .. acc .. acc@j .. tau .. accept ..") to f. */
 void dfl_eval_print(FILE *f, const char *what, const dfl_eval_stats *es);
 /* Its metrics.jsonl line ({"eval":true,"step":..}). */
 void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es);
