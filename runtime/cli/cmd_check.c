@@ -48,9 +48,13 @@ static void check_weights(const dfl_spec *s, const dfl_spec_where *w) {
     const char *dir = pass == 0 ? s->target_dir : s->init_from;
     reporter r = {dfl_spec_where_key(w, pass == 0 ? "target" : "drafter", pass == 0 ? "model" : "init"), 0};
     dfl_st st;
-    if (dfl_st_open(&st, dir, err, sizeof err) != DFL_OK) {
+    int rc = dfl_st_open(&st, dir, err, sizeof err);
+    if (rc != DFL_OK) {
       dfl_diag_error(r.at, "%s weights: %s", pass == 0 ? "target" : "drafter", err);
-      dfl_diag_help("the directory needs model.safetensors, or model.safetensors.index.json and every shard it names");
+      if (rc == DFL_EIO)
+        dfl_diag_help("the directory needs model.safetensors, or model.safetensors.index.json and every shard it names");
+      else
+        dfl_diag_help("a damaged download or not safetensors: fetch the weights again");
       continue;
     }
     unsigned kind = DFL_KIND_BIT(pass == 0 ? DFL_T_FROZEN : DFL_T_PARAM);
