@@ -84,6 +84,10 @@ void dfl_ckpt_params_free(dfl_ckpt_params *p);
 ** (ckpt_keep) never removes it. read_best: 1 and the record when root has one, else 0. */
 int dfl_ckpt_mark_best(const char *root, int64_t step, double tau, double loss);
 int dfl_ckpt_read_best(const char *root, int64_t *step, double *tau, double *loss);
+/* Before a resumed run appends to its metrics.jsonl: drop the lines of steps after the checkpoint's
+** (those a killed run wrote after it, which the resumed run writes again) and a torn last line, so
+** every step is there once. A missing file is fine. */
+int dfl_ckpt_trim_metrics(const char *path, int64_t step);
 /* Keep the newest `keep` checkpoints under root, step's and the best's (keep <= 0: all): what every
 ** save does, and what a move of the best record does for the checkpoint it leaves. */
 void dfl_ckpt_prune(const char *root, int keep, int64_t step);
