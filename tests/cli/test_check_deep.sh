@@ -97,6 +97,15 @@ printf '\377\177' | dd of="$T/nan/model.safetensors" bs=1 seek=$((8 + hn + 6)) c
 golden weights_nan_check 0 check "$T/nan.dfl"
 golden weights_nan_train 1 train "$T/nan.dfl" --steps 1 --no-eval --out "$T/run_nan"
 
+# a released drafter (init = "DIR"): a good export passes, a mis-shaped one is refused at `init`
+"$DFLC" train "$T/host.dfl" --steps 1 --no-eval --out "$T/dr" > "$T/out" 2>&1 || { echo "FAIL: training a drafter to init from"; cat "$T/out"; fails=$((fails + 1)); }
+mkdir -p "$T/drbad"; cp "$T/dr/drafter/config.json" "$T/drbad/"
+header_edit "$T/dr/drafter/model.safetensors" "$T/drbad/model.safetensors" 's/"fc.weight":{"dtype":"BF16","shape":\[128,256\]/"fc.weight":{"dtype":"BF16","shape":[256,128]/'
+sed "s#init       = fresh#init       = \"$T/dr/drafter\"#" "$T/host.dfl" > "$T/init.dfl"
+sed "s#init       = fresh#init       = \"$T/drbad\"#" "$T/host.dfl" > "$T/initbad.dfl"
+golden init_good 0 check "$T/init.dfl"
+golden init_shape 1 check "$T/initbad.dfl"
+
 # a FIFO as data: check refuses it (train would block reading it forever)
 mkfifo "$T/fifo.jsonl"
 sed "s#\"$ROOT/examples/data/nano_train.jsonl.gz\"#\"$T/fifo.jsonl\"#" "$T/host.dfl" > "$T/fifo.dfl"
