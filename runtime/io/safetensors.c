@@ -494,10 +494,9 @@ int dfl_st_read_f32_scan(const dfl_st *st, const dfl_st_entry *e, float *dst, in
       memcpy(&dst[i], &u, 4);
     }
   } else {
-    for (int64_t i = 0; i < n; i++) {
-      double v = elem(p, e->dtype, i);
-      if (!isfinite(v) && first < 0) first = i;
-      dst[i] = (float)v;
+    for (int64_t i = 0; i < n; i++) {   /* an F64 beyond the f32 range is infinite once converted */
+      dst[i] = (float)elem(p, e->dtype, i);
+      if (!isfinite(dst[i]) && first < 0) first = i;
     }
   }
   if (bad) *bad = first;

@@ -30,9 +30,11 @@ static int nonfinite(const dfl_st *st, const dfl_st_entry *e, int64_t i, char *e
   } else if (e->dtype == DFL_ST_F64) {
     memcpy(&v, p + 8 * i, 8);
   }
+  char what[64];
+  if (isfinite(v)) snprintf(what, sizeof what, "%g, beyond the f32 range", v);
+  else snprintf(what, sizeof what, "%s", isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
   snprintf(err, errlen, "%s: tensor %s: element %lld is %s: the weights are corrupt (re-download or re-convert "
-           "them); not training on them", st->files[e->file].path, e->name, (long long)i,
-           isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+           "them); not training on them", st->files[e->file].path, e->name, (long long)i, what);
   return DFL_EFORMAT;
 }
 
