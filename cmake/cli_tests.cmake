@@ -13,3 +13,17 @@ target_link_libraries(json_get PRIVATE ${JANSSON_LIB})
 add_test(NAME cli_json_paths COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_json_paths.sh $<TARGET_FILE:dflc>
          $<TARGET_FILE:json_get> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_json_paths PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 600)
+
+# What `dflc check` finds beyond the spec (weights' headers, shards, the memory plan, the run
+# directory) with golden stderr, and `dflc train` refusing the same (NaN weights at load,
+# a plan over budget unless --over-budget).
+add_test(NAME cli_check_deep COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_check_deep.sh $<TARGET_FILE:dflc>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_check_deep PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 600)
+
+# What a user watching `dflc train` sees: elapsed and ETA, the last lines (where the drafter is,
+# what to run next), metrics.jsonl after a resume, line-buffered output, a NaN loss explained,
+# an allocation failure with its bytes and the plan's parts.
+add_test(NAME cli_train_ux COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_train_ux.sh $<TARGET_FILE:dflc>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_train_ux PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 900)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "compiler/ast.h"
 #include "compiler/front_internal.h"
@@ -64,7 +65,8 @@ static const dfl_kdef drafter_keys[] = {
   {"rope_theta", K_FLOAT, 1e-300, 1e300, 0, 0, 0, "rope_theta = 1e6"},
   {"rms_eps", K_FLOAT, 1e-300, 1, 0, 0, 0, "rms_eps = 1e-6"},
   {"attention", K_ANY, 0, 0, 0, 0, 0, "attention = full"},
-  {"block_size", K_INT, 2, 4096, 0, 0, 0, "block_size = 16"},
+  /* 64: the trainer's per-position metrics (runtime/train/train.c) */
+  {"block_size", K_INT, 2, 64, 0, 0, 0, "block_size = 16"},
   {"mask_token", K_INT, 0, IMAX, 0, 0, 0, "mask_token = 151669"},
   {"init", K_ANY, 0, 0, 0, 0, 0, "init = fresh"},
   {"seed", K_INT, 0, I64MAX, 0, 0, 0, "seed = 0"},
@@ -546,14 +548,84 @@ static void check_drafter(dfl_check *c) {
 
 /* ---- data, loss, train ---- */
 
+int dfl_spec_dir_creatable(const char *dir, char *why, size_t n) {
+  char p[DFL_PATH_MAX];
+  snprintf(p, sizeof p, "%s", dir && dir[0] ? dir : ".");
+  struct stat st;
+  for (;;) {
+    if (stat(p, &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) {
+        snprintf(why, n, "`%s` exists and is not a directory", p);
+        return 0;
+      }
+      if (access(p, W_OK | X_OK) != 0) {
+        snprintf(why, n, "`%s` is not writable (%s)", p, strerror(errno));
+        return 0;
+      }
+      return 1;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) {
+      snprintf(why, n, "`%s`: %s", p, strerror(errno));
+      return 0;
+    }
+    char *slash = strrchr(p, '/');
+    while (slash && slash > p && slash[1] == 0) { *slash = 0; slash = strrchr(p, '/'); }   /* trailing '/' */
+    if (!slash) snprintf(p, sizeof p, ".");
+    else if (slash == p) p[1] = 0;
+    else *slash = 0;
+  }
+}
+
+/* A data file train will read: a regular file (not a FIFO or a device, which train would read
+** forever), not empty, and gzip when its name ends in .gz. Only a few bytes are read. */
 static void need_file(dfl_check *c, dfl_node *v, char *out, const char *what) {
   if (!path_value(c, v, out)) return;
   struct stat st;
   if (stat(out, &st) != 0) {
     dfl_diag_error(v->loc, "%s file `%s` does not exist", what, out);
     dfl_diag_help("paths are relative to the directory of this .dfl file");
-  } else if (S_ISDIR(st.st_mode)) {
+    return;
+  }
+  if (S_ISDIR(st.st_mode)) {
     dfl_diag_error(v->loc, "%s file `%s` is a directory", what, out);
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    dfl_diag_error(v->loc, "%s file `%s` is not a regular file (%s)", what, out,
+                   S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                   : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a plain file");
+    dfl_diag_help("training reads the data once per epoch and needs its size: give a file (JSONL, .jsonl.gz or packed)");
+    return;
+  }
+  if (st.st_size == 0) {
+    dfl_diag_error(v->loc, "%s file `%s` is empty", what, out);
+    dfl_diag_help("each line of a JSONL file is one row: {\"input_ids\": [...], \"loss_mask\": [...]}");
+    return;
+  }
+  size_t n = strlen(out);
+  if (n > 3 && !strcmp(out + n - 3, ".gz")) {
+    unsigned char h[2] = {0, 0}, tail[4] = {0, 0, 0, 0};
+    FILE *f = fopen(out, "rb");
+    int ok = f && fread(h, 1, 2, f) == 2;
+    if (!f) {
+      dfl_diag_error(v->loc, "%s file `%s` cannot be read: %s", what, out, strerror(errno));
+      return;
+    }
+    if (!ok || h[0] != 0x1f || h[1] != 0x8b) {
+      fclose(f);
+      dfl_diag_error(v->loc, "%s file `%s` is named .gz but is not gzip (it starts with bytes %02x %02x, not 1f 8b)",
+                     what, out, h[0], h[1]);
+      dfl_diag_help("compress it with `gzip`, or drop the .gz from its name if it is plain JSONL");
+      return;
+    }
+    /* gzip's trailer holds the uncompressed size mod 2^32: 0 in a small file means no rows */
+    int empty = st.st_size < (1 << 20) && fseek(f, -4, SEEK_END) == 0 && fread(tail, 1, 4, f) == 4 &&
+                !(tail[0] | tail[1] | tail[2] | tail[3]);
+    fclose(f);
+    if (empty) {
+      dfl_diag_error(v->loc, "%s file `%s` is an empty gzip stream (no rows)", what, out);
+      return;
+    }
   }
 }
 
@@ -577,6 +649,11 @@ static void check_data(dfl_check *c) {
   if (s->seq_len >= 2 && s->anchors > s->seq_len - 1 && (dfl_check_get(d, "anchors") || !dfl_check_has(d, "anchors")))
     dfl_diag_warning(dfl_check_where(d, "anchors"), "%d anchors per sequence, but a %d-token sequence has at most %d anchor positions",
                      s->anchors, s->seq_len, s->seq_len - 1);
+  if (s->seq_len >= 2 && s->block_size >= 2 && s->seq_len < s->block_size) {
+    dfl_diag_error(dfl_check_where(d, "seq_len"), "seq_len %d is shorter than one block of %d tokens (drafter.block_size)",
+                   s->seq_len, s->block_size);
+    dfl_diag_help("a sequence holds whole blocks: set seq_len to at least %d (real specs use 1024..4096)", s->block_size);
+  }
   if (c->arch_ok && s->seq_len > s->target.max_positions)
     dfl_diag_warning(dfl_check_where(d, "seq_len"), "seq_len %d is longer than the target's max_positions %lld",
                      s->seq_len, (long long)s->target.max_positions);
@@ -686,8 +763,15 @@ static void check_train(dfl_check *c) {
   s->ckpt_every = k ? dfl_check_int(k, "every", 0) : 0;
   s->ckpt_keep = k ? (int)dfl_check_int(k, "keep", 0) : 0;
   dfl_node *dir = k ? dfl_check_get(k, "dir") : NULL;
-  if (dir) path_value(c, dir, s->ckpt_dir);
+  int dir_ok = 1;
+  if (dir) dir_ok = path_value(c, dir, s->ckpt_dir);
   else resolve(c, "checkpoints", s->ckpt_dir);
+  char why[DFL_PATH_MAX + 128];
+  if (dir_ok && !dfl_spec_dir_creatable(s->ckpt_dir, why, sizeof why)) {
+    dfl_diag_error(dir ? dir->loc : dfl_check_where(t, NULL), "the checkpoint directory `%s` cannot be created: %s",
+                   s->ckpt_dir, why);
+    dfl_diag_help("set `checkpoint { dir = \"...\" }` to a directory you can write (relative to this .dfl file)");
+  }
   if (s->ckpt_every > 0 && s->steps > 0 && s->ckpt_every > s->steps)
     dfl_diag_warning(dfl_check_where(k, "every"), "checkpoint every %lld steps, but training has only %lld steps",
                      (long long)s->ckpt_every, (long long)s->steps);
@@ -746,7 +830,43 @@ static int check_sections(dfl_check *c) {
   return DFL_OK;
 }
 
+struct dfl_spec_where { dfl_check *c; };
+
+dfl_loc dfl_spec_where_key(const dfl_spec_where *w, const char *section, const char *key) {
+  dfl_check *c = w->c;
+  dfl_sect *top[N_TOP] = {c->target, c->drafter, c->data, c->loss, c->train, c->topology}, *s = NULL;
+  char head[64];
+  snprintf(head, sizeof head, "%s", section ? section : "");
+  char *dot = strchr(head, '.');
+  if (dot) *dot = 0;
+  for (int i = 0; i < N_TOP; i++) if (!strcmp(sections[i]->name, head)) s = top[i];
+  if (s && dot) s = sub(s, dot + 1);
+  if (!s || !s->node) return dfl_loc_file(&c->ast->src);
+  return dfl_check_where(s, key);
+}
+
+/* Limits of the runtime that depend on where the spec runs. */
+static void check_runtime_limits(dfl_check *c) {
+  const dfl_spec *s = c->spec;
+  int gpus = 0;
+  for (int i = 0; i < s->n_devices; i++) gpus += s->devices[i].kind == DFL_DEV_GPU;
+  /* the CUDA attention kernels (runtime/cuda/cuda.c): head_dim even and at most 256 */
+  if (gpus && c->arch_ok && s->drafter.head_dim > 256) {
+    dfl_diag_error(dfl_check_where(dfl_check_get(c->drafter, "head_dim") ? c->drafter : c->target, "head_dim"),
+                   "drafter head_dim %d: the CUDA backend's attention supports head_dim up to 256", s->drafter.head_dim);
+    dfl_diag_help("set `head_dim` to 256 or less in `drafter`, or put the drafter on a CPU device");
+  }
+}
+
+static int load_buffer(const char *name, const char *bytes, size_t len, dfl_spec *out, dfl_spec_deep_fn fn,
+                       void *user);
+
 int dfl_spec_load_buffer(const char *name, const char *bytes, size_t len, dfl_spec *out) {
+  return load_buffer(name, bytes, len, out, NULL, NULL);
+}
+
+static int load_buffer(const char *name, const char *bytes, size_t len, dfl_spec *out, dfl_spec_deep_fn fn,
+                       void *user) {
   int errors0 = dfl_diag_errors();
   memset(out, 0, sizeof *out);
   snprintf(out->file, sizeof out->file, "%s", name);
@@ -784,12 +904,25 @@ int dfl_spec_load_buffer(const char *name, const char *bytes, size_t len, dfl_sp
     check_loss(&c);
     check_train(&c);
     dfl_check_topology(&c);
+    if (dfl_diag_errors() == errors0) check_runtime_limits(&c);
+    if (fn && dfl_diag_errors() == errors0) {
+      dfl_spec_where w = {&c};
+      fn(out, &w, user);
+    }
   }
   dfl_ast_free(&ast);
   return dfl_diag_errors() > errors0 ? DFL_ERR : DFL_OK;
 }
 
-int dfl_spec_load(const char *file, dfl_spec *out) {
+static int load_file(const char *file, dfl_spec *out, dfl_spec_deep_fn fn, void *user);
+
+int dfl_spec_load(const char *file, dfl_spec *out) { return load_file(file, out, NULL, NULL); }
+
+int dfl_spec_load_deep(const char *file, dfl_spec *out, dfl_spec_deep_fn fn, void *user) {
+  return load_file(file, out, fn, user);
+}
+
+static int load_file(const char *file, dfl_spec *out, dfl_spec_deep_fn fn, void *user) {
   memset(out, 0, sizeof *out);
   dfl_source src = {file, "", 0};
   struct stat st;
@@ -817,7 +950,7 @@ int dfl_spec_load(const char *file, dfl_spec *out) {
     dfl_diag_error(dfl_loc_file(&src), "cannot read: %s", strerror(errno));
     return rc;
   }
-  rc = dfl_spec_load_buffer(file, text, len, out);
+  rc = load_buffer(file, text, len, out, fn, user);
   free(text);
   return rc;
 }

@@ -12,6 +12,7 @@
 #define DFL_PLAN_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "compiler/graph.h"
 
 /* Bytes per element a backend stores for tensor t (the CUDA backend: its dtype; the CPU
@@ -163,6 +164,22 @@ int dfl_plan_write_yaml(FILE *f, const char *spec_file, const dfl_plan_dev *d, i
 int dfl_plan_write_html(FILE *f, const char *spec_file, const dfl_plan_dev *d, int n);
 /* Formats bytes as "12.3 MiB" into buf (returns buf). */
 const char *dfl_plan_bytes_str(char *buf, size_t n, int64_t bytes);
+/* An allocation that failed: its bytes, the parts of the plan p (NULL: unplanned) and a pointer to
+** `dflc plan`, on f. who names the allocator ("cpu backend", "cuda backend"). Inline: the backends
+** report with it and do not link the planner. */
+static inline void dfl_plan_oom(FILE *f, const char *who, int64_t bytes, const dfl_plan *p) {
+  static const char *const part[DFL_PCAT_COUNT] = {"weights", "optimizer state", "gradients", "inputs/outputs",
+                                                   "queue slots", "library workspace", "activations", "loss workspace"};
+  fprintf(f, "dflc: %s: out of memory: cannot allocate %.2f GiB (%lld bytes)", who, (double)bytes / 1073741824.0,
+          (long long)bytes);
+  if (p && p->offset) {
+    fprintf(f, "; the planned arena:");
+    for (int c = 0, k = 0; c < DFL_PCAT_COUNT; c++)
+      if (p->cat_bytes[c] > 0) fprintf(f, "%s %s %.2f GiB", k++ ? "," : "", part[c], (double)p->cat_bytes[c] / 1073741824.0);
+  }
+  fprintf(f, "\n  `dflc plan SPEC` shows where these bytes go and the batch, seq_len or anchors that fit a memory budget; "
+             "give the device its real memory as `topology { memory { default = ... } }`\n");
+}
 
 /* A plan as read back from YAML: what --diff and the tests need. */
 typedef struct dfl_plan_doc_buf {

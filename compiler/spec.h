@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "compiler/status.h"
+#include "compiler/diag.h"
 
 #define DFL_MAX_LAYERS  256
 #define DFL_MAX_TAPS    64
@@ -133,6 +134,21 @@ typedef struct dfl_spec {
 int dfl_spec_load(const char *file, dfl_spec *out);
 /* Same from memory: `name` is the file name shown in messages and the base of relative paths. */
 int dfl_spec_load_buffer(const char *name, const char *bytes, size_t len, dfl_spec *out);
+
+/* Checks that need more than the front end (the weights' headers, the memory plan; dflc check and
+** dflc train run them): dfl_spec_load_deep calls fn once the spec itself has no error, while its
+** source is still loaded, so fn can report through the diagnostics reporter with carets at the keys
+** (dfl_spec_where_key). fn's errors count like the checker's (dfl_spec_load_deep returns DFL_ERR). */
+typedef struct dfl_spec_where dfl_spec_where;
+typedef void (*dfl_spec_deep_fn)(const dfl_spec *s, const dfl_spec_where *w, void *user);
+int dfl_spec_load_deep(const char *file, dfl_spec *out, dfl_spec_deep_fn fn, void *user);
+/* Where SECTION ("target", "train.checkpoint", ...) writes KEY: its value; the section's header if
+** KEY is absent or NULL; the whole file if the section is absent too. */
+dfl_loc dfl_spec_where_key(const dfl_spec_where *w, const char *section, const char *key);
+
+/* 1 if directory DIR exists and is writable, or can be made under its nearest existing ancestor
+** (nothing is created); else 0 with the reason in why. */
+int dfl_spec_dir_creatable(const char *dir, char *why, size_t n);
 
 /* Number of devices with each role. */
 int dfl_spec_count_role(const dfl_spec *s, int target, int drafter);

@@ -12,6 +12,26 @@ int dfl_cmd_plan(int argc, char **argv);     /* cmd_plan.c */
 int dfl_cmd_build(int argc, char **argv);    /* cmd_build.c */
 int dfl_cmd_bench(int argc, char **argv);    /* cmd_bench.c */
 int dfl_cmd_pack(int argc, char **argv);     /* cmd_pack.c */
+/* The memory verdict of `dflc plan` (cmd_plan.c), for `dflc check` and `dflc train`: each device
+** planned as the trainer plans it, against its memory_budget, or this machine's memory for a CPU
+** device without one. Fills up to max_miss entries; returns how many devices do not fit. */
+#include <stdint.h>
+typedef struct dfl_plan_miss {
+  char device[64];
+  int device_index;
+  int failed;            /* no plan at all (the graph could not be built) */
+  int host;              /* budget is this machine's memory (a CPU device without memory_budget) */
+  int64_t need, budget, persistent, step;
+} dfl_plan_miss;
+struct dfl_spec;
+int dfl_plan_verdict(const struct dfl_spec *s, dfl_plan_miss *miss, int max_miss);
+int64_t dfl_plan_host_memory(void);   /* bytes; DFL_HOST_MEMORY overrides (tests) */
+/* `dflc check`'s checks beyond the spec (cmd_check.c): weights' headers, run and checkpoint
+** directories, the memory verdict (unless no_plan); a dfl_spec_deep_fn whose user is a
+** dfl_deep_opts. */
+typedef struct dfl_deep_opts { int no_plan; const char *out_dir; const char *resume; } dfl_deep_opts;
+struct dfl_spec_where;
+void dfl_check_deep(const struct dfl_spec *s, const struct dfl_spec_where *w, void *opts);
 /* `dflc train DIR`: the spec a `dflc build` directory records (else arg itself); cmd_build.c */
 int dfl_build_resolve(const char *arg, char *spec, unsigned long n);
 #endif

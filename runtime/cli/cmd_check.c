@@ -3,18 +3,134 @@
 ** spec is good (warnings may be printed), every error and exit 1 otherwise, 2 for bad usage.
 */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/cli/cli.h"
 #include "compiler/diag.h"
+#include "compiler/plan.h"
 #include "compiler/spec.h"
+#include "models/models.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/weights.h"
+
+/* ---- the checks beyond the spec: what train would refuse before its first step ---- */
+
+#define DEEP_MAX_REPORTS 20
+
+typedef struct { dfl_loc at; int n; } reporter;
+
+static void report_line(void *ctx, const char *msg) {
+  reporter *r = ctx;
+  if (r->n++ < DEEP_MAX_REPORTS) dfl_diag_error(r->at, "%s", msg);
+}
+
+static void report_rest(reporter *r, const char *what) {
+  if (r->n > DEEP_MAX_REPORTS)
+    dfl_diag_error(r->at, "... and %d more problems with %s", r->n - DEEP_MAX_REPORTS, what);
+}
+
+/* The target's weights (FROZEN tensors of the colocated training graph: the names and shapes
+** every device's target reads) and a released drafter's (PARAMs), from the headers only. */
+static void check_weights(const dfl_spec *s, const dfl_spec_where *w) {
+  int target = !s->target_random && s->target_dir[0], drafter = s->init_from[0] != 0;
+  if (!target && !drafter) return;
+  dfl_train_graph *tg = calloc(1, sizeof *tg);
+  if (!tg) return;
+  if (dfl_model_train_graph(tg, s, 1) != DFL_OK) {
+    dfl_diag_error(dfl_spec_where_key(w, "drafter", NULL), "cannot build the training graph of this spec");
+    free(tg);
+    return;
+  }
+  char err[2048];
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 0 ? !target : !drafter) continue;
+    const char *dir = pass == 0 ? s->target_dir : s->init_from;
+    reporter r = {dfl_spec_where_key(w, pass == 0 ? "target" : "drafter", pass == 0 ? "model" : "init"), 0};
+    dfl_st st;
+    int rc = dfl_st_open(&st, dir, err, sizeof err);
+    if (rc != DFL_OK) {
+      dfl_diag_error(r.at, "%s weights: %s", pass == 0 ? "target" : "drafter", err);
+      if (rc == DFL_EIO)
+        dfl_diag_help("the directory needs model.safetensors, or model.safetensors.index.json and every shard it names");
+      else
+        dfl_diag_help("a damaged download or not safetensors: fetch the weights again");
+      continue;
+    }
+    unsigned kind = DFL_KIND_BIT(pass == 0 ? DFL_T_FROZEN : DFL_T_PARAM);
+    if (pass == 1 && dfl_weights_check(&tg->g, &st, kind, "", NULL, NULL) >
+                         dfl_weights_check(&tg->g, &st, kind, "model.", NULL, NULL))
+      dfl_weights_check(&tg->g, &st, kind, "model.", report_line, &r);   /* names under "model." */
+    else
+      dfl_weights_check(&tg->g, &st, kind, "", report_line, &r);
+    report_rest(&r, pass == 0 ? "the target's weights" : "the drafter's weights");
+    if (r.n)
+      dfl_diag_help("these weights do not belong to the %s this spec describes (%s): re-download them, or fix the spec",
+                    pass == 0 ? "target" : "drafter", pass == 0 ? "config.json" : "its config.json and `drafter`");
+    dfl_st_close(&st);
+  }
+  dfl_graph_free(&tg->g);
+  free(tg);
+}
+
+static void check_run_dir(const dfl_spec *s, const dfl_spec_where *w, const char *out_dir) {
+  char dir[DFL_PATH_MAX + 16], why[DFL_PATH_MAX + 128], nm[DFL_PATH_MAX];
+  if (out_dir) snprintf(dir, sizeof dir, "%s", out_dir);
+  else {   /* as dflc train names it: runs/<the spec's file name without its extension> */
+    const char *b = strrchr(s->file, '/');
+    snprintf(nm, sizeof nm, "%s", b ? b + 1 : s->file);
+    char *dot = strrchr(nm, '.');
+    if (dot && dot != nm) *dot = 0;
+    snprintf(dir, sizeof dir, "runs/%s", nm);
+  }
+  if (!dfl_spec_dir_creatable(dir, why, sizeof why)) {
+    dfl_diag_error(dfl_spec_where_key(w, "", NULL), "the run directory `%s` cannot be created: %s", dir, why);
+    dfl_diag_help("run from a directory you can write, or name another with `dflc train --out DIR`");
+  }
+}
+
+static void check_plan(const dfl_spec *s, const dfl_spec_where *w) {
+  dfl_plan_miss miss[8];
+  int n = dfl_plan_verdict(s, miss, 8);
+  dfl_loc at = dfl_spec_where_key(w, "topology", "memory");
+  for (int i = 0; i < n && i < 8; i++) {
+    const dfl_plan_miss *m = &miss[i];
+    char b1[32], b2[32], b3[32], b4[32];
+    if (m->failed) {
+      dfl_diag_error(at, "device %s: no memory plan (see the messages above)", m->device);
+      continue;
+    }
+    if (m->host)
+      dfl_diag_error(at, "device %s needs %s of memory, more than this machine's %s (it has no memory_budget)",
+                     m->device, dfl_plan_bytes_str(b1, sizeof b1, m->need), dfl_plan_bytes_str(b2, sizeof b2, m->budget));
+    else
+      dfl_diag_error(at, "device %s needs %s but its memory budget is %s, even recomputing forward ops", m->device,
+                     dfl_plan_bytes_str(b1, sizeof b1, m->need), dfl_plan_bytes_str(b2, sizeof b2, m->budget));
+    dfl_diag_help("persistent %s, per-step %s: `dflc plan %s` shows the parts and the batch, seq_len or anchors that "
+                  "would fit (`dflc train --over-budget` trains anyway)", dfl_plan_bytes_str(b3, sizeof b3, m->persistent),
+                  dfl_plan_bytes_str(b4, sizeof b4, m->step), s->file);
+  }
+  if (n > 8) dfl_diag_error(at, "... and %d more devices that do not fit", n - 8);
+}
+
+void dfl_check_deep(const dfl_spec *s, const dfl_spec_where *w, void *opts) {
+  const dfl_deep_opts *o = opts;
+  check_run_dir(s, w, o ? o->out_dir : NULL);
+  check_weights(s, w);
+  if (!(o && o->no_plan) && dfl_diag_errors() == 0) check_plan(s, w);
+}
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: dflc check FILE.dfl\n"
           "\n"
-          "Parse and validate a pipeline spec: the target's config.json is read, shapes, taps,\n"
-          "devices and data files are checked. Prints nothing and exits 0 when the spec is good;\n"
+          "Parse and validate a pipeline spec: everything `dflc train` would refuse before its first\n"
+          "step. The target's config.json and the safetensors headers of its weights are read (never\n"
+          "the weight data): every tensor the graph needs, with its shape and a float dtype, shards and\n"
+          "index in agreement. Data files must be regular, non-empty files (gzip when named .gz); the\n"
+          "checkpoint and run (runs/NAME) directories must be creatable; every device's memory plan\n"
+          "must fit its budget (the verdict of `dflc plan`; a CPU without a budget: this machine's\n"
+          "memory). Prints nothing and exits 0 when the spec is good;\n"
           "otherwise prints every error as FILE:LINE:COL with the source line and exits 1.\n"
           "Warnings (legal but suspicious) do not change the exit status.\n"
           "\n"
@@ -48,6 +164,7 @@ int dfl_cmd_check(int argc, char **argv) {
   }
   static dfl_spec spec;   /* large (device table, paths): keep it off the stack */
   dfl_diag_reset();
-  int rc = dfl_spec_load(file, &spec);
+  dfl_deep_opts o = {0, NULL, NULL};
+  int rc = dfl_spec_load_deep(file, &spec, dfl_check_deep, &o);
   return rc == DFL_OK && dfl_diag_errors() == 0 ? 0 : 1;
 }

@@ -15,6 +15,7 @@
 */
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/cli/cli.h"
@@ -190,6 +191,46 @@ static void explain_no_fit(const dfl_spec *s, int k, const plan_dev *pd, int no_
   if (!any) fprintf(stderr, "  the persistent part alone may exceed the budget: raise memory_budget or use more devices\n");
 }
 
+int64_t dfl_plan_host_memory(void) {
+  const char *env = getenv("DFL_HOST_MEMORY");   /* tests: a machine of another size */
+  if (env && *env) {
+    char *end;
+    double v = strtod(env, &end);
+    if (end != env && v > 0) return (int64_t)v;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+}
+
+/* A CPU device without a memory budget is bounded by this machine's memory. */
+static int over_host(const dfl_spec *s, int k, const plan_dev *pd) {
+  int64_t host = dfl_plan_host_memory();
+  return s->devices[k].kind == DFL_DEV_CPU && !pd->d.budget && host > 0 && pd->p.arena_bytes > host;
+}
+
+int dfl_plan_verdict(const dfl_spec *s, dfl_plan_miss *miss, int max_miss) {
+  int n = 0;
+  for (int k = 0; k < s->n_devices; k++) {
+    plan_dev pd;
+    int rc = plan_device(s, k, 0, 0, &pd), host = rc == DFL_OK && over_host(s, k, &pd);
+    if ((rc != DFL_OK || host) && n < max_miss) {
+      dfl_plan_miss *m = &miss[n];
+      memset(m, 0, sizeof *m);
+      snprintf(m->device, sizeof m->device, "%s", pd.d.name);
+      m->device_index = k;
+      m->failed = !pd.g || !pd.p.offset;
+      m->need = pd.p.offset ? pd.p.arena_bytes : 0;
+      m->budget = host ? dfl_plan_host_memory() : pd.d.budget;
+      m->host = host;
+      m->persistent = pd.p.offset ? pd.p.persistent_bytes : 0;
+      m->step = pd.p.offset ? pd.p.step_bytes : 0;
+    }
+    if (rc != DFL_OK || host) n++;
+    free_dev(&pd);
+  }
+  return n;
+}
+
 static int64_t parse_bytes(const char *s) {
   char *end;
   double v = strtod(s, &end);
@@ -281,6 +322,13 @@ int dfl_cmd_plan(int argc, char **argv) {
     }
     if (rc != DFL_OK) {
       explain_no_fit(s, k, &pd[n], no_inplace);
+      status = 1;
+    } else if (!budget && over_host(s, k, &pd[n])) {
+      char b1[32], b2[32];
+      fprintf(stderr, "%s: error: device %s needs %s, more than this machine's %s of memory (it has no memory_budget)\n",
+              s->file, pd[n].d.name, dfl_plan_bytes_str(b1, sizeof b1, pd[n].p.arena_bytes),
+              dfl_plan_bytes_str(b2, sizeof b2, dfl_plan_host_memory()));
+      fprintf(stderr, "  lower batch, seq_len or anchors, or give the device a memory_budget to plan recomputation against\n");
       status = 1;
     }
     n++;

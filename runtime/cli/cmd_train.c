@@ -39,6 +39,7 @@ static void train_usage(FILE *f) {
   fprintf(f,
           "usage: dflc train SPEC.dfl|BUILD_DIR [--steps N] [--stop-at K] [--out DIR] [--resume CKPT]\n"
           "                  [--cpu | --cuda] [--fp32] [--cpu-threads N] [--no-eval] [--no-export] [--quiet]\n"
+          "                  [--over-budget]\n"
           "  Train the spec's drafter on its device: the CUDA backend when the spec puts the drafter on a\n"
           "  GPU (the CPU backend, with a notice, when no GPU is usable), else the CPU backend. BUILD_DIR\n"
           "  is a directory written by `dflc build` (its spec, and its cubins: no kernel compilation).\n"
@@ -52,7 +53,11 @@ static void train_usage(FILE *f) {
           "  --stop-at K     stop after step K with a checkpoint (the schedule stays N steps long)\n"
           "  --out DIR       run directory (default runs/<spec name>)\n"
           "  --resume CKPT   continue bit-exactly from a checkpoint (or the newest one under a ckpt/ dir)\n"
-          "  --cpu-threads N BLAS threads\n");
+          "  --cpu-threads N BLAS threads\n"
+          "  --over-budget   train although the memory plan does not fit a device's memory_budget (or, for a\n"
+          "                  CPU without one, this machine's memory); without it train refuses, as dflc check does\n"
+          "  Before anything is loaded, train refuses what `dflc check` refuses (weights' headers, data\n"
+          "  files, directories, the memory plan).\n");
 }
 
 int dfl_cmd_train(int argc, char **argv) {
@@ -60,6 +65,7 @@ int dfl_cmd_train(int argc, char **argv) {
   memset(&o, 0, sizeof o);
   const char *spec_file = NULL;
   int64_t v;
+  int over_budget = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -89,6 +95,8 @@ int dfl_cmd_train(int argc, char **argv) {
       o.no_export = 1;
     } else if (!strcmp(a, "--quiet")) {
       o.quiet = 1;
+    } else if (!strcmp(a, "--over-budget")) {
+      over_budget = 1;
     } else if (!strcmp(a, "--unplanned")) {
       o.unplanned = 1;
     } else if (!strcmp(a, "--cpu")) {
@@ -114,7 +122,10 @@ int dfl_cmd_train(int argc, char **argv) {
   dfl_spec *s = malloc(sizeof *s);
   dfl_trainer *tr = malloc(sizeof *tr);
   if (!s || !tr) return 1;
-  int rc = dfl_spec_load(spec_path, s);
+  /* everything dflc check refuses, before minutes of loading (the plan: unless --over-budget, or
+  ** --unplanned, which allocates per tensor) */
+  dfl_deep_opts deep = {over_budget || o.unplanned, o.out_dir, o.resume};
+  int rc = dfl_spec_load_deep(spec_path, s, dfl_check_deep, &deep);
   if (rc == DFL_OK && dfl_pipe_wants(s)) {
     /* several devices: target devices, a hidden-state queue, data-parallel drafters */
     int gpus = 0;

@@ -29,6 +29,9 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  /* Line-buffered stdout: notes and progress (stdout) and errors (stderr) keep their order when
+  ** both are redirected to one file, and a `tail -f` of a log sees every line as it is written. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -42,7 +42,11 @@ int dfl_cpu_init(dfl_cpu *c, const dfl_graph *g, const struct dfl_plan *plan, in
     }
     c->arena_bytes = (size_t)plan->arena_bytes;
     c->arena = own(c, c->arena_bytes);
-    if (!c->arena) goto oom;
+    if (!c->arena) {
+      dfl_plan_oom(stderr, "cpu backend", plan->arena_bytes, plan);
+      dfl_cpu_free(c);
+      return DFL_ENOMEM;
+    }
   }
   for (int i = 0; i < g->nt; i++) {
     const dfl_tensor *t = &g->t[i];
@@ -62,7 +66,13 @@ int dfl_cpu_init(dfl_cpu *c, const dfl_graph *g, const struct dfl_plan *plan, in
         return DFL_ERR;
       }
       c->buf[i] = own(c, bytes);
-      if (!c->buf[i]) goto oom;
+      if (!c->buf[i]) {
+        char who[DFL_NAME_MAX + 64];
+        snprintf(who, sizeof who, "cpu backend (tensor %s)", t->name);
+        dfl_plan_oom(stderr, who, (int64_t)bytes, NULL);
+        dfl_cpu_free(c);
+        return DFL_ENOMEM;
+      }
     }
   }
   return DFL_OK;

@@ -724,7 +724,15 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
                     "%.1f MiB are allocated beyond it\n", (double)(extra_blas + scratch) / 1048576.0);
   c->arena_bytes = tb + extra_blas + scratch;
   memtrace("init: before the arena");
-  CU(cudaMalloc((void **)&c->arena, c->arena_bytes)); /* the one allocation */
+  cudaError_t ae = cudaMalloc((void **)&c->arena, c->arena_bytes); /* the one allocation */
+  if (ae != cudaSuccess) {
+    cudaGetLastError();
+    c->arena = NULL;
+    free(off);
+    free(scr_off);
+    dfl_plan_oom(stderr, "cuda backend", (int64_t)c->arena_bytes, plan);
+    return DFL_ENOMEM;
+  }
   memtrace("init: arena allocated");
   CU(cudaMemset(c->arena, 0, tb));
   for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];

@@ -523,3 +523,41 @@ void dfl_ckpt_params_free(dfl_ckpt_params *p) {
   free(p->shape);
   memset(p, 0, sizeof *p);
 }
+
+/* The "step" of one metrics.jsonl line, or -1. */
+static int64_t line_step(const char *line) {
+  const char *k = strstr(line, "\"step\":");
+  return k ? strtoll(k + 7, NULL, 10) : -1;
+}
+
+int dfl_ckpt_trim_metrics(const char *path, int64_t step) {
+  FILE *in = fopen(path, "r");
+  if (!in) return errno == ENOENT ? DFL_OK : DFL_EIO;   /* no file yet: nothing to trim */
+  char tmp[DFL_PATH_MAX + 16];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *out = fopen(tmp, "w");
+  if (!out) {
+    fclose(in);
+    fprintf(stderr, "dflc: cannot write %s: %s\n", tmp, strerror(errno));
+    return DFL_EIO;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  int64_t dropped = 0;
+  ssize_t k;
+  int ok = 1;
+  while ((k = getline(&line, &cap, in)) > 0) {
+    if (line[k - 1] != '\n' || line_step(line) > step) { dropped++; continue; }   /* a torn last line, or after the checkpoint */
+    ok &= fputs(line, out) >= 0;
+  }
+  free(line);
+  fclose(in);
+  ok &= fclose(out) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "dflc: cannot rewrite %s: %s\n", path, strerror(errno));
+    unlink(tmp);
+    return DFL_EIO;
+  }
+  (void)dropped;
+  return DFL_OK;
+}

@@ -86,6 +86,10 @@ void dfl_ckpt_params_free(dfl_ckpt_params *p);
 ** without acceptance_length, written before it existed, reads as 0: any evaluation beats it). */
 int dfl_ckpt_mark_best(const char *root, int64_t step, double accept, double tau, double loss);
 int dfl_ckpt_read_best(const char *root, int64_t *step, double *accept, double *loss);
+/* Before a resumed run appends to its metrics.jsonl: drop the lines of steps after the checkpoint's
+** (those a killed run wrote after it, which the resumed run writes again) and a torn last line, so
+** every step is there once. A missing file is fine. */
+int dfl_ckpt_trim_metrics(const char *path, int64_t step);
 /* Keep the newest `keep` checkpoints under root, step's and the best's (keep <= 0: all): what every
 ** save does, and what a move of the best record does for the checkpoint it leaves. */
 void dfl_ckpt_prune(const char *root, int keep, int64_t step);

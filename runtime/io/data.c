@@ -242,6 +242,10 @@ static int load(src *s, const char *path, int vocab, int cap, dfl_badrow_policy 
     }
     size_t len = nl ? (size_t)(nl - (buf + beg)) : end - beg;
     if (!nl && len == 0) break;   /* clean end of input */
+    if (out->n_lines == 0 && len >= 3 && !memcmp(buf + beg, "\xef\xbb\xbf", 3)) {   /* a UTF-8 BOM (Windows editors) */
+      beg += 3;
+      len -= 3;
+    }
     out->n_lines++;
     if (len > DFL_DATA_MAX_LINE) {
       fprintf(L.log, "%s:%lld: line longer than %u MiB: not a JSONL row of tokens\n", path,
@@ -264,7 +268,7 @@ enum { KIND_JSONL, KIND_PACKED, KIND_OTHER_PACKED, KIND_GZ_PACKED, KIND_UNKNOWN 
 static int sniff(const uint8_t *b, size_t n) {
   if (n >= 8 && !memcmp(b, DFL_PACKED_MAGIC, 8)) return KIND_PACKED;
   if (n >= 8 && !memcmp(b, DFL_PACKED_MAGIC, 7)) return KIND_OTHER_PACKED;   /* another version */
-  size_t i = 0;
+  size_t i = n >= 3 && !memcmp(b, "\xef\xbb\xbf", 3) ? 3 : 0;   /* a UTF-8 BOM */
   while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n')) i++;
   return i == n || b[i] == '{' ? KIND_JSONL : KIND_UNKNOWN;   /* blank start: let JSONL judge */
 }
@@ -292,7 +296,8 @@ int dfl_data_load_fmt(const char *path, int format, int vocab, int cap, dfl_badr
                       FILE *log, dfl_dataset *out) {
   memset(out, 0, sizeof *out);
   if (!log) log = stderr;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below); no effect on files */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     fprintf(log, "%s: cannot open (%s)\n", path, strerror(errno));
     return DFL_EIO;
@@ -305,8 +310,20 @@ int dfl_data_load_fmt(const char *path, int format, int vocab, int cap, dfl_badr
     close(fd);
     return DFL_EIO;
   }
+  /* A FIFO or a device would be read forever; an empty file or a .gz that is not gzip would be
+  ** reported row by row. One line each, as dflc check says it. */
+  size_t plen = strlen(path);
+  const char *what = !S_ISREG(st.st_mode) ? "is not a regular file (a FIFO, a device or a socket): give a data file"
+                     : st.st_size == 0 ? "empty file (no rows)" : NULL;
   uint8_t head[64];
-  ssize_t k = pread(fd, head, sizeof head, 0);
+  ssize_t k = what ? 0 : pread(fd, head, sizeof head, 0);
+  if (!what && plen > 3 && !strcmp(path + plen - 3, ".gz") && !(k >= 2 && head[0] == 0x1f && head[1] == 0x8b))
+    what = "is named .gz but is not gzip: compress it with gzip, or drop the .gz from its name";
+  if (what) {
+    fprintf(log, "%s: %s\n", path, what);
+    close(fd);
+    return DFL_EFORMAT;
+  }
   int kind = sniff(head, k > 0 ? (size_t)k : 0);
   if (k >= 2 && head[0] == 0x1f && head[1] == 0x8b) {   /* gzip: look at what it holds */
     gzFile g = gzopen(path, "rb");

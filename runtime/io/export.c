@@ -364,7 +364,14 @@ int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w,
     }
     w->data[i] = malloc((size_t)dfl_st_numel(e) * sizeof(float));
     if (!w->data[i]) { rc = dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", dir); goto done; }
-    dfl_st_read_f32(&st, e, w->data[i]);
+    int64_t bad = -1;
+    dfl_st_read_f32_scan(&st, e, w->data[i], &bad);
+    if (bad >= 0) {
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s: element %lld is %s: the drafter's weights are "
+                         "corrupt; not training on them", st.files[e->file].path, name, (long long)bad,
+                         isnan(w->data[i][bad]) ? "NaN" : "Inf");
+      goto done;
+    }
   }
 done:
   dfl_st_close(&st);

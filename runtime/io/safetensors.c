@@ -365,6 +365,12 @@ static int open_index(dfl_st *st, const char *ipath, char *err, size_t errlen) {
       break;
     }
   }
+  /* ... and every tensor of a shard in the index: a shard from another download does not agree. */
+  for (int i = 0; !rc && i < st->n; i++)
+    if (!json_object_get(wm, st->e[i].name))
+      rc = dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: tensor %s is in %s but not in the index's weight_map: "
+                  "the shards and the index disagree (a shard of another download?)", ipath, st->e[i].name,
+                  st->files[st->e[i].file].path);
   json_decref(root);
   return rc;
 }
@@ -468,28 +474,51 @@ static double elem(const uint8_t *p, dfl_st_dtype dt, int64_t i) {
   }
 }
 
-int dfl_st_read_f32(const dfl_st *st, const dfl_st_entry *e, float *dst) {
+/* The conversions note the first element that is NaN or infinite as they go (no second pass):
+** a corrupt checkpoint must never reach training. Integer dtypes are always finite. */
+int dfl_st_read_f32_scan(const dfl_st *st, const dfl_st_entry *e, float *dst, int64_t *bad) {
   const uint8_t *p = dfl_st_data(st, e);
-  int64_t n = dfl_st_numel(e);
-  if (e->dtype == DFL_ST_F32) { memcpy(dst, p, (size_t)n * 4); return DFL_OK; }
+  int64_t n = dfl_st_numel(e), first = -1;
   if (e->dtype == DFL_ST_BF16) {   /* the common case: keep it a tight loop */
     for (int64_t i = 0; i < n; i++) {
       uint16_t h;
       memcpy(&h, p + 2 * i, 2);
+      if ((h & 0x7f80u) == 0x7f80u && first < 0) first = i;
       dst[i] = dfl_bf16_to_f32(h);
     }
-    return DFL_OK;
+  } else if (e->dtype == DFL_ST_F32) {
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, p + 4 * i, 4);
+      if ((u & 0x7f800000u) == 0x7f800000u && first < 0) first = i;
+      memcpy(&dst[i], &u, 4);
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) {   /* an F64 beyond the f32 range is infinite once converted */
+      dst[i] = (float)elem(p, e->dtype, i);
+      if (!isfinite(dst[i]) && first < 0) first = i;
+    }
   }
-  for (int64_t i = 0; i < n; i++) dst[i] = (float)elem(p, e->dtype, i);
+  if (bad) *bad = first;
   return DFL_OK;
 }
 
-int dfl_st_read_f64(const dfl_st *st, const dfl_st_entry *e, double *dst) {
+int dfl_st_read_f64_scan(const dfl_st *st, const dfl_st_entry *e, double *dst, int64_t *bad) {
   const uint8_t *p = dfl_st_data(st, e);
-  int64_t n = dfl_st_numel(e);
-  for (int64_t i = 0; i < n; i++) dst[i] = elem(p, e->dtype, i);
+  int64_t n = dfl_st_numel(e), first = -1;
+  for (int64_t i = 0; i < n; i++) {
+    dst[i] = elem(p, e->dtype, i);
+    if (!isfinite(dst[i]) && first < 0) first = i;
+  }
+  if (bad) *bad = first;
   return DFL_OK;
 }
+
+int dfl_st_read_f32(const dfl_st *st, const dfl_st_entry *e, float *dst) { return dfl_st_read_f32_scan(st, e, dst, NULL); }
+
+int dfl_st_read_f64(const dfl_st *st, const dfl_st_entry *e, double *dst) { return dfl_st_read_f64_scan(st, e, dst, NULL); }
+
+int dfl_st_is_float(dfl_st_dtype dt) { return dt == DFL_ST_F64 || dt == DFL_ST_F32 || dt == DFL_ST_F16 || dt == DFL_ST_BF16; }
 
 /* Integers convert exactly; a value outside int32 or a non-integral float is refused. */
 int dfl_st_read_i32(const dfl_st *st, const dfl_st_entry *e, int32_t *dst) {

@@ -68,6 +68,12 @@ const void *dfl_st_data(const dfl_st *st, const dfl_st_entry *e);
 int dfl_st_read_f32(const dfl_st *st, const dfl_st_entry *e, float *dst);
 int dfl_st_read_f64(const dfl_st *st, const dfl_st_entry *e, double *dst);
 int dfl_st_read_i32(const dfl_st *st, const dfl_st_entry *e, int32_t *dst);
+/* The same conversions, noting in *bad the index of the first element that is NaN or infinite
+** (-1: none) while converting, with no second pass over the data. */
+int dfl_st_read_f32_scan(const dfl_st *st, const dfl_st_entry *e, float *dst, int64_t *bad);
+int dfl_st_read_f64_scan(const dfl_st *st, const dfl_st_entry *e, double *dst, int64_t *bad);
+/* F64, F32, F16 or BF16 */
+int dfl_st_is_float(dfl_st_dtype dt);
 
 /* Look NAME up and check its shape; on a missing tensor or a shape mismatch, err says
 ** "FILE: tensor NAME: expected shape [..], found [..]" (or "missing"). */

@@ -15,6 +15,29 @@
 #include "runtime/io/data.h"
 #include "runtime/io/export.h"
 
+/* A weight holding NaN or Inf: refused, naming the tensor and the first such element. */
+static int nonfinite(const dfl_st *st, const dfl_st_entry *e, int64_t i, char *err, size_t errlen) {
+  double v = 0;
+  const uint8_t *p = dfl_st_data(st, e);
+  if (e->dtype == DFL_ST_BF16 || e->dtype == DFL_ST_F16) {
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    v = e->dtype == DFL_ST_BF16 ? dfl_bf16_to_f32(h) : dfl_f16_to_f32(h);
+  } else if (e->dtype == DFL_ST_F32) {
+    float f;
+    memcpy(&f, p + 4 * i, 4);
+    v = f;
+  } else if (e->dtype == DFL_ST_F64) {
+    memcpy(&v, p + 8 * i, 8);
+  }
+  char what[64];
+  if (isfinite(v)) snprintf(what, sizeof what, "%g, beyond the f32 range", v);
+  else snprintf(what, sizeof what, "%s", isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+  snprintf(err, errlen, "%s: tensor %s: element %lld is %s: the weights are corrupt (re-download or re-convert "
+           "them); not training on them", st->files[e->file].path, e->name, (long long)i, what);
+  return DFL_EFORMAT;
+}
+
 int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen) {
   const dfl_tensor *tt = &c->g->t[t];
   int64_t n = dfl_tensor_numel(tt);
@@ -28,10 +51,10 @@ int dfl_weights_read(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e,
   int rc;
   if (tt->dtype == DFL_I32 || tt->dtype == DFL_I64) {
     rc = dfl_st_read_i32(st, e, dfl_cpu_i32(c, t));
-  } else if (c->f64) {
-    rc = dfl_st_read_f64(st, e, dfl_cpu_f64(c, t));
   } else {
-    rc = dfl_st_read_f32(st, e, dfl_cpu_f32(c, t));
+    int64_t bad = -1;
+    rc = c->f64 ? dfl_st_read_f64_scan(st, e, dfl_cpu_f64(c, t), &bad) : dfl_st_read_f32_scan(st, e, dfl_cpu_f32(c, t), &bad);
+    if (rc == DFL_OK && bad >= 0) return nonfinite(st, e, bad, err, errlen);
   }
   if (rc != DFL_OK)
     snprintf(err, errlen, "%s: tensor %s: cannot convert %s data to %s", st->files[e->file].path, e->name,
@@ -119,8 +142,8 @@ static void wsrc_parse(const char *name, wsrc *w) {
 }
 
 /* The rows of e that w selects, into graph tensor t (its shape checked against them). */
-static int read_rows(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, const wsrc *w, char *err, size_t errlen) {
-  const dfl_tensor *tt = &c->g->t[t];
+/* Do the rows of e that w selects have graph tensor tt's shape? (a period must divide e's rows) */
+static int rows_shape(const dfl_tensor *tt, const dfl_st *st, const dfl_st_entry *e, const wsrc *w, char *err, size_t errlen) {
   int64_t N = e->ndim ? e->shape[0] : 1, C = N ? dfl_st_numel(e) / N : 0, p = w->p ? w->p : N;
   int64_t want_r = tt->ndim == 2 ? tt->shape[0] : dfl_tensor_numel(tt), want_c = tt->ndim == 2 ? tt->shape[1] : 1;
   int64_t got_r = p > 0 && N % p == 0 && w->a >= 0 && w->a < w->b && w->b <= p ? N / p * (w->b - w->a) : -1;
@@ -132,10 +155,23 @@ static int read_rows(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e,
              e->name, a, (long long)w->a, (long long)w->b, w->p ? " of every " : "", (long long)w->p, b);
     return DFL_ESHAPE;
   }
+  return DFL_OK;
+}
+
+static int read_rows(dfl_cpu *c, int t, const dfl_st *st, const dfl_st_entry *e, const wsrc *w, char *err, size_t errlen) {
+  const dfl_tensor *tt = &c->g->t[t];
+  int64_t N = e->ndim ? e->shape[0] : 1, C = N ? dfl_st_numel(e) / N : 0, p = w->p ? w->p : N;
+  int rc0 = rows_shape(tt, st, e, w, err, errlen);
+  if (rc0 != DFL_OK) return rc0;
   size_t esz = c->f64 ? sizeof(double) : sizeof(float);
   char *all = malloc((size_t)dfl_st_numel(e) * esz);
   if (!all) { snprintf(err, errlen, "%s: tensor %s: out of host memory", st->files[e->file].path, e->name); return DFL_ENOMEM; }
-  int rc = c->f64 ? dfl_st_read_f64(st, e, (double *)all) : dfl_st_read_f32(st, e, (float *)all);
+  int64_t bad = -1;
+  int rc = c->f64 ? dfl_st_read_f64_scan(st, e, (double *)all, &bad) : dfl_st_read_f32_scan(st, e, (float *)all, &bad);
+  if (rc == DFL_OK && bad >= 0) {
+    free(all);
+    return nonfinite(st, e, bad, err, errlen);
+  }
   if (rc != DFL_OK) {
     snprintf(err, errlen, "%s: tensor %s: cannot convert %s data to %s", st->files[e->file].path, e->name,
              dfl_st_dtype_name(e->dtype), dfl_dtype_name(tt->dtype));
@@ -171,42 +207,91 @@ static void note_ignored(const dfl_st *st) {
             st->nfiles ? st->files[0].path : "?", vis, mtp);
 }
 
+/* A multimodal wrapper (Qwen3_5ForConditionalGeneration) keeps the text model's "model.*" under
+** "model.language_model.*"; lm_head.weight keeps its name. */
+static int is_wrapped(const dfl_st *st, unsigned kind_mask, const char *prefix) {
+  return (!prefix || !prefix[0]) && (kind_mask & DFL_KIND_BIT(DFL_T_FROZEN)) &&
+         !dfl_st_find(st, "model.embed_tokens.weight") && dfl_st_find(st, "model.language_model.embed_tokens.weight");
+}
+
+/* The checkpoint entry of graph tensor t, its shape and dtype checked (header only): what load
+** reads and check inspects, by one rule. */
+static int resolve(const dfl_graph *g, int t, const dfl_st *st, const char *prefix, int wrapped, wsrc *w,
+                   const dfl_st_entry **out, char *err, size_t errlen) {
+  const dfl_tensor *tt = &g->t[t];
+  char name[DFL_NAME_MAX + 64];
+  wsrc_parse(tt->name, w);
+  if (tt->kind != DFL_T_FROZEN) w->rows = w->plus1 = 0, snprintf(w->base, sizeof w->base, "%s", tt->name);
+  if (wrapped && !strncmp(w->base, "model.", 6)) snprintf(name, sizeof name, "model.language_model.%s", w->base + 6);
+  else snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", w->base);
+  const dfl_st_entry *e = NULL;
+  int rc;
+  *out = NULL;
+  if (tt->kind == DFL_T_INPUT || w->rows) {
+    e = dfl_st_find(st, name);
+    if (!e) {
+      snprintf(err, errlen, "%s: tensor %s: missing", st->nfiles ? st->files[0].path : "?", name);
+      return DFL_EFORMAT;
+    }
+    if (tt->kind != DFL_T_INPUT && (rc = rows_shape(tt, st, e, w, err, errlen))) return rc;
+    if (tt->kind == DFL_T_INPUT && dfl_st_numel(e) != dfl_tensor_numel(tt)) {
+      char a[96], b[96];
+      dfl_st_shape_str(a, sizeof a, tt->ndim, tt->shape);
+      dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);
+      snprintf(err, errlen, "%s: tensor %s: expected shape %s, found %s", st->files[e->file].path, e->name, a, b);
+      return DFL_ESHAPE;
+    }
+  } else {
+    /* Weights: the exact shape (a transposed or resized matrix must not slip through). */
+    rc = dfl_st_expect(st, name, tt->ndim, tt->shape, &e, err, errlen);
+    if (rc != DFL_OK) return rc;
+  }
+  /* A float weight stored as integers (I16 in place of BF16) converts to nonsense without a word. */
+  int float_t = tt->dtype != DFL_I32 && tt->dtype != DFL_I64;
+  if (float_t && !dfl_st_is_float(e->dtype)) {
+    snprintf(err, errlen, "%s: tensor %s: dtype %s, but it is a float tensor (BF16, F16, F32 or F64): a corrupt or "
+             "mislabelled checkpoint", st->files[e->file].path, e->name, dfl_st_dtype_name(e->dtype));
+    return DFL_EFORMAT;
+  }
+  *out = e;
+  return DFL_OK;
+}
+
 int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
                      char *err, size_t errlen) {
   const dfl_graph *g = c->g;
-  char name[DFL_NAME_MAX + 64];
-  /* A multimodal wrapper (Qwen3_5ForConditionalGeneration) keeps the text model's "model.*" under
-  ** "model.language_model.*"; lm_head.weight keeps its name. */
-  int wrapped = (!prefix || !prefix[0]) && (kind_mask & DFL_KIND_BIT(DFL_T_FROZEN)) &&
-                !dfl_st_find(st, "model.embed_tokens.weight") && dfl_st_find(st, "model.language_model.embed_tokens.weight");
+  int wrapped = is_wrapped(st, kind_mask, prefix);
   if (kind_mask & DFL_KIND_BIT(DFL_T_FROZEN)) note_ignored(st);
   for (int t = 0; t < g->nt; t++) {
     const dfl_tensor *tt = &g->t[t];
     if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue; /* scales: derived */
     wsrc w;
-    wsrc_parse(tt->name, &w);
-    if (tt->kind != DFL_T_FROZEN) w.rows = w.plus1 = 0, snprintf(w.base, sizeof w.base, "%s", tt->name);
-    if (wrapped && !strncmp(w.base, "model.", 6)) snprintf(name, sizeof name, "model.language_model.%s", w.base + 6);
-    else snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", w.base);
-    const dfl_st_entry *e = NULL;
-    int rc;
-    if (tt->kind == DFL_T_INPUT || w.rows) {
-      e = dfl_st_find(st, name);
-      if (!e) {
-        snprintf(err, errlen, "%s: tensor %s: missing", st->nfiles ? st->files[0].path : "?", name);
-        return DFL_EFORMAT;
-      }
-    } else {
-      /* Weights: the exact shape (a transposed or resized matrix must not slip through). */
-      rc = dfl_st_expect(st, name, tt->ndim, tt->shape, &e, err, errlen);
-      if (rc != DFL_OK) return rc;
-    }
+    const dfl_st_entry *e;
+    int rc = resolve(g, t, st, prefix, wrapped, &w, &e, err, errlen);
+    if (rc != DFL_OK) return rc;
     rc = w.rows ? read_rows(c, t, st, e, &w, err, errlen) : dfl_weights_read(c, t, st, e, err, errlen);
     if (rc != DFL_OK) return rc;
     if (w.plus1) add_one(c, t);
   }
   quantize_fp8(c, kind_mask);
   return DFL_OK;
+}
+
+int dfl_weights_check(const dfl_graph *g, const dfl_st *st, unsigned kind_mask, const char *prefix,
+                      void (*report)(void *ctx, const char *msg), void *ctx) {
+  int wrapped = is_wrapped(st, kind_mask, prefix), bad = 0;
+  char err[1024];
+  for (int t = 0; t < g->nt; t++) {
+    const dfl_tensor *tt = &g->t[t];
+    if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue;
+    wsrc w;
+    const dfl_st_entry *e;
+    if (resolve(g, t, st, prefix, wrapped, &w, &e, err, sizeof err) != DFL_OK) {
+      bad++;
+      if (report) report(ctx, err);
+    }
+  }
+  return bad;
 }
 
 int dfl_weights_load_path(dfl_cpu *c, const char *path, unsigned kind_mask, const char *prefix,

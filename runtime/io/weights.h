@@ -25,6 +25,12 @@
 ** wrong shape is refused: err names the file, the tensor and both shapes. */
 int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
                      char *err, size_t errlen);
+/* What dfl_weights_load would refuse, from the headers alone (no weight data is read): every
+** tensor of g whose kind bit is in kind_mask exists in st with its shape (or, for a NAME[a:b/p]
+** row selection, rows that give it) and a float dtype where the graph's is float. report() gets
+** one line per problem; returns their number. */
+int dfl_weights_check(const dfl_graph *g, const dfl_st *st, unsigned kind_mask, const char *prefix,
+                      void (*report)(void *ctx, const char *msg), void *ctx);
 /* Same, opening PATH (file, or HF directory with shards) first. */
 int dfl_weights_load_path(dfl_cpu *c, const char *path, unsigned kind_mask, const char *prefix,
                           char *err, size_t errlen);

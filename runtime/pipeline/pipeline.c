@@ -76,6 +76,7 @@ struct pipe_s {
   dfl_topo tp;               /* micro-batch assignment (topo.h): mixed topologies too */
   int64_t steps;             /* the schedule's optimizer steps */
   int64_t step0, end;        /* this run takes steps step0+1 .. end (step0 > 0: resumed; end < steps: --stop-at) */
+  double t_run;              /* when this run's first step began (progress lines: elapsed, eta) */
   int64_t total;             /* this run's micro-batches: (end - step0) * A * N, numbered from 0 */
   dfl_pipe_opts o;
   FILE *log, *mjsonl;
@@ -574,9 +575,11 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
       dfl_step_stats w;
       memset(&w, 0, sizeof w);
       ratios(p->win + 2, B, &w);
+      char eta[64];
+      dfl_train_eta(eta, sizeof eta, now_s() - p->t_run, step - p->step0, p->end - step);
       fprintf(p->log, "step %" PRId64 "/%" PRId64 "  loss %.3f  acc %.3f  tau %.2f  lr %.1e  gnorm %.2f  "
-              "tok/s %.0f\n", step, p->steps, p->win[1] > 0 ? p->win[0] / p->win[1] : 0.0, w.acc, w.tau, st.lr,
-              st.gnorm, p->win_t > 0 ? p->win_tok / p->win_t : 0);
+              "tok/s %.0f  %s\n", step, p->steps, p->win[1] > 0 ? p->win[0] / p->win[1] : 0.0, w.acc, w.tau, st.lr,
+              st.gnorm, p->win_t > 0 ? p->win_tok / p->win_t : 0, eta);
     }
     memset(p->win, 0, sizeof p->win);
     p->win_tok = p->win_t = 0;
@@ -1441,8 +1444,8 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   char path[DFL_PATH_MAX + 32];
   int pn = !p->writer ? snprintf(path, sizeof path, "%s/metrics-rank%d.jsonl", p->out_dir, p->rank)
                    : snprintf(path, sizeof path, "%s/metrics.jsonl", p->out_dir);
-  if (pn >= (int)sizeof path ||
-      !(p->mjsonl = fopen(path, resume[0] ? "a" : "w"))) {   /* a resumed run appends */
+  if (pn >= (int)sizeof path || (resume[0] && dfl_ckpt_trim_metrics(path, p->step0)) ||
+      !(p->mjsonl = fopen(path, resume[0] ? "a" : "w"))) {   /* a resumed run appends, each step once */
     fprintf(stderr, "dflc: cannot write %s: %s\n", path, strerror(errno));
     rc = DFL_EIO;
     goto out;
@@ -1459,6 +1462,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
 
   double t0 = now_s();
+  p->t_run = t0;
   dfl_mon_report(&p->diag, 0, NULL, NULL, NULL, NULL, 0);   /* start the first interval now */
   int started = 0;
   if (pthread_create(&p->loader.th, NULL, loader_main, &p->loader) == 0) started = 1;
@@ -1523,6 +1527,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   if (!p->o.quiet) {
     fprintf(p->log, "pipeline done: steps %" PRId64 "..%" PRId64 " in %.1fs; replicas bit-identical\n", p->step0 + 1,
             p->end, p->res->seconds);
+    if (p->writer) dfl_train_next_steps(p->log, s->file, p->out_dir, !p->o.no_export && p->end == p->steps, p->res->ckpt);
     fflush(p->log);
   }
 out:

@@ -459,7 +459,11 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     return DFL_EIO;
   }
   snprintf(path, sizeof path, "%s/metrics.jsonl", tr->out_dir);
-  /* A resumed run appends; a fresh one starts the file over. */
+  /* A resumed run appends (after the steps past its checkpoint are dropped); a fresh one starts over. */
+  if (resume[0] && (rc = dfl_ckpt_trim_metrics(path, tr->step))) {
+    dfl_train_close(tr);
+    return rc;
+  }
   tr->mjsonl = fopen(path, resume[0] ? "a" : "w");
   if (!tr->mjsonl) {
     fprintf(stderr, "dflc: cannot write %s: %s\n", path, strerror(errno));
@@ -666,6 +670,61 @@ int dfl_train_checkpoint(dfl_trainer *tr) {
   return rc;
 }
 
+void dfl_train_eta(char *buf, size_t n, double elapsed, int64_t done, int64_t left) {
+  double eta = done > 0 ? elapsed / (double)done * (double)left : 0;
+  long e = (long)(elapsed + 0.5), r = (long)(eta + 0.5);
+  snprintf(buf, n, "elapsed %ld:%02ld:%02ld  eta %ld:%02ld:%02ld", e / 3600, e / 60 % 60, e % 60, r / 3600, r / 60 % 60,
+           r % 60);
+}
+
+/* A loss that is not finite: what went non-finite first, then the advice for that. The drafter's
+** weights are read back (on a GPU through a host copy); the features only where they are still
+** there (an INPUT, or an unplanned run); the target's weights were scanned when they were loaded. */
+static void explain_nonfinite(dfl_trainer *tr, const dfl_step_stats *st, double prev_gnorm) {
+  const dfl_graph *g = &tr->tg.g;
+  char wname[DFL_NAME_MAX] = "";
+  int64_t wat = -1;
+  dfl_cpu shadow, *h = dfl_train_flush(tr) || dfl_be_sync(&tr->be) ? NULL : dfl_be_host(&tr->be, DFL_KIND_BIT(DFL_T_PARAM), 1, &shadow);
+  for (int t = 0; h && t < g->nt && wat < 0; t++) {
+    if (g->t[t].kind != DFL_T_PARAM) continue;
+    const float *v = dfl_cpu_f32(h, t);
+    int64_t n = dfl_tensor_numel(&g->t[t]);
+    for (int64_t i = 0; v && i < n; i++)
+      if (!isfinite(v[i])) { wat = i; snprintf(wname, sizeof wname, "%s", g->t[t].name); break; }
+  }
+  if (h) dfl_be_host_done(&tr->be, h, 0);
+  int feat = -1;   /* -1: not readable, 0: finite, 1: not */
+  int ft = tr->tg.features;
+  if (ft >= 0 && (g->t[ft].kind == DFL_T_INPUT || !tr->planned)) {
+    int64_t n = dfl_tensor_numel(&g->t[ft]);
+    float *f = malloc(sizeof(float) * (size_t)n);
+    if (f && dfl_be_get_f(&tr->be, ft, f, n) == DFL_OK) {
+      feat = 0;
+      for (int64_t i = 0; i < n && !feat; i++) feat = !isfinite(f[i]);
+    }
+    free(f);
+  }
+  /* The step's weights are those after the previous step's update: finite when its gradients
+  ** were (an Adam step is bounded by lr). What the drafter holds now is this step's update. */
+  fprintf(stderr, "dflc: step %" PRId64 ": the loss is %s; stopping. What went non-finite first:\n", st->step,
+          isnan(st->loss) ? "NaN" : "infinite");
+  if (feat == 1) {
+    fprintf(stderr, "  the features: the target's tapped hidden states hold NaN/Inf (its weights were finite when loaded)\n"
+                    "  = help: the target overflows in this precision: try `target { dtype = fp32 }`; a lower lr will not help\n");
+  } else if (!isfinite(prev_gnorm)) {
+    fprintf(stderr, "  the gradients of step %" PRId64 " (gnorm %s), whose update made the drafter's weights non-finite%s%s\n",
+            st->step - 1, isnan(prev_gnorm) ? "NaN" : "Inf", wat >= 0 ? " (first: " : "", wat >= 0 ? wname : "");
+    if (wat >= 0) fprintf(stderr, "  )\n");
+    fprintf(stderr, "  = help: the training diverged: try a lower lr (now %.3g), `clip = 1.0`, or a longer warmup\n", tr->spec.lr);
+  } else {
+    fprintf(stderr, "  the loss itself: the drafter's weights were finite (the previous step's gradients were) and %s\n",
+            feat == 0 ? "so were the features" : "the features are not kept after the step (not checked)");
+    fprintf(stderr, "  = help: the logits overflow: a target lm_head or embedding with huge values (a damaged checkpoint?), "
+                    "or bf16 overflow: try `precision = fp32`\n");
+  }
+  (void)wat;
+}
+
 /* 12345 -> "12,345" */
 static const char *thousands(double v, char *buf, size_t n) {
   char raw[32];
@@ -803,6 +862,8 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   double win[2 + DFL_METRIC_COUNT + 2 * 64] = {0}, win_tok = 0, win_t = 0;
   dfl_step_stats st;
   int ckpts = !tr->opts.no_ckpt;
+  double prev_gnorm = 0, t_run = now_s();
+  int64_t step0 = tr->step;
   /* Pipelined: step k+1 is enqueued before the metrics of step k are read, so the device never
   ** waits for the host; a checkpoint step is a barrier (the state saved must be that step's). */
   while (tr->step < end || tr->n_pend > 0) {
@@ -821,9 +882,11 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
       return rc;
     }
     if (!isfinite(st.loss)) {
-      fprintf(stderr, "dflc: step %" PRId64 ": loss is %g; stopping (try a lower lr or clipping)\n", st.step, st.loss);
+      fflush(tr->mjsonl);
+      explain_nonfinite(tr, &st, prev_gnorm);
       return DFL_ERR;
     }
+    prev_gnorm = st.gnorm;
     fprintf(tr->mjsonl, "{\"step\":%" PRId64 ",\"loss\":%.6g,\"acc\":%.6g,\"tau\":%.6g,\"topk\":%.6g,"
             "\"lr\":%.6g,\"gnorm\":%.6g,\"tokens\":%.0f,\"seconds\":%.4f,\"acc_pos\":", st.step, st.loss, st.acc,
             st.tau, st.topk, st.lr, st.gnorm, st.tokens, st.seconds);
@@ -841,8 +904,10 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
       fprintf(log, "step %" PRId64 "/%" PRId64 "  loss %.3f  acc %.3f", st.step, s->steps,
               win[1] > 0 ? win[0] / win[1] : 0.0, acc);
       print_pos(log, pos, st.B, 7);
-      fprintf(log, "  tau %.2f  lr %.1e  gnorm %.2f  tok/s %s\n", tau, st.lr, st.gnorm,
-              thousands(win_t > 0 ? win_tok / win_t : 0, tb, sizeof tb));
+      char eta[64];
+      dfl_train_eta(eta, sizeof eta, now_s() - t_run, st.step - step0, end - st.step);
+      fprintf(log, "  tau %.2f  lr %.1e  gnorm %.2f  tok/s %s  %s\n", tau, st.lr, st.gnorm,
+              thousands(win_t > 0 ? win_tok / win_t : 0, tb, sizeof tb), eta);
       fflush(log);
       memset(win, 0, sizeof win);
       win_tok = win_t = 0;
@@ -896,5 +961,17 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
     if (rc) return rc;
     fprintf(log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
   }
+  dfl_train_next_steps(log, s->file, tr->out_dir, tr->step >= s->steps && !tr->opts.no_export, ckpts ? tr->last_ckpt : "");
   return DFL_OK;
+}
+
+void dfl_train_next_steps(FILE *log, const char *spec, const char *out_dir, int exported, const char *ckpt) {
+  if (exported) {
+    fprintf(log, "the drafter is in %s/drafter (Hugging Face DFlash format, for SGLang/vLLM)\n", out_dir);
+    fprintf(log, "next: dflc eval %s --drafter %s/drafter\n", spec, out_dir);
+  } else if (ckpt && ckpt[0]) {
+    fprintf(log, "the newest checkpoint is %s\n", ckpt);
+    fprintf(log, "next: dflc train %s --out %s --resume %s   (or: dflc export %s -o DIR)\n", spec, out_dir, ckpt, ckpt);
+  }
+  fflush(log);
 }

@@ -188,4 +188,10 @@ void dfl_eval_jsonl(FILE *f, int64_t step, const dfl_eval_stats *es);
 int dfl_eval_drafter(const dfl_spec *s, dfl_backend_kind kind, const char *drafter_dir, const dfl_dataset *d,
                      dfl_eval_stats *es);
 
+/* "elapsed H:MM:SS  eta H:MM:SS" for a progress line: done steps took elapsed seconds, left remain. */
+void dfl_train_eta(char *buf, size_t n, double elapsed, int64_t done, int64_t left);
+/* The last lines of a run: where the drafter is and the command to run next (dflc eval), or, when
+** it stopped before the end, the checkpoint and how to resume or export it. */
+void dfl_train_next_steps(FILE *log, const char *spec, const char *out_dir, int exported, const char *ckpt);
+
 #endif

@@ -150,6 +150,24 @@ static void test_refusals(const char *dir) {
   CHECK(load_log(path, 100, 8, DFL_BADROW_SKIP, &d, &log) == DFL_EFORMAT && strstr(log, "no usable row (1 lines, 1 bad)"),
         "all bad: %s", log);
   free(log);
+  /* A UTF-8 BOM before the first row is accepted (Windows editors write one). */
+  snprintf(path, sizeof path, "%s/bom.jsonl", dir);
+  io_write_file(path, "\xef\xbb\xbf{\"input_ids\":[1,2,3],\"loss_mask\":[0,1,1]}\n", 45);
+  CHECK(load_log(path, 100, 8, DFL_BADROW_REFUSE, &d, &log) == DFL_OK && d.n == 1, "BOM refused: %s", log);
+  if (d.n == 1) dfl_data_free(&d);
+  free(log);
+  /* A .gz that is plain text: one line, not a row-by-row "not JSON". */
+  snprintf(path, sizeof path, "%s/plain.jsonl.gz", dir);
+  io_write_file(path, "{\"input_ids\":[1,2,3],\"loss_mask\":[0,1,1]}\n{\n{\n", 46);
+  CHECK(load_log(path, 100, 8, DFL_BADROW_SKIP, &d, &log) == DFL_EFORMAT && strstr(log, "not gzip") &&
+        !strchr(log, '\n')[1], "plain .gz: %s", log);
+  free(log);
+  /* A FIFO: refused at once (reading it would block or never end). */
+  snprintf(path, sizeof path, "%s/fifo.jsonl", dir);
+  CHECK(mkfifo(path, 0600) == 0, "mkfifo");
+  CHECK(load_log(path, 100, 8, DFL_BADROW_SKIP, &d, &log) == DFL_EFORMAT && strstr(log, "not a regular file"), "fifo: %s", log);
+  free(log);
+  unlink(path);
   snprintf(path, sizeof path, "%s/missing.jsonl", dir);
   CHECK(load_log(path, 100, 8, DFL_BADROW_SKIP, &d, &log) == DFL_EIO && strstr(log, "cannot open"), "missing: %s", log);
   free(log);

@@ -60,6 +60,87 @@ static void write_params(dfl_cpu *c, const char *path, int bad, int skip) {
   free(o);
 }
 
+static void count_line(void *ctx, const char *msg) {
+  (void)msg;
+  ++*(int *)ctx;
+}
+
+/* The header check (dfl_weights_check) and the loader agree, through row selections NAME[a:b/p],
+** (1+w) norms, integer dtypes where floats belong, and NaN/Inf found while converting. */
+static void test_header_check(void) {
+  dfl_graph g;
+  dfl_graph_init(&g);
+  int sel = dfl_tensor_2d(&g, "x.weight[1:3/4]", DFL_F32, DFL_T_FROZEN, 4, 3);   /* rows i % 4 in 1..2 of [8,3] */
+  int nrm = dfl_tensor_1d(&g, "n.weight(1+w)", DFL_F32, DFL_T_FROZEN, 3);
+  int pl = dfl_tensor_2d(&g, "y.weight", DFL_F32, DFL_T_FROZEN, 2, 3);
+  CHECK(sel >= 0 && nrm >= 0 && pl >= 0, "graph");
+  float xv[24], nv[3] = {0, 0.5f, -0.5f}, yv[6] = {1, 2, 3, 4, 5, 6};
+  for (int i = 0; i < 24; i++) xv[i] = (float)i;
+  char err[512];
+  dfl_st st;
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/dfl_test_hdr_%d.safetensors", (int)getpid());
+  /* good: [8,3] with period 4 */
+  dfl_st_out o[3] = {{.name = "x.weight", .dtype = DFL_ST_BF16, .ndim = 2, .shape = {8, 3}, .f32 = xv},
+                     {.name = "n.weight", .dtype = DFL_ST_F32, .ndim = 1, .shape = {3}, .f32 = nv},
+                     {.name = "y.weight", .dtype = DFL_ST_BF16, .ndim = 2, .shape = {2, 3}, .f32 = yv}};
+  CHECK(dfl_st_write(path, o, 3, NULL, 0, err, sizeof err) == DFL_OK, "write: %s", err);
+  CHECK(dfl_st_open(&st, path, err, sizeof err) == DFL_OK, "open: %s", err);
+  int n = 0;
+  CHECK(dfl_weights_check(&g, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", count_line, &n) == 0 && n == 0,
+        "a good header refused (%d problems)", n);
+  dfl_cpu c;
+  CHECK(dfl_cpu_init(&c, &g, NULL, 0) == DFL_OK, "cpu");
+  CHECK(dfl_weights_load(&c, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", err, sizeof err) == DFL_OK, "load: %s", err);
+  CHECK(dfl_cpu_f32(&c, sel)[0] == 3 && dfl_cpu_f32(&c, sel)[3] == 6 && dfl_cpu_f32(&c, sel)[6] == 15, "rows 1,2,5,6");
+  CHECK(dfl_cpu_f32(&c, nrm)[1] == 1.5f, "(1+w)");
+  dfl_st_close(&st);
+  /* [6,3]: the period 4 does not divide 6 rows */
+  o[0].shape[0] = 6;
+  CHECK(dfl_st_write(path, o, 3, NULL, 0, err, sizeof err) == DFL_OK, "write: %s", err);
+  CHECK(dfl_st_open(&st, path, err, sizeof err) == DFL_OK, "open: %s", err);
+  n = 0;
+  CHECK(dfl_weights_check(&g, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", count_line, &n) == 1 && n == 1,
+        "a period that does not divide the rows passed the check");
+  CHECK(dfl_weights_load(&c, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", err, sizeof err) == DFL_ESHAPE && strstr(err, "x.weight"),
+        "load of [6,3] rows: %s", err);
+  dfl_st_close(&st);
+  /* an integer dtype for a float weight: refused by the check and by the loader */
+  int32_t yi[6] = {1, 2, 3, 4, 5, 6};
+  o[0].shape[0] = 8;
+  o[2].dtype = DFL_ST_I16;
+  o[2].f32 = NULL;
+  o[2].i32 = yi;
+  CHECK(dfl_st_write(path, o, 3, NULL, 0, err, sizeof err) == DFL_OK, "write: %s", err);
+  CHECK(dfl_st_open(&st, path, err, sizeof err) == DFL_OK, "open: %s", err);
+  n = 0;
+  CHECK(dfl_weights_check(&g, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", count_line, &n) == 1, "I16 weight passed the check");
+  err[0] = 0;
+  CHECK(dfl_weights_load(&c, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", err, sizeof err) != DFL_OK && strstr(err, "y.weight") &&
+        strstr(err, "I16"), "I16 weight loaded: %s", err);
+  printf("  integer dtype: %s\n", err);
+  dfl_st_close(&st);
+  /* NaN and Inf: refused while converting, naming the tensor and the element */
+  for (int k = 0; k < 2; k++) {
+    o[2].dtype = k ? DFL_ST_F32 : DFL_ST_BF16;
+    o[2].i32 = NULL;
+    o[2].f32 = yv;
+    yv[4] = k ? INFINITY : NAN;
+    CHECK(dfl_st_write(path, o, 3, NULL, 0, err, sizeof err) == DFL_OK, "write: %s", err);
+    CHECK(dfl_st_open(&st, path, err, sizeof err) == DFL_OK, "open: %s", err);
+    CHECK(dfl_weights_check(&g, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", NULL, NULL) == 0, "the header is fine");
+    err[0] = 0;
+    CHECK(dfl_weights_load(&c, &st, DFL_KIND_BIT(DFL_T_FROZEN), "", err, sizeof err) == DFL_EFORMAT &&
+          strstr(err, "y.weight") && strstr(err, "element 4") && strstr(err, k ? "+Inf" : "NaN"), "non-finite loaded: %s", err);
+    printf("  non-finite: %s\n", err);
+    dfl_st_close(&st);
+    yv[4] = 5;
+  }
+  dfl_cpu_free(&c);
+  dfl_graph_free(&g);
+  unlink(path);
+}
+
 int main(void) {
   uint64_t seed = (uint64_t)time(NULL);
   printf("test_weights: seed %llu\n", (unsigned long long)seed);
@@ -155,6 +236,7 @@ int main(void) {
   dfl_cpu_free(&c2);
   dfl_cpu_free(&c3);
   dfl_graph_free(&tg.g);
+  test_header_check();
   printf("%s\n", failures ? "FAILED" : "passed");
   return failures ? 1 : 0;
 }

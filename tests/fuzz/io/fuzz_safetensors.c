@@ -3,6 +3,7 @@
 ** refused with a message or opened into entries whose every byte can be read: no crash, no
 ** out-of-bounds read, no UB, no leak. Built and run by run_fuzz.sh (ctest: io_fuzz_safetensors).
 */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n > (1 << 20)) continue;   /* bytes were validated; keep runs fast */
     float *f = malloc((size_t)(n + 1) * sizeof *f);
     int32_t *iv = malloc((size_t)(n + 1) * sizeof *iv);
-    dfl_st_read_f32(&st, e, f);
+    int64_t bad = -2;
+    dfl_st_read_f32_scan(&st, e, f, &bad);
+    /* the scan while converting: the first non-finite element, or -1 (integers are always finite) */
+    if (bad < -1 || bad >= (n > 0 ? n : 1) || (bad >= 0 && isfinite(f[bad]))) abort();
+    for (int64_t k = 0; k < (bad >= 0 ? bad : n); k++) if (!isfinite(f[k]) && e->dtype <= DFL_ST_BF16) abort();
     (void)dfl_st_read_i32(&st, e, iv);
     free(f);
     free(iv);

@@ -1,0 +1,115 @@
+#!/bin/bash
+# test_check_deep.sh DFLC [--update]: what `dflc check` finds beyond the spec, each case with its
+# golden stderr in tests/cli/check_deep/NAME.expected (the scratch directory shows as T): target
+# weights that are missing, truncated, of an integer dtype, mis-shaped, absent, or whose shards and
+# index disagree (headers only: check never reads the weight data); a memory plan over its budget
+# or over this machine (DFL_HOST_MEMORY); a run directory that cannot be made. Then what only
+# loading can see: NaN weights refused by `dflc train` naming the tensor, and `train` refusing a
+# plan over budget unless --over-budget.
+# Run from the repository root (ctest does).
+set -u
+DFLC=${1:?usage: test_check_deep.sh PATH/TO/dflc [--update]}
+case $DFLC in /*) ;; *) DFLC=$PWD/$DFLC ;; esac
+UPDATE=${2:-}
+ROOT=$PWD
+[ -f examples/nano.dfl ] || { echo "run from the repository root"; exit 2; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/dfl_deep_XXXXXX") || exit 2
+trap 'rm -rf "$T"' EXIT
+G=$ROOT/tests/cli/check_deep
+fails=0 n=0
+
+# header_edit SRC DST SED: DST is SRC with its safetensors header rewritten by SED (same length)
+header_edit() {
+  local n; n=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+  head -c 8 "$1" > "$2"
+  head -c $((8 + n)) "$1" | tail -c "$n" | sed "$3" > "$T/hdr"
+  [ "$(wc -c < "$T/hdr")" = "$n" ] || { echo "header_edit: $3 changed the header's length"; exit 2; }
+  cat "$T/hdr" >> "$2"
+  tail -c +$((9 + n)) "$1" >> "$2"
+}
+# model NAME [FROM]: a copy of examples/models/FROM (nano) as T/NAME
+model() { mkdir -p "$T/$1"; cp "$ROOT/examples/models/${2:-nano}/"*.json "$T/$1/"; }
+# spec NAME MODEL [SPEC]: T/NAME.dfl, examples/SPEC.dfl (nano) with its model and paths moved
+spec() {
+  sed -e "s#\"models/[a-z]*\"#\"$T/$2\"#" -e "s#\"data/#\"$ROOT/examples/data/#g" -e "s#\"\.\./runs/nano\"#\"$T/ckpt\"#" \
+    "$ROOT/examples/${3:-nano}.dfl" > "$T/$1.dfl"
+}
+# golden NAME RC ARGS...: dflc ARGS exits RC, its stderr (T for the scratch dir) is NAME.expected
+golden() {
+  local name=$1 want=$2; shift 2
+  n=$((n + 1))
+  timeout 300 "$DFLC" "$@" > "$T/out" 2> "$T/err"; local rc=$?
+  sed -i -e "s#$T#T#g" -e "s#$ROOT/##g" "$T/err"
+  [ "$UPDATE" = --update ] && cp "$T/err" "$G/$name.expected"
+  if [ $rc -ne "$want" ]; then echo "FAIL $name: exit $rc, want $want"; cat "$T/err"; fails=$((fails + 1)); return; fi
+  if ! cmp -s "$T/err" "$G/$name.expected"; then
+    echo "FAIL $name: stderr differs from $G/$name.expected"; diff "$G/$name.expected" "$T/err" | head -30
+    fails=$((fails + 1)); return
+  fi
+  echo "ok:   $name -> $rc"
+}
+NANO=$ROOT/examples/models/nano/model.safetensors
+
+model noweights;  spec noweights noweights
+model truncated;  spec truncated truncated; head -c 4000000 "$NANO" > "$T/truncated/model.safetensors"
+model i16;        spec i16 i16
+header_edit "$NANO" "$T/i16/model.safetensors" 's/"model.layers.0.self_attn.q_proj.weight":{"dtype":"BF16"/"model.layers.0.self_attn.q_proj.weight":{"dtype":"I16" /'
+model shape;      spec shape shape
+header_edit "$NANO" "$T/shape/model.safetensors" 's/"model.layers.0.mlp.gate_proj.weight":{"dtype":"BF16","shape":\[384,128\]/"model.layers.0.mlp.gate_proj.weight":{"dtype":"BF16","shape":[128,384]/'
+model missing;    spec missing missing
+header_edit "$NANO" "$T/missing/model.safetensors" 's/model.layers.1.mlp.up_proj.weight/model.layers.1.mlp.up_proX.weight/; s/model.layers.2.self_attn.o_proj.weight/model.layers.2.self_attn.o_projX_eight/'
+model shards tiny; spec shards shards tiny
+cp "$ROOT/examples/models/tiny/"*.safetensors "$T/shards/"
+grep -v '"model.layers.2.mlp.up_proj.weight"' "$ROOT/examples/models/tiny/model.safetensors.index.json" > "$T/shards/model.safetensors.index.json"
+model shardmiss tiny; spec shardmiss shardmiss tiny
+cp "$ROOT/examples/models/tiny/model-0000"[12]*.safetensors "$T/shardmiss/"
+
+golden weights_none 1 check "$T/noweights.dfl"
+golden weights_truncated 1 check "$T/truncated.dfl"
+golden weights_i16 1 check "$T/i16.dfl"
+golden weights_shape 1 check "$T/shape.dfl"
+golden weights_missing 1 check "$T/missing.dfl"
+golden weights_shard_index 1 check "$T/shards.dfl"
+golden weights_shard_missing 1 check "$T/shardmiss.dfl"
+
+# the memory plan: over a budget, over this machine
+spec budget good; model good; cp "$NANO" "$T/good/"
+sed -i 's/  colocate = true.*/  colocate = true\n  memory { default = 2MiB }/' "$T/budget.dfl"
+golden plan_budget 1 check "$T/budget.dfl"
+spec host good
+DFL_HOST_MEMORY=4000000 golden plan_host 1 check "$T/host.dfl"
+# train refuses what check refuses (the same verdict), unless --over-budget
+golden train_budget 1 train "$T/budget.dfl" --steps 1 --out "$T/run_budget"
+n=$((n + 1))
+if DFL_HOST_MEMORY=4000000 "$DFLC" train "$T/host.dfl" --steps 1 --no-eval --no-export --out "$T/run_host" --over-budget \
+     > "$T/out" 2>&1 && grep -q "step 1/1" "$T/out"; then echo "ok:   train --over-budget trains"
+else echo "FAIL train --over-budget:"; head -20 "$T/out"; fails=$((fails + 1)); fi
+
+# a run directory that cannot be made (runs/ is a file here)
+mkdir -p "$T/cwd"; : > "$T/cwd/runs"; spec rundir good
+cd "$T/cwd"; golden run_dir 1 check "$T/rundir.dfl"; cd "$ROOT"
+
+# NaN weights: the header is fine (check passes), loading refuses them naming the tensor
+model nan; spec nan nan; cp "$NANO" "$T/nan/model.safetensors"
+hn=$(od -An -t u8 -N8 "$NANO" | tr -d ' ')
+# lm_head.weight is first in the data area: its element 3 becomes a bf16 NaN
+printf '\377\177' | dd of="$T/nan/model.safetensors" bs=1 seek=$((8 + hn + 6)) conv=notrunc 2>/dev/null
+golden weights_nan_check 0 check "$T/nan.dfl"
+golden weights_nan_train 1 train "$T/nan.dfl" --steps 1 --no-eval --out "$T/run_nan"
+
+# a released drafter (init = "DIR"): a good export passes, a mis-shaped one is refused at `init`
+"$DFLC" train "$T/host.dfl" --steps 1 --no-eval --out "$T/dr" > "$T/out" 2>&1 || { echo "FAIL: training a drafter to init from"; cat "$T/out"; fails=$((fails + 1)); }
+mkdir -p "$T/drbad"; cp "$T/dr/drafter/config.json" "$T/drbad/"
+header_edit "$T/dr/drafter/model.safetensors" "$T/drbad/model.safetensors" 's/"fc.weight":{"dtype":"BF16","shape":\[128,256\]/"fc.weight":{"dtype":"BF16","shape":[256,128]/'
+sed "s#init       = fresh#init       = \"$T/dr/drafter\"#" "$T/host.dfl" > "$T/init.dfl"
+sed "s#init       = fresh#init       = \"$T/drbad\"#" "$T/host.dfl" > "$T/initbad.dfl"
+golden init_good 0 check "$T/init.dfl"
+golden init_shape 1 check "$T/initbad.dfl"
+
+# a FIFO as data: check refuses it (train would block reading it forever)
+mkfifo "$T/fifo.jsonl"
+sed "s#\"$ROOT/examples/data/nano_train.jsonl.gz\"#\"$T/fifo.jsonl\"#" "$T/host.dfl" > "$T/fifo.dfl"
+golden data_fifo 1 check "$T/fifo.dfl"
+
+echo "check_deep: $n cases, $fails failed"
+[ $fails = 0 ]

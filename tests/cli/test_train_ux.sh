@@ -1,0 +1,78 @@
+#!/bin/bash
+# test_train_ux.sh DFLC: what a user watching `dflc train` sees (nano, a few steps on the CPU):
+#   - progress lines carry elapsed time and an ETA; the last lines say where the drafter is and
+#     the next command (dflc eval), or, stopped early, the checkpoint and how to resume it;
+#   - after a kill and --resume, metrics.jsonl holds every step once (the killed run's steps
+#     after its checkpoint, and a torn last line, are dropped);
+#   - stdout is line-buffered: with both streams in one file a note printed before an error
+#     comes before it;
+#   - a NaN loss names what went non-finite first (here: the loss, from a target lm_head of
+#     huge values), not only "try a lower lr";
+#   - an allocation that fails names its bytes, the plan's parts and `dflc plan`.
+# Run from the repository root (ctest does).
+set -u
+DFLC=${1:?usage: test_train_ux.sh PATH/TO/dflc}
+case $DFLC in /*) ;; *) DFLC=$PWD/$DFLC ;; esac
+ROOT=$PWD
+[ -f examples/nano.dfl ] || { echo "run from the repository root"; exit 2; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/dfl_ux_XXXXXX") || exit 2
+trap 'rm -rf "$T"' EXIT
+fails=0 n=0
+ok() { n=$((n + 1)); echo "ok:   $1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; [ -f "${2:-}" ] && head -30 "$2" | sed 's/^/    /'; }
+# spec NAME MODEL: examples/nano.dfl with absolute paths, its model MODEL
+spec() {
+  sed -e "s#\"models/nano\"#\"$2\"#" -e "s#\"data/#\"$ROOT/examples/data/#g" -e "s#\"\.\./runs/nano\"#\"$T/ckpt_$1\"#" \
+    "$ROOT/examples/nano.dfl" > "$T/$1.dfl"
+}
+spec nano "$ROOT/examples/models/nano"
+
+# 1. a run stopped at step 3, "killed" after writing steps 4 and 5 and half a line, resumed to 6
+"$DFLC" train "$T/nano.dfl" --steps 6 --stop-at 3 --no-eval --out "$T/run" > "$T/a.out" 2>&1 || bad "train --stop-at 3" "$T/a.out"
+if grep -q "elapsed 0:00:[0-9][0-9]  eta 0:[0-9][0-9]:[0-9][0-9]" "$T/a.out"; then ok "progress lines have elapsed and eta"
+else bad "no elapsed/eta in the progress lines" "$T/a.out"; fi
+if tail -2 "$T/a.out" | grep -q "^next: dflc train $T/nano.dfl --out $T/run --resume $T/run/ckpt/step-00000003"; then
+  ok "a stopped run ends with its checkpoint and the resume command"
+else bad "a stopped run does not say how to resume" "$T/a.out"; fi
+sed -n 3p "$T/run/metrics.jsonl" | sed 's/"step":3,/"step":4,/' >> "$T/run/metrics.jsonl"
+sed -n 3p "$T/run/metrics.jsonl" | sed 's/"step":3,/"step":5,/' >> "$T/run/metrics.jsonl"
+printf '{"step":6,"loss":1' >> "$T/run/metrics.jsonl"
+"$DFLC" train "$T/nano.dfl" --steps 6 --no-eval --resume "$T/run/ckpt" --out "$T/run" > "$T/b.out" 2>&1 || bad "train --resume" "$T/b.out"
+steps=$(grep -v '"eval"' "$T/run/metrics.jsonl" | sed 's/.*"step":\([0-9]*\),.*/\1/' | tr '\n' ' ')
+if [ "$steps" = "1 2 3 4 5 6 " ]; then ok "metrics.jsonl after a resume: every step once ($steps)"
+else bad "metrics.jsonl after a resume holds steps: $steps" "$T/run/metrics.jsonl"; fi
+if tail -2 "$T/b.out" | head -1 | grep -q "^the drafter is in $T/run/drafter" &&
+   tail -1 "$T/b.out" | grep -q "^next: dflc eval $T/nano.dfl --drafter $T/run/drafter$"; then
+  ok "the last lines say where the drafter is and the next command"
+else bad "the last lines do not say where the drafter is and what to run next" "$T/b.out"; fi
+
+# 2. line-buffered stdout: the warmup note (stdout) comes before the data error (stderr)
+printf '{"input_ids": [1, 2], "loss_mask": [1, 1]}\n{"input_ids": [1]}\n' > "$T/badrows.jsonl"
+sed -e "s#\"$ROOT/examples/data/nano_train.jsonl.gz\"#\"$T/badrows.jsonl\"#" -e 's/  seed    = 0/  seed    = 0\n  bad_rows = refuse/' \
+  "$T/nano.dfl" > "$T/badrows.dfl"
+"$DFLC" train "$T/badrows.dfl" --steps 5 --out "$T/run_badrows" > "$T/c.out" 2>&1
+note=$(grep -n "^note: 5 steps instead of" "$T/c.out" | cut -d: -f1)
+err=$(grep -n "refused" "$T/c.out" | head -1 | cut -d: -f1)
+if [ -n "$note" ] && [ -n "$err" ] && [ "$note" -lt "$err" ]; then ok "stdout is line-buffered (note on line $note, error on line $err)"
+else bad "the note and the error are out of order (note line '$note', error line '$err')" "$T/c.out"; fi
+
+# 3. a NaN loss names what went non-finite first: lm_head of bf16 3.4e38 (finite, but the logits overflow)
+mkdir -p "$T/big"; cp "$ROOT/examples/models/nano/"*.json "$T/big/"; cp "$ROOT/examples/models/nano/model.safetensors" "$T/big/"
+hn=$(od -An -t u8 -N8 "$T/big/model.safetensors" | tr -d ' ')
+head -c 2097152 /dev/zero | tr '\0' '\177' | dd of="$T/big/model.safetensors" bs=1M seek=$((8 + hn)) oflag=seek_bytes conv=notrunc 2>/dev/null
+spec big "$T/big"
+"$DFLC" train "$T/big.dfl" --steps 3 --no-eval --out "$T/run_big" > "$T/d.out" 2> "$T/d.err"; rc=$?
+if [ $rc = 1 ] && grep -q "step 1: the loss is NaN; stopping. What went non-finite first:" "$T/d.err" &&
+   grep -q "^  the loss itself: the drafter's weights were finite" "$T/d.err" && grep -q "lm_head" "$T/d.err"; then
+  ok "a NaN loss names the loss (not the weights) as what went non-finite first"
+else bad "NaN loss explanation (exit $rc)" "$T/d.err"; fi
+
+# 4. an allocation that cannot succeed (--over-budget past check): its bytes, the plan's parts, dflc plan
+sed -e 's/  batch   = 8/  batch   = 1000000/' -e 's/  seq_len = 128/  seq_len = 4096/' "$T/nano.dfl" > "$T/huge.dfl"
+"$DFLC" train "$T/huge.dfl" --steps 1 --no-eval --out "$T/run_huge" --over-budget > "$T/e.out" 2> "$T/e.err"; rc=$?
+if [ $rc = 1 ] && grep -q "out of memory: cannot allocate [0-9.]* GiB ([0-9]* bytes); the planned arena: weights" "$T/e.err" &&
+   grep -q "activations" "$T/e.err" && grep -q '`dflc plan SPEC`' "$T/e.err"; then ok "an allocation failure names bytes, parts and dflc plan"
+else bad "allocation failure message (exit $rc)" "$T/e.err"; fi
+
+echo "train_ux: $n checks, $fails failed"
+[ $fails = 0 ]
