@@ -28,7 +28,7 @@ find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED
 find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_emit PUBLIC dfl_ir ${DFL_NVRTC_LIB})
 
-add_library(dfl_cuda STATIC runtime/cuda/cuda.c)
+add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/hybrid.c)
 find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_cuda PUBLIC dfl_emit dfl_plan_core ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads)
 
@@ -91,3 +91,8 @@ add_executable(bench_memops tests/cuda/bench_memops.c)
 target_link_libraries(bench_memops PRIVATE dfl_cuda dfl_cpu m)
 target_include_directories(bench_memops PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 target_link_options(bench_memops PRIVATE -Wl,--as-needed)
+# bench_gdn: GATED_DELTA's chunk kernel against flash-linear-attention on the same inputs (bench/cuda/run.sh);
+# not a ctest test: it runs on a GPU machine after bench/cuda/gdn_fla.py.
+add_executable(bench_gdn bench/cuda/bench_gdn.c tests/cuda/naive_cblas.c)
+target_link_libraries(bench_gdn PRIVATE dfl_cuda dfl_cpu m)
+target_link_options(bench_gdn PRIVATE -Wl,--as-needed)
