@@ -9,6 +9,7 @@ add_library(dfl_cli STATIC
   runtime/cli/cmd_pack.c
   runtime/cli/cmd_bench.c
   runtime/cli/bench_ops.c
+  runtime/cli/bench_target.c
   runtime/cli/power.c)
 target_link_libraries(dfl_cli PUBLIC dfl_pipeline dfl_train ${CMAKE_DL_LIBS} m)
 if(TARGET dfl_emit)

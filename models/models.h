@@ -16,10 +16,14 @@ typedef struct dfl_target_out {
   int features;       /* [batch*S, n_taps*H]: tapped hidden states, concatenated in taps order */
   int hidden[DFL_MAX_LAYERS + 1]; /* with all_hidden: hidden state i (0 = embeddings, L = after final norm) */
   int logits;         /* with logits: [batch*S, V], else -1 */
-  int embed, lm_head; /* the FROZEN embedding and head (shared with a colocated drafter) */
+  int embed, lm_head; /* the FROZEN embedding and head (shared with a colocated drafter); lm_head -1
+                      ** unless the target computes logits (or ties it to the embedding) */
 } dfl_target_out;
 int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids, int all_hidden,
                      int logits, dfl_target_out *out);
+/* One line on what the training target forward computes: its family, the layers it runs (up to the
+** deepest tap) and what it skips. */
+void dfl_model_target_describe(const dfl_spec *s, char *buf, size_t n);
 
 /* One DFlash drafter training micro-step (reference §1.3-§2.6), forward + loss + metrics.
 ** features: [batch*S, n_taps*H] (INPUT, or a colocated target's output); ids, loss_mask:

@@ -148,8 +148,10 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
   g->cur_label = "target.embed";
 
   out->embed = dfl_tensor_2d(g, "model.embed_tokens.weight", dt, DFL_T_FROZEN, a->vocab, H);
+  /* the LM head only where the target itself computes logits: a target device never holds it (the
+  ** drafter's loss head makes it when it is colocated: dfl_model_drafter) */
   out->lm_head = a->tie_embeddings ? out->embed
-                                   : dfl_tensor_2d(g, "lm_head.weight", dt, DFL_T_FROZEN, a->vocab, H);
+                 : logits ? dfl_tensor_2d(g, "lm_head.weight", dt, DFL_T_FROZEN, a->vocab, H) : -1;
 
   int pos = dfl_tensor_1d(g, "target.pos", DFL_I32, DFL_T_ACT, R);
   dfl_attrs at;
@@ -214,4 +216,20 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
   g->cur_phase = saved_phase;
   g->cur_label = saved_label;
   return DFL_OK;
+}
+
+void dfl_model_target_describe(const dfl_spec *s, char *buf, size_t n) {
+  const dfl_arch *a = &s->target;
+  int deepest = 0, lin = 0;
+  for (int i = 0; i < s->n_taps; i++)
+    if (s->taps[i] > deepest) deepest = s->taps[i];
+  for (int l = 0; l <= deepest && l < a->layers; l++) lin += a->family == DFL_FAMILY_QWEN3_5 && a->linear[l];
+  const char *fam = a->family == DFL_FAMILY_QWEN3_5 ? "qwen3_5" : a->family == DFL_FAMILY_LLAMA ? "llama" : "qwen3";
+  int k = snprintf(buf, n, "target forward: %s, layers 0..%d of %d", fam, deepest, a->layers);
+  if (k > 0 && (size_t)k < n && a->family == DFL_FAMILY_QWEN3_5)
+    k += snprintf(buf + k, n - (size_t)k, " (%d Gated DeltaNet, %d gated attention)", lin, deepest + 1 - lin);
+  if (k > 0 && (size_t)k < n)
+    snprintf(buf + k, n - (size_t)k, deepest + 1 < a->layers ? "; the deepest tap is %d: layers %d..%d, the final norm "
+             "and the LM head are not computed" : "; the deepest tap is %d: the final norm and the LM head are not computed",
+             deepest, deepest + 1, a->layers - 1);
 }

@@ -4,7 +4,7 @@
 ** --ops / --gemms: every op timed alone, per (phase, op kind) and per GEMM shape.
 **
 ** --floor: the step's compute alone at the board's power. An H200 runs the training step at its
-** 700 W cap, where a step's time is its energy over the cap (docs/performance.md, session 8): what
+** 700 W cap, where a step's time is its energy over the cap (docs/journal/2026-11-performance.md, session 8): what
 ** bounds the step is then not the GEMMs' rate in a short burst (784-814 TFLOP/s) but their rate at
 ** the cap. The floor runs only the step's GEMMs and loss head (LINEAR_CE: its two vocabulary GEMMs
 ** and the row-wise cross-entropy between them), then those and the attention kernels, back to back
@@ -52,20 +52,20 @@ static int prof_cmp(const void *a, const void *b) {
 }
 /* Op i of the step, launched (GPU) or run (CPU) alone; a multi-tensor optimizer group's first op
 ** launches the whole group, as the step's graphs do. */
-static int run_op(dfl_trainer *tr, int i) {
+static int run_op_be(dfl_backend *be, int i) {
 #ifdef DFL_HAVE_CUDA
-  dfl_cuda *c = dfl_be_cuda_state(&tr->be);
+  dfl_cuda *c = dfl_be_cuda_state(be);
   if (c) return dfl_cuda_run_op_grouped(c, i);
 #endif
-  return tr->be.cpu ? dfl_cpu_run_op(tr->be.cpu, i) : DFL_ERR;
+  return be->cpu ? dfl_cpu_run_op(be->cpu, i) : DFL_ERR;
 }
+static int run_op(dfl_trainer *tr, int i) { return run_op_be(&tr->be, i); }
 
 /* ms[i] += the mean time of op i over reps steps (after one warm-up step). */
-static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
-  const dfl_graph *g = &tr->tg.g;
+static int time_ops(dfl_backend *be, const dfl_graph *g, int reps, double *ms, const char **how) {
   int rc = DFL_OK;
 #ifdef DFL_HAVE_CUDA
-  dfl_cuda *c = dfl_be_cuda_state(&tr->be);
+  dfl_cuda *c = dfl_be_cuda_state(be);
   if (c) {
     *how = "each op launched alone between CUDA events; a multi-tensor optimizer group as one launch, timed on its first op";
     cudaStream_t st = (cudaStream_t)dfl_cuda_stream(c);
@@ -77,7 +77,7 @@ static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
     for (int r = 0; r <= reps && rc == DFL_OK; r++) { /* r = 0: warm-up, not counted */
       cudaEventRecord(ev[0], st);
       for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
-        rc = run_op(tr, i); /* the optimizer's kernels as the step runs them */
+        rc = run_op_be(be, i); /* the optimizer's kernels as the step runs them */
         cudaEventRecord(ev[i + 1], st);
       }
       if (rc == DFL_OK && cudaStreamSynchronize(st) != cudaSuccess) rc = DFL_ERR;
@@ -92,12 +92,12 @@ static int time_ops(dfl_trainer *tr, int reps, double *ms, const char **how) {
     return rc;
   }
 #endif
-  if (!tr->be.cpu) return DFL_ERR;
+  if (!be->cpu) return DFL_ERR;
   *how = "each op run alone, host clock";
   for (int r = 0; r <= reps && rc == DFL_OK; r++)
     for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
       double t0 = dfl_bench_clock();
-      rc = run_op(tr, i);
+      rc = run_op_be(be, i);
       if (r > 0) ms[i] += 1e3 * (dfl_bench_clock() - t0) / reps;
     }
   return rc;
@@ -137,12 +137,13 @@ static void gemm_table(const dfl_graph *g, const double *ms) {
            r[k].ms, r[k].ms > 0 ? r[k].fl / (r[k].ms * 1e-3) / 1e12 : 0);
   free(r);
 }
-int dfl_bench_op_profile(dfl_trainer *tr, int reps, int gemms) {
-  const dfl_graph *g = &tr->tg.g;
+int dfl_bench_op_profile(dfl_trainer *tr, int reps, int gemms) { return dfl_bench_op_profile_be(&tr->be, &tr->tg.g, reps, gemms); }
+
+int dfl_bench_op_profile_be(dfl_backend *be, const dfl_graph *g, int reps, int gemms) {
   double *ms = calloc((size_t)g->nops + 1, sizeof(double));
   prof_row *rows = calloc((size_t)g->nops + 1, sizeof(prof_row));
   const char *how = "";
-  int rc = ms && rows ? time_ops(tr, reps, ms, &how) : DFL_ENOMEM, nr = 0;
+  int rc = ms && rows ? time_ops(be, g, reps, ms, &how) : DFL_ENOMEM, nr = 0;
   double total = 0;
   for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
     const dfl_op *op = &g->ops[i];

@@ -16,6 +16,11 @@ double dfl_bench_clock(void); /* monotonic seconds */
 /* --ops (and --gemms): every op of one step run alone, `reps` times after one warm-up, printed per
 ** (phase, op kind) and, with gemms, per GEMM shape. */
 int dfl_bench_op_profile(dfl_trainer *tr, int reps, int gemms);
+/* The same for any graph open on a backend (the target-only bench); "step" reads as one run of g. */
+int dfl_bench_op_profile_be(dfl_backend *be, const dfl_graph *g, int reps, int gemms);
+/* `dflc bench --target-only`: the target forward alone (bench_target.c). */
+int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, int64_t warmup, int reps, int ops, int gemms,
+                     int cpu, const char *json);
 
 /* --floor: the step's GEMMs and loss head (and, with_attention, its attention kernels) alone, back to
 ** back, for seconds: on a power-capped GPU the time and energy a step of nothing else would take at

@@ -12,7 +12,7 @@
 **    bf16, the peer baseline's peak);
 ** 4. on a GPU, the board's energy over the timed steps (NVML, runtime/power.c): joules per step,
 **    average power against the power limit, and what held the SM clock back near their end. An
-**    H200 runs these steps at its 700 W cap, where time = energy / cap (docs/performance.md).
+**    H200 runs these steps at its 700 W cap, where time = energy / cap (docs/journal/2026-11-performance.md).
 ** 5. --ops / --gemms / --floor (runtime/bench_ops.c): every op timed alone; and the step's compute
 **    floor, its GEMMs and loss head (then with its attention) alone, back to back, at the board's power.
 **
@@ -164,17 +164,19 @@ static double skipped_rows_flops(const dfl_spec *s, int colocated) {
 int dfl_cmd_bench(int argc, char **argv) {
   const char *spec_file = NULL, *json = NULL;
   int64_t steps = 20, warmup = 3, reps = 3;
-  int fp32 = 0, cpu = 0, drafter_only = 0, ops = 0, gemms = 0, floor_ = 0;
+  int fp32 = 0, cpu = 0, drafter_only = 0, target_only = 0, ops = 0, gemms = 0, floor_ = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf("usage: dflc bench SPEC.dfl [--steps N] [--warmup W] [--phase-steps R] [--json FILE] [--fp32] [--cpu]\n"
-             "                 [--drafter-only] [--ops] [--gemms] [--floor]\n"
+             "                 [--drafter-only | --target-only] [--ops] [--gemms] [--floor]\n"
              "  Training throughput on the spec's device: sequence tokens/s, step time split by phase,\n"
              "  TFLOP/s and MFU (peak %.0f TFLOP/s), device memory planned and measured, and on a GPU the\n"
              "  board's energy per step and average power (NVML; at the power cap, time = energy / cap).\n"
              "  --drafter-only  the drafter step alone (no target; random features written once): drafter\n"
              "                  positions/s, MFU by dflc's FLOP count and by the peer's\n"
+             "  --target-only   the frozen target forward alone, as a pipeline's target device runs it:\n"
+             "                  sequence tokens/s, TFLOP/s, the GEMMs' share of the FLOPs (--ops: of the time)\n"
              "  --ops           also time every op alone (CUDA events) and print the time per phase and\n"
              "                  op kind, with TFLOP/s and the GB/s of its tensors\n"
              "  --gemms         --ops and also each GEMM shape's time and TFLOP/s\n"
@@ -206,6 +208,8 @@ int dfl_cmd_bench(int argc, char **argv) {
       cpu = 1;
     } else if (!strcmp(a, "--drafter-only")) {
       drafter_only = 1;
+    } else if (!strcmp(a, "--target-only")) {
+      target_only = 1;
     } else if (!strcmp(a, "--ops")) {
       ops = 1;
     } else if (!strcmp(a, "--gemms")) {
@@ -230,6 +234,24 @@ int dfl_cmd_bench(int argc, char **argv) {
     free(tr);
     free(s);
     return 1;
+  }
+  if (target_only && (drafter_only || floor_ || fp32)) {
+    fprintf(stderr, "dflc bench: --target-only times the forward alone: drop --drafter-only, --floor and --fp32\n");
+    free(tr);
+    free(s);
+    return 2;
+  }
+  if (target_only) {
+    if ((cpu || !dfl_be_cuda_available()) && (double)s->target.hidden * s->target.intermediate * s->target.layers > 4e9) {
+      fprintf(stderr, "dflc bench: %s: a %d-layer target of hidden %d is too large for the CPU reference backend; run it on "
+              "a GPU\n", spec_file, s->target.layers, s->target.hidden);
+      rc = 1;
+    } else {
+      rc = dfl_bench_target(s, spec_file, steps, warmup, (int)reps, ops, gemms, cpu, json);
+    }
+    free(tr);
+    free(s);
+    return rc;
   }
   /* The CPU reference backend would need hours (and tens of GiB) for a production-sized vocabulary
   ** head: refuse before allocating anything. */

@@ -270,7 +270,15 @@ int dfl_cmd_plan(int argc, char **argv) {
     int rc = plan_device(s, k, budget, no_inplace, &pd[n]);
     if (pd[n].g && pd[n].p.offset) views[n] = pd[n].d;
     else { free_dev(&pd[n]); status = 1; continue; }
-    if (!quiet) { dfl_plan_print(stdout, &views[n]); printf("\n"); }
+    if (!quiet) {
+      dfl_plan_print(stdout, &views[n]);
+      if (s->devices[k].runs_target) {
+        char line[256];
+        dfl_model_target_describe(s, line, sizeof line);
+        printf("  %s\n", line);
+      }
+      printf("\n");
+    }
     if (rc != DFL_OK) {
       explain_no_fit(s, k, &pd[n], no_inplace);
       status = 1;

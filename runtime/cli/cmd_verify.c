@@ -48,7 +48,7 @@ static double rel_err(const double *ours, const double *ref, int64_t n) {
 /* rel_err with each element weighted by |g|, g the reference gradient. The bf16 update check: the
 ** first AdamW step is ~ -lr sign(g), so where |g| is below the bf16 gradient noise (~1e-2 of its
 ** rms) the sign, hence the update, is a coin flip on any correct bf16 backend: on the H200 the plain
-** update error reached 0.06-0.25 with every gradient within 1.3e-2 (docs/performance.md). Weighting
+** update error reached 0.06-0.25 with every gradient within 1.3e-2 (docs/journal/2026-11-performance.md). Weighting
 ** by |g| keeps what an optimizer bug would break (lr, bias correction, clip, sign: O(1) errors)
 ** and drops those coin flips (simulated at the measured gradient errors: <= 3.3e-3). */
 static double rel_err_weighted(const double *ours, const double *ref, const double *g, int64_t n) {
@@ -468,7 +468,7 @@ int dfl_cmd_verify(int argc, char **argv) {
     return 77;
   }
   /* bf16: the fixture is float64; bf16 params and activations (8 mantissa bits) give ~1e-2
-  ** relative errors, the AdamW update of near-zero gradients more: see docs/performance.md */
+  ** relative errors, the AdamW update of near-zero gradients more: see docs/journal/2026-11-performance.md */
   if (o.bf16 && !tol_set) o.tol = 5e-2;
   char base[DFL_PATH_MAX];
   snprintf(base, sizeof base, "%s", fixture);

@@ -2,7 +2,7 @@
 ** bench_memops (GPU, not in the default ctest run): the step's memory-bound row kernels alone, at
 ** the shapes the 8B and 27B steps give them, each next to a device copy of the same bytes, so that
 ** kernel variants are compared in seconds and against what a copy of that size reaches (the 4.3 TB/s
-** of docs/performance.md is a 2 GiB copy's; a 50 MB kernel pays its ramp and tail too).
+** of docs/journal/2026-11-performance.md is a 2 GiB copy's; a 50 MB kernel pays its ramp and tail too).
 **   timed: each case's op launched back to back over four buffer sets (together larger than the
 **     50 MB L2) behind a 1 GiB copy, so the host's launches are queued before the first one starts;
 **     CUDA events around the case's launches only; median of the repetitions, per launch.

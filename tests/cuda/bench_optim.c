@@ -1,7 +1,7 @@
 /*
 ** bench_optim (GPU, not in the default ctest run): the optimizer's memory-bound kernels alone, at
 ** a drafter's parameter shapes, so that kernel variants can be compared in seconds instead of a
-** full step (docs/performance.md, session 8).
+** full step (docs/journal/2026-11-performance.md, session 8).
 **   shapes: the Qwen3.6-27B-shaped drafter (hidden 5120, mlp 17408, 32 x 128 heads, 8 kv heads,
 **     5 layers, fc over 5 taps: 1.73 G parameters) or, with argument "8b", the Qwen3-8B one;
 **   dtypes: bf16 params and gradients (`grads = bf16`), f32 masters and moments, as the examples;

@@ -11,7 +11,7 @@
 ** cos >= 0.7, params cos >= 0.997: measured on the H200 over 80 seeds (DFL_STEP_SEEDS), the worst
 ** gradient cosine per seed has median 0.996, 5% quantile 0.92, minimum 0.805 (k_norm, q_norm,
 ** k_proj: small, cancellation-heavy sums, also with the reference attention kernels), the worst
-** param cosine minimum 0.9984 (docs/performance.md). Metric sums: f32 exact up to 1 flip per 50 supervised positions (argmax near ties).
+** param cosine minimum 0.9984 (docs/journal/2026-11-performance.md). Metric sums: f32 exact up to 1 flip per 50 supervised positions (argmax near ties).
 ** Then the bf16 step with an FP8 target (quantize = fp8): its quantized weights and scales read back
 ** from the GPU equal the CPU's bit for bit; the step's tolerances are in run_mode.
 ** Seed from the time (printed). Exit 77 without a GPU.
@@ -219,7 +219,7 @@ int main(void) {
   uint64_t seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
   printf("test_step: seed %llu (DFL_SEED reproduces)\n", (unsigned long long)seed);
   /* DFL_STEP_SEEDS=N: the bf16 step for N consecutive seeds, then the distribution of the worst
-  ** gradient cosine (how the bf16 tolerance was measured: docs/performance.md) */
+  ** gradient cosine (how the bf16 tolerance was measured: docs/journal/2026-11-performance.md) */
   const char *ns = getenv("DFL_STEP_SEEDS");
   if (ns && atoi(ns) > 0) {
     int n = atoi(ns), fp8 = getenv("DFL_STEP_FP8") != NULL; /* DFL_STEP_FP8: the FP8-target step instead */

@@ -1,0 +1,118 @@
+/*
+** bench_target.c: `dflc bench SPEC --target-only`: the frozen target forward alone, as a pipeline's
+** target device runs it (the same graph, fusions and plan: features live at the end), on the
+** spec's batch x seq_len tokens. Reports sequence tokens/s and TFLOP/s of the forward, and with
+** --ops the time of every op alone: the share outside the GEMMs is what a target-side kernel can
+** still win. Random weights (weights = random) are drawn on the device.
+*/
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/plan.h"
+#include "models/models.h"
+#include "runtime/backend.h"
+#include "runtime/cli/bench_ops.h"
+#include "runtime/io/weights.h"
+
+int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, int64_t warmup, int reps, int ops, int gemms,
+                     int cpu, const char *json) {
+  const int64_t B = s->batch, S = s->seq_len;
+  dfl_graph g;
+  dfl_graph_init(&g);
+  g.cur_phase = DFL_PH_TARGET;
+  int ids = dfl_tensor_1d(&g, "input_ids", DFL_I32, DFL_T_INPUT, B * S);
+  dfl_target_out out;
+  int rc = dfl_model_target(&g, s, (int)B, (int)S, ids, 0, 0, &out);
+  if (!rc && (dfl_fuse_add(&g) < 0 || dfl_fuse_norm_rope(&g) < 0 || dfl_fuse_rope_pair(&g) < 0 || dfl_fuse_quant(&g) < 0))
+    rc = DFL_ENOMEM; /* as a pipeline's target device */
+  if (rc || out.features < 0) {
+    fprintf(stderr, "dflc bench: %s: cannot build the target graph\n", spec_file);
+    dfl_graph_free(&g);
+    return 1;
+  }
+  const dfl_backend_kind kind = cpu || !dfl_be_cuda_available() ? DFL_BE_CPU : DFL_BE_CUDA;
+  dfl_plan plan;
+  memset(&plan, 0, sizeof plan);
+  dfl_plan_opts po;
+  memset(&po, 0, sizeof po);
+  po.live_out = &out.features;
+  po.n_live_out = 1;
+  dfl_plan_ws *ws = calloc((size_t)g.nops + 2, sizeof *ws);
+  if (ws && kind == DFL_BE_CUDA) po.n_ws = dfl_plan_cuda_workspaces(&g, ws), po.ws = ws;
+  int planned = ws && dfl_plan_build_ex(&plan, &g, NULL, NULL, &po) == DFL_OK && dfl_plan_check(&plan, &g) == DFL_OK;
+  free(ws);
+  dfl_backend be;
+  dfl_cpu c;
+  memset(&be, 0, sizeof be);
+  int cpu_open = 0;
+  double flops = 0, gemm_fl = 0;
+  for (int i = 0; i < g.nops; i++) {
+    double f = dfl_op_flops(&g, &g.ops[i]);
+    flops += f;
+    if (g.ops[i].code == DFL_OP_MATMUL || g.ops[i].code == DFL_OP_MATMUL_F8) gemm_fl += f;
+  }
+  char what[256];
+  dfl_model_target_describe(s, what, sizeof what);
+  if (kind == DFL_BE_CUDA) {
+    rc = dfl_be_open_cuda(&be, &g, planned ? &plan : NULL, &ids, 1);
+    if (!rc) rc = dfl_be_load_weights(&be, s, NULL);
+  } else {
+    rc = dfl_cpu_init(&c, &g, planned ? &plan : NULL, 0);
+    cpu_open = rc == DFL_OK;
+    if (!rc) rc = dfl_weights_load_spec(s, &c, NULL);
+    if (!rc) rc = dfl_be_open_cpu(&be, &c);
+  }
+  if (rc) {
+    fprintf(stderr, "dflc bench: %s: cannot open the %s backend for the target graph\n", spec_file,
+            kind == DFL_BE_CUDA ? "CUDA" : "CPU");
+    if (cpu_open) dfl_cpu_free(&c);
+    if (planned) dfl_plan_free(&plan);
+    dfl_graph_free(&g);
+    return 1;
+  }
+  printf("bench: %s --target-only on %s (%s), batch %" PRId64 " x %" PRId64 " tokens; %s\n", spec_file, be.name,
+         s->precision == DFL_PREC_BF16 ? "bf16" : "fp32", B, S, what);
+  printf("memory: plan %.2f GiB, backend arena %.2f GiB\n", planned ? plan.arena_bytes / 1073741824.0 : 0.0,
+         be.arena_bytes / 1073741824.0);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  int32_t *in = dfl_be_input_i32(&be, ids);
+  for (int64_t i = 0; i < B * S; i++) { /* uniform token ids: the forward's cost does not depend on them */
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    in[i] = (int32_t)(x % (uint64_t)s->target.vocab);
+  }
+  rc = dfl_be_commit_inputs(&be);
+  for (int64_t i = 0; i < warmup && !rc; i++) rc = dfl_be_run(&be, DFL_PH_ALL);
+  if (!rc) rc = dfl_be_sync(&be);
+  double t0 = dfl_bench_clock();
+  for (int64_t i = 0; i < steps && !rc; i++) rc = dfl_be_run(&be, DFL_PH_ALL);
+  if (!rc) rc = dfl_be_sync(&be);
+  double dt = dfl_bench_clock() - t0;
+  int status = rc ? 1 : 0;
+  if (!rc) {
+    double ms = 1e3 * dt / (double)steps, tps = (double)(B * S) / (ms * 1e-3);
+    printf("forward: %" PRId64 " runs in %.3f s: %.2f ms each, %.0f sequence tokens/s\n", steps, dt, ms, tps);
+    printf("FLOPs/forward: %.2f TFLOP (GEMMs %.2f, %.1f%%); achieved %.1f TFLOP/s\n", flops / 1e12, gemm_fl / 1e12,
+           100 * gemm_fl / flops, flops / (ms * 1e-3) / 1e12);
+    if (ops) rc = dfl_bench_op_profile_be(&be, &g, reps, gemms);
+    if (rc) status = 1;
+    if (json && !rc) {
+      FILE *f = fopen(json, "w");
+      if (!f) { fprintf(stderr, "dflc bench: cannot write %s\n", json); status = 1; }
+      else {
+        fprintf(f, "{\"target_only\":1,\"backend\":\"%s\",\"tokens\":%" PRId64 ",\"forward_ms\":%.6f,"
+                   "\"seq_tokens_per_s\":%.3f,\"tflop_per_forward\":%.6f,\"gemm_tflop\":%.6f,\"tflops\":%.4f}\n",
+                be.name, B * S, ms, tps, flops / 1e12, gemm_fl / 1e12, flops / (ms * 1e-3) / 1e12);
+        fclose(f);
+      }
+    }
+  } else {
+    fprintf(stderr, "dflc bench: the target forward failed\n");
+  }
+  dfl_be_close(&be);
+  if (cpu_open) dfl_cpu_free(&c);
+  if (planned) dfl_plan_free(&plan);
+  dfl_graph_free(&g);
+  return status;
+}
