@@ -15,12 +15,12 @@ mkdir -p $DFL_CACHE_DIR
 for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $B/whl/*.whl && export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > $OUT/session.txt 2>&1
-( time timeout ${OPS_T:-150} /tmp/cuda_ops; echo "rc $?" ) > $OUT/ops.log 2>&1
+( time timeout ${OPS_T:-120} /tmp/cuda_ops; echo "rc $?" ) > $OUT/ops.log 2>&1
 grep -E "FAIL|cases|rc " $OUT/ops.log | tail -25
 for sh in "64 512 2 6 64" "12 4096 16 48 128"; do
   d=/tmp/gdn_$(echo $sh | tr ' ' _)
-  ( PYTHONUNBUFFERED=1 timeout 240 python3 $H/gdn_fla.py $d $sh; echo "fla rc $?"
-    timeout 120 /tmp/bench_gdn $d $sh 20; echo "dflc rc $?" ) >> $OUT/bench.log 2>&1
+  ( PYTHONUNBUFFERED=1 timeout ${FLA_T:-150} python3 $H/gdn_fla.py $d $sh; echo "fla rc $?"
+    timeout 60 /tmp/bench_gdn $d $sh 20; echo "dflc rc $?" ) >> $OUT/bench.log 2>&1
   rm -rf $d
 done
 cat $OUT/bench.log | grep -vE "^\s*$" | tail -20
