@@ -4,7 +4,8 @@ kernels), and flash-linear-attention's chunk_gated_delta_rule timed on them.
 q, k: unit per head (q times D^-0.5, as dflc's L2NORM gives them), v ~ N(0, 1), g = -exp(U(ln 1e-4,
 ln 8)) (decays from 0.9999 to 3e-4), beta ~ U(0.001, 0.999). Writes DIR/{q,k,v,o_fla}.bf16 and
 DIR/{g,beta}.f32 (raw, row-major [B*T, heads*D]), prints FLA's time (median of 10 runs after 3 warm-ups,
-CUDA events) and TFLOP/s at 183 KFLOP per token and value head (docs: qwen35-hybrid.md section 3)."""
+CUDA events) and TFLOP/s at 10 C D + 6 D^2 + 2730 FLOP per token and value head (C = 64; 183 K at
+D 128: ../shared/reference/qwen35-hybrid.md section 3), as bench_gdn counts them."""
 import os, sys, math
 import torch
 import torch.nn.functional as F
@@ -33,7 +34,7 @@ for _ in range(10):
     ts.append(e0.elapsed_time(e1))
 ms = sorted(ts)[len(ts) // 2]
 print(f"fla chunk_gated_delta_rule B {B} T {T} Hk {HK} Hv {HV} d {D}: {ms:.3f} ms, "
-      f"{183e3 * B * T * HV / (ms * 1e-3) / 1e12:.1f} TFLOP/s (min {min(ts):.3f} ms)", flush=True)
+      f"{(640 * D + 6 * D * D + 2730) * B * T * HV / (ms * 1e-3) / 1e12:.1f} TFLOP/s (min {min(ts):.3f} ms)", flush=True)
 for name, t in (("q", q), ("k", k), ("v", v), ("o_fla", o)):
     t.contiguous().view(torch.int16).cpu().numpy().tofile(f"{d}/{name}.bf16")
 for name, t in (("g", g), ("beta", beta)):
