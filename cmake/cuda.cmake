@@ -28,7 +28,7 @@ find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED
 find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_emit PUBLIC dfl_ir ${DFL_NVRTC_LIB})
 
-add_library(dfl_cuda STATIC runtime/cuda/cuda.c)
+add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/hybrid.c)
 find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_cuda PUBLIC dfl_emit dfl_plan_core ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads)
 
@@ -68,7 +68,10 @@ target_link_options(bench_attention PRIVATE -Wl,--as-needed)
 # CI (no GPU): dflc build on every single-device example emits and NVRTC-compiles its kernels.
 add_test(NAME cuda_build_examples COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/build_examples.sh $<TARGET_FILE:dflc>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(cuda_build_examples PROPERTIES LABELS cuda TIMEOUT 300)
+# Each build NVRTC-compiles every family (into its own cubin directory): 140 s of CPU time on the
+# 2-core build machine since the hybrid family (about 36 s of it: three gated-delta chunk instances),
+# three builds: 420 s, past the 300 s this test had.
+set_tests_properties(cuda_build_examples PROPERTIES LABELS cuda TIMEOUT 600)
 
 # GPU benchmark of the target's GEMM shapes in bf16 and in FP8 with per-row scales (docs/fp8.md),
 # after a small FP8 GEMM checked against the host; not a ctest test: run build/bench_fp8_gemm.
@@ -91,3 +94,8 @@ add_executable(bench_memops tests/cuda/bench_memops.c)
 target_link_libraries(bench_memops PRIVATE dfl_cuda dfl_cpu m)
 target_include_directories(bench_memops PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 target_link_options(bench_memops PRIVATE -Wl,--as-needed)
+# bench_gdn: GATED_DELTA's chunk kernel against flash-linear-attention on the same inputs (bench/cuda/run.sh);
+# not a ctest test: it runs on a GPU machine after bench/cuda/gdn_fla.py.
+add_executable(bench_gdn bench/cuda/bench_gdn.c tests/cuda/naive_cblas.c)
+target_link_libraries(bench_gdn PRIVATE dfl_cuda dfl_cpu m)
+target_link_options(bench_gdn PRIVATE -Wl,--as-needed)

@@ -1,3 +1,433 @@
 // hybrid.cuh: the hybrid (Gated DeltaNet + gated attention) target's forward kernels: causal conv
 // with SiLU, per-head L2 norm, the GDN gates, the chunked gated delta rule, the gated RMSNorm, the
-// sigmoid output gate and partial RoPE. Contracts: compiler/ops.def.
+// sigmoid output gate and partial RoPE. Contracts: compiler/ops.def. Rows come in sequences of S
+// (row r belongs to sequence r / S): the conv window and the recurrent state restart at each start.
+// Row kernels load through ldf/stf (any float dtype per tensor), sum in f32 and round once at the store.
+
+__device__ __forceinline__ float hy_silu(float x) { return x / (1.f + expf(-x)); }
+
+/* y[r,c] = silu(sum_j w[c,j] x[r-K+1+j, c]), rows before r's sequence read as 0. One thread per
+** output: consecutive threads take consecutive channels, so each of the K row reads is coalesced. */
+extern "C" __global__ void dfl_conv1d_silu(void *y, int dty, const void *x, int dtx, const void *w, int dtw, ll R,
+                                           int C, int K, int S) {
+  GRID_STRIDE(i, R * C) {
+    const ll r = i / C, s0 = r - r % S;
+    const int c = (int)(i - r * C);
+    float acc = 0.f;
+    for (int j = 0; j < K; j++) {
+      const ll src = r - (K - 1) + j;
+      if (src >= s0) acc += ldf(w, dtw, (ll)c * K + j) * ldf(x, dtx, src * C + c);
+    }
+    stf(y, dty, i, hy_silu(acc));
+  }
+}
+
+/* A warp per group of G features (the q/k heads: G = dk, 32..256): the sum of squares by shuffles. */
+#define HY_WARPS_FOR(gi, ng)                                                                          \
+  for (ll gi = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5; gi < (ng); gi += ((ll)gridDim.x * blockDim.x) >> 5)
+extern "C" __global__ void dfl_l2norm(void *y, int dty, const void *x, int dtx, ll ng, int G, float eps, float alpha) {
+  const int lane = threadIdx.x & 31;
+  HY_WARPS_FOR(gi, ng) {
+    float ss = 0.f;
+    for (int i = lane; i < G; i += 32) { float v = ldf(x, dtx, gi * G + i); ss += v * v; }
+    const float r = alpha / sqrtf(warp_sum(ss) + eps);
+    for (int i = lane; i < G; i += 32) stf(y, dty, gi * G + i, ldf(x, dtx, gi * G + i) * r);
+  }
+}
+/* y = x rsqrt(mean_G(x^2) + eps) w silu(z): the GDN output's gated RMSNorm (a plain weight) */
+extern "C" __global__ void dfl_norm_gate(void *y, int dty, const void *x, int dtx, const void *z, int dtz,
+                                         const void *w, int dtw, ll ng, int G, float eps) {
+  const int lane = threadIdx.x & 31;
+  HY_WARPS_FOR(gi, ng) {
+    float ss = 0.f;
+    for (int i = lane; i < G; i += 32) { float v = ldf(x, dtx, gi * G + i); ss += v * v; }
+    const float r = 1.f / sqrtf(warp_sum(ss) / (float)G + eps);
+    for (int i = lane; i < G; i += 32)
+      stf(y, dty, gi * G + i, ldf(x, dtx, gi * G + i) * r * ldf(w, dtw, i) * hy_silu(ldf(z, dtz, gi * G + i)));
+  }
+}
+
+/* g = -exp(A_log[h]) softplus(a + dt_bias[h]) (torch's softplus: x above 20), beta = sigmoid(b) */
+extern "C" __global__ void dfl_gdn_gates(float *g, float *beta, const void *a, int dta, const void *b, int dtb,
+                                         const void *alog, int dtl, const void *dtbias, int dtd, ll n, int H) {
+  GRID_STRIDE(i, n) {
+    const int h = (int)(i % H);
+    const float xa = ldf(a, dta, i) + ldf(dtbias, dtd, h);
+    const float sp = xa > 20.f ? xa : log1pf(expf(xa));
+    g[i] = -expf(ldf(alog, dtl, h)) * sp;
+    beta[i] = 1.f / (1.f + expf(-ldf(b, dtb, i)));
+  }
+}
+
+/* y = x sigmoid(g): the gated attention's output gate */
+extern "C" __global__ void dfl_sigmoid_mul(void *y, int dty, const void *x, int dtx, const void *gt, int dtg, ll n) {
+  GRID_STRIDE(i, n) stf(y, dty, i, ldf(x, dtx, i) / (1.f + expf(-ldf(gt, dtg, i))));
+}
+
+/* Partial rotary (ROPE with 0 < rot_dim < hd): per (row, head), item i < rd / 2 rotates the NeoX pair
+** (i, i + rd / 2) by pos theta^(-2i/rd) (the angle in double, as dfl_rope), the other items copy dims
+** rd .. hd - 1. The target's RoPE is a few percent of its bytes: one simple kernel serves it. */
+extern "C" __global__ void dfl_rope_part(void *out, int dto, const void *x, int dtx, const int *pos, ll rows, int nh,
+                                         int hd, int rd, double theta, int inverse) {
+  const int half = rd / 2, per = half + hd - rd;
+  GRID_STRIDE(t, rows * nh * per) {
+    const int i = (int)(t % per);
+    const ll rh = t / per, r = rh / nh, base = rh * hd;
+    if (i < half) {
+      double sn, cs;
+      sincos((double)pos[r] * pow(theta, -2.0 * i / rd), &sn, &cs);
+      const float c = (float)cs, s = inverse ? -(float)sn : (float)sn;
+      const float x1 = ldf(x, dtx, base + i), x2 = ldf(x, dtx, base + i + half);
+      stf(out, dto, base + i, x1 * c - x2 * s);
+      stf(out, dto, base + i + half, x2 * c + x1 * s);
+    } else {
+      const int e = rd + i - half;
+      stf(out, dto, base + e, ldf(x, dtx, base + e));
+    }
+  }
+}
+
+/* --- the gated delta rule ---
+** Exact path (f32 graphs, and shapes the chunk kernel does not take): the per-token recurrence in f32,
+** a warp per (sequence, value head, 32 value columns); lane j keeps column j of the state S[dk, 32] in
+** shared memory (conflict free: S[i][j] at i * 32 + j) and the row's k and q are staged there too.
+**   S = exp(g) S;  u = beta (v - S^T k);  S += k u^T;  o = S^T q */
+extern "C" __global__ void __launch_bounds__(32) dfl_gdn_rec(void *o, int dto, const void *q, int dtq, const void *k,
+                                                             int dtk, const void *v, int dtv, const float *g,
+                                                             const float *beta, ll R, int S, int Hv, int Hk, int dk,
+                                                             int dv) {
+  extern __shared__ float hy_rec_sm[]; /* S[dk][32], then k[dk], q[dk] */
+  float *st = hy_rec_sm, *ks = st + dk * 32, *qs = ks + dk;
+  const int lane = threadIdx.x, nvt = (dv + 31) / 32;
+  const int vt = blockIdx.x % nvt, h = (blockIdx.x / nvt) % Hv, kh = h / (Hv / Hk);
+  const ll r0 = (ll)(blockIdx.x / nvt / Hv) * S, r1 = r0 + S < R ? r0 + S : R;
+  const int col = vt * 32 + lane, ok = col < dv;
+  for (int i = 0; i < dk; i++) st[i * 32 + lane] = 0.f;
+  for (ll r = r0; r < r1; r++) {
+    __syncwarp();   /* the previous row's readers of ks / qs are done */
+    for (int i = lane; i < dk; i += 32) {
+      ks[i] = ldf(k, dtk, (r * Hk + kh) * dk + i);
+      qs[i] = ldf(q, dtq, (r * Hk + kh) * dk + i);
+    }
+    __syncwarp();
+    const float a = expf(g[r * Hv + h]), b = beta[r * Hv + h];
+    float kv = 0.f;
+    for (int i = 0; i < dk; i++) {
+      const float s = st[i * 32 + lane] * a;
+      st[i * 32 + lane] = s;
+      kv += s * ks[i];
+    }
+    const float u = b * ((ok ? ldf(v, dtv, (r * Hv + h) * dv + col) : 0.f) - kv);
+    float ov = 0.f;
+    for (int i = 0; i < dk; i++) {
+      const float s = st[i * 32 + lane] + ks[i] * u;
+      st[i * 32 + lane] = s;
+      ov += s * qs[i];
+    }
+    if (ok) stf(o, dto, (r * Hv + h) * dv + col, ov);
+  }
+}
+
+/* Chunk path (bf16 q, k, v; dk in {32, 64, 128}; dv a multiple of 32): FLA's chunk_gated_delta_rule
+** algorithm (reference §3, C = 64), the one the CPU runs in double (runtime/cpu/cpu_hybrid.inc). One
+** CTA of 4 warps per (sequence, value head, BV value columns) scans the chunks of its sequence with the
+** state S [dk, BV] in f32 registers (warp w: columns w BV/4 ..), so nothing goes through global memory
+** but q, k, v, g, beta in and o out. Per chunk of n <= 64 rows (rows n.. zero: g = beta = 0 there, so
+** they add nothing), gamma = the in-chunk cumsum of g:
+**   A = strict_tril(diag(beta) K K^T o exp(gamma_r - gamma_s))   (mma; f32 to shared memory)
+**   T = (I + A)^-1                   (forward substitution in f32, a thread per column: columns are
+**                                     independent, so no barrier inside the 64 steps)
+**   W = T diag(beta e^gamma) K,  U = T diag(beta) V                (mma, warp w: rows 16w ..)
+**   Vn = U - W S                     (W never leaves registers: its accumulators are the A fragments)
+**   O = diag(e^gamma) Q S + (tril(Q K^T) o exp(gamma_r - gamma_s)) Vn   (the QK^T accumulators likewise)
+**   S = e^gamma_last S + K^T diag(e^(gamma_last - gamma)) Vn
+** Every mma is m16n8k16 bf16 -> f32 (sm_80+); operands in bf16 as FLA keeps them (T, W and U's inputs,
+** S's copy for the products, Vn), the state and every accumulation in f32. Every exponent is <= 0. */
+#define HY_C 64
+__device__ __forceinline__ void hy_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void hy_ldsm4(unsigned *r, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_saddr(p)) : "memory");
+}
+__device__ __forceinline__ void hy_ldsm4t(unsigned *r, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_saddr(p)) : "memory");
+}
+/* ldmatrix lane offsets (elements; sr the row stride) of a 16 x 16 tile:
+**   hy_aoff: an A fragment of a row-major [m][k] tile, or (.trans) two B n-tiles of a [k][n] tile;
+**   hy_boff: two B n-tiles of an [n][k] tile, or (.trans) an A fragment of a [k][m] tile (K^T). */
+__device__ __forceinline__ int hy_aoff(int lane, int sr) { return ((lane & 7) + ((lane >> 3) & 1) * 8) * sr + (lane >> 4) * 8; }
+__device__ __forceinline__ int hy_boff(int lane, int sr) { return ((lane & 7) + (lane >> 4) * 8) * sr + ((lane >> 3) & 1) * 8; }
+/* two 16 x 8 accumulator tiles (columns 0-7, 8-15) as the A fragment of a 16 x 16 operand, times s */
+__device__ __forceinline__ void hy_c2a(unsigned *a, const float *c0, const float *c1, float s) {
+  a[0] = dfl_f2bf2(c0[0] * s, c0[1] * s), a[1] = dfl_f2bf2(c0[2] * s, c0[3] * s);
+  a[2] = dfl_f2bf2(c1[0] * s, c1[1] * s), a[3] = dfl_f2bf2(c1[2] * s, c1[3] * s);
+}
+
+template <int DK, int BV>
+__device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short *q, const unsigned short *k,
+                                          const unsigned short *v, const float *g, const float *beta, ll R, int S,
+                                          int Hv, int Hk, int dv) {
+  constexpr int SK = DK + 8, SV = BV + 8, SC = HY_C + 8, SA = HY_C + 4; /* padded rows: ldmatrix conflict free */
+  constexpr int MT = DK / 16, NW = BV / 32;  /* state m-tiles; n-tiles of 8 columns per warp */
+  constexpr int A_BYTES = HY_C * SA * 4, VN_BYTES = 2 * HY_C * SV * 2;
+  extern __shared__ __align__(16) unsigned char hy_sm[];
+  unsigned short *Ks = (unsigned short *)hy_sm, *Qs = Ks + HY_C * SK, *Vs = Qs + HY_C * SK, *Ss = Vs + HY_C * SV;
+  unsigned short *T1 = Ss + DK * SV, *T2 = T1 + HY_C * SC, *Vn = T2 + HY_C * SC, *Vd = Vn + HY_C * SV;
+  float *Af = (float *)Vn; /* A lives until T is formed; Vn and Vd are written after */
+  float *gam = (float *)((unsigned char *)Vn + (A_BYTES > VN_BYTES ? A_BYTES : VN_BYTES));
+  float *bet = gam + HY_C, *eg = bet + HY_C, *ed = eg + HY_C;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+  const int nvt = dv / BV, vt = blockIdx.x % nvt, h = (blockIdx.x / nvt) % Hv, kh = h / (Hv / Hk);
+  const ll r0 = (ll)(blockIdx.x / nvt / Hv) * S, r1 = r0 + S < R ? r0 + S : R;
+  const int cb = w * (BV / 4); /* this warp's state columns */
+  float st[MT][NW][4];
+#pragma unroll
+  for (int m = 0; m < MT; m++)
+#pragma unroll
+    for (int j = 0; j < NW; j++) st[m][j][0] = st[m][j][1] = st[m][j][2] = st[m][j][3] = 0.f;
+  for (int i = tid; i < DK * SV / 2; i += blockDim.x) ((unsigned *)Ss)[i] = 0u;
+  for (ll c0 = r0; c0 < r1; c0 += HY_C) {
+    const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
+    __syncthreads(); /* the previous chunk is done with every buffer, and Ss holds its state */
+    for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
+      const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
+      const ll off = ((c0 + (ok ? r : 0)) * Hk + kh) * DK + c;
+      tc_cp16(Ks + r * SK + c, k + off, ok);
+      tc_cp16(Qs + r * SK + c, q + off, ok);
+    }
+    for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
+      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
+      tc_cp16(Vs + r * SV + c, v + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
+    }
+    tc_commit();
+    if (w == 0) { /* gamma: inclusive cumsum of g over the chunk, rows lane and lane + 32 */
+      float x0 = lane < n ? g[(c0 + lane) * Hv + h] : 0.f, x1 = lane + 32 < n ? g[(c0 + lane + 32) * Hv + h] : 0.f;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const float y0 = __shfl_up_sync(0xffffffffu, x0, d), y1 = __shfl_up_sync(0xffffffffu, x1, d);
+        if (lane >= d) x0 += y0, x1 += y1;
+      }
+      x1 += __shfl_sync(0xffffffffu, x0, 31);
+      const float gl = __shfl_sync(0xffffffffu, x1, 31);
+      gam[lane] = x0, gam[lane + 32] = x1;
+      eg[lane] = expf(x0), eg[lane + 32] = expf(x1);
+      ed[lane] = expf(gl - x0), ed[lane + 32] = expf(gl - x1);
+      bet[lane] = lane < n ? beta[(c0 + lane) * Hv + h] : 0.f;
+      bet[lane + 32] = lane + 32 < n ? beta[(c0 + lane + 32) * Hv + h] : 0.f;
+    }
+    tc_wait<0>();
+    __syncthreads();
+    /* A: warp w's rows 16w .. 16w + 15 against keys 0 .. 16w + 15 (the rest is above the diagonal) */
+    {
+      float acc[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < DK / 16; kk++) {
+        unsigned a[4];
+        hy_ldsm4(a, Ks + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
+#pragma unroll
+        for (int np = 0; np < 4; np++)
+          if (np <= w) {
+            unsigned b[4];
+            hy_ldsm4(b, Ks + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+            hy_mma(acc[2 * np], a, b[0], b[1]);
+            hy_mma(acc[2 * np + 1], a, b[2], b[3]);
+          }
+      }
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (j < 2 * w + 2)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int r = 16 * w + g4 + 8 * (e >> 1), s = 8 * j + 2 * t4 + (e & 1);
+            Af[r * SA + s] = s < r ? bet[r] * acc[j][e] * expf(gam[r] - gam[s]) : 0.f;
+          }
+    }
+    __syncthreads();
+    if (tid < HY_C) { /* T = (I + A)^-1, column j: T[r][j] = [r == j] - sum_{s<r} A[r][s] T[s][j] */
+      const int j = tid;
+      float t[HY_C];
+#pragma unroll
+      for (int r = 0; r < HY_C; r++) {
+        const float *ar = Af + r * SA;
+        float a0 = r == j ? 1.f : 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f; /* four chains: latency */
+#pragma unroll
+        for (int s = 0; s + 4 <= r; s += 4) {
+          const float4 x = *(const float4 *)(ar + s);
+          a0 -= x.x * t[s], a1 -= x.y * t[s + 1], a2 -= x.z * t[s + 2], a3 -= x.w * t[s + 3];
+        }
+#pragma unroll
+        for (int s = r & ~3; s < r; s++) a0 -= ar[s] * t[s];
+        t[r] = (a0 + a1) + (a2 + a3);
+      }
+      const float x2 = bet[j], x1 = x2 * eg[j]; /* column scales: T diag(beta e^gamma), T diag(beta) */
+#pragma unroll
+      for (int r = 0; r < HY_C; r++) T1[r * SC + j] = dfl_f2bf(t[r] * x1), T2[r * SC + j] = dfl_f2bf(t[r] * x2);
+    }
+    __syncthreads();
+    /* W, U, then Vn = U - W S, for warp w's rows (T is lower triangular: k-steps 0 .. w) */
+    {
+      float wacc[DK / 8][4], uacc[BV / 8][4];
+#pragma unroll
+      for (int j = 0; j < DK / 8; j++) wacc[j][0] = wacc[j][1] = wacc[j][2] = wacc[j][3] = 0.f;
+#pragma unroll
+      for (int j = 0; j < BV / 8; j++) uacc[j][0] = uacc[j][1] = uacc[j][2] = uacc[j][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+        if (kk <= w) {
+          unsigned a[4], b[4];
+          hy_ldsm4(a, T1 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
+#pragma unroll
+          for (int dp = 0; dp < DK / 16; dp++) {
+            hy_ldsm4t(b, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
+            hy_mma(wacc[2 * dp], a, b[0], b[1]);
+            hy_mma(wacc[2 * dp + 1], a, b[2], b[3]);
+          }
+          hy_ldsm4(a, T2 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
+#pragma unroll
+          for (int dp = 0; dp < BV / 16; dp++) {
+            hy_ldsm4t(b, Vs + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
+            hy_mma(uacc[2 * dp], a, b[0], b[1]);
+            hy_mma(uacc[2 * dp + 1], a, b[2], b[3]);
+          }
+        }
+#pragma unroll
+      for (int kk = 0; kk < DK / 16; kk++) {
+        unsigned a[4];
+        hy_c2a(a, wacc[2 * kk], wacc[2 * kk + 1], -1.f);
+#pragma unroll
+        for (int dp = 0; dp < BV / 16; dp++) {
+          unsigned b[4];
+          hy_ldsm4t(b, Ss + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
+          hy_mma(uacc[2 * dp], a, b[0], b[1]);
+          hy_mma(uacc[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+      /* Vn and Vd overwrite A: the barrier after the inversion ordered its reads before this */
+#pragma unroll
+      for (int j = 0; j < BV / 8; j++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+          const int r = 16 * w + g4 + 8 * hf, c = 8 * j + 2 * t4;
+          const float x0 = uacc[j][2 * hf], x1 = uacc[j][2 * hf + 1], d = ed[r];
+          *(unsigned *)(Vn + r * SV + c) = dfl_f2bf2(x0, x1);
+          *(unsigned *)(Vd + r * SV + c) = dfl_f2bf2(x0 * d, x1 * d);
+        }
+    }
+    __syncthreads();
+    /* O for warp w's rows: diag(e^gamma) Q S + M Vn, M = tril(Q K^T) o exp(gamma_r - gamma_s) */
+    {
+      float oacc[BV / 8][4], macc[8][4];
+#pragma unroll
+      for (int j = 0; j < BV / 8; j++) oacc[j][0] = oacc[j][1] = oacc[j][2] = oacc[j][3] = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; j++) macc[j][0] = macc[j][1] = macc[j][2] = macc[j][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < DK / 16; kk++) {
+        unsigned a[4], b[4];
+        hy_ldsm4(a, Qs + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
+#pragma unroll
+        for (int dp = 0; dp < BV / 16; dp++) {
+          hy_ldsm4t(b, Ss + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
+          hy_mma(oacc[2 * dp], a, b[0], b[1]);
+          hy_mma(oacc[2 * dp + 1], a, b[2], b[3]);
+        }
+#pragma unroll
+        for (int np = 0; np < 4; np++)
+          if (np <= w) {
+            hy_ldsm4(b, Ks + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+            hy_mma(macc[2 * np], a, b[0], b[1]);
+            hy_mma(macc[2 * np + 1], a, b[2], b[3]);
+          }
+      }
+#pragma unroll
+      for (int j = 0; j < BV / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) oacc[j][e] *= eg[16 * w + g4 + 8 * (e >> 1)];
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        if (j < 2 * w + 2)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            const int r = 16 * w + g4 + 8 * (e >> 1), s = 8 * j + 2 * t4 + (e & 1);
+            macc[j][e] = s <= r ? macc[j][e] * expf(gam[r] - gam[s]) : 0.f;
+          }
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++)
+        if (kk <= w) {
+          unsigned a[4];
+          hy_c2a(a, macc[2 * kk], macc[2 * kk + 1], 1.f);
+#pragma unroll
+          for (int dp = 0; dp < BV / 16; dp++) {
+            unsigned b[4];
+            hy_ldsm4t(b, Vn + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
+            hy_mma(oacc[2 * dp], a, b[0], b[1]);
+            hy_mma(oacc[2 * dp + 1], a, b[2], b[3]);
+          }
+        }
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        const int r = 16 * w + g4 + 8 * hf;
+        if (r < n) {
+          const ll base = ((c0 + r) * Hv + h) * dv + vt * BV + 2 * t4;
+#pragma unroll
+          for (int j = 0; j < BV / 8; j++) {
+            if (dto == DT_BF16) *(unsigned *)((unsigned short *)o + base + 8 * j) = dfl_f2bf2(oacc[j][2 * hf], oacc[j][2 * hf + 1]);
+            else stf(o, dto, base + 8 * j, oacc[j][2 * hf]), stf(o, dto, base + 8 * j + 1, oacc[j][2 * hf + 1]);
+          }
+        }
+      }
+    }
+    /* S = e^gamma_last S + K^T Vd, warp w's columns cb .. cb + BV/4 */
+    {
+      const float el = eg[HY_C - 1]; /* the padded rows' g is 0: gamma_63 = gamma_(n-1) */
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) st[m][j][e] *= el;
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) {
+        unsigned b[4];
+        /* NW = 1: lanes 16-31 repeat lanes 0-15's addresses, b[2], b[3] unused */
+        hy_ldsm4t(b, Vd + 16 * kk * SV + cb + (NW == 2 ? hy_aoff(lane, SV) : hy_aoff(lane & 15, SV)));
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+          unsigned a[4];
+          hy_ldsm4t(a, Ks + 16 * kk * SK + m * 16 + hy_boff(lane, SK));
+          hy_mma(st[m][0], a, b[0], b[1]);
+          if (NW == 2) hy_mma(st[m][NW - 1], a, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads(); /* every warp's O is done reading Ss */
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++)
+          *(unsigned *)(Ss + (m * 16 + g4 + 8 * hf) * SV + cb + 8 * j + 2 * t4) = dfl_f2bf2(st[m][j][2 * hf], st[m][j][2 * hf + 1]);
+  }
+}
+/* The instances runtime/cuda/hybrid.c launches (gdn_chunk_smem there: their shared memory) */
+#define HY_CHUNK(NAME, DK, BV)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(128) NAME(void *o, int dto, const unsigned short *q,              \
+                                                         const unsigned short *k, const unsigned short *v,        \
+                                                         const float *g, const float *beta, ll R, int S, int Hv,  \
+                                                         int Hk, int dv) {                                       \
+    gdn_chunk<DK, BV>(o, dto, q, k, v, g, beta, R, S, Hv, Hk, dv);                                               \
+  }
+/* dk = dv, the shapes of every model of the family (nano-hybrid 32, hybrid 64, Qwen3.6-27B 128): value
+** tiles of 32 columns at dv 32, else 64. Each instance costs ~12 s of NVRTC time; other (dk, dv) pairs
+** take the recurrence. */
+HY_CHUNK(dfl_gdn_chunk_k32, 32, 32)
+HY_CHUNK(dfl_gdn_chunk_k64, 64, 64)
+HY_CHUNK(dfl_gdn_chunk_k128, 128, 64)

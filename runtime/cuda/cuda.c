@@ -10,13 +10,13 @@
 #include "runtime/cuda/cuda_check.h"
 #include <cublasLt.h>
 #include "runtime/cuda/cuda.h"
+#include "runtime/cuda/cuda_internal.h"
 #include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 #include "runtime/cpu/fp8.h"
 
-/* Every CUDA / cuBLASLt call goes through these: they name the call and file:line (llm.c style). */
-#define CU(call) DFL_CU(call)
+/* Every cuBLASLt call goes through LT (CUDA calls: CU, cuda_internal.h): it names the call and file:line. */
 #define LT(call)                                                                                     \
   do {                                                                                               \
     cublasStatus_t s_ = (call);                                                                      \
@@ -25,19 +25,11 @@
       return DFL_ERR;                                                                                \
     }                                                                                                \
   } while (0)
-#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
 #define BLAS_WS ((size_t)DFL_CUBLASLT_WS_BYTES) /* fixed so the captured graph never allocates */
 #define ALIGN 256
-#define MAX_EXECS 8
 
-/* The kernels (kernels/kernels.def): their ids and symbols. */
-enum {
-#define DFL_KERNEL(id, sym, fam) K_##id,
-#include "kernels/kernels.def"
-#undef DFL_KERNEL
-  K_COUNT
-};
+/* The kernels' symbols (their ids: cuda_internal.h) */
 static const char *kname[] = {
 #define DFL_KERNEL(id, sym, fam) #sym,
 #include "kernels/kernels.def"
@@ -55,61 +47,7 @@ typedef struct {
   int nt, dtp, dtg, keep_grad;
 } mt_args;
 
-typedef struct {
-  cublasLtMatmulDesc_t d;
-  cublasLtMatrixLayout_t a, b, c;
-  cublasLtMatmulAlgo_t algo;
-  float alpha, beta;
-  int ok;
-} mm_t;
 
-typedef struct {
-  mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
-  dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
-  char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
-  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg(d)128, ATTENTION_BWD by dfl_attn_bwd{q,kv}_wg128: their
-                    ** tensor maps (device memory, att_tmaps) */
-  int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
-                    ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
-} opstate;
-
-struct dfl_cuda_impl {
-  cudaStream_t stream;
-  cudaLibrary_t lib;
-  cudaKernel_t k[K_COUNT];
-  unsigned char occ[K_COUNT]; /* CTAs of 256 threads an SM holds at once (no dynamic shared memory) */
-  cublasLtHandle_t lt;
-  opstate *ops;
-  char *blas_ws;
-  size_t scratch_bytes; /* op scratch outside the plan (only without a plan's workspaces) */
-  int nsm;
-  int smax;         /* opt-in dynamic shared memory per block */
-  int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
-  int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
-  int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
-  int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
-  int att_wgq;      /* the query-major backward's kernel: Q from registers (DFL_ATTN_BWDQ_RS=0: from shared
-                    ** memory, the previous kernel) */
-  int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
-  int att_split;    /* DFL_ATTN_BWDKV_SPLIT=n: the key-major pass in n parts (1: never split); 0: by the grid */
-  int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all (bits 1 / 2 / both): leave those backward passes out
-                    ** (all: only D = rowsum(dO O) runs), to time the rest alone (bench_attention); wrong results */
-  PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
-  struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
-  int nexec;
-  cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
-  /* dfl_cuda_unshared: the planned pointers, op scratch and tensor maps, and the private allocation */
-  void **planned_ptr;
-  char **planned_scr;
-  void **planned_tm;
-  char *priv;
-  cudaEvent_t fork, join[2];
-};
-
-static const dfl_tensor *T(dfl_cuda *c, int t) { return &c->g->t[t]; }
-static int64_t numel(dfl_cuda *c, int t) { return dfl_tensor_numel(T(c, t)); }
-static int dt(dfl_cuda *c, int t) { return (int)T(c, t)->dtype; }
-#define P(t) (c->ptr[(t)])
 static size_t align_up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
 size_t dfl_cuda_elem_size(const dfl_tensor *t, void *ctx) { (void)ctx; return dfl_dtype_size(t->dtype); }
@@ -243,27 +181,6 @@ static int mm_run_cd(dfl_cuda *c, mm_t *m, const void *A, const void *B, const v
 /* C = alpha op(A) op(B) + beta C */
 static int mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C) { return mm_run_cd(c, m, A, B, C, C); }
 
-static dim3 d3(unsigned x, unsigned y) { dim3 d; d.x = x; d.y = y; d.z = 1; return d; }
-static int launch2(dfl_cuda *c, int k, int64_t gx, int gy, int block, size_t smem, void **args) {
-  struct dfl_cuda_impl *im = c->impl;
-  if (gx < 1) gx = 1;
-  CU(cudaLaunchKernel((const void *)im->k[k], d3((unsigned)gx, (unsigned)gy), d3((unsigned)block, 1), args, smem,
-                      im->stream));
-  return DFL_OK;
-}
-/* Grid-stride kernels: enough blocks to fill the machine, never more than the work, and never more
-** than the SMs hold at once (up to 8 CTAs an SM): a CTA past that starts only when a resident one
-** has walked its whole slice, and the last ones then run on a third of the chip (dfl_swiglu_bwd, 40
-** registers: 6 CTAs an SM against 8 launched per SM until session 14). */
-static int launch(dfl_cuda *c, int k, int64_t n, void **args) {
-  int64_t g = (n + 255) / 256, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
-  return launch2(c, k, g < cap ? g : cap, 1, 256, 0, args);
-}
-/* Warp-per-row kernels. */
-static int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, void **args) {
-  int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
-  return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
-}
 static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
   if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }
   void *a[] = {&out, &dto, &x, &dtx, &n};
@@ -449,6 +366,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD_KV], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
   im->smax = smax;
+  TRY(dfl_cu_hybrid_load(c));
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   /* the RMSNorm backward's row stages; op RMSNORM_BWD checks a row's fit */
@@ -1131,6 +1049,8 @@ static int rope_one(dfl_cuda *c, const dfl_op *op, void *o0, int d0, const void 
 ** tensors in one launch; DFL_ROPE_P=0 takes rope_one's kernels, one launch per tensor. */
 static int op_rope(dfl_cuda *c, const dfl_op *op) {
   const dfl_attrs *at = &op->a;
+  /* partial rotary (qwen3_5): its own kernel; the graph never fuses it (compiler/graph.c) */
+  if (at->rot_dim && at->rot_dim != at->head_dim) return dfl_cu_rope_part(c, op);
   int pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3), hd = at->head_dim;
   void *o0 = P(op->out[0]), *i0 = P(op->in[0]), *wn = normed ? P(op->in[2]) : NULL;
   void *o1 = pair ? P(op->out[1]) : NULL, *i1 = pair ? P(op->in[normed ? 3 : 2]) : NULL;
@@ -1339,6 +1259,12 @@ static int exec_op(dfl_cuda *c, int i) {
     return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 1024, 0, a2);
   }
   case DFL_OP_ROPE: return op_rope(c, op);
+  case DFL_OP_CONV1D_SILU: return dfl_cu_conv1d_silu(c, op);
+  case DFL_OP_L2NORM: return dfl_cu_l2norm(c, op);
+  case DFL_OP_GDN_GATES: return dfl_cu_gdn_gates(c, op);
+  case DFL_OP_GATED_DELTA: return dfl_cu_gated_delta(c, op);
+  case DFL_OP_NORM_GATE: return dfl_cu_norm_gate(c, op);
+  case DFL_OP_SIGMOID_MUL: return dfl_cu_sigmoid_mul(c, op);
   case DFL_OP_GATHER: {
     const dfl_tensor *tb = T(c, op->in[0]);
     long long R = (long long)numel(c, op->in[1]); int H = (int)tb->shape[1], V = (int)tb->shape[0];

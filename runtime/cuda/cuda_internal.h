@@ -1,0 +1,118 @@
+/*
+** cuda_internal.h: what the CUDA backend's files (cuda.c, hybrid.c) share: the kernel ids, the
+** per-op and backend state, the tensor accessors and the launch helpers. Not for use outside runtime/cuda.
+*/
+#ifndef DFL_CUDA_INTERNAL_H
+#define DFL_CUDA_INTERNAL_H
+
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+#include <cublasLt.h>
+#include "runtime/cuda/cuda.h"
+#include "runtime/cuda/cuda_check.h"
+#include "compiler/plan.h"
+#include "compiler/status.h"
+
+/* Every CUDA call goes through DFL_CU: it names the call and file:line (llm.c style). */
+#define CU(call) DFL_CU(call)
+#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+#define MAX_EXECS 8 /* captured graphs (phase masks) a backend keeps */
+
+/* The kernels (kernels/kernels.def): their ids and symbols. */
+enum {
+#define DFL_KERNEL(id, sym, fam) K_##id,
+#include "kernels/kernels.def"
+#undef DFL_KERNEL
+  K_COUNT
+};
+
+typedef struct {
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t a, b, c;
+  cublasLtMatmulAlgo_t algo;
+  float alpha, beta;
+  int ok;
+} mm_t;
+
+typedef struct {
+  mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
+  dfl_lce_ws lce;   /* LINEAR_CE: workspace layout (plan.h), shared with the planner */
+  char *scratch;    /* this op's scratch: its plan workspace (or the shared fallback) */
+  void *tmaps;      /* ATTENTION by dfl_attn_fwd_wg(d)128, ATTENTION_BWD by dfl_attn_bwd{q,kv}_wg128: their
+                    ** tensor maps (device memory, att_tmaps) */
+  int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
+                    ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
+} opstate;
+
+struct dfl_cuda_impl {
+  cudaStream_t stream;
+  cudaLibrary_t lib;
+  cudaKernel_t k[K_COUNT];
+  unsigned char occ[K_COUNT]; /* CTAs of 256 threads an SM holds at once (no dynamic shared memory) */
+  cublasLtHandle_t lt;
+  opstate *ops;
+  char *blas_ws;
+  size_t scratch_bytes; /* op scratch outside the plan (only without a plan's workspaces) */
+  int nsm;
+  int smax;         /* opt-in dynamic shared memory per block */
+  int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
+  int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
+  int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
+  int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
+  int att_wgq;      /* the query-major backward's kernel: Q from registers (DFL_ATTN_BWDQ_RS=0: from shared
+                    ** memory, the previous kernel) */
+  int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
+  int att_split;    /* DFL_ATTN_BWDKV_SPLIT=n: the key-major pass in n parts (1: never split); 0: by the grid */
+  int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all (bits 1 / 2 / both): leave those backward passes out
+                    ** (all: only D = rowsum(dO O) runs), to time the rest alone (bench_attention); wrong results */
+  PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
+  struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
+  int nexec;
+  cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
+  /* dfl_cuda_unshared: the planned pointers, op scratch and tensor maps, and the private allocation */
+  void **planned_ptr;
+  char **planned_scr;
+  void **planned_tm;
+  char *priv;
+  cudaEvent_t fork, join[2];
+};
+
+static inline const dfl_tensor *T(dfl_cuda *c, int t) { return &c->g->t[t]; }
+static inline int64_t numel(dfl_cuda *c, int t) { return dfl_tensor_numel(T(c, t)); }
+static inline int dt(dfl_cuda *c, int t) { return (int)T(c, t)->dtype; }
+#define P(t) (c->ptr[(t)])
+static inline dim3 d3(unsigned x, unsigned y) { dim3 d; d.x = x; d.y = y; d.z = 1; return d; }
+static inline int launch2(dfl_cuda *c, int k, int64_t gx, int gy, int block, size_t smem, void **args) {
+  struct dfl_cuda_impl *im = c->impl;
+  if (gx < 1) gx = 1;
+  CU(cudaLaunchKernel((const void *)im->k[k], d3((unsigned)gx, (unsigned)gy), d3((unsigned)block, 1), args, smem,
+                      im->stream));
+  return DFL_OK;
+}
+/* Grid-stride kernels: enough blocks to fill the machine, never more than the work, and never more
+** than the SMs hold at once (up to 8 CTAs an SM): a CTA past that starts only when a resident one
+** has walked its whole slice, and the last ones then run on a third of the chip (dfl_swiglu_bwd, 40
+** registers: 6 CTAs an SM against 8 launched per SM until session 14). */
+static inline int launch(dfl_cuda *c, int k, int64_t n, void **args) {
+  int64_t g = (n + 255) / 256, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
+  return launch2(c, k, g < cap ? g : cap, 1, 256, 0, args);
+}
+/* Warp-per-row kernels. */
+static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, void **args) {
+  int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
+  return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
+}
+
+/* runtime/cuda/hybrid.c: the hybrid target's ops (compiler/ops.def HYBRID family) and partial RoPE */
+int dfl_cu_hybrid_load(dfl_cuda *c);  /* at kernel load: the chunk kernels' shared memory */
+int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_l2norm(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_gdn_gates(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_norm_gate(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_sigmoid_mul(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op);  /* ROPE with 0 < rot_dim < head_dim */
+
+#endif

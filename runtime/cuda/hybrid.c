@@ -1,0 +1,123 @@
+/*
+** hybrid.c: the CUDA launches of the hybrid (Gated DeltaNet) target's ops and of partial RoPE
+** (kernels/hybrid.cuh; contracts: compiler/ops.def). cuda.c's exec_op calls these.
+*/
+#include <stdio.h>
+#include <stdint.h>
+#include "runtime/cuda/cuda_internal.h"
+
+#define HY_CHUNK_ROWS 64
+
+/* Shared memory of kernels/hybrid.cuh gdn_chunk<dk, bv>: K and Q chunks, V chunk, the state's bf16
+** copy, T diag(beta e^gamma) and T diag(beta), A (f32) overlaid by Vn and its decayed copy, and the
+** four per-row vectors (gamma, beta, e^gamma, e^(gamma_last - gamma)). */
+static size_t gdn_chunk_smem(int dk, int bv) {
+  const size_t C = HY_CHUNK_ROWS, sk = (size_t)dk + 8, sv = (size_t)bv + 8, sc = C + 8;
+  const size_t a = C * (C + 4) * 4, vn = 2 * C * sv * 2;
+  return 2 * C * sk * 2 + C * sv * 2 + (size_t)dk * sv * 2 + 2 * C * sc * 2 + (a > vn ? a : vn) + 4 * C * 4;
+}
+/* The chunk kernels (kernels.def GDN_K<dk>): dk = dv in {32, 64, 128}, value tiles of bv columns */
+static int gdn_chunk_bv(int dk) { return dk == 32 ? 32 : 64; }
+static int gdn_chunk_kernel(int dk, int dv) {
+  if (dk != dv) return -1;
+  return dk == 32 ? K_GDN_K32 : dk == 64 ? K_GDN_K64 : dk == 128 ? K_GDN_K128 : -1;
+}
+
+int dfl_cu_hybrid_load(dfl_cuda *c) {
+  static const int dks[3] = {32, 64, 128};
+  for (int i = 0; i < 3; i++) {
+    size_t sm = gdn_chunk_smem(dks[i], gdn_chunk_bv(dks[i]));
+    if ((int)sm > c->impl->smax) continue; /* a device this small takes the recurrence (gated_delta) */
+    CU(cudaFuncSetAttribute((const void *)c->impl->k[gdn_chunk_kernel(dks[i], dks[i])],
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+  }
+  /* the recurrence's state is dk x 32 floats: over 48 KiB from dk 384 */
+  CU(cudaFuncSetAttribute((const void *)c->impl->k[K_GDN_REC], cudaFuncAttributeMaxDynamicSharedMemorySize, c->impl->smax));
+  return DFL_OK;
+}
+
+int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op) {
+  void *y = P(op->out[0]), *x = P(op->in[0]), *w = P(op->in[1]);
+  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
+  long long R = T(c, op->in[0])->shape[0];
+  int C = (int)T(c, op->in[0])->shape[1], K = (int)T(c, op->in[1])->shape[1], S = op->a.S;
+  void *a[] = {&y, &dty, &x, &dtx, &w, &dtw, &R, &C, &K, &S};
+  return launch(c, K_CONV1D_SILU, R * C, a);
+}
+
+int dfl_cu_l2norm(dfl_cuda *c, const dfl_op *op) {
+  void *y = P(op->out[0]), *x = P(op->in[0]);
+  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), G = op->a.group;
+  long long ng = (long long)numel(c, op->in[0]) / G;
+  float eps = (float)op->a.eps, alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
+  void *a[] = {&y, &dty, &x, &dtx, &ng, &G, &eps, &alpha};
+  return launch_warps(c, K_L2NORM, ng, 0, a);
+}
+
+int dfl_cu_norm_gate(dfl_cuda *c, const dfl_op *op) {
+  void *y = P(op->out[0]), *x = P(op->in[0]), *z = P(op->in[1]), *w = P(op->in[2]);
+  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtz = dt(c, op->in[1]), dtw = dt(c, op->in[2]);
+  int G = op->a.group;
+  long long ng = (long long)numel(c, op->in[0]) / G;
+  float eps = (float)op->a.eps;
+  void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &ng, &G, &eps};
+  return launch_warps(c, K_NORM_GATE, ng, 0, a);
+}
+
+int dfl_cu_gdn_gates(dfl_cuda *c, const dfl_op *op) {
+  void *g = P(op->out[0]), *b = P(op->out[1]);
+  void *xa = P(op->in[0]), *xb = P(op->in[1]), *al = P(op->in[2]), *db = P(op->in[3]);
+  int da = dt(c, op->in[0]), dbb = dt(c, op->in[1]), dl = dt(c, op->in[2]), dd = dt(c, op->in[3]);
+  long long n = numel(c, op->in[0]);
+  int H = (int)T(c, op->in[0])->shape[1];
+  void *a[] = {&g, &b, &xa, &da, &xb, &dbb, &al, &dl, &db, &dd, &n, &H};
+  return launch(c, K_GDN_GATES, n, a);
+}
+
+int dfl_cu_sigmoid_mul(dfl_cuda *c, const dfl_op *op) {
+  void *y = P(op->out[0]), *x = P(op->in[0]), *gt = P(op->in[1]);
+  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtg = dt(c, op->in[1]);
+  long long n = numel(c, op->out[0]);
+  void *a[] = {&y, &dty, &x, &dtx, &gt, &dtg, &n};
+  return launch(c, K_SIGMOID_MUL, n, a);
+}
+
+int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op) {
+  const dfl_attrs *at = &op->a;
+  void *o = P(op->out[0]), *x = P(op->in[0]), *pos = P(op->in[1]);
+  int dto = dt(c, op->out[0]), dtx = dt(c, op->in[0]), nh = at->heads, hd = at->head_dim, rd = at->rot_dim;
+  int inv = at->inverse;
+  long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
+  double th = at->theta;
+  void *a[] = {&o, &dto, &x, &dtx, &pos, &rows, &nh, &hd, &rd, &th, &inv};
+  return launch(c, K_ROPE_PART, rows * nh * (rd / 2 + hd - rd), a);
+}
+
+/* GATED_DELTA: bf16 q, k, v with dk = dv in {32, 64, 128} and 16-byte aligned rows take the chunk kernel
+** (tensor cores; a CTA per sequence, value head and tile of bv columns); everything else (f32 graphs)
+** the per-token recurrence in f32, a warp per 32 value columns. */
+int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
+  const dfl_attrs *at = &op->a;
+  void *o = P(op->out[0]), *q = P(op->in[0]), *k = P(op->in[1]), *v = P(op->in[2]);
+  void *g = P(op->in[3]), *b = P(op->in[4]);
+  int dto = dt(c, op->out[0]), dtq = dt(c, op->in[0]), dtk = dt(c, op->in[1]), dtv = dt(c, op->in[2]);
+  int Hv = at->heads, Hk = at->kv_heads, dk = at->head_dim, S = at->S;
+  long long R = T(c, op->in[0])->shape[0];
+  int dv = (int)(numel(c, op->in[2]) / R / Hv);
+  long long nseq = (R + S - 1) / S;
+  int kc = gdn_chunk_kernel(dk, dv), bv = gdn_chunk_bv(dk);
+  size_t sm = kc >= 0 ? gdn_chunk_smem(dk, bv) : 0;
+  int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
+  if (kc >= 0 && dtq == DFL_BF16 && dtk == DFL_BF16 && dtv == DFL_BF16 && aligned && (int)sm <= c->impl->smax) {
+    void *a[] = {&o, &dto, &q, &k, &v, &g, &b, &R, &S, &Hv, &Hk, &dv};
+    return launch2(c, kc, nseq * Hv * (dv / bv), 1, 128, sm, a);
+  }
+  size_t smr = ((size_t)dk * 32 + 2 * (size_t)dk) * 4;
+  if ((int)smr > c->impl->smax) {
+    fprintf(stderr, "dflc: cuda backend: gated_delta (%s): head_dim %d needs %zu bytes of shared memory for its "
+                    "state; this GPU gives a block %d\n", op->label, dk, smr, c->impl->smax);
+    return DFL_ESHAPE;
+  }
+  void *a[] = {&o, &dto, &q, &dtq, &k, &dtk, &v, &dtv, &g, &b, &R, &S, &Hv, &Hk, &dk, &dv};
+  return launch2(c, K_GDN_REC, nseq * Hv * ((dv + 31) / 32), 1, 32, smr, a);
+}
