@@ -161,7 +161,10 @@ int dfl_target_agreement(const dfl_spec *s, dfl_backend_kind kind, const dfl_dat
   dfl_attrs at;
   memset(&at, 0, sizeof at);
   at.vocab_chunk = s->vocab_chunk > 0 ? s->vocab_chunk : s->target.vocab;
-  int cin[4] = {y, to.lm_head, labels, wts};
+  /* the target builds no LM head when it computes no logits: the fused head below streams it */
+  int head = to.lm_head >= 0 ? to.lm_head
+                             : dfl_tensor_2d(&g, "lm_head.weight", g.t[to.embed].dtype, DFL_T_FROZEN, s->target.vocab, H);
+  int cin[4] = {y, head, labels, wts};
   g.cur_label = "agree.head";
   dfl_op_add(&g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at);
   /* the target forward as the training graph runs it (same rounding) */
