@@ -71,7 +71,7 @@ add_test(NAME cuda_build_examples COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/bu
 # Each build NVRTC-compiles every family (into its own cubin directory): 140 s of CPU time on the
 # 2-core build machine since the hybrid family (about 36 s of it: three gated-delta chunk instances),
 # three builds: 420 s, past the 300 s this test had.
-set_tests_properties(cuda_build_examples PROPERTIES LABELS cuda TIMEOUT 600)
+set_tests_properties(cuda_build_examples PROPERTIES LABELS cuda TIMEOUT 1800)
 
 # GPU benchmark of the target's GEMM shapes in bf16 and in FP8 with per-row scales (docs/fp8.md),
 # after a small FP8 GEMM checked against the host; not a ctest test: run build/bench_fp8_gemm.
