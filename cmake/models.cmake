@@ -1,6 +1,6 @@
 # models/: the graph builders (target families, the DFlash drafter, the per-device graphs of a
 # pipeline). They turn a dfl_spec into dfl_graphs and depend on the compiler alone.
-add_library(dfl_models STATIC models/target.c models/target_hybrid.c models/drafter.c models/pipeline.c)
+add_library(dfl_models STATIC models/target.c models/target_common.c models/target_hybrid.c models/drafter.c models/pipeline.c)
 target_link_libraries(dfl_models PUBLIC dfl_ir m)
 
 # Their tests run graphs with weights on the CPU backend, so they link the trainer's library

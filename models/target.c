@@ -16,54 +16,6 @@
 
 #include "models/target_internal.h"
 
-dfl_dtype dfl_target_act_dtype(const dfl_spec *s) { return s->precision == DFL_PREC_BF16 ? DFL_BF16 : DFL_F32; }
-
-int dfl_target_frozen2(dfl_graph *g, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer) {
-  char name[DFL_NAME_MAX];
-  snprintf(name, sizeof name, fmt, layer);
-  return dfl_tensor_2d(g, name, dt, DFL_T_FROZEN, r, c);
-}
-
-int dfl_target_frozen1(dfl_graph *g, dfl_dtype dt, int64_t n, const char *fmt, int layer) {
-  char name[DFL_NAME_MAX];
-  snprintf(name, sizeof name, fmt, layer);
-  return dfl_tensor_1d(g, name, dt, DFL_T_FROZEN, n);
-}
-
-int dfl_target_weight(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer,
-                      int *scale) {
-  int w = dfl_target_frozen2(g, s->target_fp8 ? DFL_F8E4M3 : dt, r, c, fmt, layer);
-  *scale = -1;
-  if (s->target_fp8) {
-    char name[DFL_NAME_MAX + 8];
-    snprintf(name, sizeof name, "%s_scale", g->t[w].name);
-    *scale = dfl_tensor_1d(g, name, DFL_F32, DFL_T_FROZEN, r);
-  }
-  return w;
-}
-
-/* In FP8 the GEMM is marked for fast accumulation when the spec asks for it (quantize = fp8_fast). */
-int dfl_target_lin(dfl_graph *g, const dfl_spec *s, int x, int sx, int w, int sw, dfl_dtype dt, const char *name) {
-  if (sw < 0) return dfl_linear(g, x, w, dt, name);
-  int y = dfl_linear_f8(g, x, sx, w, sw, dt, name);
-  g->ops[g->nops - 1].a.fast_accum = s->target_fp8_fast;
-  return y;
-}
-
-int dfl_target_quant(dfl_graph *g, const dfl_spec *s, int x, int *sx, const char *name) {
-  *sx = -1;
-  return s->target_fp8 ? dfl_quant_f8(g, x, sx, name) : x;
-}
-
-/* HF's Qwen3_5RMSNorm multiplies by (1 + w) in f32 before rounding: the weight, 1 + w, is an f32
-** tensor (its name ends in "(1+w)": runtime/io/weights.c adds the one), so nothing is rounded early. */
-int dfl_target_norm_w(dfl_graph *g, const dfl_spec *s, int64_t n, const char *fmt, int layer) {
-  if (!s->target.norm_plus1) return dfl_target_frozen1(g, dfl_target_act_dtype(s), n, fmt, layer);
-  char f2[DFL_NAME_MAX];
-  snprintf(f2, sizeof f2, "%s(1+w)", fmt);
-  return dfl_target_frozen1(g, DFL_F32, n, f2, layer);
-}
-
 /* The dense decoder's attention weights of layer l (with their FP8 scales, or -1). */
 typedef struct { int wq, wk, wv, wo, sq, sk, sv, so; } dense_w;
 static void dense_weights(dfl_graph *g, const dfl_spec *s, int l, dense_w *w) {
@@ -81,7 +33,6 @@ static int dense_attention(dfl_graph *g, const dfl_spec *s, int l, const dense_w
   const dfl_arch *a = &s->target;
   const dfl_dtype dt = dfl_target_act_dtype(s);
   const int hd = a->head_dim, nh = a->heads, nkv = a->kv_heads;
-  const int64_t R = (int64_t)batch * S;
   char nm[DFL_NAME_MAX];
   int wq = w->wq, wk = w->wk, wv = w->wv, wo = w->wo, sq = w->sq, sk = w->sk, sv = w->sv, so = w->so, xs;
 #define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
@@ -98,20 +49,10 @@ static int dense_attention(dfl_graph *g, const dfl_spec *s, int l, const dense_w
   q = dfl_rope(g, q, pos, nh, hd, a->rope_theta, NM("qr"));
   k = dfl_rope(g, k, pos, nkv, hd, a->rope_theta, NM("kr"));
 
-  int att[2];
-  att[0] = dfl_tensor_2d(g, NM("attn"), dt, DFL_T_ACT, R, (int64_t)nh * hd);
-  att[1] = dfl_tensor_1d(g, NM("lse"), DFL_F32, DFL_T_ACT, R * nh);
-  dfl_attrs at;
-  memset(&at, 0, sizeof at);
-  at.mask = DFL_MASK_CAUSAL;
-  at.batch = batch; at.S = S;
-  at.heads = nh; at.kv_heads = nkv; at.head_dim = hd;
-  at.window = 0;
-  at.scale = 1.0 / sqrt((double)hd);
-  int ain[3] = {q, k, v};
-  dfl_op_add(g, DFL_OP_ATTENTION, ain, 3, att, 2, &at);
+  int att = dfl_target_causal_attention(g, s, l, q, k, v, batch, S);
+  if (att < 0) return -1;
 
-  int ax = dfl_target_quant(g, s, att[0], &xs, NM("attn8"));
+  int ax = dfl_target_quant(g, s, att, &xs, NM("attn8"));
   return dfl_target_lin(g, s, ax, xs, wo, so, dt, NM("o"));
 #undef NM
 }

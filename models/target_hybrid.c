@@ -167,7 +167,6 @@ static int gated_attention(dfl_graph *g, const dfl_spec *s, int l, int u, int po
   const dfl_arch *a = &s->target;
   const dfl_dtype dt = dfl_target_act_dtype(s);
   const int hd = a->head_dim, nh = a->heads, nkv = a->kv_heads;
-  const int64_t R = (int64_t)batch * S;
   char nm[DFL_NAME_MAX], wn[DFL_NAME_MAX];
   int sq, sg, sk, sv, so, xs;
 #define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
@@ -191,20 +190,12 @@ static int gated_attention(dfl_graph *g, const dfl_spec *s, int l, int u, int po
   k = dfl_rope(g, k, pos, nkv, hd, a->rope_theta, NM("kr"));
   g->ops[g->nops - 1].a.rot_dim = a->rot_dim;
 
-  int att[2];
-  att[0] = dfl_tensor_2d(g, NM("attn"), dt, DFL_T_ACT, R, (int64_t)nh * hd);
-  att[1] = dfl_tensor_1d(g, NM("lse"), DFL_F32, DFL_T_ACT, R * nh);
+  int att = dfl_target_causal_attention(g, s, l, q, k, v, batch, S);
+  if (att < 0) return -1;
   dfl_attrs at;
+  int gin[2] = {att, gate};
   memset(&at, 0, sizeof at);
-  at.mask = DFL_MASK_CAUSAL;
-  at.batch = batch, at.S = S;
-  at.heads = nh, at.kv_heads = nkv, at.head_dim = hd;
-  at.scale = 1.0 / sqrt((double)hd);
-  int ain[3] = {q, k, v};
-  if (dfl_op_add(g, DFL_OP_ATTENTION, ain, 3, att, 2, &at) < 0) return -1;
-  int gin[2] = {att[0], gate};
-  memset(&at, 0, sizeof at);
-  int y = op1(g, DFL_OP_SIGMOID_MUL, gin, 2, act_like(g, att[0], dt, (int64_t)nh * hd, NM("gated")), &at);
+  int y = op1(g, DFL_OP_SIGMOID_MUL, gin, 2, act_like(g, att, dt, (int64_t)nh * hd, NM("gated")), &at);
   int yx = dfl_target_quant(g, s, y, &xs, NM("gated8"));
   return dfl_target_lin(g, s, yx, xs, wo, so, dt, NM("o"));
 #undef NM

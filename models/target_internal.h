@@ -1,6 +1,6 @@
 /*
-** target_internal.h: what the target's layer builders share (models/target.c builds the dense
-** layers and the frame, models/target_hybrid.c the qwen3_5 layers).
+** target_internal.h: what the target's layer builders share (models/target_common.c; target.c
+** builds the dense layers and the frame, target_hybrid.c the qwen3_5 layers).
 */
 #ifndef DFL_TARGET_INTERNAL_H
 #define DFL_TARGET_INTERNAL_H
@@ -20,6 +20,9 @@ int dfl_target_lin(dfl_graph *g, const dfl_spec *s, int x, int sx, int w, int sw
 int dfl_target_quant(dfl_graph *g, const dfl_spec *s, int x, int *sx, const char *name);
 /* An RMSNorm weight: plain, or (qwen3_5) the zero-centred (1 + w), folded at load into an f32 tensor. */
 int dfl_target_norm_w(dfl_graph *g, const dfl_spec *s, int64_t n, const char *fmt, int layer);
+
+/* Causal GQA attention (the spec's heads) of q over k, v: the output [R, heads*head_dim], or -1. */
+int dfl_target_causal_attention(dfl_graph *g, const dfl_spec *s, int l, int q, int k, int v, int batch, int S);
 
 /* The weights of qwen3_5 layer l's mixer (created before the layer's ops, as the dense ones are). */
 int dfl_target_hybrid_weights(dfl_graph *g, const dfl_spec *s, int l);
