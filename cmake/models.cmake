@@ -19,3 +19,10 @@ foreach(fx dflash_step_public dflash_step_public_b)
   set_tests_properties(models_verify_${fx} models_verify_${fx}_f64 PROPERTIES LABELS models
                        ENVIRONMENT "${DFL_TEST_ENV}")
 endforeach()
+# The same fixture checks under every OpenBLAS core type the CPU can run (the f32 step's rounding
+# follows OpenBLAS's per-CPU kernels; tests/models/verify_coretypes.sh); 77: no DYNAMIC_ARCH.
+add_test(NAME models_verify_coretypes
+         COMMAND bash tests/models/verify_coretypes.sh $<TARGET_FILE:dflc>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(models_verify_coretypes PROPERTIES LABELS models SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${DFL_TEST_ENV}")

@@ -27,8 +27,11 @@ typedef struct {
   int grads_bf16;         /* with bf16: the gradients in bf16 too, as train.grads = bf16 runs them */
 } verify_opts;
 
+/* Each quantity is judged against its own bound: --tol, plus for the f32/f64 AdamW update the part
+** of its error carried in from the gradient's (see update_carry). worst: the quantity nearest to
+** (or furthest past) its bound, by error / bound. */
 typedef struct {
-  double worst;
+  double worst, worst_err, worst_bound;
   char worst_name[128];
   int n;
   int quiet;
@@ -62,13 +65,43 @@ static double rel_err_weighted(const double *ours, const double *ref, const doub
   return isfinite(e) ? e : INFINITY;
 }
 
-static void report(verify_tally *t, const char *name, double e) {
-  if (!t->quiet) printf("  %-52s %.3e\n", name, e);
-  if (t->n == 0 || !(e <= t->worst)) {   /* NaN counts as worst */
-    t->worst = e;
+static void report_bound(verify_tally *t, const char *name, double e, double bound, double tol) {
+  if (!t->quiet) {
+    if (bound > tol) printf("  %-52s %.3e (bound %.3e = tol + %.3e from the gradient's error)\n", name, e, bound, bound - tol);
+    else printf("  %-52s %.3e\n", name, e);
+  }
+  double r = e / bound;
+  if (t->n == 0 || !(r <= t->worst)) {   /* NaN counts as worst */
+    t->worst = isnan(r) ? INFINITY : r;
+    t->worst_err = e;
+    t->worst_bound = bound;
     snprintf(t->worst_name, sizeof t->worst_name, "%s", name);
   }
   t->n++;
+}
+static double g_tol; /* the run's --tol, for report() */
+static void report(verify_tally *t, const char *name, double e) { report_bound(t, name, e, g_tol, g_tol); }
+
+/* The first AdamW step from fresh moments (what every fixture holds: m = v = 0, step 1) moves a
+** parameter by -lr (c g / (|c g| + eps) + wd p), c the clip coefficient of the global norm. Its
+** derivative in g is lr eps / (|c g| + eps)^2 per unit of c g: where |g| is near eps a gradient error
+** far below the gradient tolerance becomes an update error of its order. The f32 gradient's rounding
+** depends on the BLAS kernels (OpenBLAS picks them per CPU: 7e-5 .. 1.3e-4 on the public fixture's
+** down_proj update, the gradients all within 2e-6), so the update is judged against
+**     ||u - u_ref|| <= tol ||u_ref|| + ||U(g) - U(g_ref)||,
+** the second term computed here in f64 from our gradient g (its own error already judged against
+** tol) and the fixture's: exactly the update error that the gradient's error explains (triangle
+** inequality), nothing tuned. An optimizer bug (lr, eps, bias correction, clip, decay) still shows in
+** full; the f64 path's gradients agree to ~1e-12, so its bar stays tight. */
+static double update_carry(const double *g, const double *gref, int64_t n, double c, double cref,
+                           double lr, double eps) {
+  double d = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double x = c * g[i], y = cref * gref[i];
+    double du = lr * (x / (fabs(x) + eps) - y / (fabs(y) + eps));
+    d += du * du;
+  }
+  return sqrt(d);
 }
 
 /* Read a reference tensor into a fresh double array, checking its element count. */
@@ -255,7 +288,8 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
   memset(&gpu, 0, sizeof gpu);
   memset(&gplan, 0, sizeof gplan);
   double *buf = NULL, *ref = NULL, *ref2 = NULL;
-  double **before = NULL;
+  double **before = NULL, **gours = NULL, **grefs = NULL;
+  int nkept = 0; /* entries of before/gours/grefs */
 
   if (spec_from_fixture(root, &st, o, &spec, err, sizeof err) != DFL_OK) {
     fprintf(stderr, "%s: %s\n", jpath, err);
@@ -322,6 +356,10 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
 
   const int np = tg.drafter.n_params;
   before = calloc((size_t)np, sizeof *before);
+  gours = calloc((size_t)np, sizeof *gours);
+  grefs = calloc((size_t)np, sizeof *grefs);
+  if (!before || !gours || !grefs) goto done;
+  nkept = np;
   for (int i = 0; i < np; i++) {
     const dfl_tensor *t = &g->t[tg.drafter.params[i]];
     int64_t n = dfl_tensor_numel(t);
@@ -367,8 +405,8 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
     dfl_cpu_get_d(&cpu, t->grad_acc, buf, n);
     for (int64_t j = 0; j < n; j++) buf[j] /= den;
     report(tally, name, rel_err(buf, ref, n));
-    free(buf); buf = NULL;
-    free(ref); ref = NULL;
+    gours[i] = buf; buf = NULL;   /* kept for the update's bound */
+    grefs[i] = ref; ref = NULL;
   }
 
   /* The optimizer step: clip, AdamW; compare the update (updated - param), not the weights. */
@@ -381,6 +419,9 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
   dfl_cpu_get_d(&cpu, tg.opt_state, state, DFL_OPT_COUNT);
   if (!(ref = ref_read(&st, "out.grad_norm_preclip", 1, &one, err, sizeof err))) { fprintf(stderr, "%s\n", err); goto done; }
   report(tally, "out.grad_norm_preclip", rel_err(&state[DFL_OPT_GNORM], ref, 1));
+  /* clip coefficients of our step and of the reference's, as OPT_PREP computes them */
+  const double cl = spec.clip, cours = cl > 0 ? fmin(1.0, cl / (state[DFL_OPT_GNORM] + 1e-6)) : 1.0,
+               cref = cl > 0 ? fmin(1.0, cl / (ref[0] + 1e-6)) : 1.0;
   free(ref); ref = NULL;
   for (int i = 0; i < np; i++) {
     const dfl_tensor *t = &g->t[tg.drafter.params[i]];
@@ -405,22 +446,30 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
       snprintf(name, sizeof name, "update.%s", t->name);
       if (!tally->quiet) printf("  %-52s %.3e (plain; not judged in bf16)\n", name, plain);
       report(tally, name, rel_err_weighted(buf, ref, ref2, n));
-    } else
-      report(tally, name, rel_err(buf, ref, n));
+    } else {
+      double un = 0;
+      for (int64_t j = 0; j < n; j++) un += ref[j] * ref[j];
+      double carry = update_carry(gours[i], grefs[i], n, cours, cref, spec.lr, spec.eps);
+      report_bound(tally, name, rel_err(buf, ref, n), o->tol + (un > 0 ? carry / sqrt(un) : carry), o->tol);
+    }
     free(buf); buf = NULL;
     free(ref); ref = NULL;
     free(ref2); ref2 = NULL;
   }
-  status = tally->worst <= o->tol ? 0 : 1;
+  status = tally->worst <= 1.0 ? 0 : 1;
 
 done:
   free(buf);
   free(ref);
   free(ref2);
-  if (before) {
-    for (int i = 0; i < tg.drafter.n_params; i++) free(before[i]);
-    free(before);
+  for (int i = 0; i < nkept; i++) {
+    if (before) free(before[i]);
+    if (gours) free(gours[i]);
+    if (grefs) free(grefs[i]);
   }
+  free(before);
+  free(gours);
+  free(grefs);
   if (have_gpu) dfl_be_close(&gpu);
   if (gplan.offset) dfl_plan_free(&gplan);
   if (have_cpu) dfl_cpu_free(&cpu);
@@ -476,14 +525,15 @@ int dfl_cmd_verify(int argc, char **argv) {
   if (n > 5 && !strcmp(base + n - 5, ".json")) base[n - 5] = 0;
   else if (n > 12 && !strcmp(base + n - 12, ".safetensors")) base[n - 12] = 0;
 
-  verify_tally t = {0, "", 0, o.quiet};
+  verify_tally t = {0, 0, 0, "", 0, o.quiet};
+  g_tol = o.tol;
   printf("dflc verify %s (%s%s, tol %.1e)\n", base, o.cuda ? "cuda " : "", o.f64 ? "f64" : o.bf16 ? "bf16" : "f32", o.tol);
   int rc = verify_run(base, &o, &t);
   if (rc == 2) {
     printf("FAIL: the fixture could not be checked (see the error above)\n");
     return 2;
   }
-  printf("%s: worst relative error %.3e (%s) over %d quantities, tolerance %.1e\n", rc == 0 ? "PASS" : "FAIL",
-         t.worst, t.worst_name, t.n, o.tol);
+  printf("%s: worst relative error %.3e (%s, bound %.3e) over %d quantities, tolerance %.1e\n",
+         rc == 0 ? "PASS" : "FAIL", t.worst_err, t.worst_name, t.worst_bound, t.n, o.tol);
   return rc;
 }

@@ -4,6 +4,9 @@
 **   - one parameter element perturbed     -> FAIL (exit 1): the step no longer matches
 **   - one reference gradient element off  -> FAIL (exit 1)
 **   - a gradient tensor of the wrong shape -> refused (exit 2) naming the tensor
+**   - one tensor's reference update scaled by 1.001 (an optimizer off by 0.1%, as a wrong lr or bias
+**     correction would be) -> FAIL (exit 1): the update's bound (tol + the part carried from the
+**     gradient's error, <= 1.8e-4 on this fixture) must stay below such an error
 ** while the untouched copy passes (exit 0).
 */
 #include <math.h>
@@ -32,7 +35,7 @@ static int copy_file(const char *from, const char *to) {
   return 0;
 }
 
-typedef enum { KEEP, PERTURB_PARAM, PERTURB_GRAD, RESHAPE_GRAD } corruption;
+typedef enum { KEEP, PERTURB_PARAM, PERTURB_GRAD, RESHAPE_GRAD, SCALE_UPDATE } corruption;
 
 /* Write dir/fx.{json,safetensors}: the fixture with one corruption. Returns the tensor touched. */
 static void write_copy(const char *dir, corruption how, dfl_rng *rng, char *touched, size_t tn) {
@@ -45,7 +48,7 @@ static void write_copy(const char *dir, corruption how, dfl_rng *rng, char *touc
   dfl_st_out *out = calloc((size_t)st.n, sizeof *out);
   float **bufs = calloc((size_t)st.n, sizeof *bufs);
   /* Pick the victim among the tensors of the kind to corrupt. */
-  const char *prefix = how == PERTURB_PARAM ? "param.layers." : "grad.";
+  const char *prefix = how == PERTURB_PARAM ? "param.layers." : how == SCALE_UPDATE ? "updated." : "grad.";
   int cand[256], nc = 0;
   for (int i = 0; i < st.n && nc < 256; i++)
     if (!strncmp(st.e[i].name, prefix, strlen(prefix)) && dfl_st_numel(&st.e[i]) > 16) cand[nc++] = i;
@@ -71,6 +74,18 @@ static void write_copy(const char *dir, corruption how, dfl_rng *rng, char *touc
       out[i].ndim = 2;
       out[i].shape[0] = n / 2;
       out[i].shape[1] = 2;
+    } else if (how == SCALE_UPDATE) {
+      char pname[256];
+      snprintf(pname, sizeof pname, "param.%s", e->name + strlen("updated."));
+      const dfl_st_entry *pe = dfl_st_find(&st, pname);
+      if (!pe || dfl_st_numel(pe) != n) {
+        printf("fixture: %s has no parameter %s of its size\n", e->name, pname);
+        exit(1);
+      }
+      float *pv = malloc(sizeof(float) * (size_t)n);
+      dfl_st_read_f32(&st, pe, pv);
+      for (int64_t j = 0; j < n; j++) bufs[i][j] = pv[j] + (bufs[i][j] - pv[j]) * 1.001f;
+      free(pv);
     } else {
       /* Off by a large fraction of the tensor's RMS, at one element: well above 1e-4 relative. */
       double rms = 0;
@@ -119,6 +134,7 @@ int main(void) {
   expect(dir, PERTURB_PARAM, &rng, 1, "perturbed parameter");
   expect(dir, PERTURB_GRAD, &rng, 1, "perturbed reference grad");
   expect(dir, RESHAPE_GRAD, &rng, 2, "grad of the wrong shape");
+  for (int k = 0; k < 3; k++) expect(dir, SCALE_UPDATE, &rng, 1, "update scaled by 1.001");
   char path[600];
   snprintf(path, sizeof path, "%s/fx.json", dir);
   unlink(path);
