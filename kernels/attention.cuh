@@ -1317,6 +1317,11 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc128(TC_BWDKV_
 ** persistent with 3 slots 0.238; earlier run: not ping-pong 0.263 against 0.255. Registers: 240 per
 ** consumer thread (S, O and two P sets: 229 used, no spills), 24 for the producer. Other archs
 ** compile the kernels as empty stubs that the runtime never launches.
+** head_dim 256 (dfl_attn_fwd_wg256, CAUSAL only: the hybrid targets' gated attention, GQA 24/4) takes the
+** same kernel with HD a template argument: K/V tiles of 64 keys (four 64-dim TMA boxes each), O as two
+** m64n128 accumulators (128 registers a thread). Measured on the H200 (bench_attention "causal S4096
+** hd256 (27B target)", same process): 0.332 ms (621 TF/s) against 36.45 ms for the CUDA-core kernel it
+** replaces; in the Qwen3.6-27B forward (dflc bench --target-only --ops) 84 ms for the 15 layers.
 ** The DFLASH forward (dfl_attn_fwd_wgd128: wg_fwd with DFL) and the query-major DFLASH backward
 ** (dfl_attn_bwdq_wg128: wg_bwdq) take the same structure. Measured on the H200 (bench_attention 20,
 ** 8B drafter layer: S 4096, N 512, B 16, 32/8 heads, same process as the mma.sync kernels): forward
@@ -1465,12 +1470,14 @@ __device__ __forceinline__ void wg_tma3(unsigned dst, const void *map, int c0, i
 ** (the rest of S masked) made ptxas spill 316 bytes: not kept.
 */
 template <int N> struct wg_ic { static constexpr int v = N; };
-template <int KT, int NSTG, int PP, int PERS, int DFL>
+template <int HD, int KT, int NSTG, int PP, int PERS, int DFL>
 __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, const unsigned char *tm,
                                        const int *anchors, const int *keep, int batch, int S, int N, int B, int nh,
                                        int nkv, int W, float scale) {
-  constexpr int HD = 128, R = 128, NS = KT / 2, MG = DFL == 2 && KT == 128;
-  constexpr unsigned QB = 64 * HD * 2, TB = KT * HD * 2; /* bytes: Q of a warpgroup, one K or V tile */
+  constexpr int R = 128, NS = KT / 2, MG = DFL == 2 && KT == 128, NO = HD / 2, NDB = HD / 64;
+  /* bytes: Q of a warpgroup, one K or V tile, and their 64-dim blocks ([rows][64 dims] each) */
+  constexpr unsigned QB = 64 * HD * 2, TB = KT * HD * 2, QBB = QB / NDB, TBB = TB / NDB;
+  static_assert(HD == 128 || (HD == 256 && !DFL && KT == 64), "wg_fwd: head_dim 128, or 256 CAUSAL with 64-key tiles");
   extern __shared__ __align__(1024) unsigned char wg_sm[];
   const unsigned sm0 = tc_saddr(wg_sm), qs = (sm0 + 1023u) & ~1023u, ks = qs + 2 * QB, vs = ks + NSTG * TB,
                  bars = vs + NSTG * TB; /* K full, V full, K empty, V empty: NSTG 8-byte barriers each */
@@ -1534,8 +1541,8 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
           const int crow = u.kvrow + u.lo0 + j * KT;
           mb_expect(fb, ctx ? TB : no * 32 * 256);
           if (ctx && !mgd) {
-            wg_tma3(d, tm + 128 * v, 0, u.g, crow, fb);
-            wg_tma3(d + TB / 2, tm + 128 * v, 64, u.g, crow, fb);
+#pragma unroll
+            for (int db = 0; db < NDB; db++) wg_tma3(d + db * TBB, tm + 128 * v, 64 * db, u.g, crow, fb);
           }
           for (int x = 0; x < nc + no; x++) {
             const unsigned char *m = tm + (x < nc ? 512 : 256) + 128 * v;
@@ -1561,10 +1568,10 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   ** for and fenced to the async proxy before the warpgroup's barrier at the unit's start */
   const unsigned qw = qs + wg * QB;
   auto load_q = [&](const unit &u) {
-    for (int c = tid; c < 64 * 16; c += 128) {
-      int rr = c >> 4, ch = c & 15, r = wg * 64 + rr, ok = r < u.P;
+    for (int c = tid; c < 64 * (HD / 8); c += 128) {
+      int rr = c / (HD / 8), ch = c % (HD / 8), r = wg * 64 + rr, ok = r < u.P;
       const tc_bf *src = ok ? q + ((u.qrow0 + r / G) * nh + u.g * G + r % G) * HD + ch * 8 : q;
-      wg_cp16(qw + (ch >> 3) * (QB / 2) + rr * 128 + (((ch & 7) ^ (rr & 7)) << 4), src, ok);
+      wg_cp16(qw + (ch >> 3) * QBB + rr * 128 + (((ch & 7) ^ (rr & 7)) << 4), src, ok);
     }
     tc_commit();
   };
@@ -1575,12 +1582,12 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   auto turn_wait = [&]() { if (PP) nb_sync(3 + wg, 256); };
   auto turn_give = [&]() { if (PP) nb_arrive(3 + (wg ^ 1), 256); };
   if (PP && wg == 0) nb_arrive(3, 256);
-  float oacc[64], m[2], l[2];
+  float oacc[NO], m[2], l[2];
   int it = 0, rlo[2], rhi[2]; /* ring position of the unit's tile 0; allowed (context) keys [rlo, rhi)
                               ** of this thread's rows (padding rows: none) */
   auto keep_op = [&](unsigned (*pu)[4]) { /* O and the P operand in their registers around a P V */
 #pragma unroll
-    for (int i = 0; i < 64; i++) wg_keep(oacc[i]);
+    for (int i = 0; i < NO; i++) wg_keep(oacc[i]);
 #pragma unroll
     for (int c = 0; c < KT / 16; c++) { wg_keepu(pu[c][0]); wg_keepu(pu[c][1]); wg_keepu(pu[c][2]); wg_keepu(pu[c][3]); }
   };
@@ -1588,8 +1595,8 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     const unsigned kb = ks + ((it + t) % NSTG) * TB;
 #pragma unroll
     for (int k = 0; k < HD / 16; k++) {
-      unsigned long long da = wg_desc(qw + (k >> 2) * (QB / 2) + (k & 3) * 32, 16, 1024);
-      unsigned long long db = wg_desc(kb + (k >> 2) * (TB / 2) + (k & 3) * 32, 16, 1024);
+      unsigned long long da = wg_desc(qw + (k >> 2) * QBB + (k & 3) * 32, 16, 1024);
+      unsigned long long db = wg_desc(kb + (k >> 2) * TBB + (k & 3) * 32, 16, 1024);
       if constexpr (KT == 128) { if (k) wg_ss128<1>(s, da, db); else wg_ss128<0>(s, da, db); }
       else { if (k) wg_ss64<1>(s, da, db); else wg_ss64<0>(s, da, db); }
     }
@@ -1600,8 +1607,11 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   auto issue_pv = [&](int t, unsigned (*pu)[4], auto nn) {
     constexpr int NN = decltype(nn)::v;
     const unsigned vb = vs + ((it + t) % NSTG) * TB;
+    /* per 128 output dims (two 64-dim blocks of V, LBO the block stride) an m64n128 product */
 #pragma unroll
-    for (int c = 0; c < NN / 16; c++) wg_rs128t(oacc, pu[c], wg_desc(vb + c * 2048, TB / 2, 1024));
+    for (int c = 0; c < NN / 16; c++)
+#pragma unroll
+      for (int h = 0; h < HD / 128; h++) wg_rs128t(oacc + 64 * h, pu[c], wg_desc(vb + 2 * h * TBB + c * 2048, TBB, 1024));
     wg_commit();
   };
   /* mask (allowed keys [lo, hi) of the thread's two rows) and softmax of S_t (keys from k0) into P (A
@@ -1671,7 +1681,7 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
       m[i] = DFL_NINF; l[i] = 0.f;
     }
 #pragma unroll
-    for (int i = 0; i < 64; i++) oacc[i] = 0.f;
+    for (int i = 0; i < NO; i++) oacc[i] = 0.f;
     /* tile t's S (its width for DFLASH's own tile) and softmax with its segment's row ranges */
     /* DFLASH's own tile: P V over its first 32 keys when the unit has no more (its S stays KT wide:
     ** an m64n32 S, the rest of S masked, made ptxas spill) */
@@ -1727,7 +1737,7 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
       keep_op(pu);
       if (corr[0] != 1.f || corr[1] != 1.f) {
 #pragma unroll
-        for (int c = 0; c < 16; c++) { oacc[4 * c] *= corr[0]; oacc[4 * c + 1] *= corr[0]; oacc[4 * c + 2] *= corr[1]; oacc[4 * c + 3] *= corr[1]; }
+        for (int c = 0; c < HD / 8; c++) { oacc[4 * c] *= corr[0]; oacc[4 * c + 1] *= corr[0]; oacc[4 * c + 2] *= corr[1]; oacc[4 * c + 3] *= corr[1]; }
       }
     };
     auto last = [&](unsigned (*pu)[4]) { /* the last P V */
@@ -1776,7 +1786,7 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
       float inv = lq > 0.f ? 1.f / lq : 0.f;
       tc_bf *op = o + (row * nh + h) * HD + 2 * t4;
 #pragma unroll
-      for (int c = 0; c < 16; c++) *(unsigned *)(op + c * 8) = tc_pack(oacc[4 * c + 2 * i] * inv, oacc[4 * c + 2 * i + 1] * inv);
+      for (int c = 0; c < HD / 8; c++) *(unsigned *)(op + c * 8) = tc_pack(oacc[4 * c + 2 * i] * inv, oacc[4 * c + 2 * i + 1] * inv);
       if (t4 == 0) lse[row * nh + h] = lq > 0.f ? m[i] * TC_LN2 + logf(lq) : DFL_NINF;
     }
     it += u.nt;
@@ -2055,20 +2065,23 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
 #endif
 /* 384 threads: the producer warpgroup and two consumers. k2 (no key pointer the kernel reads) carries
 ** the tensor maps. */
-#define WG_FWD_KERNEL(name, KT, NS, PP, PERS, DFL)                                                                \
+#define WG_FWD_KERNEL(name, HD_, KT, NS, PP, PERS, DFL)                                                           \
   extern "C" __global__ void __launch_bounds__(384, 1) name(TC_FWD_ARGS) {                                      \
     (void)dt; (void)hd; (void)k1; (void)v1; (void)v2; (void)anchors; (void)keep; (void)mask; (void)N; (void)B;  \
-    WG_FWD_BODY(KT, NS, PP, PERS, DFL)                                                                         \
+    WG_FWD_BODY(HD_, KT, NS, PP, PERS, DFL)                                                                    \
   }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WG_FWD_BODY(KT, NS, PP, PERS, DFL) \
-  wg_fwd<KT, NS, PP, PERS, DFL>(o, lse, q, (const unsigned char *)k2, anchors, keep, batch, S, N, B, nh, nkv, window, scale);
+#define WG_FWD_BODY(HD_, KT, NS, PP, PERS, DFL) \
+  wg_fwd<HD_, KT, NS, PP, PERS, DFL>(o, lse, q, (const unsigned char *)k2, anchors, keep, batch, S, N, B, nh, nkv, window, scale);
 #else
-#define WG_FWD_BODY(KT, NS, PP, PERS, DFL) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
+#define WG_FWD_BODY(HD_, KT, NS, PP, PERS, DFL) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
 #endif
-WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 2, 1, 1, 0)
-WG_FWD_KERNEL(dfl_attn_fwd_wgd128, 128, 2, 1, 1, 2)
-WG_FWD_KERNEL(dfl_attn_fwd_wgd128s, 128, 2, 1, 1, 1) /* own keys always in a tile of their own */
+WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 128, 2, 1, 1, 0)
+WG_FWD_KERNEL(dfl_attn_fwd_wgd128, 128, 128, 2, 1, 1, 2)
+WG_FWD_KERNEL(dfl_attn_fwd_wgd128s, 128, 128, 2, 1, 1, 1) /* own keys always in a tile of their own */
+/* head_dim 256 (the Qwen3.5/3.6 targets' gated attention), CAUSAL: 64-key tiles (a 256-dim tile of 128
+** keys is 64 KB: four slots would not fit beside Q), O an m64n256 accumulator as two m64n128 halves */
+WG_FWD_KERNEL(dfl_attn_fwd_wg256, 256, 64, 2, 1, 1, 0)
 /* 384 threads, as the forward; k2 carries the tensor maps */
 #define WG_BWDQ_KERNEL(name, QR)                                                                                  \
   extern "C" __global__ void __launch_bounds__(384, 1) name(TC_BWDQ_ARGS) {                                     \

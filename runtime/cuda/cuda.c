@@ -235,8 +235,9 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   const dfl_attrs *a = &op->a;
   struct dfl_cuda_impl *im = c->impl;
   int hd = a->head_dim, G = a->kv_heads > 0 ? a->heads / a->kv_heads : 0, dfl = a->mask == DFL_MASK_DFLASH;
-  if (im->att_ref || (hd != 64 && hd != 128) || G < 1 || G > 128) return 0;
   int bwd = op->code == DFL_OP_ATTENTION_BWD;
+  /* head_dim 256: the CAUSAL forward by wgmma only (the hybrid targets' gated attention; below) */
+  if (im->att_ref || (hd != 64 && hd != 128 && !(hd == 256 && !dfl && !bwd)) || G < 1 || G > 128) return 0;
   if (bwd && !dfl) return 0;
   for (int k = 0; k < op->n_in; k++) {
     dfl_dtype d = T(c, op->in[k])->dtype;
@@ -270,6 +271,16 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
       t->sf = sf;
       return 1;
     }
+  }
+  /* head_dim 256, CAUSAL (dfl_attn_fwd_wg256): the same structure with K/V tiles of 64 keys (2 K and 2 V
+  ** slots of 32 KB beside 64 KB of Q); without Hopper's wgmma, the CUDA-core kernel */
+  if (hd == 256) {
+    enum { KT = 64, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg256, ...) */
+    size_t sf = 2 * 64 * 512 + 2 * (size_t)NSTG * KT * 512 + 4 * NSTG * 8 + 1024;
+    if (!im->att_wg || !im->tmap_encode || sf > (size_t)im->smax) return 0;
+    t->wg = K_ATT_FWD_WG256;
+    t->sf = sf;
+    return 1;
   }
   t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
   /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS (bf16) */
@@ -316,7 +327,8 @@ static int att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os, int qdo) {
     int ti = i < 6 ? op->in[1 + i % 4] : op->in[i == 6 ? 0 : 9], hs = i < 6 ? nkv : nh; /* heads per row */
     cuuint64_t dim[3] = {(cuuint64_t)hd, (cuuint64_t)hs, (cuuint64_t)(numel(c, ti) / ((int64_t)hs * hd))};
     cuuint64_t stride[2] = {(cuuint64_t)hd * 2, (cuuint64_t)hs * hd * 2}; /* bytes, dims 1 and 2 */
-    cuuint32_t box[3] = {64, i < 6 ? 1 : (cuuint32_t)G, i < 2 ? 128 : i < 6 ? 32 : (cuuint32_t)(64 / G)}, es[3] = {1, 1, 1};
+    cuuint32_t kt = hd == 256 ? 64 : 128; /* dfl_attn_fwd_wg256's tiles are 64 keys */
+    cuuint32_t box[3] = {64, i < 6 ? 1 : (cuuint32_t)G, i < 2 ? kt : i < 6 ? 32 : (cuuint32_t)(64 / G)}, es[3] = {1, 1, 1};
     CUresult r = im->tmap_encode(&m[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, c->ptr[ti], dim, stride, box, es,
                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

@@ -5,7 +5,8 @@
 **   DFLASH forward + backward: S=4096, N=512 anchors (uniform over positions 0..S-2 without
 **     replacement, sorted, like runtime/anchors.c with every position supervised), B=16,
 **     nh=32, nkv=8, hd=128, batch 1, bf16; full layer, and a sliding layer (window 2048);
-**   CAUSAL forward (the frozen target): S=4096, nh=32, nkv=8, hd=128, bf16.
+**   CAUSAL forward (the frozen target): S=4096, nh=32, nkv=8, hd=128, bf16; and the Qwen3.6-27B
+**     target's gated attention, S=4096, nh=24, nkv=4, hd=256 (ref: the CUDA-core kernel it replaced).
 ** FLOPs count only unmasked work: 4*hd per visible (query head, key) forward, 2.5x that backward.
 ** Each mode prints median ms over the repetitions (host clock around launch + sync; the kernels
 ** run for milliseconds, so launch overhead is noise) and checks the tensor-core outputs against
@@ -39,7 +40,8 @@ static double urand(void) { /* splitmix64 */
 }
 static int cmp_i(const void *a, const void *b) { return *(const int32_t *)a - *(const int32_t *)b; }
 
-enum { N_ = 512, B_ = 16, NH = 32, NKV = 8, HD = 128, S_MAX = 4096 };
+enum { N_ = 512, B_ = 16, S_MAX = 4096 };
+static int NH = 32, NKV = 8, HD = 128; /* heads of the configuration being run */
 static int S_ = 4096; /* context length of the configuration being run */
 
 typedef struct {
@@ -223,6 +225,9 @@ int main(int argc, char **argv) {
   if (strstr("dflash full S4096 N512", only)) fails += bench("dflash full S4096 N512", 1, 0, reps);
   if (strstr("dflash sliding W2048", only)) fails += bench("dflash sliding W2048", 1, 2048, reps);
   if (strstr("causal S4096", only)) fails += bench("causal S4096", 0, 0, reps);
+  NH = 24, NKV = 4, HD = 256; /* the Qwen3.6-27B target's attention layers */
+  if (strstr("causal S4096 hd256 (27B target)", only)) fails += bench("causal S4096 hd256 (27B target)", 0, 0, reps);
+  NH = 32, NKV = 8, HD = 128;
   S_ = 2048; /* the Qwen3.6-27B drafter's benchmark: 2048-token sequences, the same heads */
   if (strstr("dflash full S2048 N512 (27B)", only)) fails += bench("dflash full S2048 N512 (27B)", 1, 0, reps);
   S_ = 4096;

@@ -983,6 +983,14 @@ int main(void) {
       ** and a window that starts the key range past 0 */
       case_attention_tc(0, 600, 0, 1, 0, 128, 8, 2, 0);
       case_attention_tc(0, 700, 0, 1, 300, 128, 12, 4, 0);    /* G = 3, window */
+      /* CAUSAL hd 256 on sm_90 (the hybrid targets' attention): the wgmma forward with 64-key tiles;
+      ** GQA 24/4 as the 27B (G 6: 21 positions per unit, 2 padding rows), up to 10 key tiles (odd and
+      ** even counts), S not a multiple of the tile or the unit, both rows of the batch restarting at
+      ** their start, a window, G 1 and G 4 */
+      case_attention_tc(0, 600, 0, 1, 0, 256, 24, 4, 0);
+      case_attention_tc(0, 77, 0, 1, 0, 256, 6, 1, 0);
+      case_attention_tc(0, 300, 0, 1, 100, 256, 8, 2, 0);
+      case_attention_tc(0, 130, 0, 1, 0, 256, 2, 2, 0);       /* G = 1 */
       /* DFLASH hd 128 on sm_90: the wgmma forward, several context tiles (odd and even counts), own
       ** tiles of 32 keys (G 4), 64 (G 2: 4 boxes of k2/v2) and 16 (G 8: one block per unit), a window,
       ** invalid blocks (amode 0: some units have none valid) */

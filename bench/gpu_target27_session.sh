@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/gpu_target27_session.sh DIR [MODE]: the GPU-machine session of issue 44 (the Qwen3.6-27B target
+# forward; docs/performance.md). DIR holds xz-compressed dflc_gpu, cuda_ops and bench_attention built here
+# (strip, xz), optionally DIR/cache/*.cubin.xz (kernels compiled here: nothing compiles there) and
+# DIR/wheels/*.whl (flash-linear-attention 0.6.0, fla-core 0.6.0, einops, from PyPI, for the anchor).
+# MODE checks: cuda_ops (every op against the CPU, the hd-256 attention included), bench_attention at the
+#   27B target's attention shape (against the CUDA-core kernel), dflc golden --cuda on nano-hybrid (and
+#   examples/models/hybrid when present), the target forward alone (--target-only --ops).
+# MODE anchor: dflc's target forward and the Hugging Face + flash-linear-attention forward
+#   (bench/hf_qwen36_target.py) back to back in one call.
+# Logs under $OUT.
+set -o pipefail
+cd "$(dirname "$0")/.."
+B=${1:?usage: bench/gpu_target27_session.sh DIR [checks|anchor]}
+MODE=${2:-checks}
+for b in dflc_gpu cuda_ops bench_attention; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+export DFL_CACHE_DIR=/tmp/dflc-cache
+mkdir -p $DFL_CACHE_DIR
+for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
+ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }
+bench27() { ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu bench examples/qwen36-27b-target.dfl --target-only --steps 3 \
+              --warmup 1 --phase-steps 1 --ops --json $OUT/target27$1.json; echo "bench rc $?" ) > $OUT/target27$1.log 2>&1; }
+ts start
+if [ "$MODE" = checks ]; then
+  ( timeout 200 /tmp/cuda_ops; echo "cuda_ops rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
+  ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention
+  ( for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
+      timeout 60 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda; echo "golden $m rc $?"
+    done ) > $OUT/golden.log 2>&1; ts golden
+  bench27 ""; ts target27
+  grep -E "cases|attention-tc causal.*hd 256|FAIL|rc " $OUT/checks.log | tail -30
+  cat $OUT/attention.log | tail -8
+  grep -E "PASS|FAIL|rc |rel L2" $OUT/golden.log | tail -20
+else
+  for w in $B/wheels/*.whl; do [ -f "$w" ] && { python3 -m pip install --no-deps --no-index "$w" >/dev/null 2>&1 ||
+      python3 -m pip install --no-deps --no-index --break-system-packages "$w" > /dev/null 2>&1 || echo "pip: $w not installed"; }; done
+  bench27 ""; ts target27
+  ( time timeout ${HF_T:-400} python3 bench/hf_qwen36_target.py; echo "hf rc $?" ) > $OUT/hf.log 2>&1; ts hf
+  tail -8 $OUT/hf.log
+fi
+grep -vE "^  target forward +[a-z_0-9]+ +[0-9]+ " $OUT/target27.log | tail -12; grep -E "^  target forward" $OUT/target27.log | head -16
+cat $OUT/session.txt
+true
