@@ -8,6 +8,7 @@
 #   examples/models/hybrid when present), the target forward alone (--target-only --ops).
 # MODE anchor: dflc's target forward and the Hugging Face + flash-linear-attention forward
 #   (bench/hf_qwen36_target.py) back to back in one call.
+# MODE all: both, in that order (one call of about 7 minutes).
 # Logs under $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }
 bench27() { ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu bench examples/qwen36-27b-target.dfl --target-only --steps 3 \
               --warmup 1 --phase-steps 1 --ops --json $OUT/target27$1.json; echo "bench rc $?" ) > $OUT/target27$1.log 2>&1; }
 ts start
-if [ "$MODE" = checks ]; then
+if [ "$MODE" != anchor ]; then
   ( timeout 200 /tmp/cuda_ops; echo "cuda_ops rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
   ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention
   ( for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
@@ -32,11 +33,12 @@ if [ "$MODE" = checks ]; then
   grep -E "cases|attention-tc causal.*hd 256|FAIL|rc " $OUT/checks.log | tail -30
   cat $OUT/attention.log | tail -8
   grep -E "PASS|FAIL|rc |rel L2" $OUT/golden.log | tail -20
-else
+fi
+if [ "$MODE" != checks ]; then
   for w in $B/wheels/*.whl; do [ -f "$w" ] && { python3 -m pip install --no-deps --no-index "$w" >/dev/null 2>&1 ||
       python3 -m pip install --no-deps --no-index --break-system-packages "$w" > /dev/null 2>&1 || echo "pip: $w not installed"; }; done
-  bench27 ""; ts target27
-  ( time timeout ${HF_T:-400} python3 bench/hf_qwen36_target.py; echo "hf rc $?" ) > $OUT/hf.log 2>&1; ts hf
+  [ "$MODE" = anchor ] && { bench27 ""; ts target27; }
+  ( time PYTHONUNBUFFERED=1 timeout ${HF_T:-300} python3 bench/hf_qwen36_target.py; echo "hf rc $?" ) > $OUT/hf.log 2>&1; ts hf
   tail -8 $OUT/hf.log
 fi
 grep -vE "^  target forward +[a-z_0-9]+ +[0-9]+ " $OUT/target27.log | tail -12; grep -E "^  target forward" $OUT/target27.log | head -16

@@ -22,6 +22,109 @@ extern "C" __global__ void dfl_conv1d_silu(void *y, int dty, const void *x, int 
   }
 }
 
+/* The same for 16-byte rows (x and y bf16 or f16, C % 8 == 0, K = 4: what the qwen3_5 checkpoints hold):
+** a thread per 8 channels and HY_CRT consecutive rows, the K - 1 previous rows in registers, so each
+** input row is read once (plus 3 halo rows per run) and the op runs at memory speed; the per-element
+** kernel above read every x K times with 2-byte loads (250 GB/s). Same sum order as above. */
+#define HY_CRT 32
+extern "C" __global__ void __launch_bounds__(256) dfl_conv1d_silu_v8(void *y, int dty, const void *x, int dtx,
+                                                                      const void *w, int dtw, ll R, int C, int S) {
+  const int C8 = C >> 3;
+  const ll nt = (R + HY_CRT - 1) / HY_CRT;
+  GRID_STRIDE(i, nt * C8) {
+    const int c0 = (int)(i % C8) * 8;
+    const ll r0 = (i / C8) * HY_CRT, r1 = r0 + HY_CRT < R ? r0 + HY_CRT : R;
+    float wk[4][8], h[3][8];
+#pragma unroll
+    for (int c = 0; c < 8; c++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) wk[j][c] = ldf(w, dtw, (ll)(c0 + c) * 4 + j);
+    int pos = (int)(r0 % S); /* r0's position in its sequence */
+#pragma unroll
+    for (int j = 0; j < 3; j++) {
+      if (pos - 3 + j >= 0) ld8(x, dtx, (r0 - 3 + j) * C + c0, h[j]);
+      else {
+#pragma unroll
+        for (int c = 0; c < 8; c++) h[j][c] = 0.f;
+      }
+    }
+#pragma unroll 2
+    for (ll r = r0; r < r1; r++, pos++) {
+      if (pos == S) { /* a new sequence: the window restarts */
+        pos = 0;
+#pragma unroll
+        for (int c = 0; c < 8; c++) h[0][c] = h[1][c] = h[2][c] = 0.f;
+      }
+      float xc[8], o[8];
+      ld8(x, dtx, r * C + c0, xc);
+#pragma unroll
+      for (int c = 0; c < 8; c++) {
+        float acc = 0.f;
+        acc += wk[0][c] * h[0][c];
+        acc += wk[1][c] * h[1][c];
+        acc += wk[2][c] * h[2][c];
+        acc += wk[3][c] * xc[c];
+        o[c] = hy_silu(acc);
+        h[0][c] = h[1][c]; h[1][c] = h[2][c]; h[2][c] = xc[c];
+      }
+      st8(y, dty, r * C + c0, o);
+    }
+  }
+}
+
+/* L2NORM and NORM_GATE on 16-byte rows (bf16/f16 x, y, z; G % 8 == 0, G / 8 a power of two <= 32):
+** a thread per 8 features, the group's G / 8 lanes reduce by shuffles; the warp-per-group kernels
+** below read 2 bytes a lane and left most of a warp idle at G = 128. */
+template <int L> __device__ __forceinline__ float hy_lanes_sum(float v) {
+#pragma unroll
+  for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <int L>
+__device__ __forceinline__ void hy_l2norm_v8(void *y, int dty, const void *x, int dtx, ll n8, float eps, float alpha) {
+  /* n8 (a multiple of L) vectors; whole warps iterate together so every shuffle has its lanes */
+  for (ll b = ((ll)blockIdx.x * blockDim.x + threadIdx.x) & ~31ll; b < n8; b += (ll)gridDim.x * blockDim.x) {
+    const ll i = b + (threadIdx.x & 31);
+    const int ok = i < n8;
+    float v[8], ss = 0.f;
+    if (ok) ld8(x, dtx, i * 8, v);
+#pragma unroll
+    for (int k = 0; k < 8; k++) ss += ok ? v[k] * v[k] : 0.f;
+    const float r = alpha / sqrtf(hy_lanes_sum<L>(ss) + eps);
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] *= r;
+    if (ok) st8(y, dty, i * 8, v);
+  }
+}
+template <int L>
+__device__ __forceinline__ void hy_norm_gate_v8(void *y, int dty, const void *x, int dtx, const void *z, int dtz,
+                                                const void *w, int dtw, ll n8, int G, float eps) {
+  for (ll b = ((ll)blockIdx.x * blockDim.x + threadIdx.x) & ~31ll; b < n8; b += (ll)gridDim.x * blockDim.x) {
+    const ll i = b + (threadIdx.x & 31);
+    const int ok = i < n8, f0 = (int)(i % L) * 8;
+    float v[8], zz[8], ss = 0.f;
+    if (ok) { ld8(x, dtx, i * 8, v); ld8(z, dtz, i * 8, zz); }
+#pragma unroll
+    for (int k = 0; k < 8; k++) ss += ok ? v[k] * v[k] : 0.f;
+    const float r = 1.f / sqrtf(hy_lanes_sum<L>(ss) / (float)G + eps);
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = v[k] * r * ldf(w, dtw, f0 + k) * hy_silu(zz[k]);
+    if (ok) st8(y, dty, i * 8, v);
+  }
+}
+#define HY_V8_LANES(F, L, ...) \
+  switch (L) { case 1: F<1>(__VA_ARGS__); break; case 2: F<2>(__VA_ARGS__); break; case 4: F<4>(__VA_ARGS__); break; \
+               case 8: F<8>(__VA_ARGS__); break; case 16: F<16>(__VA_ARGS__); break; default: F<32>(__VA_ARGS__); }
+extern "C" __global__ void __launch_bounds__(256) dfl_l2norm_v8(void *y, int dty, const void *x, int dtx, ll n8, int L,
+                                                                 float eps, float alpha) {
+  HY_V8_LANES(hy_l2norm_v8, L, y, dty, x, dtx, n8, eps, alpha)
+}
+extern "C" __global__ void __launch_bounds__(256) dfl_norm_gate_v8(void *y, int dty, const void *x, int dtx,
+                                                                    const void *z, int dtz, const void *w, int dtw,
+                                                                    ll n8, int L, float eps) {
+  HY_V8_LANES(hy_norm_gate_v8, L, y, dty, x, dtx, z, dtz, w, dtw, n8, L * 8, eps)
+}
+
 /* A warp per group of G features (the q/k heads: G = dk, 32..256): the sum of squares by shuffles. */
 #define HY_WARPS_FOR(gi, ng)                                                                          \
   for (ll gi = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5; gi < (ng); gi += ((ll)gridDim.x * blockDim.x) >> 5)

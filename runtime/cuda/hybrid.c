@@ -36,11 +36,18 @@ int dfl_cu_hybrid_load(dfl_cuda *c) {
   return DFL_OK;
 }
 
+/* A tensor the 16-byte kernels take: bf16 or f16, 16-byte aligned (ld8/st8's packed path). */
+static int vec16(const void *p, int dt) { return (dt == DFL_BF16 || dt == DFL_F16) && !((uintptr_t)p & 15); }
+
 int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op) {
   void *y = P(op->out[0]), *x = P(op->in[0]), *w = P(op->in[1]);
   int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
   long long R = T(c, op->in[0])->shape[0];
   int C = (int)T(c, op->in[0])->shape[1], K = (int)T(c, op->in[1])->shape[1], S = op->a.S;
+  if (K == 4 && C % 8 == 0 && vec16(y, dty) && vec16(x, dtx)) { /* 16-byte rows: a thread per 8 channels x 32 rows */
+    void *a[] = {&y, &dty, &x, &dtx, &w, &dtw, &R, &C, &S};
+    return launch(c, K_CONV1D_SILU_V8, (R + 31) / 32 * (C / 8), a);
+  }
   void *a[] = {&y, &dty, &x, &dtx, &w, &dtw, &R, &C, &K, &S};
   return launch(c, K_CONV1D_SILU, R * C, a);
 }
@@ -50,6 +57,12 @@ int dfl_cu_l2norm(dfl_cuda *c, const dfl_op *op) {
   int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), G = op->a.group;
   long long ng = (long long)numel(c, op->in[0]) / G;
   float eps = (float)op->a.eps, alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
+  int L = G / 8;
+  if (G % 8 == 0 && L <= 32 && !(L & (L - 1)) && vec16(y, dty) && vec16(x, dtx)) {
+    long long n8 = ng * L;
+    void *a[] = {&y, &dty, &x, &dtx, &n8, &L, &eps, &alpha};
+    return launch(c, K_L2NORM_V8, n8, a);
+  }
   void *a[] = {&y, &dty, &x, &dtx, &ng, &G, &eps, &alpha};
   return launch_warps(c, K_L2NORM, ng, 0, a);
 }
@@ -60,6 +73,12 @@ int dfl_cu_norm_gate(dfl_cuda *c, const dfl_op *op) {
   int G = op->a.group;
   long long ng = (long long)numel(c, op->in[0]) / G;
   float eps = (float)op->a.eps;
+  int L = G / 8;
+  if (G % 8 == 0 && L <= 32 && !(L & (L - 1)) && vec16(y, dty) && vec16(x, dtx) && vec16(z, dtz)) {
+    long long n8 = ng * L;
+    void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &n8, &L, &eps};
+    return launch(c, K_NORM_GATE_V8, n8, a);
+  }
   void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &ng, &G, &eps};
   return launch_warps(c, K_NORM_GATE, ng, 0, a);
 }

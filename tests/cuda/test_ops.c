@@ -1062,9 +1062,15 @@ int main(void) {
     case_conv1d(2, 65, 96, 0);
     case_conv1d(3, 1, 40, 1);
     case_conv1d(1, 200, 10240 / 8, 1);
+    /* bf16 rows with C % 8 == 0 take the 16-byte kernel (runs of 32 rows, a sequence start inside a
+    ** run: 100 = 3 x 32 + 4); C % 8 != 0 the per-element one */
+    case_conv1d(2, 100, 2048, 0);
+    case_conv1d(2, 50, 36, 0);
     case_hybrid_rows(37, 6, 64);
     case_hybrid_rows(130, 3, 128);
     case_hybrid_rows(9, 4, 32);
+    case_hybrid_rows(21, 5, 256);    /* 32 lanes a group (the 16-byte kernels) */
+    case_hybrid_rows(13, 3, 24);     /* 3 lanes: not a power of two, the warp-per-group kernels */
     case_rope_partial(45, 6, 256, 64);   /* the 27B's attention: 64 of 256 */
     case_rope_partial(29, 3, 64, 16);    /* the hybrid test model's */
     case_rmsnorm_w32(37, 5120, 5120);
