@@ -13,6 +13,9 @@ target_link_libraries(json_get PRIVATE ${JANSSON_LIB})
 add_test(NAME cli_json_paths COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_json_paths.sh $<TARGET_FILE:dflc>
          $<TARGET_FILE:json_get> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_json_paths PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 600)
+if(TEST cuda_nvrtc)   # its `dflc build` copies the run's kernel library (cmake/cuda.cmake)
+  set_tests_properties(cli_json_paths PROPERTIES FIXTURES_REQUIRED nvrtc_library)
+endif()
 
 # What `dflc check` finds beyond the spec (weights' headers, shards, the memory plan, the run
 # directory) with golden stderr, and `dflc train` refusing the same (NaN weights at load,

@@ -16,10 +16,10 @@ endforeach()
 add_dependencies(test_train_nano dflc)   # it runs `dflc export` and `dflc eval`
 # The greedy decoder's walk (runtime/train/accept.c) on planted drafters: no graph, milliseconds.
 dfl_add_test(test_train_accept SOURCES tests/train/test_train_accept.c LIBS dfl_train LABELS train)
-# The walk through the real eval graph after 200 steps of examples/nano.dfl, and `dflc eval` on it.
+# The walk through the real eval graph after 50 steps of examples/nano.dfl, and `dflc eval` on it.
 dfl_add_test(test_train_accept_nano SOURCES tests/train/test_train_accept_nano.c LIBS dfl_cli LABELS train)
 add_dependencies(test_train_accept_nano dflc)
-set_tests_properties(test_train_accept_nano PROPERTIES TIMEOUT 1200)
+set_tests_properties(test_train_accept_nano PROPERTIES TIMEOUT 600)
 # `dflc bench --drafter-only` on the CPU: a nano drafter alone, and the 27B one refused.
 add_test(NAME test_bench_drafter COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_bench_drafter.sh
          $<TARGET_FILE:dflc> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

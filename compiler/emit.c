@@ -152,13 +152,62 @@ static void mkdirs(const char *dir) {
   mkdir(tmp, 0755);
 }
 
+static const char *const nvrtc_opt_rest[] = {"--std=c++17", "-default-device", "-lineinfo"};
+#define NVRTC_NOPTS 4
+
+/* The options for arch (archopt holds the first) and the cache file of src in dir:
+** DIR/<hash of source, options and NVRTC version>-ARCH.cubin. */
+static void nvrtc_opts(const char *arch, char *archopt, size_t cap, const char **opts) {
+  snprintf(archopt, cap, "--gpu-architecture=%s", arch);
+  opts[0] = archopt;
+  for (int i = 1; i < NVRTC_NOPTS; i++) opts[i] = nvrtc_opt_rest[i - 1];
+}
+
+static void cache_file(const char *src, const char *arch, const char *const *opts, const char *dir, char *path,
+                       size_t cap) {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  uint64_t h = dfl_emit_hash(0, src, strlen(src));
+  for (int i = 0; i < NVRTC_NOPTS; i++) h = dfl_emit_hash(h, opts[i], strlen(opts[i]) + 1);
+  h = dfl_emit_hash(h, &major, sizeof major);
+  h = dfl_emit_hash(h, &minor, sizeof minor);
+  snprintf(path, cap, "%s/%016llx-%s.cubin", dir, (unsigned long long)h, arch);
+}
+
+/* write then rename: concurrent builds never see half a cubin */
+static int cache_write(const char *dir, const char *path, const void *bin, size_t n) {
+  char tmp[DFL_PATH_MAX + 96];
+  mkdirs(dir);
+  snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return DFL_EIO;
+  int ok = fwrite(bin, 1, n, f) == n;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) {
+    remove(tmp);
+    return DFL_EIO;
+  }
+  return DFL_OK;
+}
+
+int dfl_nvrtc_cache_put(const char *src, const char *arch, const char *dir, const void *cubin, size_t size) {
+  char archopt[64], path[DFL_PATH_MAX + 64];
+  const char *opts[NVRTC_NOPTS];
+  if (!arch) arch = "sm_90";
+  nvrtc_opts(arch, archopt, sizeof archopt, opts);
+  cache_file(src, arch, opts, dir, path, sizeof path);
+  int rc = cache_write(dir, path, cubin, size);
+  if (rc) fprintf(stderr, "%s: cannot write\n", path);
+  return rc;
+}
+
 int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, void **cubin, size_t *size,
                       int *cached) {
   char archopt[64], dir[DFL_PATH_MAX], path[DFL_PATH_MAX + 64];
+  const char *opts[NVRTC_NOPTS];
   if (!arch) arch = "sm_90";
-  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-  const char *opts[] = {archopt, "--std=c++17", "-default-device", "-lineinfo"};
-  int nopts = (int)(sizeof opts / sizeof opts[0]);
+  nvrtc_opts(arch, archopt, sizeof archopt, opts);
+  int nopts = NVRTC_NOPTS;
   if (cached) *cached = 0;
 
   dir[0] = 0;
@@ -168,13 +217,7 @@ int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, 
     else if (home) snprintf(dir, sizeof dir, "%s/.cache/dflc", home);
   } else snprintf(dir, sizeof dir, "%s", cache_dir);
   if (dir[0]) {
-    int major = 0, minor = 0;
-    nvrtcVersion(&major, &minor);
-    uint64_t h = dfl_emit_hash(0, src, strlen(src));
-    for (int i = 0; i < nopts; i++) h = dfl_emit_hash(h, opts[i], strlen(opts[i]) + 1);
-    h = dfl_emit_hash(h, &major, sizeof major);
-    h = dfl_emit_hash(h, &minor, sizeof minor);
-    snprintf(path, sizeof path, "%s/%016llx-%s.cubin", dir, (unsigned long long)h, arch);
+    cache_file(src, arch, opts, dir, path, sizeof path);
     if (read_file(path, cubin, size) == DFL_OK) {
       if (cached) *cached = 1;
       return DFL_OK;
@@ -199,17 +242,7 @@ int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, 
   if (!bin) goto fail;
   NVRTC_CHECK(nvrtcGetCUBIN(prog, bin));
   nvrtcDestroyProgram(&prog);
-  if (dir[0]) { /* write then rename: concurrent builds never see half a cubin */
-    char tmp[DFL_PATH_MAX + 96];
-    mkdirs(dir);
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (f) {
-      int ok = fwrite(bin, 1, n, f) == n;
-      ok &= fclose(f) == 0;
-      if (!ok || rename(tmp, path) != 0) remove(tmp);
-    }
-  }
+  if (dir[0]) cache_write(dir, path, bin, n); /* a cache that cannot be written only costs the next compile */
   *cubin = bin;
   *size = n;
   return DFL_OK;

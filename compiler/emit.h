@@ -41,6 +41,10 @@ int dfl_emit_write(const dfl_graph *g, const char *path);
 ** tells whether it came from the cache. Errors print the NVRTC log with the kernel line numbers. */
 int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, void **cubin, size_t *size,
                       int *cached);
+/* Store cubin (compiled from src for arch) in the cache directory dir, under the name
+** dfl_nvrtc_compile(src, arch, dir, ...) looks up: how `dflc build` fills DIR/cubin from the
+** user's cache without compiling again. */
+int dfl_nvrtc_cache_put(const char *src, const char *arch, const char *dir, const void *cubin, size_t size);
 /* 64-bit FNV-1a, the cache key hash. */
 uint64_t dfl_emit_hash(uint64_t h, const void *data, size_t n);
 

@@ -52,12 +52,6 @@ static int inplace_inputs(const dfl_op *op) {
   }
 }
 
-static int64_t numel(const dfl_tensor *t) {
-  int64_t n = 1;
-  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
-  return n;
-}
-
 static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 static dfl_plan_cat tensor_cat(const dfl_tensor *t) {
@@ -186,7 +180,7 @@ int dfl_plan_build_ex(dfl_plan *p, const dfl_graph *g, dfl_plan_elem_fn elem, vo
   liveness(g, p->first, p->last);
   for (int t = 0; t < nt; t++) {
     const dfl_tensor *x = &g->t[t];
-    p->size[t] = align_up(numel(x) * (int64_t)elem(x, ctx), p->alignment);
+    p->size[t] = align_up(dfl_tensor_numel(x) * (int64_t)elem(x, ctx), p->alignment);
     p->cat[t] = (unsigned char)tensor_cat(x);
     if (x->kind != DFL_T_ACT) p->first[t] = p->last[t] = -1;
   }
@@ -354,7 +348,7 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g) {
       fprintf(stderr, "plan check: persistent tensor '%s' is in the per-step region\n", nm);
       rc = DFL_ERR;
     }
-    if (b < p->nt && p->size[b] < numel(&g->t[b])) {
+    if (b < p->nt && p->size[b] < dfl_tensor_numel(&g->t[b])) {
       fprintf(stderr, "plan check: buffer '%s' has %lld bytes, fewer than its elements\n", nm, (long long)p->size[b]);
       rc = DFL_ERR;
     }

@@ -138,13 +138,16 @@ int dfl_cmd_build(int argc, char **argv) {
     rc = dfl_emit_write(&tg->g, path);
   }
   if (rc == DFL_OK) {
-    /* the runtime's exact source (every family) into DIR/cubin, the cache `dflc train DIR` uses */
+    /* the runtime's exact source (every family) into DIR/cubin, the cache `dflc train DIR` uses;
+    ** compiled through the user's cache ($DFL_CACHE_DIR, else ~/.cache/dflc), so building a second
+    ** spec, or the same kernels again, copies the cubin instead of compiling it (minutes of CPU) */
     char *src = NULL;
     void *cubin = NULL;
     size_t n = 0;
     snprintf(path, sizeof path, "%s/cubin", out);
     if ((rc = dfl_emit_source(NULL, DFL_KF_ALL, &src, NULL)) == DFL_OK)
-      rc = dfl_nvrtc_compile(src, arch, path, &cubin, &n, NULL);
+      rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
+    if (rc == DFL_OK) rc = dfl_nvrtc_cache_put(src, arch, path, cubin, n);
     free(src);
     free(cubin);
     if (rc == DFL_OK) printf("cubin: %s/ (%s, %zu bytes)\n", path, arch, n);

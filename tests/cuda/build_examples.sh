@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # CI without a GPU: `dflc build` emits and NVRTC-compiles the kernels of every single-device
 # example (multi-device specs use the same kernel families, compiled whole by cuda_nvrtc), and
-# writes the trainer directory a user reads: plan.yaml, schedule.txt, kernels.cu, cubin/.
+# writes the trainer directory a user reads: plan.yaml, schedule.txt, kernels.cu, cubin/. The
+# kernel library comes through $DFL_CACHE_DIR: under ctest the run's cache, where cuda_nvrtc
+# compiled it (a fixture), so each build copies it instead of compiling (cmake/cuda.cmake).
 set -u
 DFLC=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export DFL_CACHE_DIR=$tmp/cache
 fail=0
 for spec in examples/nano.dfl examples/tiny.dfl examples/qwen3-8b.dfl; do
   out=$tmp/$(basename "$spec" .dfl)
