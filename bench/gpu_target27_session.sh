@@ -14,7 +14,7 @@ set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_target27_session.sh DIR [checks|anchor]}
 MODE=${2:-checks}
-for b in dflc_gpu cuda_ops bench_attention; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+for b in dflc_gpu cuda_ops bench_attention cuda_golden; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
 export DFL_CACHE_DIR=/tmp/dflc-cache
 mkdir -p $DFL_CACHE_DIR
 for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
@@ -25,14 +25,20 @@ bench27() { ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu bench examples/qwen36
 ts start
 if [ "$MODE" != anchor ]; then
   ( timeout 200 /tmp/cuda_ops; echo "cuda_ops rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
-  ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention
+  [ "$MODE" = checks ] && { ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention; }
+  [ -f $B/cuda_golden.xz ] && { ( timeout 150 /tmp/cuda_golden; echo "cuda_golden rc $?" ) >> $OUT/golden.log 2>&1; ts cuda_golden; }
   ( for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
       timeout 60 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda; echo "golden $m rc $?"
     done ) > $OUT/golden.log 2>&1; ts golden
   bench27 ""; ts target27
-  grep -E "cases|attention-tc causal.*hd 256|FAIL|rc " $OUT/checks.log | tail -30
-  cat $OUT/attention.log | tail -8
-  grep -E "PASS|FAIL|rc |rel L2" $OUT/golden.log | tail -20
+  # the same forward with the FP8 target (quantize = fp8: the GEMMs in FP8 with per-row scales)
+  sed 's/^  dtype      = bf16/  dtype      = bf16\n  quantize   = fp8/' examples/qwen36-27b-target.dfl > /tmp/qwen36-27b-target-fp8.dfl
+  ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu bench /tmp/qwen36-27b-target-fp8.dfl --target-only --steps 3 --warmup 1 \
+      --phase-steps 1 --ops; echo "bench rc $?" ) > $OUT/target27_fp8.log 2>&1; ts target27_fp8
+  grep -E "cases|attention-tc causal.*hd 256|gated_delta|FAIL|rc " $OUT/checks.log | tail -30
+  [ -f $OUT/attention.log ] && tail -8 $OUT/attention.log
+  grep -E "^forward|^memory|matmul|rc " $OUT/target27_fp8.log
+  grep -E "PASS|FAIL|rc |rel L2|fp8|FP8" $OUT/golden.log | tail -30
 fi
 if [ "$MODE" != checks ]; then
   for w in $B/wheels/*.whl; do [ -f "$w" ] && { python3 -m pip install --no-deps --no-index "$w" >/dev/null 2>&1 ||

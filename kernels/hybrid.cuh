@@ -190,6 +190,57 @@ extern "C" __global__ void dfl_rope_part(void *out, int dto, const void *x, int 
   }
 }
 
+/* 16-byte forms (bf16/f16 tensors, 16-byte aligned): SIGMOID_MUL with n % 8 == 0; partial RoPE with
+** hd % 8 == 0 and rd % 16 == 0: the first rd / 16 threads of a row rotate 8 NeoX pairs each (both halves)
+** in every head, the rest copy. The per-element kernels ran at 0.5-1.5 TB/s; a thread per (row, head)
+** forming its own 8 angles took twice as long as they did (the double pow and sincos). */
+extern "C" __global__ void dfl_sigmoid_mul_v8(void *y, int dty, const void *x, int dtx, const void *gt, int dtg, ll n8) {
+  GRID_STRIDE(i, n8) {
+    float a[8], b[8];
+    ld8(x, dtx, i * 8, a);
+    ld8(gt, dtg, i * 8, b);
+#pragma unroll
+    for (int k = 0; k < 8; k++) a[k] = a[k] / (1.f + expf(-b[k]));
+    st8(y, dty, i * 8, a);
+  }
+}
+extern "C" __global__ void dfl_rope_part_v8(void *out, int dto, const void *x, int dtx, const int *pos, ll rows, int nh,
+                                            int hd, int rd, double theta, int inverse) {
+  /* a thread per (row, 8 dims) walks the row's heads: the 8 angles (double sincos and pow, as dfl_rope)
+  ** are formed once for all of them */
+  const int half = rd / 2, per = hd / 8 - half / 8;
+  GRID_STRIDE(t, rows * per) {
+    const int c = (int)(t % per);
+    const ll r = t / per;
+    if (c < half / 8) {
+      float co[8], si[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        double sn, cs;
+        sincos((double)pos[r] * pow(theta, -2.0 * (8 * c + k) / rd), &sn, &cs);
+        co[k] = (float)cs, si[k] = inverse ? -(float)sn : (float)sn;
+      }
+      for (int h = 0; h < nh; h++) {
+        const ll base = (r * nh + h) * hd + 8 * c;
+        float x1[8], x2[8], o1[8], o2[8];
+        ld8(x, dtx, base, x1);
+        ld8(x, dtx, base + half, x2);
+#pragma unroll
+        for (int k = 0; k < 8; k++) o1[k] = x1[k] * co[k] - x2[k] * si[k], o2[k] = x2[k] * co[k] + x1[k] * si[k];
+        st8(out, dto, base, o1);
+        st8(out, dto, base + half, o2);
+      }
+    } else {
+      for (int h = 0; h < nh; h++) {
+        const ll e = (r * nh + h) * hd + rd + 8 * (c - half / 8);
+        float v[8];
+        ld8(x, dtx, e, v);
+        st8(out, dto, e, v);
+      }
+    }
+  }
+}
+
 /* --- the gated delta rule ---
 ** Exact path (f32 graphs, and shapes the chunk kernel does not take): the per-token recurrence in f32,
 ** a warp per (sequence, value head, 32 value columns); lane j keeps column j of the state S[dk, 32] in
@@ -231,21 +282,18 @@ extern "C" __global__ void __launch_bounds__(32) dfl_gdn_rec(void *o, int dto, c
   }
 }
 
-/* Chunk path (bf16 q, k, v; dk in {32, 64, 128}; dv a multiple of 32): FLA's chunk_gated_delta_rule
-** algorithm (reference §3, C = 64), the one the CPU runs in double (runtime/cpu/cpu_hybrid.inc). One
-** CTA of 4 warps per (sequence, value head, BV value columns) scans the chunks of its sequence with the
-** state S [dk, BV] in f32 registers (warp w: columns w BV/4 ..), so nothing goes through global memory
-** but q, k, v, g, beta in and o out. Per chunk of n <= 64 rows (rows n.. zero: g = beta = 0 there, so
-** they add nothing), gamma = the in-chunk cumsum of g:
+/* Chunk path (bf16 q, k, v; dk = dv in {32, 64, 128}): FLA's chunk_gated_delta_rule algorithm
+** (reference §3, C = 64), the one the CPU runs in double (runtime/cpu/cpu_hybrid.inc). Per chunk of
+** n <= 64 rows (rows n.. zero: g = beta = 0 there, so they add nothing), gamma = the in-chunk cumsum of g:
 **   A = strict_tril(diag(beta) K K^T o exp(gamma_r - gamma_s))   (mma; f32 to shared memory)
 **   T = (I + A)^-1                   (forward substitution in f32, a thread per column: columns are
 **                                     independent, so no barrier inside the 64 steps)
 **   W = T diag(beta e^gamma) K,  U = T diag(beta) V                (mma, warp w: rows 16w ..)
-**   Vn = U - W S                     (W never leaves registers: its accumulators are the A fragments)
-**   O = diag(e^gamma) Q S + (tril(Q K^T) o exp(gamma_r - gamma_s)) Vn   (the QK^T accumulators likewise)
+**   Vn = U - W S
+**   O = diag(e^gamma) Q S + (tril(Q K^T) o exp(gamma_r - gamma_s)) Vn
 **   S = e^gamma_last S + K^T diag(e^(gamma_last - gamma)) Vn
-** Every mma is m16n8k16 bf16 -> f32 (sm_80+); operands in bf16 as FLA keeps them (T, W and U's inputs,
-** S's copy for the products, Vn), the state and every accumulation in f32. Every exponent is <= 0. */
+** Every mma is m16n8k16 bf16 -> f32 (sm_80+); operands in bf16 as FLA keeps them (T, W, U, S's copy for
+** the products, Vn), the state and every accumulation in f32. Every exponent is <= 0. */
 #define HY_C 64
 __device__ __forceinline__ void hy_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -271,23 +319,166 @@ __device__ __forceinline__ void hy_c2a(unsigned *a, const float *c0, const float
   a[2] = dfl_f2bf2(c1[0] * s, c1[1] * s), a[3] = dfl_f2bf2(c1[2] * s, c1[3] * s);
 }
 
-template <int DK, int BV>
-__device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short *q, const unsigned short *k,
-                                          const unsigned short *v, const float *g, const float *beta, ll R, int S,
-                                          int Hv, int Hk, int dv) {
-  constexpr int SK = DK + 8, SV = BV + 8, SC = HY_C + 8, SA = HY_C + 4; /* padded rows: ldmatrix conflict free */
-  constexpr int MT = DK / 16, NW = BV / 32;  /* state m-tiles; n-tiles of 8 columns per warp */
-  constexpr int A_BYTES = HY_C * SA * 4, VN_BYTES = 2 * HY_C * SV * 2;
+/*
+** Split in two, as flash-linear-attention splits it: what does not depend on the state runs for every
+** chunk at once, and only the state's scan stays sequential.
+**   gdn_prep (a CTA per chunk and value head: nseq ceil(S/64) Hv CTAs):
+**     A, T = (I + A)^-1, W = T diag(beta e^gamma) K, U = T diag(beta) V   -> w [R, Hv, dk], u [R, Hv, dv] bf16
+**   gdn_scan (a CTA of 4 warps per sequence, value head and BV value columns; the state S [dk, BV] in f32
+**     registers, warp w: columns w BV/4 ..):
+**     Vn = U - W S;  O = diag(e^gamma) Q S + (tril(Q K^T) o exp(gamma_r - gamma_s)) Vn;
+**     S = e^gamma_last S + K^T diag(e^(gamma_last - gamma)) Vn
+** W and U round to bf16 in between (FLA keeps them in v's dtype). Against one kernel doing all of it per
+** chunk in the scan (the inversion's 64 dependent steps, A, W and U inside the sequential loop, and
+** repeated per value tile): 436 -> 319 ms for the 47 layers of the Qwen3.6-27B forward on the H200
+** (dflc bench --target-only --ops). */
+template <int DK, int DV>
+__device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo, const unsigned short *k,
+                                         const unsigned short *v, const float *g, const float *beta, ll R, int S,
+                                         int Hv, int Hk) {
+  constexpr int SK = DK + 8, SV = DV + 8, SC = HY_C + 8, SA = HY_C + 4;
   extern __shared__ __align__(16) unsigned char hy_sm[];
-  unsigned short *Ks = (unsigned short *)hy_sm, *Qs = Ks + HY_C * SK, *Vs = Qs + HY_C * SK, *Ss = Vs + HY_C * SV;
-  unsigned short *T1 = Ss + DK * SV, *T2 = T1 + HY_C * SC, *Vn = T2 + HY_C * SC, *Vd = Vn + HY_C * SV;
-  float *Af = (float *)Vn; /* A lives until T is formed; Vn and Vd are written after */
-  float *gam = (float *)((unsigned char *)Vn + (A_BYTES > VN_BYTES ? A_BYTES : VN_BYTES));
-  float *bet = gam + HY_C, *eg = bet + HY_C, *ed = eg + HY_C;
+  unsigned short *Ks = (unsigned short *)hy_sm, *Vs = Ks + HY_C * SK, *T1 = Vs + HY_C * SV, *T2 = T1 + HY_C * SC;
+  float *Af = (float *)(T2 + HY_C * SC), *gam = Af + HY_C * SA, *bet = gam + HY_C, *eg = bet + HY_C;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+  const int cps = (S + HY_C - 1) / HY_C, h = blockIdx.x % Hv, kh = h / (Hv / Hk);
+  const ll ci = blockIdx.x / Hv, r0 = ci / cps * S, r1 = r0 + S < R ? r0 + S : R, c0 = r0 + ci % cps * HY_C;
+  if (c0 >= r1) return; /* a short last sequence */
+  const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
+  for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
+    const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
+    tc_cp16(Ks + r * SK + c, k + ((c0 + (ok ? r : 0)) * Hk + kh) * DK + c, ok);
+  }
+  for (int i = tid; i < HY_C * (DV / 8); i += blockDim.x) {
+    const int r = i / (DV / 8), c = (i % (DV / 8)) * 8, ok = r < n;
+    tc_cp16(Vs + r * SV + c, v + ((c0 + (ok ? r : 0)) * Hv + h) * DV + c, ok);
+  }
+  tc_commit();
+  if (w == 0) { /* gamma: inclusive cumsum of g over the chunk (rows lane, lane + 32) */
+    float x0 = lane < n ? g[(c0 + lane) * Hv + h] : 0.f, x1 = lane + 32 < n ? g[(c0 + lane + 32) * Hv + h] : 0.f;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const float y0 = __shfl_up_sync(0xffffffffu, x0, d), y1 = __shfl_up_sync(0xffffffffu, x1, d);
+      if (lane >= d) x0 += y0, x1 += y1;
+    }
+    x1 += __shfl_sync(0xffffffffu, x0, 31);
+    gam[lane] = x0, gam[lane + 32] = x1;
+    eg[lane] = expf(x0), eg[lane + 32] = expf(x1);
+    bet[lane] = lane < n ? beta[(c0 + lane) * Hv + h] : 0.f;
+    bet[lane + 32] = lane + 32 < n ? beta[(c0 + lane + 32) * Hv + h] : 0.f;
+  }
+  tc_wait<0>();
+  __syncthreads();
+  { /* A: warp w's rows 16w .. 16w + 15 against keys 0 .. 16w + 15 */
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; kk++) {
+      unsigned a[4];
+      hy_ldsm4(a, Ks + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
+#pragma unroll
+      for (int np = 0; np < 4; np++)
+        if (np <= w) {
+          unsigned b[4];
+          hy_ldsm4(b, Ks + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+          hy_mma(acc[2 * np], a, b[0], b[1]);
+          hy_mma(acc[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int r = 16 * w + g4 + 8 * (e >> 1), s = 8 * j + 2 * t4 + (e & 1);
+        Af[r * SA + s] = j < 2 * w + 2 && s < r ? bet[r] * acc[j][e] * expf(gam[r] - gam[s]) : 0.f;
+      }
+  }
+  __syncthreads();
+  if (tid < HY_C) { /* T = (I + A)^-1 by columns (four FMA chains: latency), scaled into T1, T2 */
+    const int j = tid;
+    float t[HY_C];
+#pragma unroll
+    for (int r = 0; r < HY_C; r++) {
+      const float *ar = Af + r * SA;
+      float a0 = r == j ? 1.f : 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+#pragma unroll
+      for (int s = 0; s + 4 <= r; s += 4) {
+        const float4 x = *(const float4 *)(ar + s);
+        a0 -= x.x * t[s], a1 -= x.y * t[s + 1], a2 -= x.z * t[s + 2], a3 -= x.w * t[s + 3];
+      }
+#pragma unroll
+      for (int s = r & ~3; s < r; s++) a0 -= ar[s] * t[s];
+      t[r] = (a0 + a1) + (a2 + a3);
+    }
+    const float x2 = bet[j], x1 = x2 * eg[j];
+#pragma unroll
+    for (int r = 0; r < HY_C; r++) T1[r * SC + j] = dfl_f2bf(t[r] * x1), T2[r * SC + j] = dfl_f2bf(t[r] * x2);
+  }
+  __syncthreads();
+  /* W = T1 K and U = T2 V for warp w's rows (T lower triangular: k-steps 0 .. w), one at a time */
+  const ll orow = (c0 + 16 * w + g4) * Hv + h; /* output row of this lane's first fragment row */
+  {
+    float acc[DK / 8][4];
+#pragma unroll
+    for (int j = 0; j < DK / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+      if (kk <= w) {
+        unsigned a[4], b[4];
+        hy_ldsm4(a, T1 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
+#pragma unroll
+        for (int dp = 0; dp < DK / 16; dp++) {
+          hy_ldsm4t(b, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
+          hy_mma(acc[2 * dp], a, b[0], b[1]);
+          hy_mma(acc[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++)
+      if (16 * w + g4 + 8 * hf < n)
+#pragma unroll
+        for (int j = 0; j < DK / 8; j++)
+          *(unsigned *)(wo + (orow + 8 * hf * Hv) * DK + 8 * j + 2 * t4) = dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
+  }
+  {
+    float acc[DV / 8][4];
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+      if (kk <= w) {
+        unsigned a[4], b[4];
+        hy_ldsm4(a, T2 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
+#pragma unroll
+        for (int dp = 0; dp < DV / 16; dp++) {
+          hy_ldsm4t(b, Vs + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
+          hy_mma(acc[2 * dp], a, b[0], b[1]);
+          hy_mma(acc[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++)
+      if (16 * w + g4 + 8 * hf < n)
+#pragma unroll
+        for (int j = 0; j < DV / 8; j++)
+          *(unsigned *)(uo + (orow + 8 * hf * Hv) * DV + 8 * j + 2 * t4) = dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
+  }
+}
+
+template <int DK, int BV>
+__device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short *q, const unsigned short *k,
+                                         const unsigned short *wi, const unsigned short *ui, const float *g, ll R,
+                                         int S, int Hv, int Hk, int dv) {
+  constexpr int SK = DK + 8, SV = BV + 8, MT = DK / 16, NW = BV / 32;
+  extern __shared__ __align__(16) unsigned char hy_sm[];
+  unsigned short *Ks = (unsigned short *)hy_sm, *Qs = Ks + HY_C * SK, *Ws = Qs + HY_C * SK, *Us = Ws + HY_C * SK;
+  unsigned short *Ss = Us + HY_C * SV, *Vn = Ss + DK * SV, *Vd = Vn + HY_C * SV;
+  float *gam = (float *)(Vd + HY_C * SV), *eg = gam + HY_C, *ed = eg + HY_C;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int nvt = dv / BV, vt = blockIdx.x % nvt, h = (blockIdx.x / nvt) % Hv, kh = h / (Hv / Hk);
   const ll r0 = (ll)(blockIdx.x / nvt / Hv) * S, r1 = r0 + S < R ? r0 + S : R;
-  const int cb = w * (BV / 4); /* this warp's state columns */
+  const int cb = w * (BV / 4);
   float st[MT][NW][4];
 #pragma unroll
   for (int m = 0; m < MT; m++)
@@ -299,16 +490,17 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
     __syncthreads(); /* the previous chunk is done with every buffer, and Ss holds its state */
     for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
       const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
-      const ll off = ((c0 + (ok ? r : 0)) * Hk + kh) * DK + c;
+      const ll rr = c0 + (ok ? r : 0), off = (rr * Hk + kh) * DK + c;
       tc_cp16(Ks + r * SK + c, k + off, ok);
       tc_cp16(Qs + r * SK + c, q + off, ok);
+      tc_cp16(Ws + r * SK + c, wi + (rr * Hv + h) * DK + c, ok);
     }
     for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
       const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
-      tc_cp16(Vs + r * SV + c, v + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
+      tc_cp16(Us + r * SV + c, ui + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
     }
     tc_commit();
-    if (w == 0) { /* gamma: inclusive cumsum of g over the chunk, rows lane and lane + 32 */
+    if (w == 0) {
       float x0 = lane < n ? g[(c0 + lane) * Hv + h] : 0.f, x1 = lane + 32 < n ? g[(c0 + lane + 32) * Hv + h] : 0.f;
 #pragma unroll
       for (int d = 1; d < 32; d <<= 1) {
@@ -320,90 +512,20 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
       gam[lane] = x0, gam[lane + 32] = x1;
       eg[lane] = expf(x0), eg[lane + 32] = expf(x1);
       ed[lane] = expf(gl - x0), ed[lane + 32] = expf(gl - x1);
-      bet[lane] = lane < n ? beta[(c0 + lane) * Hv + h] : 0.f;
-      bet[lane + 32] = lane + 32 < n ? beta[(c0 + lane + 32) * Hv + h] : 0.f;
     }
     tc_wait<0>();
     __syncthreads();
-    /* A: warp w's rows 16w .. 16w + 15 against keys 0 .. 16w + 15 (the rest is above the diagonal) */
-    {
-      float acc[8][4];
+    { /* Vn = U - W S for warp w's rows: W's sign flipped in its bf16 fragments, U the accumulators' start */
+      float uacc[BV / 8][4];
 #pragma unroll
-      for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+      for (int j = 0; j < BV / 8; j++)
 #pragma unroll
-      for (int kk = 0; kk < DK / 16; kk++) {
-        unsigned a[4];
-        hy_ldsm4(a, Ks + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
-#pragma unroll
-        for (int np = 0; np < 4; np++)
-          if (np <= w) {
-            unsigned b[4];
-            hy_ldsm4(b, Ks + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
-            hy_mma(acc[2 * np], a, b[0], b[1]);
-            hy_mma(acc[2 * np + 1], a, b[2], b[3]);
-          }
-      }
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-        if (j < 2 * w + 2)
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const int r = 16 * w + g4 + 8 * (e >> 1), s = 8 * j + 2 * t4 + (e & 1);
-            Af[r * SA + s] = s < r ? bet[r] * acc[j][e] * expf(gam[r] - gam[s]) : 0.f;
-          }
-    }
-    __syncthreads();
-    if (tid < HY_C) { /* T = (I + A)^-1, column j: T[r][j] = [r == j] - sum_{s<r} A[r][s] T[s][j] */
-      const int j = tid;
-      float t[HY_C];
-#pragma unroll
-      for (int r = 0; r < HY_C; r++) {
-        const float *ar = Af + r * SA;
-        float a0 = r == j ? 1.f : 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f; /* four chains: latency */
-#pragma unroll
-        for (int s = 0; s + 4 <= r; s += 4) {
-          const float4 x = *(const float4 *)(ar + s);
-          a0 -= x.x * t[s], a1 -= x.y * t[s + 1], a2 -= x.z * t[s + 2], a3 -= x.w * t[s + 3];
-        }
-#pragma unroll
-        for (int s = r & ~3; s < r; s++) a0 -= ar[s] * t[s];
-        t[r] = (a0 + a1) + (a2 + a3);
-      }
-      const float x2 = bet[j], x1 = x2 * eg[j]; /* column scales: T diag(beta e^gamma), T diag(beta) */
-#pragma unroll
-      for (int r = 0; r < HY_C; r++) T1[r * SC + j] = dfl_f2bf(t[r] * x1), T2[r * SC + j] = dfl_f2bf(t[r] * x2);
-    }
-    __syncthreads();
-    /* W, U, then Vn = U - W S, for warp w's rows (T is lower triangular: k-steps 0 .. w) */
-    {
-      float wacc[DK / 8][4], uacc[BV / 8][4];
-#pragma unroll
-      for (int j = 0; j < DK / 8; j++) wacc[j][0] = wacc[j][1] = wacc[j][2] = wacc[j][3] = 0.f;
-#pragma unroll
-      for (int j = 0; j < BV / 8; j++) uacc[j][0] = uacc[j][1] = uacc[j][2] = uacc[j][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-        if (kk <= w) {
-          unsigned a[4], b[4];
-          hy_ldsm4(a, T1 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
-#pragma unroll
-          for (int dp = 0; dp < DK / 16; dp++) {
-            hy_ldsm4t(b, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
-            hy_mma(wacc[2 * dp], a, b[0], b[1]);
-            hy_mma(wacc[2 * dp + 1], a, b[2], b[3]);
-          }
-          hy_ldsm4(a, T2 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
-#pragma unroll
-          for (int dp = 0; dp < BV / 16; dp++) {
-            hy_ldsm4t(b, Vs + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
-            hy_mma(uacc[2 * dp], a, b[0], b[1]);
-            hy_mma(uacc[2 * dp + 1], a, b[2], b[3]);
-          }
-        }
+        for (int e = 0; e < 4; e++) uacc[j][e] = dfl_bf2f(Us[(16 * w + g4 + 8 * (e >> 1)) * SV + 8 * j + 2 * t4 + (e & 1)]);
 #pragma unroll
       for (int kk = 0; kk < DK / 16; kk++) {
         unsigned a[4];
-        hy_c2a(a, wacc[2 * kk], wacc[2 * kk + 1], -1.f);
+        hy_ldsm4(a, Ws + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
+        a[0] ^= 0x80008000u, a[1] ^= 0x80008000u, a[2] ^= 0x80008000u, a[3] ^= 0x80008000u;
 #pragma unroll
         for (int dp = 0; dp < BV / 16; dp++) {
           unsigned b[4];
@@ -412,7 +534,6 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
           hy_mma(uacc[2 * dp + 1], a, b[2], b[3]);
         }
       }
-      /* Vn and Vd overwrite A: the barrier after the inversion ordered its reads before this */
 #pragma unroll
       for (int j = 0; j < BV / 8; j++)
 #pragma unroll
@@ -424,8 +545,7 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
         }
     }
     __syncthreads();
-    /* O for warp w's rows: diag(e^gamma) Q S + M Vn, M = tril(Q K^T) o exp(gamma_r - gamma_s) */
-    {
+    { /* O for warp w's rows: the QK^T accumulators, masked and decayed, are the A fragments of M Vn */
       float oacc[BV / 8][4], macc[8][4];
 #pragma unroll
       for (int j = 0; j < BV / 8; j++) oacc[j][0] = oacc[j][1] = oacc[j][2] = oacc[j][3] = 0.f;
@@ -487,9 +607,8 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
         }
       }
     }
-    /* S = e^gamma_last S + K^T Vd, warp w's columns cb .. cb + BV/4 */
-    {
-      const float el = eg[HY_C - 1]; /* the padded rows' g is 0: gamma_63 = gamma_(n-1) */
+    { /* S = e^gamma_last S + K^T Vd, warp w's columns cb .. cb + BV/4 */
+      const float el = eg[HY_C - 1];
 #pragma unroll
       for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -499,7 +618,6 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) {
         unsigned b[4];
-        /* NW = 1: lanes 16-31 repeat lanes 0-15's addresses, b[2], b[3] unused */
         hy_ldsm4t(b, Vd + 16 * kk * SV + cb + (NW == 2 ? hy_aoff(lane, SV) : hy_aoff(lane & 15, SV)));
 #pragma unroll
         for (int m = 0; m < MT; m++) {
@@ -510,7 +628,7 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
         }
       }
     }
-    __syncthreads(); /* every warp's O is done reading Ss */
+    __syncthreads();
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
@@ -520,17 +638,24 @@ __device__ __forceinline__ void gdn_chunk(void *o, int dto, const unsigned short
           *(unsigned *)(Ss + (m * 16 + g4 + 8 * hf) * SV + cb + 8 * j + 2 * t4) = dfl_f2bf2(st[m][j][2 * hf], st[m][j][2 * hf + 1]);
   }
 }
-/* The instances runtime/cuda/hybrid.c launches (gdn_chunk_smem there: their shared memory) */
-#define HY_CHUNK(NAME, DK, BV)                                                                                   \
-  extern "C" __global__ void __launch_bounds__(128) NAME(void *o, int dto, const unsigned short *q,              \
+#define HY_PREP(NAME, DK)                                                                                          \
+  extern "C" __global__ void __launch_bounds__(128) NAME(unsigned short *wo, unsigned short *uo,                  \
                                                          const unsigned short *k, const unsigned short *v,        \
                                                          const float *g, const float *beta, ll R, int S, int Hv,  \
-                                                         int Hk, int dv) {                                       \
-    gdn_chunk<DK, BV>(o, dto, q, k, v, g, beta, R, S, Hv, Hk, dv);                                               \
+                                                         int Hk) {                                               \
+    gdn_prep<DK, DK>(wo, uo, k, v, g, beta, R, S, Hv, Hk);                                                       \
   }
-/* dk = dv, the shapes of every model of the family (nano-hybrid 32, hybrid 64, Qwen3.6-27B 128): value
-** tiles of 32 columns at dv 32, else 64. Each instance costs ~12 s of NVRTC time; other (dk, dv) pairs
-** take the recurrence. */
-HY_CHUNK(dfl_gdn_chunk_k32, 32, 32)
-HY_CHUNK(dfl_gdn_chunk_k64, 64, 64)
-HY_CHUNK(dfl_gdn_chunk_k128, 128, 64)
+#define HY_SCAN(NAME, DK, BV)                                                                                      \
+  extern "C" __global__ void __launch_bounds__(128) NAME(void *o, int dto, const unsigned short *q,               \
+                                                         const unsigned short *k, const unsigned short *wi,       \
+                                                         const unsigned short *ui, const float *g, ll R, int S,   \
+                                                         int Hv, int Hk, int dv) {                               \
+    gdn_scan<DK, BV>(o, dto, q, k, wi, ui, g, R, S, Hv, Hk, dv);                                                 \
+  }
+HY_PREP(dfl_gdn_prep_k32, 32)
+HY_PREP(dfl_gdn_prep_k64, 64)
+HY_PREP(dfl_gdn_prep_k128, 128)
+HY_SCAN(dfl_gdn_scan_k32, 32, 32)
+HY_SCAN(dfl_gdn_scan_k64, 64, 64)
+HY_SCAN(dfl_gdn_scan_k128, 128, 64)
+

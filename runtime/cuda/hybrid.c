@@ -8,28 +8,33 @@
 
 #define HY_CHUNK_ROWS 64
 
-/* Shared memory of kernels/hybrid.cuh gdn_chunk<dk, bv>: K and Q chunks, V chunk, the state's bf16
-** copy, T diag(beta e^gamma) and T diag(beta), A (f32) overlaid by Vn and its decayed copy, and the
-** four per-row vectors (gamma, beta, e^gamma, e^(gamma_last - gamma)). */
-static size_t gdn_chunk_smem(int dk, int bv) {
-  const size_t C = HY_CHUNK_ROWS, sk = (size_t)dk + 8, sv = (size_t)bv + 8, sc = C + 8;
-  const size_t a = C * (C + 4) * 4, vn = 2 * C * sv * 2;
-  return 2 * C * sk * 2 + C * sv * 2 + (size_t)dk * sv * 2 + 2 * C * sc * 2 + (a > vn ? a : vn) + 4 * C * 4;
-}
-/* The chunk kernels (kernels.def GDN_K<dk>): dk = dv in {32, 64, 128}, value tiles of bv columns */
+/* The chunk path (kernels/hybrid.cuh gdn_prep + gdn_scan): dk = dv in {32, 64, 128}, the scan's value
+** tiles of bv columns. Shared memory: prep holds the K and V chunks, T diag(beta e^gamma), T diag(beta),
+** A (f32) and three per-row vectors; scan the K, Q and W chunks, a tile of U, the state's bf16 copy, Vn and
+** its decayed copy, and three per-row vectors. */
+static int gdn_chunk_ok(int dk, int dv) { return dk == dv && (dk == 32 || dk == 64 || dk == 128); }
 static int gdn_chunk_bv(int dk) { return dk == 32 ? 32 : 64; }
-static int gdn_chunk_kernel(int dk, int dv) {
-  if (dk != dv) return -1;
-  return dk == 32 ? K_GDN_K32 : dk == 64 ? K_GDN_K64 : dk == 128 ? K_GDN_K128 : -1;
+static size_t gdn_prep_smem(int dk, int dv) {
+  const size_t C = HY_CHUNK_ROWS;
+  return C * (dk + 8) * 2 + C * (dv + 8) * 2 + 2 * C * (C + 8) * 2 + C * (C + 4) * 4 + 3 * C * 4;
 }
+static size_t gdn_scan_smem(int dk, int bv) {
+  const size_t C = HY_CHUNK_ROWS, sv = (size_t)bv + 8;
+  return 3 * C * (dk + 8) * 2 + C * sv * 2 + (size_t)dk * sv * 2 + 2 * C * sv * 2 + 3 * C * 4;
+}
+static int gdn_prep_kernel(int dk) { return dk == 32 ? K_GDN_PREP32 : dk == 64 ? K_GDN_PREP64 : K_GDN_PREP128; }
+static int gdn_scan_kernel(int dk) { return dk == 32 ? K_GDN_SCAN32 : dk == 64 ? K_GDN_SCAN64 : K_GDN_SCAN128; }
 
 int dfl_cu_hybrid_load(dfl_cuda *c) {
   static const int dks[3] = {32, 64, 128};
   for (int i = 0; i < 3; i++) {
-    size_t sm = gdn_chunk_smem(dks[i], gdn_chunk_bv(dks[i]));
-    if ((int)sm > c->impl->smax) continue; /* a device this small takes the recurrence (gated_delta) */
-    CU(cudaFuncSetAttribute((const void *)c->impl->k[gdn_chunk_kernel(dks[i], dks[i])],
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm));
+    size_t sp = gdn_prep_smem(dks[i], dks[i]), ss = gdn_scan_smem(dks[i], gdn_chunk_bv(dks[i]));
+    if ((int)sp <= c->impl->smax && (int)ss <= c->impl->smax) {
+      CU(cudaFuncSetAttribute((const void *)c->impl->k[gdn_prep_kernel(dks[i])],
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sp));
+      CU(cudaFuncSetAttribute((const void *)c->impl->k[gdn_scan_kernel(dks[i])],
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ss));
+    }
   }
   /* the recurrence's state is dk x 32 floats: over 48 KiB from dk 384 */
   CU(cudaFuncSetAttribute((const void *)c->impl->k[K_GDN_REC], cudaFuncAttributeMaxDynamicSharedMemorySize, c->impl->smax));
@@ -97,6 +102,11 @@ int dfl_cu_sigmoid_mul(dfl_cuda *c, const dfl_op *op) {
   void *y = P(op->out[0]), *x = P(op->in[0]), *gt = P(op->in[1]);
   int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtg = dt(c, op->in[1]);
   long long n = numel(c, op->out[0]);
+  if (n % 8 == 0 && vec16(y, dty) && vec16(x, dtx) && vec16(gt, dtg)) {
+    long long n8 = n / 8;
+    void *a[] = {&y, &dty, &x, &dtx, &gt, &dtg, &n8};
+    return launch(c, K_SIGMOID_MUL_V8, n8, a);
+  }
   void *a[] = {&y, &dty, &x, &dtx, &gt, &dtg, &n};
   return launch(c, K_SIGMOID_MUL, n, a);
 }
@@ -109,12 +119,15 @@ int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op) {
   long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
   double th = at->theta;
   void *a[] = {&o, &dto, &x, &dtx, &pos, &rows, &nh, &hd, &rd, &th, &inv};
+  if (hd % 8 == 0 && rd % 16 == 0 && vec16(o, dto) && vec16(x, dtx))
+    return launch(c, K_ROPE_PART_V8, rows * (hd / 8 - rd / 16), a);
   return launch(c, K_ROPE_PART, rows * nh * (rd / 2 + hd - rd), a);
 }
 
-/* GATED_DELTA: bf16 q, k, v with dk = dv in {32, 64, 128} and 16-byte aligned rows take the chunk kernel
-** (tensor cores; a CTA per sequence, value head and tile of bv columns); everything else (f32 graphs)
-** the per-token recurrence in f32, a warp per 32 value columns. */
+/* GATED_DELTA: bf16 q, k, v with dk = dv in {32, 64, 128} and 16-byte aligned rows take the chunk path
+** (tensor cores): gdn_prep writes every chunk's W and U into the op's scratch (compiler/plan.c sizes it),
+** then gdn_scan walks each sequence (a CTA per sequence, value head and tile of bv columns); everything
+** else (f32 graphs, other head sizes) the per-token recurrence in f32, a warp per 32 value columns. */
 int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
   const dfl_attrs *at = &op->a;
   void *o = P(op->out[0]), *q = P(op->in[0]), *k = P(op->in[1]), *v = P(op->in[2]);
@@ -124,12 +137,20 @@ int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
   long long R = T(c, op->in[0])->shape[0];
   int dv = (int)(numel(c, op->in[2]) / R / Hv);
   long long nseq = (R + S - 1) / S;
-  int kc = gdn_chunk_kernel(dk, dv), bv = gdn_chunk_bv(dk);
-  size_t sm = kc >= 0 ? gdn_chunk_smem(dk, bv) : 0;
+  int bv = gdn_chunk_bv(dk);
   int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
-  if (kc >= 0 && dtq == DFL_BF16 && dtk == DFL_BF16 && dtv == DFL_BF16 && aligned && (int)sm <= c->impl->smax) {
-    void *a[] = {&o, &dto, &q, &k, &v, &g, &b, &R, &S, &Hv, &Hk, &dv};
-    return launch2(c, kc, nseq * Hv * (dv / bv), 1, 128, sm, a);
+  const int bf = gdn_chunk_ok(dk, dv) && dtq == DFL_BF16 && dtk == DFL_BF16 && dtv == DFL_BF16 && aligned;
+  size_t sp = bf ? gdn_prep_smem(dk, dv) : 0, ss = bf ? gdn_scan_smem(dk, bv) : 0;
+  void *scr = c->impl->ops[op - c->g->ops].scratch;
+  size_t need = (size_t)R * Hv * (size_t)(dk + dv) * 2;
+  if (bf && scr && (size_t)dfl_plan_cuda_op_scratch(c->g, op) >= need && (int)sp <= c->impl->smax &&
+      (int)ss <= c->impl->smax) {
+    unsigned short *wo = (unsigned short *)scr, *uo = wo + (size_t)R * Hv * dk;
+    int cps = (S + HY_CHUNK_ROWS - 1) / HY_CHUNK_ROWS;
+    void *ap[] = {&wo, &uo, &k, &v, &g, &b, &R, &S, &Hv, &Hk};
+    TRY(launch2(c, gdn_prep_kernel(dk), nseq * cps * Hv, 1, 128, sp, ap));
+    void *as[] = {&o, &dto, &q, &k, &wo, &uo, &g, &R, &S, &Hv, &Hk, &dv};
+    return launch2(c, gdn_scan_kernel(dk), nseq * Hv * (dv / bv), 1, 128, ss, as);
   }
   size_t smr = ((size_t)dk * 32 + 2 * (size_t)dk) * 4;
   if ((int)smr > c->impl->smax) {

@@ -1071,8 +1071,10 @@ int main(void) {
     case_hybrid_rows(9, 4, 32);
     case_hybrid_rows(21, 5, 256);    /* 32 lanes a group (the 16-byte kernels) */
     case_hybrid_rows(13, 3, 24);     /* 3 lanes: not a power of two, the warp-per-group kernels */
+    case_hybrid_rows(7, 1, 20);      /* 140 elements: the per-element SIGMOID_MUL */
     case_rope_partial(45, 6, 256, 64);   /* the 27B's attention: 64 of 256 */
     case_rope_partial(29, 3, 64, 16);    /* the hybrid test model's */
+    case_rope_partial(17, 2, 32, 8);     /* rot_dim 8: the per-element kernel (the others: 16-byte) */
     case_rmsnorm_w32(37, 5120, 5120);
     case_rmsnorm_w32(45, 1536, 256);     /* the 27B's q/k norms: heads of 256 */
     case_rmsnorm_w32(31, 384, 384);
