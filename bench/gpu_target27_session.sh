@@ -26,10 +26,10 @@ ts start
 if [ "$MODE" != anchor ]; then
   ( timeout 200 /tmp/cuda_ops; echo "cuda_ops rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
   [ "$MODE" = checks ] && { ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention; }
-  [ -f $B/cuda_golden.xz ] && { ( timeout 150 /tmp/cuda_golden; echo "cuda_golden rc $?" ) >> $OUT/golden.log 2>&1; ts cuda_golden; }
   ( for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
       timeout 60 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda; echo "golden $m rc $?"
     done ) > $OUT/golden.log 2>&1; ts golden
+  [ -f $B/cuda_golden.xz ] && { ( timeout 150 /tmp/cuda_golden; echo "cuda_golden rc $?" ) >> $OUT/golden.log 2>&1; ts cuda_golden; }
   bench27 ""; ts target27
   # the same forward with the FP8 target (quantize = fp8: the GEMMs in FP8 with per-row scales)
   sed 's/^  dtype      = bf16/  dtype      = bf16\n  quantize   = fp8/' examples/qwen36-27b-target.dfl > /tmp/qwen36-27b-target-fp8.dfl
