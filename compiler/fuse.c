@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include "compiler/graph.h"
+#include "compiler/status.h"
 
 static int same_shape(const dfl_tensor *x, const dfl_tensor *y) {
   if (x->ndim != y->ndim) return 0;
@@ -484,4 +485,11 @@ int dfl_fuse_quant(dfl_graph *g) {
   if (fused) compact(g, drop);
   free(readers); free(writers); free(drop);
   return fused;
+}
+
+int dfl_fuse_passes(dfl_graph *g, unsigned flags) {
+  if ((flags & DFL_FUSE_TRAIN) && dfl_fuse(g) < 0) return DFL_ENOMEM;
+  if (dfl_fuse_add(g) < 0 || dfl_fuse_norm_rope(g) < 0 || dfl_fuse_rope_pair(g) < 0 || dfl_fuse_quant(g) < 0)
+    return DFL_ENOMEM;
+  return DFL_OK;
 }

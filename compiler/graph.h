@@ -239,6 +239,14 @@ int dfl_fuse_rope_pair(dfl_graph *g);
 ** fused (>= 0), -1 when out of memory. */
 int dfl_fuse_quant(dfl_graph *g);
 
+/* The fusion pass list, held here once for every graph dflc builds (train, eval, a pipeline's
+** target devices, the agreement graph, bench, plan): in order dfl_fuse (only with DFL_FUSE_TRAIN:
+** a differentiated graph with its optimizer), dfl_fuse_add, dfl_fuse_norm_rope, dfl_fuse_rope_pair,
+** dfl_fuse_quant. Forward-only graphs pass 0 and come out with the rounding of the training graph's
+** forward. Returns DFL_OK, or DFL_ENOMEM. */
+enum { DFL_FUSE_TRAIN = 1 };
+int dfl_fuse_passes(dfl_graph *g, unsigned flags);
+
 /* --- schedule (compiler/sched.c) ---
 ** 1 when the optimizer phase of one step may run concurrently with the target phase of the next
 ** (a second stream inside one captured graph): the graph has ops in both phases, no tensor written

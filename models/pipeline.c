@@ -89,9 +89,7 @@ int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated)
   ** adds (forward and backward) run in the epilogue of the GEMM that feeds them, and the target's
   ** q/k norms in its RoPE, q's and k's RoPE in one launch, an FP8 target's row quantizations in
   ** their norm or SwiGLU */
-  if (dfl_fuse(g) < 0 || dfl_fuse_add(g) < 0 || dfl_fuse_norm_rope(g) < 0 || dfl_fuse_rope_pair(g) < 0 || dfl_fuse_quant(g) < 0)
-    return DFL_ENOMEM;
-  return DFL_OK;
+  return dfl_fuse_passes(g, DFL_FUSE_TRAIN);
 }
 
 unsigned dfl_model_single_device(dfl_graph *g, const dfl_spec *s) {
@@ -108,5 +106,5 @@ int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated) 
   /* the forward as the train graph runs it (same rounding): residual adds in the GEMM epilogue;
   ** nothing differentiates here, so every q/k norm goes into its RoPE */
   dfl_graph *g = &tg->g;
-  return dfl_fuse_add(g) < 0 || dfl_fuse_norm_rope(g) < 0 || dfl_fuse_rope_pair(g) < 0 || dfl_fuse_quant(g) < 0 ? DFL_ENOMEM : DFL_OK;
+  return dfl_fuse_passes(g, 0);
 }
