@@ -105,6 +105,11 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
   return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
 }
 
+/* runtime/cuda/attention.c: ATTENTION and ATTENTION_BWD */
+int dfl_cu_att_wgmma(dfl_cuda *c, const dfl_op *op, int *qdo); /* 1: a wgmma kernel, which needs tensor maps */
+int dfl_cu_att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os, int qdo);
+int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void *tmaps);
+
 /* runtime/cuda/hybrid.c: the hybrid target's ops (compiler/ops.def HYBRID family) and partial RoPE */
 int dfl_cu_hybrid_load(dfl_cuda *c);  /* at kernel load: the chunk kernels' shared memory */
 int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op);
