@@ -28,8 +28,14 @@ int dfl_plan_verdict(const struct dfl_spec *s, dfl_plan_miss *miss, int max_miss
 int64_t dfl_plan_host_memory(void);   /* bytes; DFL_HOST_MEMORY overrides (tests) */
 /* `dflc check`'s checks beyond the spec (cmd_check.c): weights' headers, run and checkpoint
 ** directories, the memory verdict (unless no_plan); a dfl_spec_deep_fn whose user is a
-** dfl_deep_opts. */
-typedef struct dfl_deep_opts { int no_plan; const char *out_dir; const char *resume; } dfl_deep_opts;
+** dfl_deep_opts. fresh_train: a fresh `dflc train` (no --resume), refused when its checkpoint
+** directory holds another run's checkpoints unless restart (--restart moves them aside). */
+typedef struct dfl_deep_opts {
+  int no_plan;
+  const char *out_dir;
+  const char *resume;
+  int fresh_train, restart;
+} dfl_deep_opts;
 struct dfl_spec_where;
 void dfl_check_deep(const struct dfl_spec *s, const struct dfl_spec_where *w, void *opts);
 /* `dflc train DIR`: the spec a `dflc build` directory records (else arg itself); cmd_build.c */

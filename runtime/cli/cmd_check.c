@@ -2,6 +2,7 @@
 ** cmd_check.c: `dflc check FILE.dfl` — parse and validate a spec. Silent with exit 0 when the
 ** spec is good (warnings may be printed), every error and exit 1 otherwise, 2 for bad usage.
 */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "compiler/plan.h"
 #include "compiler/spec.h"
 #include "models/models.h"
+#include "runtime/io/checkpoint.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/io/weights.h"
 
@@ -113,9 +115,25 @@ static void check_plan(const dfl_spec *s, const dfl_spec_where *w) {
   if (n > 8) dfl_diag_error(at, "... and %d more devices that do not fit", n - 8);
 }
 
+/* A fresh run into a checkpoint directory that holds an earlier run's checkpoints would mix the
+** two: --resume would pick the earlier run's newest step, pruning would delete the new run's. */
+static void check_earlier_run(const dfl_spec *s, const dfl_spec_where *w, const char *out_dir) {
+  char root[DFL_PATH_MAX + 16];
+  int64_t newest;
+  if (dfl_ckpt_root_of(s, out_dir, root, sizeof root)) return;
+  int n = dfl_ckpt_count(root, &newest);
+  if (n == 0) return;
+  dfl_diag_error(out_dir ? dfl_spec_where_key(w, "", NULL) : dfl_spec_where_key(w, "train.checkpoint", "dir"),
+                 "the checkpoint directory `%s` holds %d checkpoint%s of an earlier run (the newest step-%08" PRId64
+                 "); a fresh run would mix its checkpoints with them", root, n, n == 1 ? "" : "s", newest);
+  dfl_diag_help("`dflc train ... --resume %s` continues that run; `dflc train ... --restart` moves its checkpoints into "
+                "%s/old-DATE and starts over; or name another directory with --out", root, root);
+}
+
 void dfl_check_deep(const dfl_spec *s, const dfl_spec_where *w, void *opts) {
   const dfl_deep_opts *o = opts;
   check_run_dir(s, w, o ? o->out_dir : NULL);
+  if (o && o->fresh_train && !o->restart) check_earlier_run(s, w, o->out_dir);
   check_weights(s, w);
   if (!(o && o->no_plan) && dfl_diag_errors() == 0) check_plan(s, w);
 }
@@ -164,7 +182,7 @@ int dfl_cmd_check(int argc, char **argv) {
   }
   static dfl_spec spec;   /* large (device table, paths): keep it off the stack */
   dfl_diag_reset();
-  dfl_deep_opts o = {0, NULL, NULL};
+  dfl_deep_opts o = {0, NULL, NULL, 0, 0};
   int rc = dfl_spec_load_deep(file, &spec, dfl_check_deep, &o);
   return rc == DFL_OK && dfl_diag_errors() == 0 ? 0 : 1;
 }

@@ -39,7 +39,7 @@ static void train_usage(FILE *f) {
   fprintf(f,
           "usage: dflc train SPEC.dfl|BUILD_DIR [--steps N] [--stop-at K] [--out DIR] [--resume CKPT]\n"
           "                  [--cpu | --cuda] [--fp32] [--cpu-threads N] [--no-eval] [--no-export] [--quiet]\n"
-          "                  [--over-budget]\n"
+          "                  [--over-budget] [--restart]\n"
           "  Train the spec's drafter on its device: the CUDA backend when the spec puts the drafter on a\n"
           "  GPU (the CPU backend, with a notice, when no GPU is usable), else the CPU backend. BUILD_DIR\n"
           "  is a directory written by `dflc build` (its spec, and its cubins: no kernel compilation).\n"
@@ -53,6 +53,8 @@ static void train_usage(FILE *f) {
           "  --stop-at K     stop after step K with a checkpoint (the schedule stays N steps long)\n"
           "  --out DIR       run directory (default runs/<spec name>)\n"
           "  --resume CKPT   continue bit-exactly from a checkpoint (or the newest one under a ckpt/ dir)\n"
+          "  --restart       a fresh run whose checkpoint directory holds an earlier run's checkpoints: move\n"
+          "                  them into CKPT_DIR/old-DATE first (without it train refuses such a directory)\n"
           "  --cpu-threads N BLAS threads\n"
           "  --over-budget   train although the memory plan does not fit a device's memory_budget (or, for a\n"
           "                  CPU without one, this machine's memory); without it train refuses, as dflc check does\n"
@@ -60,12 +62,31 @@ static void train_usage(FILE *f) {
           "  files, directories, the memory plan).\n");
 }
 
+/* The run's identity before its first step: --restart moves an earlier run's checkpoints aside;
+** root/run.json names this run (a resume keeps the id of the run it continues, and compares the
+** spec with it: runtime/io/checkpoint.h). */
+static int begin_run(const dfl_spec *s, const dfl_train_opts *o, int restart) {
+  char root[DFL_PATH_MAX + 16], moved[DFL_PATH_MAX + 64], ckpt[DFL_PATH_MAX];
+  int64_t newest;
+  if (dfl_ckpt_root_of(s, o->out_dir, root, sizeof root)) {
+    fprintf(stderr, "dflc train: the checkpoint directory's name is too long\n");
+    return DFL_ERR;
+  }
+  if (restart && dfl_ckpt_count(root, &newest) > 0) {
+    int rc = dfl_ckpt_restart(root, moved, sizeof moved);
+    if (rc) return rc;
+    printf("restart: the earlier run's checkpoints moved to %s\n", moved);
+  }
+  if (o->resume && dfl_ckpt_resolve(o->resume, ckpt, sizeof ckpt)) return DFL_EIO;
+  return dfl_run_begin(root, s, o->steps > 0 ? o->steps : o->resume ? 0 : s->steps, o->resume ? ckpt : NULL, stdout);
+}
+
 int dfl_cmd_train(int argc, char **argv) {
   dfl_train_opts o;
   memset(&o, 0, sizeof o);
   const char *spec_file = NULL;
   int64_t v;
-  int over_budget = 0;
+  int over_budget = 0, restart = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -97,6 +118,8 @@ int dfl_cmd_train(int argc, char **argv) {
       o.quiet = 1;
     } else if (!strcmp(a, "--over-budget")) {
       over_budget = 1;
+    } else if (!strcmp(a, "--restart")) {
+      restart = 1;
     } else if (!strcmp(a, "--unplanned")) {
       o.unplanned = 1;
     } else if (!strcmp(a, "--cpu")) {
@@ -117,6 +140,10 @@ int dfl_cmd_train(int argc, char **argv) {
     train_usage(stderr);
     return 2;
   }
+  if (restart && o.resume) {
+    fprintf(stderr, "dflc train: --restart starts a fresh run; --resume continues one: pass one of them\n");
+    return 2;
+  }
   char spec_path[DFL_PATH_MAX];
   if (dfl_build_resolve(spec_file, spec_path, sizeof spec_path)) return 1;
   dfl_spec *s = malloc(sizeof *s);
@@ -124,8 +151,9 @@ int dfl_cmd_train(int argc, char **argv) {
   if (!s || !tr) return 1;
   /* everything dflc check refuses, before minutes of loading (the plan: unless --over-budget, or
   ** --unplanned, which allocates per tensor) */
-  dfl_deep_opts deep = {over_budget || o.unplanned, o.out_dir, o.resume};
+  dfl_deep_opts deep = {over_budget || o.unplanned, o.out_dir, o.resume, !o.resume, restart};
   int rc = dfl_spec_load_deep(spec_path, s, dfl_check_deep, &deep);
+  if (rc == DFL_OK) rc = begin_run(s, &o, restart);
   if (rc == DFL_OK && dfl_pipe_wants(s)) {
     /* several devices: target devices, a hidden-state queue, data-parallel drafters */
     int gpus = 0;

@@ -9,6 +9,10 @@
 ** It is written into ROOT/.tmp-step-NNNNNNNN and renamed into place, so a crash mid-write leaves
 ** the previous checkpoints intact and never a half-written step-* (a leftover .tmp-* is ignored
 ** and cleaned by the next save).
+**
+** ROOT/run.json names the run the checkpoints belong to (dfl_run_begin, before the first step): an
+** id, the start time, the spec (path, a hash of its bytes) and the values a resume compares. Each
+** trainer.json carries the id as "run"; pruning removes only checkpoints of that id.
 */
 #ifndef DFL_CHECKPOINT_H
 #define DFL_CHECKPOINT_H
@@ -95,6 +99,22 @@ int dfl_ckpt_trim_metrics(const char *path, int64_t step);
 void dfl_ckpt_prune(const char *root, int keep, int64_t step);
 /* Forget root's best record (a fresh run into an old run directory). */
 void dfl_ckpt_clear_best(const char *root);
+
+/* The checkpoint root a run writes: the spec's checkpoint.dir, or OUT/ckpt with --out (as the
+** trainer and the pipeline name it). */
+int dfl_ckpt_root_of(const dfl_spec *s, const char *out_dir, char *root, size_t n);
+/* How many complete checkpoints (step-* with trainer.json) root holds; the newest in *newest. */
+int dfl_ckpt_count(const char *root, int64_t *newest);
+/* `dflc train --restart`: move root's checkpoints, best record and run.json into a new
+** root/old-YYYYMMDD-HHMMSS (its path in moved), so a fresh run starts over without deleting them. */
+int dfl_ckpt_restart(const char *root, char *moved, size_t n);
+/* The run's identity in root/run.json, before its first step. Fresh (resume_ckpt NULL): a new id.
+** Resumed: the id of the run in the checkpoint's root (its run.json, if any) is kept, and the spec
+** is compared with the values recorded there: a change the checkpoint cannot continue under
+** (block_size, mask_token_id, target_layer_ids, the drafter's layers) is refused naming it
+** (DFL_EFORMAT); the others (steps, lr, schedule, batch, ...) are printed on log as notes.
+** steps: the schedule this run takes (--steps, else the spec's; 0: not compared). */
+int dfl_run_begin(const char *root, const dfl_spec *s, int64_t steps, const char *resume_ckpt, FILE *log);
 
 /* Remove a directory and the plain files in it (checkpoints have no subdirectories). */
 int dfl_rm_dir(const char *dir);

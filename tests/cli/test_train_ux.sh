@@ -8,7 +8,11 @@
 #     comes before it;
 #   - a NaN loss names what went non-finite first (here: the loss, from a target lm_head of
 #     huge values), not only "try a lower lr";
-#   - an allocation that fails names its bytes, the plan's parts and `dflc plan`.
+#   - an allocation that fails names its bytes, the plan's parts and `dflc plan`;
+#   - a run directory knows its run (issue 43): a fresh run into a directory holding an earlier
+#     run's checkpoints is refused (golden stderr) unless --restart, which moves them aside; a
+#     resume notes what changed (lr) and refuses a change it cannot continue under (block_size);
+#     pruning removes only this run's checkpoints, never a folder without the trainer's files.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_train_ux.sh PATH/TO/dflc}
@@ -73,6 +77,39 @@ sed -e 's/  batch   = 8/  batch   = 1000000/' -e 's/  seq_len = 128/  seq_len = 
 if [ $rc = 1 ] && grep -q "out of memory: cannot allocate [0-9.]* GiB ([0-9]* bytes); the planned arena: weights" "$T/e.err" &&
    grep -q "activations" "$T/e.err" && grep -q '`dflc plan SPEC`' "$T/e.err"; then ok "an allocation failure names bytes, parts and dflc plan"
 else bad "allocation failure message (exit $rc)" "$T/e.err"; fi
+
+# 5. the run a checkpoint directory belongs to. $T/run/ckpt holds the run of part 1 (steps 3, 6).
+"$DFLC" train "$T/nano.dfl" --steps 4 --no-eval --out "$T/run" > "$T/f.out" 2> "$T/f.err"; rc=$?
+sed "s#$T#T#g" "$T/f.err" > "$T/f.got"
+cat > "$T/f.want" <<'GOLD'
+T/nano.dfl: error: the checkpoint directory `T/run/ckpt` holds 2 checkpoints of an earlier run (the newest step-00000006); a fresh run would mix its checkpoints with them
+      = help: `dflc train ... --resume T/run/ckpt` continues that run; `dflc train ... --restart` moves its checkpoints into T/run/ckpt/old-DATE and starts over; or name another directory with --out
+GOLD
+if [ $rc = 1 ] && diff -u "$T/f.want" "$T/f.got" > "$T/f.diff"; then ok "a fresh run into an earlier run's checkpoints is refused"
+else bad "fresh run into an earlier run's checkpoints (exit $rc)" "$T/f.diff"; fi
+id1=$(grep '"id"' "$T/run/ckpt/run.json")
+"$DFLC" train "$T/nano.dfl" --steps 4 --stop-at 2 --no-eval --out "$T/run" --restart > "$T/g.out" 2>&1; rc=$?
+old=$(ls -d "$T/run/ckpt"/old-* 2>/dev/null | head -1)
+if [ $rc = 0 ] && [ -n "$old" ] && [ -f "$old/step-00000006/trainer.json" ] && [ -f "$old/run.json" ] &&
+   [ -f "$T/run/ckpt/step-00000002/trainer.json" ] && [ "$(grep '"id"' "$T/run/ckpt/run.json")" != "$id1" ] &&
+   grep -q "^restart: the earlier run's checkpoints moved to $old" "$T/g.out"; then
+  ok "--restart moves the earlier run aside and starts a new one"
+else bad "--restart (exit $rc)" "$T/g.out"; fi
+# another run's checkpoint copied in, and a folder named like one: a resume with keep = 1 leaves both
+mkdir -p "$T/run/ckpt/step-00000000"; echo keep > "$T/run/ckpt/step-00000000/notes.txt"
+cp -r "$old/step-00000003" "$T/run/ckpt/step-00000001"
+sed -e 's/lr           = 3e-3/lr           = 1e-3/' -e 's/keep  = 2/keep  = 1/' "$T/nano.dfl" > "$T/nano_lr.dfl"
+"$DFLC" train "$T/nano_lr.dfl" --steps 4 --no-eval --out "$T/run" --resume "$T/run/ckpt" > "$T/h.out" 2>&1; rc=$?
+if [ $rc = 0 ] && grep -q "^note: resuming with a changed lr: 0.003 when $T/run/ckpt/step-00000002 was written, 0.001 now" "$T/h.out"
+then ok "a resume notes the changed lr"; else bad "resume with another lr (exit $rc)" "$T/h.out"; fi
+if [ -f "$T/run/ckpt/step-00000000/notes.txt" ] && [ -f "$T/run/ckpt/step-00000001/trainer.json" ] &&
+   [ ! -d "$T/run/ckpt/step-00000002" ] && [ -f "$T/run/ckpt/step-00000004/trainer.json" ]; then
+  ok "pruning keeps another run's checkpoint and a folder without the trainer's files"
+else bad "pruning: $(ls "$T/run/ckpt" | tr '\n' ' ')"; fi
+sed -e 's/block_size *= *[0-9]*/block_size = 4/' "$T/nano.dfl" > "$T/nano_b4.dfl"
+"$DFLC" train "$T/nano_b4.dfl" --steps 8 --no-eval --out "$T/run" --resume "$T/run/ckpt/step-00000004" > "$T/i.out" 2> "$T/i.err"; rc=$?
+if [ $rc = 1 ] && grep -q "^dflc: error: resume refused: block_size: 8 when $T/run/ckpt/step-00000004 was written, 4 now" "$T/i.err"
+then ok "a resume under another block_size is refused, naming it"; else bad "resume with another block_size (exit $rc)" "$T/i.err"; fi
 
 echo "train_ux: $n checks, $fails failed"
 [ $fails = 0 ]
