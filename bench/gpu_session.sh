@@ -3,7 +3,7 @@
 # xz-compressed dflc_gpu, cuda_ops, cuda_step, test_train_cuda and cuda_init built on the build machine (strip, xz);
 # it runs the CUDA checks (cuda_ops, the fixtures on the GPU, cuda_step, test_train_cuda, cuda_init), then the
 # attention benchmark (if carried), the 8B bench and, with RUN27=1, the 27B drafter-alone bench, each with the per-op profile (--ops);
-# with CMP_OVERLAP=1 also the 8B bench with DFL_NO_OVERLAP=1 (the optimizer after its own step: the overlap's before/after);
+# with CMP_OVERLAP=1 also the 8B bench with compile { overlap = false } (the optimizer after its own step: the overlap's before/after);
 # with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (e.g. DFL_ATTN_WG=0: the old causal kernel),
 # and with RUN27=1 the 27B bench too.
 # with CMP_F32GRADS=1 the 8B (and with RUN27=1 the 27B) bench again from its spec without `grads = bf16` (into extra.log),
@@ -47,7 +47,8 @@ done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 
 for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl)
   ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 $OPSF; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
 done
-[ -n "${CMP_OVERLAP:-}" ] && ( DFL_NO_OVERLAP=1 timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20; echo "bench rc $?" ) > $OUT/bench8b_nooverlap.log 2>&1 && ts bench8b_nooverlap
+[ -n "${CMP_OVERLAP:-}" ] && { cat examples/qwen3-8b.dfl; printf '\ncompile { overlap = false }\n'; } > /tmp/qwen3-8b-nooverlap.dfl &&
+  ( timeout ${BENCH_T:-240} /tmp/dflc_gpu bench /tmp/qwen3-8b-nooverlap.dfl --steps 20; echo "bench rc $?" ) > $OUT/bench8b_nooverlap.log 2>&1 && ts bench8b_nooverlap
 # CMP_ENV="A=1 B=2,C=3": the 8B bench again once per entry (commas join assignments), same binary (a
 # before/after in one call); CMP_OPS=1 adds --ops and keeps its memory-bound rows
 CMPF=; CMPR='^$'

@@ -119,15 +119,26 @@ static const dfl_kdef train_keys[] = {
   {"log_every", K_INT, 1, IMAX, 0, 0, 0, "log_every = 10"},
   {0}};
 
+/* Choices of what the compiler builds (docs/language.md "compile"): each one's default is what runs
+** fastest where it was measured; turning one off builds the plain form, for comparisons. */
+static const dfl_kdef compile_keys[] = {
+  {"block_rows", K_BOOL, 0, 0, 0, 0, 0, "block_rows = true"},
+  {"rope_pair", K_BOOL, 0, 0, 0, 0, 0, "rope_pair = true"},
+  {"swiglu_quant", K_BOOL, 0, 0, 0, 0, 0, "swiglu_quant = true"},
+  {"overlap", K_BOOL, 0, 0, 0, 0, 0, "overlap = true"},
+  {0}};
+
 static const dfl_sdef target_schema = {"target", target_keys, NULL};
 static const dfl_sdef drafter_schema = {"drafter", drafter_keys, NULL};
 static const dfl_sdef data_schema = {"data", data_keys, NULL};
 static const dfl_sdef loss_schema = {"loss", loss_keys, NULL};
 static const dfl_sdef train_schema = {"train", train_keys, NULL};
+static const dfl_sdef compile_schema = {"compile", compile_keys, NULL};
 
 static const dfl_sdef *const sections[] = {&target_schema, &drafter_schema, &data_schema, &loss_schema,
-                                           &train_schema, &dfl_topology_schema, &adamw_schema, &ckpt_schema};
-enum { N_TOP = 6, N_ALL = 8 };
+                                           &train_schema, &dfl_topology_schema, &compile_schema, &adamw_schema,
+                                           &ckpt_schema};
+enum { N_TOP = 7, N_ALL = 9 };
 
 
 static dfl_sect *sub(const dfl_sect *s, const char *key) {
@@ -777,6 +788,33 @@ static void check_train(dfl_check *c) {
                      (long long)s->ckpt_every, (long long)s->steps);
 }
 
+static void check_compile(dfl_check *c) {
+  dfl_spec *s = c->spec;
+  dfl_sect *k = c->compile;
+  s->opt.no_block_rows = !dfl_check_int(k, "block_rows", 1);
+  s->opt.no_rope_pair = !dfl_check_int(k, "rope_pair", 1);
+  s->opt.no_swiglu_quant = !dfl_check_int(k, "swiglu_quant", 1);
+  s->opt.no_overlap = !dfl_check_int(k, "overlap", 1);
+}
+
+/* "key = value" of the compile choices that differ from their defaults (all: every choice), comma
+** separated into buf; returns how many were written. */
+int dfl_spec_compile_desc(const dfl_spec *s, int all, char *buf, size_t n) {
+  const struct { const char *key; int off; } o[] = {{"block_rows", s->opt.no_block_rows}, {"rope_pair", s->opt.no_rope_pair},
+                                                    {"swiglu_quant", s->opt.no_swiglu_quant}, {"overlap", s->opt.no_overlap}};
+  int k = 0;
+  size_t used = 0;
+  if (n) buf[0] = 0;
+  for (size_t i = 0; i < sizeof o / sizeof o[0]; i++) {
+    if (!all && !o[i].off) continue;
+    int w = snprintf(buf + used, n > used ? n - used : 0, "%s%s = %s", k ? ", " : "", o[i].key, o[i].off ? "false" : "true");
+    if (w > 0) used += (size_t)w;
+    if (used >= n) used = n ? n - 1 : 0;
+    k++;
+  }
+  return k;
+}
+
 /* ---- driver ---- */
 
 static int check_sections(dfl_check *c) {
@@ -804,7 +842,7 @@ static int check_sections(dfl_check *c) {
       if (in_sect) continue;
       dfl_diag_error(e->key_loc, "unknown section `%s`", e->key);
       if (sug) dfl_diag_help("did you mean `%s`?", sug);
-      else dfl_diag_help("sections are target, drafter, data, loss, train and topology");
+      else dfl_diag_help("sections are target, drafter, data, loss, train, topology and compile");
       continue;
     }
     if (e->kind != DFL_V_BLOCK) {
@@ -821,7 +859,7 @@ static int check_sections(dfl_check *c) {
   }
   for (int i = 0; i < N_TOP; i++) dfl_check_walk(c, sections[i], first[i], slots[i]);
   c->target = slots[0]; c->drafter = slots[1]; c->data = slots[2];
-  c->loss = slots[3]; c->train = slots[4]; c->topology = slots[5];
+  c->loss = slots[3]; c->train = slots[4]; c->topology = slots[5]; c->compile = slots[6];
   static const int required[] = {0, 1, 2, 4};   /* target, drafter, data, train */
   for (int i = 0; i < 4 && !c->quiet_missing; i++) if (!first[required[i]]) {
     dfl_diag_error(dfl_loc_file(&c->ast->src), "missing section `%s`", sections[required[i]]->name);
@@ -834,7 +872,7 @@ struct dfl_spec_where { dfl_check *c; };
 
 dfl_loc dfl_spec_where_key(const dfl_spec_where *w, const char *section, const char *key) {
   dfl_check *c = w->c;
-  dfl_sect *top[N_TOP] = {c->target, c->drafter, c->data, c->loss, c->train, c->topology}, *s = NULL;
+  dfl_sect *top[N_TOP] = {c->target, c->drafter, c->data, c->loss, c->train, c->topology, c->compile}, *s = NULL;
   char head[64];
   snprintf(head, sizeof head, "%s", section ? section : "");
   char *dot = strchr(head, '.');
@@ -903,6 +941,7 @@ static int load_buffer(const char *name, const char *bytes, size_t len, dfl_spec
     check_data(&c);
     check_loss(&c);
     check_train(&c);
+    check_compile(&c);
     dfl_check_topology(&c);
     if (dfl_diag_errors() == errors0) check_runtime_limits(&c);
     if (fn && dfl_diag_errors() == errors0) {

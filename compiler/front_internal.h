@@ -69,7 +69,7 @@ typedef struct dfl_check {
   dfl_ast *ast;
   dfl_spec *spec;
   char dir[DFL_PATH_MAX];       /* directory of the spec, for relative paths */
-  dfl_sect *target, *drafter, *data, *loss, *train, *topology;
+  dfl_sect *target, *drafter, *data, *loss, *train, *topology, *compile;
   int arch_ok;                  /* target architecture known (for cross checks) */
   int quiet_missing;            /* syntax errors dropped entries: do not call keys missing */
   const dfl_sdef *const *sections; /* every section's schema, for "belongs in section" */

@@ -397,8 +397,6 @@ static int rope_pair_ok(const dfl_graph *g, const int *drop, int i, int j) {
 }
 
 int dfl_fuse_rope_pair(dfl_graph *g) {
-  const char *ev = getenv("DFL_FUSE_ROPE_PAIR"); /* 0: two launches (before/after runs) */
-  if (ev && !strcmp(ev, "0")) return 0;
   int nops = g->nops, fused = 0;
   int *readers, *writers, *drop;
   if (uses_open(g, &readers, &writers, &drop)) return -1;
@@ -442,7 +440,7 @@ int dfl_fuse_rope_pair(dfl_graph *g) {
 ** 2.2 ms per step. The SwiGLU's (9 bytes an element become 5) was first dropped as slower alone
 ** (session 5); its kernel now holds two blocks per SM, the 34 take 4.5 ms against ~5.0 for the
 ** separate kernels, and the step is ~0.5 ms shorter, same losses (docs/performance.md, session 10).
-** DFL_FUSE_SWIGLU_Q=0 leaves it apart. Legal when: y is an activation written by
+** dfl_fuse_passes with DFL_FUSE_NO_SWIGLU_Q (compile { swiglu_quant = false }) leaves it apart. Legal when: y is an activation written by
 ** that producer alone and read by that QUANT_F8 alone; same phase; the row is a multiple of 512
 ** features up to 16384 or of 1024 up to 32768 (the CUDA kernels' block holds one row in registers,
 ** 16 or 32 features per thread); a norm's group is the whole row and nothing reads its rstd; the
@@ -452,10 +450,8 @@ int dfl_fuse_rope_pair(dfl_graph *g) {
 ** bit-identical, bf16 ones differ by that rounding). The quantized SwiGLU is never in place
 ** (plan.c): a block's bytes land on other rows of g.
 */
-int dfl_fuse_quant(dfl_graph *g) {
+int dfl_fuse_quant_ex(dfl_graph *g, int swiglu_q) {
   int nops = g->nops, fused = 0;
-  const char *sq = getenv("DFL_FUSE_SWIGLU_Q"); /* 0: the SwiGLU's stays a QUANT_F8 (before/after runs) */
-  const int swiglu_q = !(sq && !strcmp(sq, "0"));
   int *readers, *writers, *drop;
   if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
@@ -487,9 +483,12 @@ int dfl_fuse_quant(dfl_graph *g) {
   return fused;
 }
 
+int dfl_fuse_quant(dfl_graph *g) { return dfl_fuse_quant_ex(g, 1); }
+
 int dfl_fuse_passes(dfl_graph *g, unsigned flags) {
   if ((flags & DFL_FUSE_TRAIN) && dfl_fuse(g) < 0) return DFL_ENOMEM;
-  if (dfl_fuse_add(g) < 0 || dfl_fuse_norm_rope(g) < 0 || dfl_fuse_rope_pair(g) < 0 || dfl_fuse_quant(g) < 0)
-    return DFL_ENOMEM;
+  if (dfl_fuse_add(g) < 0 || dfl_fuse_norm_rope(g) < 0) return DFL_ENOMEM;
+  if (!(flags & DFL_FUSE_NO_ROPE_PAIR) && dfl_fuse_rope_pair(g) < 0) return DFL_ENOMEM;
+  if (dfl_fuse_quant_ex(g, !(flags & DFL_FUSE_NO_SWIGLU_Q)) < 0) return DFL_ENOMEM;
   return DFL_OK;
 }

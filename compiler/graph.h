@@ -229,7 +229,7 @@ int dfl_fuse_norm_rope(dfl_graph *g);
 /* Rewrites two ROPEs of one phase that rotate by the same positions (q and k of a layer, their
 ** gradients in the backward), both plain or both normed, into one ROPE of the pair form (graph.h):
 ** one launch, the angles formed once per row. Run after dfl_fuse_norm_rope. Conditions: compiler/
-** fuse.c. DFL_FUSE_ROPE_PAIR=0 leaves them apart (comparisons). Returns the number of pairs fused
+** fuse.c. Returns the number of pairs fused
 ** (>= 0), -1 when out of memory. */
 int dfl_fuse_rope_pair(dfl_graph *g);
 
@@ -238,13 +238,16 @@ int dfl_fuse_rope_pair(dfl_graph *g);
 ** (graph.h): y is never written nor re-read. Run after autodiff. Returns the number of pairs
 ** fused (>= 0), -1 when out of memory. */
 int dfl_fuse_quant(dfl_graph *g);
+/* The same, the SwiGLUs' quantizations left apart when swiglu is 0 (compile { swiglu_quant = false }). */
+int dfl_fuse_quant_ex(dfl_graph *g, int swiglu);
 
 /* The fusion pass list, held here once for every graph dflc builds (train, eval, a pipeline's
 ** target devices, the agreement graph, bench, plan): in order dfl_fuse (only with DFL_FUSE_TRAIN:
 ** a differentiated graph with its optimizer), dfl_fuse_add, dfl_fuse_norm_rope, dfl_fuse_rope_pair,
 ** dfl_fuse_quant. Forward-only graphs pass 0 and come out with the rounding of the training graph's
-** forward. Returns DFL_OK, or DFL_ENOMEM. */
-enum { DFL_FUSE_TRAIN = 1 };
+** forward. DFL_FUSE_NO_ROPE_PAIR leaves every RoPE pair apart, DFL_FUSE_NO_SWIGLU_Q every SwiGLU's
+** quantization (the spec's `compile` section: dfl_model_fuse_flags). Returns DFL_OK, or DFL_ENOMEM. */
+enum { DFL_FUSE_TRAIN = 1, DFL_FUSE_NO_ROPE_PAIR = 2, DFL_FUSE_NO_SWIGLU_Q = 4 };
 int dfl_fuse_passes(dfl_graph *g, unsigned flags);
 
 /* --- schedule (compiler/sched.c) ---

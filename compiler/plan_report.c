@@ -138,7 +138,7 @@ void dfl_plan_print(FILE *f, const dfl_plan_dev *d) {
   if (rows_in || rows_tail)
     fprintf(f, "  drafter rows: the first layer's norms and projections on %" PRId64 " distinct rows of %" PRId64
             " (%d outputs copied out), the last layer after its attention on %" PRId64 " rows without the anchors "
-            "(DFL_BLOCK_ROWS=0: off)\n", rows_in, rows_full, nexp, rows_tail);
+            "(compile { block_rows = false }: off)\n", rows_in, rows_full, nexp, rows_tail);
   if (nq) fprintf(f, "  fused: %d FP8 row quantizations in the RMSNorm that produces their row\n", nq);
   if (d->span_phases & (1u << DFL_PH_OPTIMIZER))
     fprintf(f, "  schedule: each step's optimizer runs beside the next step's target forward (its per-step buffers "

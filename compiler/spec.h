@@ -65,6 +65,15 @@ typedef struct dfl_device {
   int64_t memory_budget; /* bytes, 0 = none */
 } dfl_device;
 
+/* The `compile` section (docs/language.md): each choice's default builds the faster form; 1 here builds
+** the plain one (comparisons). Zero, as a spec filled by hand starts, is every default. */
+typedef struct dfl_compile_opts {
+  int no_block_rows;   /* block_rows = false: the drafter's first layer on every row, not the distinct block rows */
+  int no_rope_pair;    /* rope_pair = false: q's and k's RoPE in two launches */
+  int no_swiglu_quant; /* swiglu_quant = false: an FP8 target's SwiGLU and its quantization apart */
+  int no_overlap;      /* overlap = false: the optimizer after the step, not beside the next target forward */
+} dfl_compile_opts;
+
 typedef struct dfl_spec {
   char file[DFL_PATH_MAX];          /* the .dfl file, as given */
 
@@ -115,6 +124,7 @@ typedef struct dfl_spec {
   int accum;                        /* micro-batches per optimizer step */
   dfl_precision precision;
   int grads_bf16;                   /* train.grads = bf16: the weight gradients in bf16 (accum 1, one device) */
+  dfl_compile_opts opt;             /* the compile section */
   int64_t ckpt_every;               /* 0 = only at the end */
   char ckpt_dir[DFL_PATH_MAX];
   int ckpt_keep;
@@ -140,6 +150,9 @@ int dfl_spec_load_buffer(const char *name, const char *bytes, size_t len, dfl_sp
 ** source is still loaded, so fn can report through the diagnostics reporter with carets at the keys
 ** (dfl_spec_where_key). fn's errors count like the checker's (dfl_spec_load_deep returns DFL_ERR). */
 typedef struct dfl_spec_where dfl_spec_where;
+/* "key = value" of the compile section's choices that differ from the defaults (all: every one),
+** comma separated into buf; returns how many (compiler/check.c). */
+int dfl_spec_compile_desc(const dfl_spec *s, int all, char *buf, size_t n);
 typedef void (*dfl_spec_deep_fn)(const dfl_spec *s, const dfl_spec_where *w, void *user);
 int dfl_spec_load_deep(const char *file, dfl_spec *out, dfl_spec_deep_fn fn, void *user);
 /* Where SECTION ("target", "train.checkpoint", ...) writes KEY: its value; the section's header if

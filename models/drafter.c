@@ -135,9 +135,8 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   ** and their outputs are copied out to the Q rows before RoPE (BLOCK_EXPAND): 1/B of those GEMMs'
   ** FLOPs, the same values.
   ** At the other end, the anchor rows (never labels) leave after the last attention (BLOCK_DROP).
-  ** DFL_BLOCK_ROWS=0 in the environment builds the plain graph (before/after comparisons). */
-  const char *ev = getenv("DFL_BLOCK_ROWS");
-  const int rows0 = !(ev && ev[0] == '0') && !g->t[embed].requires_grad;
+  ** `compile { block_rows = false }` builds the plain graph (before/after comparisons). */
+  const int rows0 = !s->opt.no_block_rows && !g->t[embed].requires_grad;
   for (int l = 0; l < a->layers; l++) {
     snprintf(label, sizeof label, "drafter.layers.%d", l);
     g->cur_label = label;

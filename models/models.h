@@ -65,6 +65,8 @@ int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated)
 ** Returns the plan's span_phases: the optimizer phase when it can run beside the next step's target
 ** forward (dfl_sched_overlap_ok), else 0. */
 unsigned dfl_model_single_device(dfl_graph *g, const dfl_spec *s);
+/* The fusion flags (dfl_fuse_passes) the spec's `compile` section asks for. */
+unsigned dfl_model_fuse_flags(const dfl_spec *s);
 
 /* Evaluation graph: same as training without backward and optimizer. */
 int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated);

@@ -89,7 +89,11 @@ int dfl_model_train_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated)
   ** adds (forward and backward) run in the epilogue of the GEMM that feeds them, and the target's
   ** q/k norms in its RoPE, q's and k's RoPE in one launch, an FP8 target's row quantizations in
   ** their norm or SwiGLU */
-  return dfl_fuse_passes(g, DFL_FUSE_TRAIN);
+  return dfl_fuse_passes(g, DFL_FUSE_TRAIN | dfl_model_fuse_flags(s));
+}
+
+unsigned dfl_model_fuse_flags(const dfl_spec *s) {
+  return (s->opt.no_rope_pair ? DFL_FUSE_NO_ROPE_PAIR : 0u) | (s->opt.no_swiglu_quant ? DFL_FUSE_NO_SWIGLU_Q : 0u);
 }
 
 unsigned dfl_model_single_device(dfl_graph *g, const dfl_spec *s) {
@@ -106,5 +110,5 @@ int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated) 
   /* the forward as the train graph runs it (same rounding): residual adds in the GEMM epilogue;
   ** nothing differentiates here, so every q/k norm goes into its RoPE */
   dfl_graph *g = &tg->g;
-  return dfl_fuse_passes(g, 0);
+  return dfl_fuse_passes(g, dfl_model_fuse_flags(s));
 }

@@ -25,7 +25,7 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
   int ids = dfl_tensor_1d(&g, "input_ids", DFL_I32, DFL_T_INPUT, B * S);
   dfl_target_out out;
   int rc = dfl_model_target(&g, s, (int)B, (int)S, ids, 0, 0, &out);
-  if (!rc) rc = dfl_fuse_passes(&g, 0); /* as a pipeline's target device */
+  if (!rc) rc = dfl_fuse_passes(&g, dfl_model_fuse_flags(s)); /* as a pipeline's target device */
   if (rc || out.features < 0) {
     fprintf(stderr, "dflc bench: %s: cannot build the target graph\n", spec_file);
     dfl_graph_free(&g);

@@ -138,26 +138,24 @@ static void floor_print(const char *what, const dfl_bench_floor *f, double token
            "another power on them, so this line is not the step's floor\n", f->nonfinite, f->sampled);
 }
 
-/* FLOPs of one micro-step (optimizer left out) that the plain drafter graph (DFL_BLOCK_ROWS=0)
-** computes and this one does not: both graphs built unfused from the spec, their dfl_op_flops
-** summed. 0 when the environment already asks for the plain graph. */
+/* FLOPs of one micro-step (optimizer left out) that the plain drafter graph (compile { block_rows =
+** false }) computes and this one does not: both graphs built unfused from the spec, their dfl_op_flops
+** summed. 0 when the spec already asks for the plain graph. */
 static double skipped_rows_flops(const dfl_spec *s, int colocated) {
-  const char *ev = getenv("DFL_BLOCK_ROWS");
-  char *keep = ev ? strdup(ev) : NULL;
   double f[2] = {0, 0};
+  dfl_spec *plain = malloc(sizeof *plain);
+  if (!plain) return 0;
+  *plain = *s;
+  plain->opt.no_block_rows = 1;
   for (int k = 0; k < 2; k++) {
-    if (k == 1) setenv("DFL_BLOCK_ROWS", "0", 1);
-    else if (keep) setenv("DFL_BLOCK_ROWS", keep, 1);
     dfl_train_graph *tg = calloc(1, sizeof *tg);
-    if (tg && dfl_model_train_graph(tg, s, colocated) == DFL_OK)
+    if (tg && dfl_model_train_graph(tg, k ? plain : s, colocated) == DFL_OK)
       for (int i = 0; i < tg->g.nops; i++)
         if (tg->g.ops[i].phase != DFL_PH_OPTIMIZER) f[k] += dfl_op_flops(&tg->g, &tg->g.ops[i]);
     if (tg) dfl_graph_free(&tg->g);
     free(tg);
   }
-  if (keep) setenv("DFL_BLOCK_ROWS", keep, 1);
-  else unsetenv("DFL_BLOCK_ROWS");
-  free(keep);
+  free(plain);
   return f[1] > f[0] ? f[1] - f[0] : 0;
 }
 
@@ -311,7 +309,7 @@ int dfl_cmd_bench(int argc, char **argv) {
     printf("note: the topology has %d devices; this times ONE device running %s on the global batch. The "
            "pipeline's throughput: dflc train (progress and diag lines, docs/pipeline.md)\n", ndev,
            drafter_only ? "the drafter step" : "target + drafter");
-  if (tr->overlap) printf("schedule: each step's optimizer beside the next step's target forward (DFL_NO_OVERLAP=1: off)\n");
+  if (tr->overlap) printf("schedule: each step's optimizer beside the next step's target forward (compile { overlap = false }: off)\n");
   printf("setup: data, graph and plan %.1f s; backend (device memory, kernels) %.1f s; weights %.1f s; rest %.1f s\n",
          tr->setup_s[0], tr->setup_s[1], tr->setup_s[2], tr->setup_s[3]);
   const double *ls = tr->be.load_s;

@@ -96,7 +96,7 @@ static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, in
     dfl_target_out out;
     rc = dfl_model_target(pd->g, s, s->batch, s->seq_len, ids, 0, 0, &out);
     /* as runtime/pipeline.c */
-    if (rc == DFL_OK && dfl_fuse_passes(pd->g, 0) != DFL_OK)
+    if (rc == DFL_OK && dfl_fuse_passes(pd->g, dfl_model_fuse_flags(s)) != DFL_OK)
       rc = DFL_ENOMEM;
     if (rc == DFL_OK && out.features >= 0) pd->live_out[pd->n_live_out++] = out.features;
   }

@@ -873,7 +873,7 @@ static int setup_target(pipe_s *p, dev_s *d) {
   d->t_ids = dfl_tensor_1d(d->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)p->b * p->S);
   dfl_target_out out;
   int rc = dfl_model_target(d->g, &p->s, p->b, p->S, d->t_ids, 0, 0, &out);
-  if (!rc) rc = dfl_fuse_passes(d->g, 0); /* as colocated */
+  if (!rc) rc = dfl_fuse_passes(d->g, dfl_model_fuse_flags(&p->s)); /* as colocated */
   if (rc || out.features < 0) {
     fprintf(stderr, "dflc: %s: cannot build the target graph\n", d->name);
     return rc ? rc : DFL_ERR;

@@ -168,7 +168,7 @@ int dfl_target_agreement(const dfl_spec *s, dfl_backend_kind kind, const dfl_dat
   g.cur_label = "agree.head";
   dfl_op_add(&g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at);
   /* the target forward as the training graph runs it (same rounding) */
-  if (dfl_fuse_passes(&g, 0) != DFL_OK) {
+  if (dfl_fuse_passes(&g, dfl_model_fuse_flags(s)) != DFL_OK) {
     dfl_graph_free(&g);
     return DFL_ENOMEM;
   }

@@ -367,7 +367,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   /* Overwritten gradient accumulators with accum 1 (same values); the optimizer of step n beside
   ** the target forward of step n+1 when they share nothing, its per-step buffers then live over
   ** the whole step in the plan. */
-  tr->overlap = dfl_model_single_device(g, s) != 0 && !getenv("DFL_NO_OVERLAP");
+  tr->overlap = dfl_model_single_device(g, s) != 0 && !s->opt.no_overlap;
   if (!tr->opts.unplanned) {
     tr->planned = dfl_be_plan(&tr->plan, g, kind, dev ? dev->memory_budget : 0,
                               tr->overlap ? 1u << DFL_PH_OPTIMIZER : 0, log) == DFL_OK;
@@ -842,6 +842,8 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   int64_t np = 0;
   for (int i = 0; i < tr->tg.drafter.n_params; i++) np += dfl_tensor_numel(&tr->tg.g.t[tr->tg.drafter.params[i]]);
   fprintf(log, "backend: %s, precision %s\n", tr->be.name, s->precision == DFL_PREC_BF16 ? "bf16" : "fp32");
+  char cdesc[256];
+  if (dfl_spec_compile_desc(s, 0, cdesc, sizeof cdesc)) fprintf(log, "compile: %s (not the defaults)\n", cdesc);
   fprintf(log, "train: %s, drafter %d layers (%.2fM params), batch %d x %d tokens, %d anchors x %d, accum %d, "
           "%" PRId64 " steps; memory %s %.1f MiB\n", s->file, s->drafter.layers, np / 1e6, tr->tg.batch,
           tr->tg.S, tr->tg.N, s->block_size, s->accum, s->steps, tr->planned ? "planned arena" : "unplanned",

@@ -112,7 +112,7 @@ typedef struct dfl_trainer {
   int n_pend;
   double t_last;               /* when the previous step's metrics were collected */
   int overlap;                 /* the optimizer of step n runs with step n+1's target forward
-                               ** (dfl_sched_overlap_ok; DFL_NO_OVERLAP=1 in the environment: never) */
+                               ** (dfl_sched_overlap_ok; compile { overlap = false }: never) */
   int opt_pending;             /* the last enqueued step's optimizer has not been enqueued yet */
   double setup_s[4];           /* dfl_train_open's stages (s): data + graph + plan, backend (device
                                ** memory, kernels), weights (load or random init, masters, push), rest */

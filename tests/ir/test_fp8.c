@@ -162,9 +162,10 @@ static void test_fuse(void) {
 }
 
 /* dfl_fuse_quant: RMSNORM (whole rows) and SWIGLU absorb the QUANT_F8 of their output (the SwiGLU's
-** unless DFL_FUSE_SWIGLU_Q=0). The fused bytes and scales must equal the unfused graph's y rounded to
+** unless dfl_fuse_quant_ex leaves them out). The fused bytes and scales must equal the unfused graph's y rounded to
 ** y's dtype (bf16: as the GPU stores it; f32: unchanged) and quantized by runtime/fp8.h. Cases it
 ** must refuse stay unfused. extra_read: 1 reads the norm's y twice, 2 the SwiGLU's. */
+static int swiglu_q = 1; /* dfl_fuse_quant_ex's switch for the cases below */
 static void fuse_quant_case(dfl_dtype dt, int C, int group, int extra_read, int rstd_read, int expect) {
   enum { NR = 5 };
   double *got[4], *ys[2] = {NULL, NULL};
@@ -183,11 +184,11 @@ static void fuse_quant_case(dfl_dtype dt, int C, int group, int extra_read, int 
       dfl_op_add(&g, DFL_OP_COPY, &rs, 1, &cp, 1, NULL);
     }
     if (fuse) {
-      int nf = dfl_fuse_quant(&g);
+      int nf = dfl_fuse_quant_ex(&g, swiglu_q);
       if (nf != expect) fprintf(stderr, "FAIL fuse_quant %s C %d group %d extra %d rstd %d: %d fused, want %d\n",
                                 dfl_dtype_name(dt), C, group, extra_read, rstd_read, nf, expect);
       CHECK(nf == expect);
-      CHECK(dfl_fuse_quant(&g) == 0); /* idempotent */
+      CHECK(dfl_fuse_quant_ex(&g, swiglu_q) == 0); /* idempotent */
     }
     dfl_cpu c;
     CHECK(dfl_cpu_init(&c, &g, NULL, 0) == DFL_OK);
@@ -239,9 +240,9 @@ int main(void) {
     fuse_quant_case(dt, 512, 512, 1, 0, 1);   /* the norm's y read twice: the SwiGLU only */
     fuse_quant_case(dt, 512, 512, 2, 0, 1);   /* the SwiGLU's output read twice: the norm only */
     fuse_quant_case(dt, 512, 512, 0, 1, 1);   /* the norm's rstd is read: the SwiGLU only */
-    setenv("DFL_FUSE_SWIGLU_Q", "0", 1);
+    swiglu_q = 0;
     fuse_quant_case(dt, 512, 512, 0, 0, 1);   /* switched off: the norm only */
-    unsetenv("DFL_FUSE_SWIGLU_Q");
+    swiglu_q = 1;
   }
   if (fails) { fprintf(stderr, "ir_fp8: %d failures\n", fails); return 1; }
   printf("ir_fp8: ok\n");

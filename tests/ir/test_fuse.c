@@ -668,6 +668,24 @@ int main(void) {
     int got = rope_pair_case(w), want = w <= 2;
     if (got != want) { fprintf(stderr, "FAIL fuse_rope_pair case %d: %d fused, want %d\n", w, got, want); fails++; }
   }
+  { /* dfl_fuse_passes: the pass list fuses the legal pair, and DFL_FUSE_NO_ROPE_PAIR (compile { rope_pair =
+    ** false }) leaves it apart while the passes before it still run */
+    for (int off = 0; off < 2; off++) {
+      dfl_graph G;
+      dfl_graph_init(&G);
+      G.cur_phase = DFL_PH_TARGET;
+      int x1 = dfl_tensor_2d(&G, "x1", DFL_F32, DFL_T_INPUT, 4, 64), x2 = dfl_tensor_2d(&G, "x2", DFL_F32, DFL_T_INPUT, 4, 32);
+      int w = dfl_tensor_1d(&G, "w", DFL_F32, DFL_T_INPUT, 32), pos = dfl_tensor_1d(&G, "pos", DFL_I32, DFL_T_INPUT, 4);
+      int z1 = dfl_rope(&G, dfl_rmsnorm(&G, x1, w, 32, 1e-6, "y1"), pos, 2, 32, 1e6, "z1");
+      int z2 = dfl_rope(&G, dfl_rmsnorm(&G, x2, w, 32, 1e-6, "y2"), pos, 1, 32, 1e6, "z2");
+      CHECK(dfl_fuse_passes(&G, off ? DFL_FUSE_NO_ROPE_PAIR : 0) == DFL_OK);
+      int ropes = 0;
+      for (int i = 0; i < G.nops; i++) ropes += G.ops[i].code == DFL_OP_ROPE;
+      CHECK(G.nops == ropes && ropes == (off ? 2 : 1)); /* the norms went into the RoPEs either way */
+      CHECK(off ? G.t[z1].producer != G.t[z2].producer : G.t[z1].producer == G.t[z2].producer);
+      dfl_graph_free(&G);
+    }
+  }
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }
   printf("ir_fuse: ok (2 pairs fused, %d persistent tensors agree within 1e-5; overwrite rewrite exact; "
          "6 ADDs fused (4 into GEMMs, 2 into RMSNorm backward) within 1e-5, %d + %d refusals; 3 RoPE pairs exact, 5 "

@@ -2,7 +2,7 @@
 ** test_block_rows: the drafter's first layer on its distinct block rows (models/drafter.c: BLOCK_ROWS
 ** before the input norm, BLOCK_EXPAND after the q/k/v projections) and its last layer without the
 ** anchor rows after the attention (BLOCK_DROP, BLOCK_UNDROP of the per-row results) compute the same
-** step as the plain graph (DFL_BLOCK_ROWS=0). Both training graphs of a small spec (nano's shapes, 2 layers,
+** step as the plain graph (compile { block_rows = false }). Both training graphs of a small spec (nano's shapes, 2 layers,
 ** batch 2, some invalid blocks, a partial supervision mask) run on the CPU in f64 from the same
 ** random values, tensor by name; the loss, the metrics and every parameter's gradient must agree to
 ** 1e-10 (relative to each tensor's largest entry). The rewrite must also cut the step's FLOPs.
@@ -51,11 +51,16 @@ static double step_flops(const dfl_graph *g) {
   return f;
 }
 
-/* Builds the training graph with DFL_BLOCK_ROWS=env and runs forward, loss and backward. */
-static int run(run_t *r, const dfl_spec *s, const char *env) {
-  setenv("DFL_BLOCK_ROWS", env, 1);
+/* Builds the training graph with compile { block_rows = rows } and runs forward, loss and backward. */
+static int run(run_t *r, const dfl_spec *s0, int rows) {
+  dfl_spec *s = malloc(sizeof *s);
+  if (!s) return DFL_ENOMEM;
+  *s = *s0;
+  s->opt.no_block_rows = !rows;
   memset(r, 0, sizeof *r);
-  if (dfl_model_train_graph(&r->tg, s, 0) != DFL_OK) return DFL_ERR;
+  int rc = dfl_model_train_graph(&r->tg, s, 0);
+  free(s);
+  if (rc != DFL_OK) return DFL_ERR;
   dfl_graph *g = &r->tg.g;
   r->flops = step_flops(g);
   if (dfl_cpu_init(&r->cpu, g, NULL, 1) != DFL_OK) return DFL_ERR;
@@ -69,7 +74,7 @@ static int run(run_t *r, const dfl_spec *s, const char *env) {
     free(v);
   }
   /* ids over the vocabulary; supervision with gaps; anchors sorted, one invalid block per sample */
-  const int S = r->tg.S, N = r->tg.N, b = r->tg.batch, V = s->target.vocab;
+  const int S = r->tg.S, N = r->tg.N, b = r->tg.batch, V = s0->target.vocab;
   int32_t *ids = dfl_cpu_i32(&r->cpu, r->tg.ids), *lm = dfl_cpu_i32(&r->cpu, r->tg.loss_mask);
   int32_t *an = dfl_cpu_i32(&r->cpu, r->tg.anchors), *kp = dfl_cpu_i32(&r->cpu, r->tg.keep);
   for (int i = 0; i < b * S; i++) ids[i] = (int32_t)((val("ids", i) + 1) * 0.5 * (V - 1));
@@ -105,8 +110,8 @@ int main(void) {
   dfl_spec s;
   spec_init(&s);
   run_t *A = calloc(1, sizeof *A), *B = calloc(1, sizeof *B); /* A: block rows, B: plain */
-  CHECK(run(A, &s, "1") == DFL_OK, "the graph with block rows did not run");
-  CHECK(run(B, &s, "0") == DFL_OK, "the plain graph did not run");
+  CHECK(run(A, &s, 1) == DFL_OK, "the graph with block rows did not run");
+  CHECK(run(B, &s, 0) == DFL_OK, "the plain graph did not run");
   if (failures) return 1;
   int nrows = 0, ndrop = 0;
   for (int i = 0; i < A->tg.g.nops; i++) {
@@ -114,7 +119,7 @@ int main(void) {
     ndrop += A->tg.g.ops[i].code == DFL_OP_BLOCK_DROP && A->tg.g.ops[i].phase != DFL_PH_BACKWARD;
   }
   for (int i = 0; i < B->tg.g.nops; i++)
-    CHECK(B->tg.g.ops[i].code < DFL_OP_BLOCK_ROWS, "DFL_BLOCK_ROWS=0 kept a %s", dfl_opcode_name(B->tg.g.ops[i].code));
+    CHECK(B->tg.g.ops[i].code < DFL_OP_BLOCK_ROWS, "block_rows = false kept a %s", dfl_opcode_name(B->tg.g.ops[i].code));
   CHECK(nrows == 3, "%d BLOCK_EXPAND ops, want 3 (q, k, v of layer 0)", nrows);
   CHECK(ndrop == 4, "%d forward BLOCK_DROP ops, want 4 (attention output, residual, labels, weights)", ndrop);
   CHECK(A->flops < B->flops, "FLOPs %.4g with block rows, %.4g without", A->flops, B->flops);

@@ -4,7 +4,7 @@
 # consistent (positions/s = anchors x block x batch / step time; the peer's FLOP count = dflc's +
 # one 2 x positions x hidden x vocab GEMM (the frozen head's dW) + the two vocabulary GEMMs of the
 # anchor rows dflc leaves out, 4 x anchors x batch x hidden x vocab + the drafter rows dflc skips (the
-# same count as the plain graph's, DFL_BLOCK_ROWS=0, whose FLOPs are dflc's + those); no target forward: fewer FLOPs than the colocated
+# same count as the plain graph's, compile { block_rows = false }, whose FLOPs are dflc's + those); no target forward: fewer FLOPs than the colocated
 # step); `--ops` lists the time per (phase, op kind) adding up to its total, and `--gemms` the GEMMs by shape
 # adding up to the matmul rows; an FP8 target says so
 # in the header and the JSON; the CPU run reports no energy (the JSON's -1); and the 27B drafter spec
@@ -34,9 +34,10 @@ rc=$?; cat "$T/d.log"
 grep -Eq "^drafter positions/s: [0-9]+" "$T/d.log" || fail "no 'drafter positions/s' line"
 grep -q "drafter alone" "$T/d.log" || fail "the header does not say drafter alone"
 grep -q "^  target forward" "$T/d.log" && fail "a target forward phase in drafter-only mode"
-# the plain drafter graph (DFL_BLOCK_ROWS=0: no rows skipped) for the peer count's consistency below
-(cd "$T" && DFL_BLOCK_ROWS=0 "$DFLC" bench nano.dfl --drafter-only --cpu --steps 2 --warmup 1 --phase-steps 1 --json d0.json) \
-  > "$T/d0.log" 2>&1 || fail "drafter-only bench with DFL_BLOCK_ROWS=0 exited $?"
+# the plain drafter graph (compile { block_rows = false }: no rows skipped) for the peer count's consistency below
+{ cat "$T/nano.dfl"; printf '\ncompile { block_rows = false }\n'; } > "$T/nano0.dfl"
+(cd "$T" && "$DFLC" bench nano0.dfl --drafter-only --cpu --steps 2 --warmup 1 --phase-steps 1 --json d0.json) \
+  > "$T/d0.log" 2>&1 || fail "drafter-only bench with block_rows = false exited $?"
 (cd "$T" && "$DFLC" bench nano.dfl --cpu --steps 4 --warmup 1 --phase-steps 1 --json c.json --gemms --floor) > "$T/c.log" 2>&1 \
   || fail "colocated bench exited $?"
 # --ops: one row per (phase, op kind), the GEMMs of every phase among them, rows adding up to the total

@@ -2,7 +2,7 @@
 ** test_train_overlap: the optimizer of step n enqueued beside the target forward of step n+1
 ** (runtime/train.c, compiler/sched.c) changes nothing but the schedule.
 **   For accum 1 and 2: the same 7 steps pipelined as dfl_train_run does (enqueue n+1 before
-**   collecting n) with the overlap off (DFL_NO_OVERLAP=1) and on; every step's loss, lr and gnorm
+**   collecting n) with the overlap off (compile { overlap = false }) and on; every step's loss, lr and gnorm
 **   and every persistent tensor at the end must be identical bit for bit, with a checkpoint and an
 **   evaluation in the middle of the overlapped run (both must flush the pending optimizer first:
 **   the checkpoint's masters must be those of the sequential run at that step).
@@ -99,9 +99,9 @@ int main(void) {
     rec ra[N], rb[N];
 
     /* A: sequential, and the reference state after step CK_AT + 1 */
-    setenv("DFL_NO_OVERLAP", "1", 1);
+    s.opt.no_overlap = 1;
     if (dfl_train_open(tr, &s, &o) != DFL_OK) { printf("FAIL: open A\n"); return 1; }
-    CHECK(!tr->overlap, "DFL_NO_OVERLAP=1 turns the overlap off");
+    CHECK(!tr->overlap, "compile { overlap = false } turns the overlap off");
     dfl_step_stats st;
     float **ref_mid = NULL;
     for (int i = 0; i < N; i++) {
@@ -113,7 +113,7 @@ int main(void) {
     dfl_train_close(tr);
 
     /* B: overlapped */
-    unsetenv("DFL_NO_OVERLAP");
+    s.opt.no_overlap = 0;
     if (dfl_train_open(tr, &s, &o) != DFL_OK) { printf("FAIL: open B\n"); return 1; }
     CHECK(tr->overlap, "the nano training graph overlaps its optimizer (accum %d)", accum);
     /* The CUDA backend's plan of this graph (it has per-step buffers in the optimizer phase: the
