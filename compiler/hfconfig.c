@@ -9,9 +9,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CONFIG_MAX_BYTES (16u << 20)
 #define TOKENIZER_MAX_BYTES (256u << 20)
+
+int dfl_file_why(const char *path, char *why, size_t n) {
+  struct stat st, lst;
+  if (stat(path, &st) != 0) {
+    int e = errno;
+    char to[DFL_PATH_MAX];
+    ssize_t k;
+    if (e == ELOOP) snprintf(why, n, "`%s` is a symbolic link loop", path);
+    else if (e == ENOENT && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && (k = readlink(path, to, sizeof to - 1)) >= 0)
+      snprintf(why, n, "`%s` is a dangling symbolic link (to `%.*s`)", path, (int)k, to);
+    else if (e == ENOENT) snprintf(why, n, "`%s` does not exist", path);
+    else snprintf(why, n, "`%s`: %s", path, strerror(e));
+    errno = e;
+    return DFL_EIO;
+  }
+  if (S_ISREG(st.st_mode)) return DFL_OK;
+  snprintf(why, n, "`%s` is %s, not a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
+           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
+  errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+  return DFL_EIO;
+}
 
 int dfl_read_file(const char *path, size_t max, char **text, size_t *len) {
   *text = NULL;
@@ -257,12 +279,17 @@ int dfl_hfconfig_load(const char *dir, dfl_arch *out, dfl_loc from) {
     dfl_diag_help("`model` names a Hugging Face model directory (config.json + *.safetensors), relative to this file");
     return DFL_EIO;
   }
-  char *text;
+  char *text = NULL, why[DFL_PATH_MAX + 64];
   size_t len;
-  int rc = dfl_read_file(path, CONFIG_MAX_BYTES, &text, &len);
+  /* stat'ed first: open() of a FIFO would block until a writer comes (a missing file keeps
+  ** strerror's words; a dangling link or a loop is named as one) */
+  struct stat lst;
+  int rc = dfl_file_why(path, why, sizeof why) && lstat(path, &lst) == 0 ? DFL_EIO : DFL_OK;
+  if (rc == DFL_OK) rc = dfl_read_file(path, CONFIG_MAX_BYTES, &text, &len);
+  else errno = 0;
   if (rc != DFL_OK) {
     dfl_source s = {path, "", 0};
-    dfl_diag_error(dfl_loc_file(&s), "cannot read the target's config: %s", strerror(errno));
+    dfl_diag_error(dfl_loc_file(&s), "cannot read the target's config: %s", errno ? strerror(errno) : why);
     dfl_diag_note(from, "the target model is named here");
     return rc;
   }
@@ -276,8 +303,9 @@ dfl_token_class dfl_tokenizer_classify(const char *dir, int id, char *buf, size_
   char path[DFL_PATH_MAX + 32];
   join(path, sizeof path, dir, "tokenizer.json");
   if (n) buf[0] = 0;
-  char *text;
+  char *text, why[DFL_PATH_MAX + 64];
   size_t len;
+  if (dfl_file_why(path, why, sizeof why)) return DFL_TOKEN_UNKNOWN;   /* a FIFO would block the read */
   if (dfl_read_file(path, TOKENIZER_MAX_BYTES, &text, &len) != DFL_OK) return DFL_TOKEN_UNKNOWN;
   json_t *root = json_loadb(text, len, 0, NULL);
   free(text);

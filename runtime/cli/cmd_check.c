@@ -53,7 +53,10 @@ static void check_weights(const dfl_spec *s, const dfl_spec_where *w) {
     int rc = dfl_st_open(&st, dir, err, sizeof err);
     if (rc != DFL_OK) {
       dfl_diag_error(r.at, "%s weights: %s", pass == 0 ? "target" : "drafter", err);
-      if (rc == DFL_EIO)
+      if (rc == DFL_EIO && (strstr(err, "not a regular file") || strstr(err, "symbolic link")))
+        dfl_diag_help("weights are mapped by their size: give the file itself (a FIFO or a device would block or be read "
+                      "forever; a link must reach an existing file)");
+      else if (rc == DFL_EIO)
         dfl_diag_help("the directory needs model.safetensors, or model.safetensors.index.json and every shard it names");
       else
         dfl_diag_help("a damaged download or not safetensors: fetch the weights again");
@@ -145,7 +148,8 @@ static void usage(FILE *f) {
           "Parse and validate a pipeline spec: everything `dflc train` would refuse before its first\n"
           "step. The target's config.json and the safetensors headers of its weights are read (never\n"
           "the weight data): every tensor the graph needs, with its shape and a float dtype, shards and\n"
-          "index in agreement. Data files must be regular, non-empty files (gzip when named .gz); the\n"
+          "index in agreement. Data files must be regular, non-empty files (gzip when named .gz), and the\n"
+          "target's config.json, index and weights regular files (a FIFO is refused, never opened); the\n"
           "checkpoint and run (runs/NAME) directories must be creatable; every device's memory plan\n"
           "must fit its budget (the verdict of `dflc plan`; a CPU without a budget: this machine's\n"
           "memory). Prints nothing and exits 0 when the spec is good;\n"

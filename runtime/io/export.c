@@ -331,6 +331,9 @@ int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w,
   char cpath[DFL_PATH_MAX + 16];
   snprintf(cpath, sizeof cpath, "%s/config.json", dir);
   json_error_t je;
+  char why[DFL_PATH_MAX + 64];
+  if (dfl_io_file_why(cpath, why, sizeof why) && access(cpath, F_OK) == 0)   /* a FIFO would block json_load_file */
+    return dfl_io_seterr(err, errlen, DFL_EIO, "%s: not a drafter directory?", why);
   json_t *c = json_load_file(cpath, JSON_REJECT_DUPLICATES, &je);
   if (!c) {
     if (access(cpath, R_OK) != 0)

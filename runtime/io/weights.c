@@ -14,6 +14,7 @@
 
 #include "runtime/io/data.h"
 #include "runtime/io/export.h"
+#include "runtime/io/io_internal.h"
 
 /* A weight holding NaN or Inf: refused, naming the tensor and the first such element. */
 static int nonfinite(const dfl_st *st, const dfl_st_entry *e, int64_t i, char *err, size_t errlen) {
@@ -426,6 +427,7 @@ int dfl_hf_arch_from_json(const void *json, dfl_arch *a, char *err, size_t errle
 
 int dfl_hf_arch_load(const char *config_path, dfl_arch *a, char *err, size_t errlen) {
   json_error_t je;
+  if (dfl_io_file_why(config_path, err, errlen)) return DFL_EIO;
   json_t *o = json_load_file(config_path, 0, &je);
   if (!o) {
     snprintf(err, errlen, "%s:%d: %s", config_path, je.line, je.text);

@@ -5,7 +5,8 @@
 # index disagree (headers only: check never reads the weight data); a memory plan over its budget
 # or over this machine (DFL_HOST_MEMORY); a run directory that cannot be made. Then what only
 # loading can see: NaN weights refused by `dflc train` naming the tensor, and `train` refusing a
-# plan over budget unless --over-budget.
+# plan over budget unless --over-budget. The target's weights, index or config.json as a FIFO, a
+# dangling link or a link loop: refused as what they are (issue 43), by check and train.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_check_deep.sh PATH/TO/dflc [--update]}
@@ -110,6 +111,23 @@ golden init_shape 1 check "$T/initbad.dfl"
 mkfifo "$T/fifo.jsonl"
 sed "s#\"$ROOT/examples/data/nano_train.jsonl.gz\"#\"$T/fifo.jsonl\"#" "$T/host.dfl" > "$T/fifo.dfl"
 golden data_fifo 1 check "$T/fifo.dfl"
+
+# the target's files as FIFOs, a dangling link, a link loop: refused with what they are, never a
+# hang in open() (golden runs under `timeout 300`; before issue 43 these blocked forever)
+for f in weights config index tokenizer dangling loop; do model "fifo_$f"; spec "fifo_$f" "fifo_$f"; done
+mkfifo "$T/fifo_weights/model.safetensors"
+rm "$T/fifo_config/config.json"; mkfifo "$T/fifo_config/config.json"
+mkfifo "$T/fifo_index/model.safetensors.index.json"
+rm "$T/fifo_tokenizer/tokenizer.json"; mkfifo "$T/fifo_tokenizer/tokenizer.json"; cp "$NANO" "$T/fifo_tokenizer/"
+ln -s nowhere.safetensors "$T/fifo_dangling/model.safetensors"
+rm "$T/fifo_loop/config.json"; ln -s config.json "$T/fifo_loop/config.json"
+golden target_fifo_weights 1 check "$T/fifo_weights.dfl"
+golden target_fifo_config 1 check "$T/fifo_config.dfl"
+golden target_fifo_index 1 check "$T/fifo_index.dfl"
+golden target_fifo_tokenizer 0 check "$T/fifo_tokenizer.dfl"   # optional (the mask token's class): passed over
+golden target_dangling 1 check "$T/fifo_dangling.dfl"
+golden target_loop 1 check "$T/fifo_loop.dfl"
+golden train_fifo_weights 1 train "$T/fifo_weights.dfl" --steps 1 --out "$T/run_fifo"
 
 echo "check_deep: $n cases, $fails failed"
 [ $fails = 0 ]
