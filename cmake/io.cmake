@@ -38,3 +38,12 @@ if(DFL_IO_CLANG)
     WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(io_fuzz_packed PROPERTIES LABELS "io;fuzz" TIMEOUT 300)
 endif()
+
+# scripts/dflc-prepare (conversations -> rows, Python: tokenizers + jinja2) end to end on nano, and
+# dflc check/train on its rows; 77 (skipped) only where scripts/setup.sh could not install the two.
+find_program(DFL_PYTHON3 NAMES python3)
+if(DFL_PYTHON3)
+  add_test(NAME io_prepare COMMAND ${DFL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/io/test_prepare.py $<TARGET_FILE:dflc>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(io_prepare PROPERTIES LABELS io SKIP_RETURN_CODE 77 ENVIRONMENT "${DFL_TEST_ENV}")
+endif()

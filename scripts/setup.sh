@@ -21,6 +21,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# scripts/dflc-prepare (conversations -> rows): Hugging Face `tokenizers` and Jinja, from PyPI
+# (docs/dependencies.md); python3 and pip from apt only where the machine has none
+if ! python3 -c "import tokenizers, jinja2" 2>/dev/null; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "setup: installing python3-pip"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3 python3-pip >/dev/null
+  fi
+  echo "setup: installing tokenizers and jinja2 (pip)"
+  python3 -m pip install -q tokenizers jinja2 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages tokenizers jinja2 ||
+    echo "setup: warning: could not install tokenizers and jinja2: scripts/dflc-prepare will not run"
+fi
 [ "${1:-}" = "--deps" ] && exit 0
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
