@@ -573,10 +573,29 @@ int dfl_spec_dir_creatable(const char *dir, char *why, size_t n) {
         snprintf(why, n, "`%s` is not writable (%s)", p, strerror(errno));
         return 0;
       }
+      /* access() says yes to root everywhere (under /proc too): a directory made and removed
+      ** proves what train does at its first save */
+      char probe[DFL_PATH_MAX + 64];
+      snprintf(probe, sizeof probe, "%s/.dflc-probe-%ld", p, (long)getpid());
+      if (mkdir(probe, 0777) != 0) {
+        snprintf(why, n, "cannot create a directory in `%s` (%s)", p, strerror(errno));
+        return 0;
+      }
+      rmdir(probe);
       return 1;
     }
-    if (errno != ENOENT && errno != ENOTDIR) {
-      snprintf(why, n, "`%s`: %s", p, strerror(errno));
+    int e = errno;
+    struct stat lst;
+    if (e == ELOOP) {
+      snprintf(why, n, "`%s` is a symbolic link loop", p);
+      return 0;
+    }
+    if (e == ENOENT && lstat(p, &lst) == 0 && S_ISLNK(lst.st_mode)) {   /* not its parent: mkdir would fail here */
+      snprintf(why, n, "`%s` is a dangling symbolic link", p);
+      return 0;
+    }
+    if (e != ENOENT && e != ENOTDIR) {
+      snprintf(why, n, "`%s`: %s", p, strerror(e));
       return 0;
     }
     char *slash = strrchr(p, '/');
@@ -777,8 +796,12 @@ static void check_train(dfl_check *c) {
   int dir_ok = 1;
   if (dir) dir_ok = path_value(c, dir, s->ckpt_dir);
   else resolve(c, "checkpoints", s->ckpt_dir);
-  char why[DFL_PATH_MAX + 128];
-  if (dir_ok && !dfl_spec_dir_creatable(s->ckpt_dir, why, sizeof why)) {
+  char why[DFL_PATH_MAX + 128], real[PATH_MAX];
+  /* pruning and --restart move and remove step-* and old-* folders inside it: never the root */
+  if (dir_ok && (!strcmp(s->ckpt_dir, "/") || (realpath(s->ckpt_dir, real) && !strcmp(real, "/")))) {
+    dfl_diag_error(dir ? dir->loc : dfl_check_where(t, NULL), "the checkpoint directory `%s` is the root directory", s->ckpt_dir);
+    dfl_diag_help("give checkpoints a directory of their own: `checkpoint { dir = \"...\" }`");
+  } else if (dir_ok && !dfl_spec_dir_creatable(s->ckpt_dir, why, sizeof why)) {
     dfl_diag_error(dir ? dir->loc : dfl_check_where(t, NULL), "the checkpoint directory `%s` cannot be created: %s",
                    s->ckpt_dir, why);
     dfl_diag_help("set `checkpoint { dir = \"...\" }` to a directory you can write (relative to this .dfl file)");

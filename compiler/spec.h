@@ -159,8 +159,10 @@ int dfl_spec_load_deep(const char *file, dfl_spec *out, dfl_spec_deep_fn fn, voi
 ** KEY is absent or NULL; the whole file if the section is absent too. */
 dfl_loc dfl_spec_where_key(const dfl_spec_where *w, const char *section, const char *key);
 
-/* 1 if directory DIR exists and is writable, or can be made under its nearest existing ancestor
-** (nothing is created); else 0 with the reason in why. */
+/* 1 if directory DIR exists and is writable, or can be made under its nearest existing ancestor,
+** proved by a probe directory made and removed there (access() passes for root under /proc); else 0
+** with the reason in why (a dangling symbolic link or a loop named as one, not skipped for its
+** parent). */
 int dfl_spec_dir_creatable(const char *dir, char *why, size_t n);
 
 /* Number of devices with each role. */

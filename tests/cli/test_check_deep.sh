@@ -6,7 +6,8 @@
 # or over this machine (DFL_HOST_MEMORY); a run directory that cannot be made. Then what only
 # loading can see: NaN weights refused by `dflc train` naming the tensor, and `train` refusing a
 # plan over budget unless --over-budget. The target's weights, index or config.json as a FIFO, a
-# dangling link or a link loop: refused as what they are (issue 43), by check and train.
+# dangling link or a link loop: refused as what they are (issue 43), by check and train. A checkpoint
+# directory under /proc, behind a dangling link, or the root directory.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_check_deep.sh PATH/TO/dflc [--update]}
@@ -128,6 +129,14 @@ golden target_fifo_tokenizer 0 check "$T/fifo_tokenizer.dfl"   # optional (the m
 golden target_dangling 1 check "$T/fifo_dangling.dfl"
 golden target_loop 1 check "$T/fifo_loop.dfl"
 golden train_fifo_weights 1 train "$T/fifo_weights.dfl" --steps 1 --out "$T/run_fifo"
+
+# checkpoint directories train could not use: under /proc (access() passes for root, mkdir fails), a
+# dangling link (not skipped for its parent), the root directory (pruning and --restart work in it)
+ln -s "$T/nowhere" "$T/ckpt_dangling"
+for c in "proc:/proc/dflc-ckpt" "dangling:$T/ckpt_dangling" "root:/"; do
+  sed "s#\"$T/ckpt\"#\"${c#*:}\"#" "$T/host.dfl" > "$T/ckpt_${c%%:*}.dfl"
+  golden "ckpt_dir_${c%%:*}" 1 check "$T/ckpt_${c%%:*}.dfl"
+done
 
 echo "check_deep: $n cases, $fails failed"
 [ $fails = 0 ]
