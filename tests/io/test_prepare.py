@@ -158,6 +158,93 @@ with open(os.path.join(T, "broken.jinja"), "w") as w:
 p = run([MODEL, CHAT, "-o", os.path.join(T, "x.jsonl"), "--template", os.path.join(T, "broken.jinja")])
 check(p.returncode == 1 and "broken.jinja:1: chat template" in p.stderr, f"broken template: {p.stderr}")
 
+# 7. --regenerate against an OpenAI-compatible endpoint: a stand-in server here (the test machine serves
+# no model), which answers "reply N to: <last user turn>", fails the first request with 503 (a retry),
+# can be slowed down (the kill), and logs every request
+import http.server
+import signal
+import threading
+import time
+
+
+class Srv(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    log, delay, fail_first = [], 0.0, True
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        srv = self.server
+        ok = self.path == "/v1/chat/completions" and isinstance(body.get("messages"), list)
+        if srv.fail_first or not ok:
+            srv.fail_first = False
+            self.send_response(503 if ok else 404)
+            self.end_headers()
+            return
+        time.sleep(srv.delay)
+        last = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
+        srv.log.append(json.dumps(body["messages"]))
+        reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": f"reply to: {last}"}}]})
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(reply.encode())
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client was killed (the resume case)
+
+
+srv = Srv(("127.0.0.1", 0), H)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+n_turns = sum(r == "assistant" for c in C for r, _ in c)
+rg = os.path.join(T, "regen.jsonl")
+p = run([MODEL, CHAT, "-o", rg, "--regenerate", url, "--concurrency", "3"])
+check(p.returncode == 0, f"--regenerate: rc {p.returncode} {p.stderr}")
+check(len(srv.log) == n_turns and len(set(srv.log)) == n_turns, f"--regenerate: {len(srv.log)} requests for {n_turns} turns")
+for k, (row, conv) in enumerate(zip(rows(rg), C)):
+    users = [c for r, c in conv if r == "user"]
+    want, u = [], 0
+    for r, c in conv:  # each assistant turn answers the user turn before it
+        u += r == "user"
+        if r == "assistant":
+            want.append(f"reply to: {users[u - 1]}<|im_end|>\n")
+    check(runs_of(row, 1) == want, f"--regenerate row {k}: {runs_of(row, 1)} != {want}")
+# killed mid-run, then resumed: nothing asked twice but the conversation in flight, nothing lost
+ref_rows = rows(rg)
+for f in (rg, rg + ".regen.jsonl"):
+    os.unlink(f)
+srv.log.clear()
+srv.delay = 0.4
+pr = subprocess.Popen(PREP + [MODEL, CHAT, "-o", rg, "--regenerate", url, "--concurrency", "1", "--quiet"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(2.0)
+pr.send_signal(signal.SIGKILL)
+pr.wait()
+time.sleep(srv.delay + 0.3)  # the request in flight at the kill reaches the log before it is read
+cached = [json.loads(l) for l in open(rg + ".regen.jsonl")] if os.path.exists(rg + ".regen.jsonl") else []
+check(0 < len(cached) < len(C) and not os.path.exists(rg), f"the kill: {len(cached)} conversations cached, output "
+      f"written {os.path.exists(rg)}")
+first = list(srv.log)
+srv.log.clear()
+srv.delay = 0.0
+p = run([MODEL, CHAT, "-o", rg, "--regenerate", url, "--concurrency", "2"])
+left = sum(sum(r == "assistant" for r, _ in c) for i, c in enumerate(C) if i >= len(cached))
+check(p.returncode == 0 and len(rows(rg)) == len(C) and f"({len(cached)} from" in p.stdout,
+      f"the resume: rc {p.returncode} {p.stdout} {p.stderr}")
+check(len(srv.log) == left and not set(srv.log) & set(first[:sum(sum(r == "assistant" for r, _ in c) for c in C[:len(cached)])]),
+      f"the resume asked {len(srv.log)} turns, want the {left} of the conversations not cached")
+check(rows(rg) == ref_rows, "the resumed run's rows differ from the uninterrupted run's")
+srv.shutdown()
+srv.server_close()
+# a server that is not there: refused naming the URL, after the retries
+p = run([MODEL, CHAT, "-o", os.path.join(T, "down.jsonl"), "--regenerate", url, "--retries", "1"])
+check(p.returncode == 1 and url in p.stderr and "no reply after 2 attempts" in p.stderr, f"server down: {p.stderr}")
+
 # 6. the rows train: dflc check and two steps on the CPU
 spec = open(os.path.join(ROOT, "examples", "nano.dfl")).read()
 import re
