@@ -3,6 +3,9 @@
 ** spec is good (warnings may be printed), every error and exit 1 otherwise, 2 for bad usage.
 */
 #include <inttypes.h>
+#include <jansson.h>
+#include <sys/stat.h>
+#include <zlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,11 +136,52 @@ static void check_earlier_run(const dfl_spec *s, const dfl_spec_where *w, const 
                 "%s/old-DATE and starts over; or name another directory with --out", root, root);
 }
 
+/* Rows made by scripts/dflc-prepare carry FILE.prepare.json: the tokenizer they were made with (its
+** size and CRC-32) must be the target's own, or the drafter learns from another vocabulary's ids. */
+static void check_prepared(const dfl_spec *s, const dfl_spec_where *w) {
+  const char *files[2] = {s->train_path, s->eval_path}, *keys[2] = {"train", "eval"};
+  char side[DFL_PATH_MAX + 32], tokp[DFL_PATH_MAX + 32];
+  if (!s->target_dir[0]) return;
+  snprintf(tokp, sizeof tokp, "%s/tokenizer.json", s->target_dir);
+  for (int i = 0; i < 2; i++) {
+    if (!files[i][0]) continue;
+    snprintf(side, sizeof side, "%s.prepare.json", files[i]);
+    struct stat sb;
+    if (stat(side, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+    json_error_t je;
+    json_t *o = json_load_file(side, 0, &je);
+    json_t *crc = o ? json_object_get(o, "tokenizer_crc32") : NULL, *len = o ? json_object_get(o, "tokenizer_bytes") : NULL;
+    if (!json_is_integer(crc) || !json_is_integer(len)) {
+      dfl_diag_warning(dfl_spec_where_key(w, "data", keys[i]), "%s: no tokenizer record (tokenizer_crc32, "
+                       "tokenizer_bytes): the rows' tokenizer cannot be compared with the target's", side);
+      json_decref(o);
+      continue;
+    }
+    FILE *f = fopen(tokp, "rb");
+    if (!f) { json_decref(o); continue; } /* the target's tokenizer is optional (check_weights reads what it needs) */
+    unsigned char buf[1 << 16];
+    size_t n;
+    uLong c = crc32(0L, Z_NULL, 0);
+    long long total = 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) { c = crc32(c, buf, (uInt)n); total += (long long)n; }
+    fclose(f);
+    if ((long long)json_integer_value(len) != total || (uLong)json_integer_value(crc) != c) {
+      dfl_diag_error(dfl_spec_where_key(w, "data", keys[i]), "`%s` was prepared with another tokenizer than the "
+                     "target's (%s: %lld bytes, CRC-32 %08lx; %s records %lld bytes, %08lx)", files[i], tokp, total,
+                     (unsigned long)c, side, (long long)json_integer_value(len), (unsigned long)json_integer_value(crc));
+      dfl_diag_help("make the rows again with this target: `scripts/dflc-prepare %s CONVERSATIONS -o %s`", s->target_dir,
+                    files[i]);
+    }
+    json_decref(o);
+  }
+}
+
 void dfl_check_deep(const dfl_spec *s, const dfl_spec_where *w, void *opts) {
   const dfl_deep_opts *o = opts;
   check_run_dir(s, w, o ? o->out_dir : NULL);
   if (o && o->fresh_train && !o->restart) check_earlier_run(s, w, o->out_dir);
   check_weights(s, w);
+  check_prepared(s, w);
   if (!(o && o->no_plan) && dfl_diag_errors() == 0) check_plan(s, w);
 }
 

@@ -6,7 +6,9 @@ finds them: every run of supervised tokens must decode to exactly one assistant 
 template's end of turn ("<|im_end|>\\n"), in order, and the unsupervised tokens to everything else (the
 row decodes to the rendering). Then the options (--mask last, --thinking strip, --seq-len with
 truncate/drop), every bad input (refused naming file:line and the field, nothing written; or skipped and
-counted), the sidecar's tokenizer hash, and `dflc check` plus a 2-step `dflc train` on the prepared rows.
+counted), --regenerate against a stand-in OpenAI-compatible server (retry, kill and resume, server down),
+the sidecar's tokenizer record, `dflc check` on the rows (and refusing them when the record names another
+tokenizer), and a 2-step `dflc train` on them.
 """
 import gzip
 import hashlib
@@ -255,7 +257,15 @@ with open(sp, "w") as w:
     w.write(spec)
 if os.path.exists(DFLC):
     p = subprocess.run([DFLC, "check", sp], capture_output=True, text=True)
-    check(p.returncode == 0, f"dflc check on the prepared rows: {p.stderr}")
+    check(p.returncode == 0 and p.stderr == "", f"dflc check on the prepared rows: {p.stderr}")
+    sd = json.load(open(out + ".prepare.json"))
+    check(sd["tokenizer_bytes"] == os.path.getsize(os.path.join(MODEL, "tokenizer.json")), "the sidecar's tokenizer size")
+    bad_sd = dict(sd, tokenizer_crc32=sd["tokenizer_crc32"] ^ 1)  # rows made with another tokenizer
+    json.dump(bad_sd, open(out + ".prepare.json", "w"))
+    p = subprocess.run([DFLC, "check", sp], capture_output=True, text=True)
+    check(p.returncode == 1 and "was prepared with another tokenizer than the target's" in p.stderr and
+          "scripts/dflc-prepare" in p.stderr, f"dflc check with another tokenizer's rows: rc {p.returncode} {p.stderr}")
+    json.dump(sd, open(out + ".prepare.json", "w"))
     p = subprocess.run([DFLC, "train", sp, "--steps", "2", "--out", os.path.join(T, "run"), "--no-export", "--no-eval"],
                        capture_output=True, text=True)
     check(p.returncode == 0 and "5 rows" in p.stdout + p.stderr, f"dflc train on the prepared rows: rc {p.returncode}\n"
