@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +502,20 @@ int dfl_ckpt_load(const char *path, const dfl_graph *g, dfl_cpu *c, dfl_ckpt_met
     rc = is_int_dtype(t->dtype) ? dfl_st_read_i32(&st, e, dfl_cpu_i32(c, i))
                                 : dfl_st_read_f32(&st, e, dfl_cpu_f32(c, i));
     if (rc) fprintf(stderr, "%s: tensor %s: cannot read\n", file, nm);
+    /* A NaN or an infinity in the weights or the optimizer's state would train on silently until
+    ** the loss went NaN, whose diagnosis then blames the run: refused here, naming the tensor. */
+    if (!rc && !is_int_dtype(t->dtype) && (t->kind == DFL_T_PARAM || t->kind == DFL_T_STATE)) {
+      const float *x = dfl_cpu_f32(c, i);
+      int64_t ne = dfl_tensor_numel(t), bad = 0, first = -1;
+      for (int64_t j = 0; j < ne; j++)
+        if (!isfinite(x[j])) { bad++; if (first < 0) first = j; }
+      if (bad) {
+        fprintf(stderr, "%s: tensor %s: %" PRId64 " of %" PRId64 " values are not finite (the first, element %" PRId64
+                ", is %g): the checkpoint is damaged or its run had diverged; resume from an earlier checkpoint\n",
+                file, nm, bad, ne, first, (double)x[first]);
+        rc = DFL_EFORMAT;
+      }
+    }
   }
   dfl_st_close(&st);
   return rc;

@@ -12,7 +12,8 @@
 #   - a run directory knows its run (issue 43): a fresh run into a directory holding an earlier
 #     run's checkpoints is refused (golden stderr) unless --restart, which moves them aside; a
 #     resume notes what changed (lr) and refuses a change it cannot continue under (block_size);
-#     pruning removes only this run's checkpoints, never a folder without the trainer's files.
+#     pruning removes only this run's checkpoints, never a folder without the trainer's files;
+#     a resumed checkpoint with a NaN in its params or optimizer state is refused naming the tensor.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_train_ux.sh PATH/TO/dflc}
@@ -110,6 +111,21 @@ sed -e 's/block_size *= *[0-9]*/block_size = 4/' "$T/nano.dfl" > "$T/nano_b4.dfl
 "$DFLC" train "$T/nano_b4.dfl" --steps 8 --no-eval --out "$T/run" --resume "$T/run/ckpt/step-00000004" > "$T/i.out" 2> "$T/i.err"; rc=$?
 if [ $rc = 1 ] && grep -q "^dflc: error: resume refused: block_size: 8 when $T/run/ckpt/step-00000004 was written, 4 now" "$T/i.err"
 then ok "a resume under another block_size is refused, naming it"; else bad "resume with another block_size (exit $rc)" "$T/i.err"; fi
+
+# 6. a resumed checkpoint with a NaN in its weights or optimizer state: refused naming the tensor
+# (before issue 43 it trained on, and the NaN loss blamed finite weights)
+for kind in param state; do
+  rm -rf "$T/nanck"; cp -r "$T/run/ckpt/step-00000004" "$T/nanck"
+  f="$T/nanck/state.safetensors"; hn=$(od -An -t u8 -N8 "$f" | tr -d ' ')
+  ent=$(head -c $((8 + hn)) "$f" | tail -c "$hn" | grep -o "\"$kind\.[^\"]*\":{\"dtype\":\"F32\",\"shape\":\[[0-9,]*\],\"data_offsets\":\[[0-9]*" | head -1)
+  name=${ent%%\":*}; name=${name#\"}; off=${ent##*[}
+  printf '\000\000\300\177' | dd of="$f" bs=1 seek=$((8 + hn + off + 8)) conv=notrunc 2>/dev/null
+  "$DFLC" train "$T/nano.dfl" --steps 8 --no-eval --out "$T/run_nan_$kind" --resume "$T/nanck" > "$T/j.out" 2> "$T/j.err"; rc=$?
+  if [ $rc = 1 ] && [ -n "$name" ] &&
+     grep -q "^$T/nanck/state.safetensors: tensor $name: 1 of [0-9]* values are not finite (the first, element 2, is nan)" "$T/j.err"
+  then ok "a NaN in the checkpoint's $kind tensors is refused, naming $name"
+  else bad "NaN in a checkpoint's $kind tensor ($name, exit $rc)" "$T/j.err"; fi
+done
 
 echo "train_ux: $n checks, $fails failed"
 [ $fails = 0 ]
