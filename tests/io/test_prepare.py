@@ -266,6 +266,15 @@ if os.path.exists(DFLC):
     check(p.returncode == 1 and "was prepared with another tokenizer than the target's" in p.stderr and
           "scripts/dflc-prepare" in p.stderr, f"dflc check with another tokenizer's rows: rc {p.returncode} {p.stderr}")
     json.dump(sd, open(out + ".prepare.json", "w"))
+    # the packed format (through dflc pack): the same rows, which check reads
+    pk = os.path.join(T, "chat.dflpack")
+    p = run([MODEL, CHAT, "-o", pk, "--dflc", DFLC, "--quiet"])
+    check(p.returncode == 0 and os.path.getsize(pk) > 0 and not os.path.exists(pk + ".part.jsonl"),
+          f"-o .dflpack: rc {p.returncode} {p.stderr}")
+    with open(sp.replace(".dfl", "_packed.dfl"), "w") as w:
+        w.write(spec.replace(out, pk))
+    p = subprocess.run([DFLC, "check", sp.replace(".dfl", "_packed.dfl")], capture_output=True, text=True)
+    check(p.returncode == 0, f"dflc check on the packed rows: {p.stderr}")
     p = subprocess.run([DFLC, "train", sp, "--steps", "2", "--out", os.path.join(T, "run"), "--no-export", "--no-eval"],
                        capture_output=True, text=True)
     check(p.returncode == 0 and "5 rows" in p.stdout + p.stderr, f"dflc train on the prepared rows: rc {p.returncode}\n"
