@@ -181,6 +181,8 @@ static int check_value(const dfl_kdef *k, const char *sect, dfl_node *e) {
       if (x < k->min || x > k->max) {
         if (k->type != K_FLOAT && k->max < 9e18)
           dfl_diag_error(v->loc, "`%s` must be between %lld and %lld", k->name, (long long)k->min, (long long)k->max);
+        else if (x > k->max)   /* not "at least": the value is over the (64-bit) top of the range */
+          dfl_diag_error(v->loc, "`%s` must be at most %.4g", k->name, k->max);
         else if (k->max >= 9e18 || k->max >= 1e300)
           dfl_diag_error(v->loc, "`%s` must be %s %g", k->name, k->min > 0 && k->min < 1e-200 ? "greater than" : "at least",
                          k->min > 0 && k->min < 1e-200 ? 0.0 : k->min);

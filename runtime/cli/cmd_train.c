@@ -2,6 +2,7 @@
 ** cmd_train.c: `dflc train` (CPU or CUDA backend, from a .dfl or a `dflc build` directory),
 ** `dflc eval` and `dflc export`.
 */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,12 @@
 
 static int parse_i64(const char *cmd, const char *opt, const char *v, int64_t min, int64_t *out) {
   char *end;
+  errno = 0;
   long long x = v ? strtoll(v, &end, 10) : 0;
+  if (v && errno == ERANGE) {   /* strtoll clamps to INT64_MAX: refused, not taken as a huge schedule */
+    fprintf(stderr, "dflc %s: %s %s does not fit in 64 bits\n", cmd, opt, v);
+    return 0;
+  }
   if (!v || *end || end == v || x < min) {
     fprintf(stderr, "dflc %s: %s needs an integer >= %" PRId64 "%s%s%s\n", cmd, opt, min, v ? " (got '" : "",
             v ? v : "", v ? "')" : "");

@@ -102,6 +102,7 @@ expect 1 'not a dflc plan file' plan examples/nano.dfl --quiet --diff "$T/empty.
 expect 2 '--steps needs an integer' train examples/nano.dfl --steps
 expect 2 '--steps needs an integer' train examples/nano.dfl --steps abc
 expect 2 '--steps needs an integer' train examples/nano.dfl --steps -3
+expect 2 '--steps 99999999999999999999 does not fit in 64 bits' train examples/nano.dfl --steps 99999999999999999999
 expect 2 '--cpu-threads needs an integer' train examples/nano.dfl --cpu-threads 0
 expect 1 'no such directory' train examples/nano.dfl --resume "$MISSING" --out "$T/tr"
 expect 1 'not a checkpoint' train examples/nano.dfl --resume "$T/notckpt" --out "$T/tr"
