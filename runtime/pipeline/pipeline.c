@@ -1,116 +1,9 @@
 /*
 ** pipeline.c: the multi-device runner (see pipeline.h): loader thread, target device threads,
-** data-parallel drafter replica threads, hidden-state queue, all-reduce, diagnostics.
+** data-parallel drafter replica threads, hidden-state queue, all-reduce, diagnostics. Building each
+** device's graph, plan and GPU, and the teardown: pipeline_setup.c.
 */
-#include "runtime/pipeline/pipeline.h"
-
-#include <cblas.h>
-#include <errno.h>
-#include <inttypes.h>
-#include <math.h>
-#include <pthread.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "compiler/plan.h"
-#include "runtime/backend.h"
-#include "runtime/io/checkpoint.h"
-#include "runtime/pipeline/collective.h"
-#include "runtime/io/weights.h"
-#include "runtime/pipeline/launch.h"
-#include "runtime/pipeline/queue.h"
-#include "runtime/pipeline/topo.h"
-#include "runtime/train/train_export.h"
-#ifdef DFL_HAVE_CUDA
-#include "runtime/pipeline/pipeline_gpu.h"
-#endif
-
-enum { F_IDS = 0, F_MASK, F_ANCHORS, F_KEEP, F_FEATURES };   /* slot fields */
-enum { R_LOADER = 0, R_TARGET, R_DRAFTER };
-
-typedef struct loader_snap { int64_t epoch, cursor; dfl_rng rng; double tokens; } loader_snap;
-
-typedef struct pipe_s pipe_s;
-
-typedef struct dev_s {
-  pipe_s *p;
-  int role, idx, diag_id;
-  int coloc;                 /* drafter replica that runs its own target (reads the prefetch ring) */
-  const dfl_device *spec_dev;
-  char name[48];
-  /* target-only devices */
-  dfl_graph tgt;
-  int t_ids, t_features;
-  /* drafters (with the target when replicated) */
-  dfl_train_graph tg;
-  int den_acc;
-  float **segs;
-  size_t *seg_len;
-  int n_segs;
-  /* either */
-  dfl_graph *g;
-  dfl_plan plan;
-  int planned;
-  dfl_cpu cpu;
-  /* GPU devices: a CUDA backend of their own (arena, stream, captured graphs) */
-  int gpu;
-  int phys;                  /* its CUDA device (cudaSetDevice index) */
-  int64_t qslot_bytes;       /* split GPU target: its share of the queue's device slots, in its plan */
-  dfl_backend be;
-  int be_open;
-  float *tok_dev;            /* the step's token count as an all-reduce segment (NCCL) */
-  float **dsegs;             /* device pointers of the all-reduce segments (NCCL) */
-  int ready;
-  double fault_ms;
-  int64_t fail_at;           /* DFL_FAULT "ROLEi=fail@K": error out at this device's K-th micro-batch; -1: never */
-  int32_t *stage;            /* target: mask, anchors, keep of the micro-batch in flight */
-  struct dfl_gsend *gs;      /* target whose drafters are other processes: send slots (pipeline_gpu.h) */
-  pthread_t th;
-  int rc;
-} dev_s;
-
-struct pipe_s {
-  dfl_spec s;                /* per-device micro-batch: s.batch = global batch / N */
-  int G, b, S, NA, A, M, N, replicated;   /* replicated: every replica colocated, no queue */
-  dfl_topo tp;               /* micro-batch assignment (topo.h): mixed topologies too */
-  int64_t steps;             /* the schedule's optimizer steps */
-  int64_t step0, end;        /* this run takes steps step0+1 .. end (step0 > 0: resumed; end < steps: --stop-at) */
-  double t_run;              /* when this run's first step began (progress lines: elapsed, eta) */
-  int64_t total;             /* this run's micro-batches: (end - step0) * A * N, numbered from 0 */
-  dfl_pipe_opts o;
-  FILE *log, *mjsonl;
-  double win[2 + DFL_METRIC_COUNT + 2 * 64], win_tok, win_t; /* sums since the last progress line */
-  char out_dir[DFL_PATH_MAX];
-  dfl_dataset train;
-  int *order;
-  loader_snap ld;            /* loader's live position */
-  loader_snap *snaps;        /* position after the last micro-batch of step step0 + k, k = 0..end - step0 */
-  dfl_queue pre, hq;
-  int has_hq;
-  int gpu;                   /* the devices are GPUs (each a CUDA backend) */
-  struct dfl_gq *gq;         /* device slots of the hidden-state queue (GPU split) */
-  int procs, rank;           /* one process per GPU (NCCL): world size, this process's replica */
-  int nccl_local;            /* several GPU replicas in this process: one communicator each (ncclCommInitAll) */
-  int xproc;                 /* target and drafter devices in different processes: one device per process,
-                             ** features by NCCL send/recv (communicator 0: every rank; 1: the replicas) */
-  dev_s *rep0;               /* this process's first drafter replica (NULL: a target-only process) */
-  int writer;                /* this process writes metrics.jsonl, checkpoints, the export (has replica 0) */
-  int gpu_map[64], n_map;    /* DFL_GPU_MAP: CUDA device of logical gpu0, gpu1, ... */
-  int n_cuda;                /* CUDA devices this process sees */
-  unsigned char nccl_id[DFL_NCCL_ID_BYTES];
-  double nccl_timeout;       /* seconds an NCCL wait may take before the rank gives up (DFL_NCCL_TIMEOUT_S) */
-  int32_t *skip;             /* loader scratch for the other processes' slices */
-  dfl_coll coll;
-  dfl_mon diag;
-  dev_s *dev;                /* targets first (split), then drafters */
-  int n_dev;
-  dev_s loader;
-  pthread_mutex_t fail_mu;
-  int failed;
-  dfl_pipe_result *res;
-  double fault_loader;
-};
+#include "runtime/pipeline/pipeline_internal.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -124,7 +17,7 @@ static void sleep_ms(double ms) {
   while (nanosleep(&ts, &ts) && errno == EINTR) {}
 }
 
-static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
+size_t pipe_cpu_elem(const dfl_tensor *t, void *ctx) {
   (void)ctx;
   return dfl_cpu_elem_size(t, 0);
 }
@@ -439,16 +332,14 @@ static void ratios(const double *m, int B, dfl_step_stats *st) {
 
 /* A host view of a replica's tensors of the given kinds: its own buffers on the CPU, a pulled
 ** shadow on a GPU. */
-static dfl_cpu *host_view(dev_s *d, unsigned kinds, dfl_cpu *shadow) {
+dfl_cpu *pipe_host_view(dev_s *d, unsigned kinds, dfl_cpu *shadow) {
   if (!d->gpu) return &d->cpu;
   if (dfl_be_sync(&d->be)) return NULL;
   return dfl_be_host(&d->be, kinds, 1, shadow);
 }
 
-/* a replica's model: params, masters, moments (what the export and the replicas' comparison read) */
-#define MODEL_KINDS (DFL_KIND_BIT(DFL_T_PARAM) | DFL_KIND_BIT(DFL_T_STATE))
 
-static void host_view_done(dev_s *d, dfl_cpu *h) {
+void pipe_host_view_done(dev_s *d, dfl_cpu *h) {
   if (d->gpu && h) dfl_be_host_done(&d->be, h, 0);
 }
 
@@ -528,11 +419,11 @@ static int checkpoint(pipe_s *p, dev_s *d, int64_t step) {
   m.data_tokens = p->train.n_tokens;
   if (!realpath(p->s.file, m.spec)) snprintf(m.spec, sizeof m.spec, "%s", p->s.file);
   /* every persistent kind: a GPU replica's gradient accumulators and sums are saved too */
-  dfl_cpu shadow, *h = host_view(d, DFL_CKPT_KINDS, &shadow);
+  dfl_cpu shadow, *h = pipe_host_view(d, DFL_CKPT_KINDS, &shadow);
   if (!h) return DFL_ERR;
   int rc = dfl_ckpt_save(root, &d->tg.g, h, d->tg.drafter.params, d->tg.drafter.n_params, &m, p->s.ckpt_keep,
                          p->res->ckpt, sizeof p->res->ckpt);
-  host_view_done(d, h);
+  pipe_host_view_done(d, h);
   return rc;
 }
 
@@ -601,7 +492,7 @@ static int step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int
 
 #ifdef DFL_HAVE_CUDA
 /* this process's communicator of replica d; several in one process (nccl_local), else one */
-static int nccl_local_of(const pipe_s *p, const dev_s *d) {
+int pipe_nccl_local_of(const pipe_s *p, const dev_s *d) {
   return p->nccl_local ? d->idx : p->xproc && d->role == R_DRAFTER ? 1 : 0;
 }
 
@@ -613,7 +504,7 @@ static int nccl_check(void *ctx, char *err, size_t errlen) {
     return DFL_ERR;
   }
   if (p->xproc && dfl_nccl_async_error(&p->coll, 0, err, errlen)) return DFL_ERR;   /* the send/recv one */
-  return dfl_nccl_async_error(&p->coll, nccl_local_of(p, d), err, errlen);
+  return dfl_nccl_async_error(&p->coll, pipe_nccl_local_of(p, d), err, errlen);
 }
 
 /* After an NCCL collective: wait for it by polling, never inside CUDA, so that a peer rank that
@@ -636,7 +527,7 @@ static int nccl_wait_on(pipe_s *p, dev_s *d, void *stream, const char *what) {
   return DFL_ERR;
 }
 
-static int nccl_wait(pipe_s *p, dev_s *d, const char *what) { return nccl_wait_on(p, d, dfl_gpu_stream(&d->be), what); }
+int pipe_nccl_wait(pipe_s *p, dev_s *d, const char *what) { return nccl_wait_on(p, d, dfl_gpu_stream(&d->be), what); }
 #endif
 
 /* GPU replica, after its accum micro-steps are enqueued: all-reduce (NCCL, one process per GPU),
@@ -653,7 +544,7 @@ static int gpu_optimizer_step(pipe_s *p, dev_s *d, int64_t step, float *sums, in
     char err[256];
     if ((rc = dfl_gpu_h2d(d->tok_dev, tokens, 1, st))) return rc;
     dfl_mon_set(&p->diag, d->diag_id, DFL_DS_SYNC);
-    rc = dfl_nccl_allreduce(&p->coll, nccl_local_of(p, d), d->dsegs, d->seg_len, d->n_segs, err, sizeof err);
+    rc = dfl_nccl_allreduce(&p->coll, pipe_nccl_local_of(p, d), d->dsegs, d->seg_len, d->n_segs, err, sizeof err);
     dfl_mon_set(&p->diag, d->diag_id, DFL_DS_BUSY);
     if (rc) {
       fprintf(stderr, "dflc: %s: %s\n", d->name, err);
@@ -661,7 +552,7 @@ static int gpu_optimizer_step(pipe_s *p, dev_s *d, int64_t step, float *sums, in
     }
     char what[64];
     snprintf(what, sizeof what, "the all-reduce of step %" PRId64, step);
-    if ((rc = nccl_wait(p, d, what))) return rc;
+    if ((rc = pipe_nccl_wait(p, d, what))) return rc;
   }
   float v[DFL_METRIC_COUNT + 2 * 64 + 2 + DFL_OPT_COUNT];
   if ((rc = dfl_be_read_begin(be, 0)) || (rc = dfl_be_read_add(be, 0, tg->loss_num_acc)) ||
@@ -793,368 +684,12 @@ static void *drafter_main(void *arg) {
   free(sums);
   /* one process per GPU: the peers may sit in an all-reduce this rank will never join; abort the
   ** communicator (its own pending kernels return) and exit with the error: the launcher (mpirun,
-  ** torchrun) ends the job, or the peers' polled waits time out (nccl_wait) */
+  ** torchrun) ends the job, or the peers' polled waits time out (pipe_nccl_wait) */
   if (d->rc && p->procs > 1) dfl_nccl_abort(&p->coll);
   /* several replicas in this process: the others leave their polled waits (nccl_check sees the
   ** failure) and the main thread aborts the communicators after the joins */
   if (d->rc) fail(p, d->name, d->rc);
   return NULL;
-}
-
-/* --- setup --- */
-
-static int plan_and_alloc(dev_s *d, const int *live, int n_live) {
-  dfl_plan_opts po;
-  memset(&po, 0, sizeof po);
-  po.live_out = live;
-  po.n_live_out = n_live;
-  if (dfl_plan_build_ex(&d->plan, d->g, cpu_elem, NULL, &po) == DFL_OK) {
-    d->planned = 1;
-    if (dfl_plan_check(&d->plan, d->g) != DFL_OK) {
-      dfl_plan_free(&d->plan);
-      d->planned = 0;
-    }
-  }
-  int rc = dfl_cpu_init(&d->cpu, d->g, d->planned ? &d->plan : NULL, 0);
-  if (rc) fprintf(stderr, "dflc: %s: cannot allocate the CPU backend state\n", d->name);
-  return rc;
-}
-
-/* GPU device: its own CUDA backend on the graph (inputs staged through pinned memory). The
-** target-only graph is planned with its features live at the end (the queue copies them out). */
-static int open_gpu(dev_s *d, const dfl_spec *s, const int *live, int n_live, const int *in, int n_in) {
-  dfl_plan_opts po;
-  memset(&po, 0, sizeof po);
-  po.live_out = live;
-  po.n_live_out = n_live;
-  if (n_live) {
-    /* the backend's own workspaces, plus this target's share of the queue's device slots: the
-    ** plan places them in the one arena (docs/plan.md, `queue.slots`) */
-    dfl_plan_ws *ws = calloc((size_t)d->g->nops + 2, sizeof *ws);
-    if (!ws) return DFL_ENOMEM;
-    int n_ws = dfl_plan_cuda_workspaces(d->g, ws);
-    if (d->qslot_bytes > 0) {
-      snprintf(ws[n_ws].name, sizeof ws[n_ws].name, "queue.slots");
-      ws[n_ws].bytes = d->qslot_bytes;
-      ws[n_ws].cat = DFL_PCAT_QUEUE;
-      ws[n_ws].op = -1;
-      n_ws++;
-    }
-    po.ws = ws;
-    po.n_ws = n_ws;
-    d->planned = dfl_plan_build_ex(&d->plan, d->g, NULL, NULL, &po) == DFL_OK;
-    free(ws);
-  } else d->planned = dfl_be_plan(&d->plan, d->g, DFL_BE_CUDA, d->spec_dev->memory_budget, 0, NULL) == DFL_OK;
-  if (d->planned && dfl_plan_check(&d->plan, d->g) != DFL_OK) {
-    dfl_plan_free(&d->plan);
-    d->planned = 0;
-  }
-  int rc = dfl_be_open_cuda_dev(&d->be, d->g, d->planned ? &d->plan : NULL, in, n_in, d->phys);
-  if (rc) {
-    fprintf(stderr, "dflc: %s: cannot open the CUDA backend on CUDA device %d\n", d->name, d->phys);
-    return rc;
-  }
-  d->be_open = 1;
-  return dfl_be_load_weights(&d->be, s, n_live ? NULL : s->init_from);
-}
-
-static int64_t dev_bytes(const dev_s *d) {
-  if (d->gpu) return d->be.arena_bytes;
-  int64_t b = d->planned ? d->plan.arena_bytes : 0;
-  if (!d->planned)
-    for (int i = 0; i < d->g->nt; i++) b += (int64_t)dfl_tensor_numel(&d->g->t[i]) * (int64_t)dfl_cpu_elem_size(&d->g->t[i], 0);
-  return b;
-}
-
-static int setup_target(pipe_s *p, dev_s *d) {
-  dfl_graph_init(&d->tgt);
-  d->g = &d->tgt;
-  d->g->cur_phase = DFL_PH_TARGET;
-  d->t_ids = dfl_tensor_1d(d->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)p->b * p->S);
-  dfl_target_out out;
-  int rc = dfl_model_target(d->g, &p->s, p->b, p->S, d->t_ids, 0, 0, &out);
-  if (!rc) rc = dfl_fuse_passes(d->g, dfl_model_fuse_flags(&p->s)); /* as colocated */
-  if (rc || out.features < 0) {
-    fprintf(stderr, "dflc: %s: cannot build the target graph\n", d->name);
-    return rc ? rc : DFL_ERR;
-  }
-  d->t_features = out.features;
-  if (d->gpu) {
-    if ((rc = open_gpu(d, &p->s, &d->t_features, 1, &d->t_ids, 1))) return rc;
-  } else {
-    if ((rc = plan_and_alloc(d, &d->t_features, 1))) return rc;
-    if ((rc = dfl_weights_load_spec(&p->s, &d->cpu, NULL))) return rc;
-  }
-  d->stage = malloc(sizeof(int32_t) * ((size_t)p->b * p->S + 2 * (size_t)p->b * p->NA));
-  return d->stage ? DFL_OK : DFL_ENOMEM;
-}
-
-static int setup_drafter(pipe_s *p, dev_s *d) {
-  int rc = dfl_model_train_graph(&d->tg, &p->s, d->coloc);
-  if (rc) {
-    fprintf(stderr, "dflc: %s: cannot build the training graph\n", d->name);
-    return rc;
-  }
-  d->g = &d->tg.g;
-  if (d->gpu) {
-    int in[4] = {d->tg.ids, d->tg.loss_mask, d->tg.anchors, d->tg.keep};
-    if ((rc = open_gpu(d, &p->s, NULL, 0, in, 4))) return rc;
-  } else {
-    if ((rc = plan_and_alloc(d, NULL, 0))) return rc;
-    if ((rc = dfl_weights_load_spec(&p->s, &d->cpu, p->s.init_from))) return rc;
-  }
-  d->den_acc = dfl_tensor_find(d->g, "opt.den");
-  if (d->den_acc < 0) {
-    fprintf(stderr, "dflc: %s: the training graph has no optimizer denominator (opt.den)\n", d->name);
-    return DFL_ERR;
-  }
-  /* all-reduce list: every gradient accumulator, opt.den, the three logging sums, tokens */
-  const dfl_graph *g = d->g;
-  int n = 0;
-  for (int i = 0; i < g->nt; i++) n += g->t[i].kind == DFL_T_PARAM && g->t[i].grad_acc >= 0;
-  d->segs = calloc((size_t)n + 5, sizeof *d->segs);
-  d->dsegs = calloc((size_t)n + 5, sizeof *d->dsegs);
-  d->seg_len = calloc((size_t)n + 5, sizeof *d->seg_len);
-  if (!d->segs || !d->dsegs || !d->seg_len) return DFL_ENOMEM;
-  /* on a GPU the segments are device pointers (all fp32: accumulators and sums are F32) */
-  for (int i = 0; i < g->nt; i++) {
-    if (g->t[i].kind != DFL_T_PARAM || g->t[i].grad_acc < 0) continue;
-    int t = g->t[i].grad_acc;
-    if (!d->gpu) d->segs[d->n_segs] = dfl_cpu_f32(&d->cpu, t);
-#ifdef DFL_HAVE_CUDA
-    else d->dsegs[d->n_segs] = dfl_gpu_ptr(&d->be, t);
-#endif
-    d->seg_len[d->n_segs++] = (size_t)dfl_tensor_numel(&g->t[t]);
-  }
-  int extra[4] = {d->den_acc, d->tg.loss_num_acc, d->tg.loss_den_acc, d->tg.metrics_acc};
-  for (int i = 0; i < 4; i++) {
-    if (!d->gpu) d->segs[d->n_segs] = dfl_cpu_f32(&d->cpu, extra[i]);
-#ifdef DFL_HAVE_CUDA
-    else d->dsegs[d->n_segs] = dfl_gpu_ptr(&d->be, extra[i]);
-#endif
-    d->seg_len[d->n_segs++] = (size_t)dfl_tensor_numel(&g->t[extra[i]]);
-  }
-#ifdef DFL_HAVE_CUDA
-  if (d->gpu && (p->procs > 1 || p->nccl_local)) {
-    if (dfl_gpu_set_device(d->phys) || !(d->tok_dev = dfl_gpu_floats(1))) return DFL_ENOMEM;
-    d->dsegs[d->n_segs] = d->tok_dev;
-  }
-  if (d->gpu && p->procs > 1 && !p->xproc) {
-    char err[256];
-    /* ncclCommInitRank blocks until every rank has joined: one communicator per process */
-    rc = dfl_nccl_init_rank(&p->coll, 0, 1, p->nccl_id, p->procs, p->rank, dfl_gpu_stream(&d->be), err, sizeof err);
-    if (rc) {
-      fprintf(stderr, "dflc: %s: %s\n", d->name, err);
-      return rc;
-    }
-  }
-#endif
-  d->seg_len[d->n_segs++] = 1;   /* tokens: pointer set by the thread (host), tok_dev (NCCL) */
-  return DFL_OK;
-}
-
-/* FNV-1a over a replica's params, masters and moments (a pulled copy on a GPU). */
-static uint64_t state_hash(dev_s *d, int *ok) {
-  dfl_cpu sh, *h = host_view(d, MODEL_KINDS, &sh);
-  uint64_t x = 1469598103934665603ull;
-  *ok = h != NULL;
-  for (int i = 0; h && i < d->g->nt; i++) {
-    const dfl_tensor *t = &d->g->t[i];
-    if (t->kind == DFL_T_PARAM || t->kind == DFL_T_STATE)
-      x = dfl_queue_hash(h->buf[i], (size_t)dfl_tensor_numel(t) * dfl_cpu_elem_size(t, 0), x);
-  }
-  host_view_done(d, h);
-  return x;
-}
-
-/* One process per GPU: every rank's state hash reaches every rank through one NCCL all-reduce
-** (rank r fills its four 16-bit pieces, exact in fp32, zeros elsewhere); equal to rank 0's? */
-static int replicas_identical_procs(pipe_s *p, dev_s *d) {
-#ifdef DFL_HAVE_CUDA
-  int ok, W = p->N, me = d->idx;   /* the replicas' communicator: replica j is its rank j */
-  uint64_t x = state_hash(d, &ok);
-  float *h = calloc((size_t)W * 4, sizeof(float)), *dv = dfl_gpu_floats((int64_t)W * 4);
-  void *st = dfl_gpu_stream(&d->be);
-  char err[256];
-  int same = ok && h && dv;
-  for (int i = 0; same && i < 4; i++) h[me * 4 + i] = (float)((x >> (16 * i)) & 0xffff);
-  size_t len = (size_t)W * 4;
-  if (same && (dfl_gpu_h2d(dv, h, W * 4, st) ||
-               dfl_nccl_allreduce(&p->coll, nccl_local_of(p, d), &dv, &len, 1, err, sizeof err) ||
-               nccl_wait(p, d, "the replica hash exchange") || dfl_gpu_d2h_sync(h, dv, W * 4, st)))
-    same = 0;
-  for (int r = 1; same && r < W; r++)
-    if (memcmp(h + 4 * r, h, 4 * sizeof(float))) {
-      fprintf(stderr, "dflc: replica %d (process rank %d) differs from replica 0\n", r, p->tp.rdev[r]);
-      same = 0;
-    }
-  free(h);
-  dfl_gpu_free(dv);
-  return same;
-#else
-  (void)p, (void)d;
-  return 0;
-#endif
-}
-
-/* Are all replicas' persistent drafter tensors bit-identical to replica 0's? */
-static int replicas_identical(pipe_s *p) {
-  dev_s *r0 = p->rep0;
-  if (!r0) return 1;   /* a target-only process: the replicas' processes check */
-  if (p->procs > 1) return replicas_identical_procs(p, r0);
-  if (r0->gpu) {   /* GPU replicas of this process: their pulled states' hashes */
-    int ok;
-    uint64_t x0 = state_hash(r0, &ok);
-    for (int j = 1; ok && j < p->N; j++) {
-      uint64_t x = state_hash(r0 + j, &ok);
-      if (ok && x != x0) {
-        fprintf(stderr, "dflc: replica %d (%s) differs from replica 0 (%s)\n", j, r0[j].name, r0->name);
-        return 0;
-      }
-    }
-    return ok;
-  }
-  for (int j = 1; j < p->N; j++) {
-    dev_s *r = r0 + j;
-    const dfl_graph *g = r0->g;
-    for (int i = 0; i < g->nt; i++) {
-      const dfl_tensor *t = &g->t[i];
-      if (t->kind != DFL_T_PARAM && t->kind != DFL_T_STATE) continue;
-      int k = dfl_tensor_find(r->g, t->name);
-      if (k < 0 || memcmp(r0->cpu.buf[i], r->cpu.buf[k], (size_t)dfl_tensor_numel(t) * dfl_cpu_elem_size(t, 0))) {
-        fprintf(stderr, "dflc: replica %d differs from replica 0 in %s\n", j, t->name);
-        return 0;
-      }
-    }
-  }
-  return 1;
-}
-
-static void spec_name(const char *file, char *out, size_t n) {
-  const char *b = strrchr(file, '/');
-  if (snprintf(out, n, "%s", b ? b + 1 : file) >= (int)n) out[n - 1] = 0;
-  char *dot = strrchr(out, '.');
-  if (dot && dot != out) *dot = 0;
-}
-
-/* GPU devices: which process drives which GPU. In one process every logical GPU device runs on
-** the process's current GPU (each with its own backend, arena and stream): DFL_GPU_MAP (a comma
-** list, physical GPU of logical gpu0, gpu1, ...) may only map them all to one GPU. With one
-** process per replica (torchrun / mpirun / srun environment, runtime/launch.h) the process of
-** local rank r uses the GPU DFL_GPU_MAP gives its device (default: r) through
-** CUDA_VISIBLE_DEVICES, set here before the first CUDA call unless the launcher set it. */
-static int gpu_topology(pipe_s *p, int n_rep) {
-  p->procs = 1;
-  if (!p->gpu) return DFL_OK;
-#ifndef DFL_HAVE_CUDA
-  (void)n_rep;
-  fprintf(stderr, "%s: GPU devices, but this dflc was built without the CUDA toolkit\n", p->s.file);
-  return DFL_EFORMAT;
-#else
-  dfl_launch l;
-  char err[256];
-  if (dfl_launch_detect(&l, NULL, NULL, err, sizeof err)) {
-    fprintf(stderr, "dflc: %s\n", err);
-    return DFL_EFORMAT;
-  }
-  p->procs = l.world;
-  p->rank = l.rank;
-  const char *to = getenv("DFL_NCCL_TIMEOUT_S");
-  p->nccl_timeout = to && atof(to) > 0 ? atof(to) : 300;
-  int *map = p->gpu_map, n_map = 0;
-  const char *m = getenv("DFL_GPU_MAP");
-  for (const char *q = m; q && *q && n_map < 64;) {
-    char *e;
-    long v = strtol(q, &e, 10);
-    if (e == q || v < 0 || (*e && *e != ',')) {
-      fprintf(stderr, "dflc: DFL_GPU_MAP=%s: expected GPU numbers separated by commas, e.g. 0,0\n", m);
-      return DFL_EFORMAT;
-    }
-    map[n_map++] = (int)v;
-    q = *e ? e + 1 : e;
-  }
-  p->n_map = n_map;
-  /* one process: each logical device opens its own CUDA device (gpu_device); several per process */
-  if (p->procs > 1 && !getenv("CUDA_VISIBLE_DEVICES")) {
-    char v[16];
-    snprintf(v, sizeof v, "%d", l.local_rank < n_map ? map[l.local_rank] : l.local_rank);
-    setenv("CUDA_VISIBLE_DEVICES", v, 1);
-  }
-  if (!dfl_be_cuda_available()) {
-    fprintf(stderr, "%s: the topology puts devices on GPUs, but no CUDA device is usable here (CUDA_VISIBLE_DEVICES=%s)"
-            "; `dflc train --cpu` runs them as CPU threads\n", p->s.file,
-            getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
-    return DFL_EFORMAT;
-  }
-  (void)n_rep;
-  p->n_cuda = dfl_gpu_count();
-  return DFL_OK;
-#endif
-}
-
-/* CUDA device of logical GPU device gpuN in this process: DFL_GPU_MAP's entry N; else N when the
-** process sees that many GPUs, else 0 (said once). One process per replica: its one visible GPU. */
-static int gpu_device(pipe_s *p, const dfl_device *dv, int *dev) {
-  if (p->procs > 1) {
-    *dev = 0;
-    return DFL_OK;
-  }
-  int n = dv->index;
-  *dev = n < p->n_map ? p->gpu_map[n] : n < p->n_cuda ? n : 0;
-  if (n >= p->n_map && n >= p->n_cuda && !p->o.quiet)
-    fprintf(stderr, "dflc: note: gpu%d runs on CUDA device 0 (this process sees %d GPU%s; DFL_GPU_MAP chooses)\n",
-            n, p->n_cuda, p->n_cuda == 1 ? "" : "s");
-  if (*dev >= p->n_cuda) {
-    fprintf(stderr, "dflc: DFL_GPU_MAP puts gpu%d on CUDA device %d, but this process sees %d GPU%s "
-            "(CUDA_VISIBLE_DEVICES=%s)\n", n, *dev, p->n_cuda, p->n_cuda == 1 ? "" : "s",
-            getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
-    return DFL_EFORMAT;
-  }
-  return DFL_OK;
-}
-
-/* One process per GPU: NCCL loaded, the unique id from rank 0 to every rank (launch.h). */
-static int nccl_setup(pipe_s *p) {
-  char err[512];
-  int rc = dfl_nccl_load(&p->coll, err, sizeof err);
-  if (!rc && p->rank == 0) rc = dfl_nccl_unique_id(&p->coll, p->nccl_id, err, sizeof err);
-  if (!rc) {
-    dfl_launch l;
-    if (!(rc = dfl_launch_detect(&l, NULL, NULL, err, sizeof err)))
-      rc = dfl_launch_bcast(&l, p->nccl_id, sizeof p->nccl_id, 120000, err, sizeof err);
-  }
-  if (rc) fprintf(stderr, "dflc: NCCL setup (rank %d of %d): %s\n", p->rank, p->procs, err);
-  return rc;
-}
-
-static void teardown(pipe_s *p) {
-  for (int i = 0; i < p->n_dev; i++) {
-    dev_s *d = &p->dev[i];
-    if (d->be_open) dfl_be_close(&d->be);
-#ifdef DFL_HAVE_CUDA
-    dfl_gpu_free(d->tok_dev);
-    dfl_gsend_free(d->gs);
-#endif
-    free(d->dsegs);
-    if (d->cpu.g) dfl_cpu_free(&d->cpu);
-    if (d->planned) dfl_plan_free(&d->plan);
-    if (d->g) dfl_graph_free(d->g);
-    free(d->segs);
-    free(d->seg_len);
-    free(d->stage);
-  }
-  free(p->dev);
-#ifdef DFL_HAVE_CUDA
-  if (p->gq) dfl_gq_free(p->gq);
-#endif
-  free(p->skip);
-  if (p->pre.slots) dfl_queue_free(&p->pre);
-  if (p->has_hq) dfl_queue_free(&p->hq);
-  if (p->coll.seg_ptr) dfl_coll_free(&p->coll);
-  dfl_data_free(&p->train);
-  free(p->order);
-  free(p->snaps);
-  if (p->mjsonl) fclose(p->mjsonl);
 }
 
 int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_result *res) {
@@ -1201,7 +736,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     return DFL_EFORMAT;
   }
   p->gpu = n_gpu > 0;
-  if ((rc = gpu_topology(p, N))) return rc;
+  if ((rc = pipe_gpu_topology(p, N))) return rc;
   if (s->n_nodes > 1 && !p->gpu) {
     fprintf(stderr, "%s: %d nodes: the CPU runner is one process (logical devices are threads); multi-node runs "
             "need the CUDA backend with NCCL (docs/pipeline.md)\n", s->file, s->n_nodes);
@@ -1310,7 +845,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     p->has_hq = 1;
   }
   if ((rc = dfl_coll_init_cpu(&p->coll, p->procs > 1 ? 1 : N))) goto out;
-  if (p->procs > 1 && (rc = nccl_setup(p))) goto out;
+  if (p->procs > 1 && (rc = pipe_nccl_setup(p))) goto out;
   if (p->procs > 1 && !(p->skip = malloc(sizeof(int32_t) * (2 * R + 2 * RA)))) {
     rc = DFL_ENOMEM;
     goto out;
@@ -1336,13 +871,13 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     snprintf(d->name, sizeof d->name, "%s%d", dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
     d->fault_ms = fault_for(fault, is_target ? "target" : "drafter", d->idx);
     d->fail_at = fault_fail_at(fault, is_target ? "target" : "drafter", d->idx);
-    if (d->gpu && (rc = gpu_device(p, dv, &d->phys))) goto out;
+    if (d->gpu && (rc = pipe_gpu_device(p, dv, &d->phys))) goto out;
     if (d->gpu && is_target && p->has_hq && idx < p->hq.depth) {
       /* queue slot i lives on target i mod M (at i / M in its workspace), as `dflc plan` accounts */
       int own = (p->hq.depth - idx + M - 1) / M;
       d->qslot_bytes = own * qslot_stride(p);
     }
-    if ((rc = is_target ? setup_target(p, d) : setup_drafter(p, d))) goto out;
+    if ((rc = is_target ? pipe_setup_target(p, d) : pipe_setup_drafter(p, d))) goto out;
   }
   for (int i = 0; i < p->n_dev && !p->rep0; i++)
     if (p->dev[i].role == R_DRAFTER) p->rep0 = &p->dev[i];
@@ -1369,7 +904,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     dev_s *d = &p->dev[i];
     d->diag_id = dfl_mon_add_dev(&p->diag, d->name,
                                   d->role == R_TARGET ? DFL_DR_TARGET : d->coloc ? DFL_DR_BOTH : DFL_DR_DRAFTER,
-                                  dev_bytes(d));
+                                  pipe_dev_bytes(d));
   }
 #ifdef DFL_HAVE_CUDA
   if (p->gpu && p->has_hq) {
@@ -1432,7 +967,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   if (p->o.out_dir) snprintf(p->out_dir, sizeof p->out_dir, "%s", p->o.out_dir);
   else {
     char nm[256];
-    spec_name(s->file, nm, sizeof nm);
+    pipe_spec_name(s->file, nm, sizeof nm);
     snprintf(p->out_dir, sizeof p->out_dir, "runs/%s", nm);
   }
   if (dfl_mkdirs(p->out_dir)) {
@@ -1486,7 +1021,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     goto out;
   }
   p->res->steps = p->end;
-  p->res->replicas_identical = replicas_identical(p);
+  p->res->replicas_identical = pipe_replicas_identical(p);
   if (!p->res->replicas_identical) {
     rc = DFL_ERR;
     goto out;
@@ -1504,7 +1039,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
       goto out;
     }
     dfl_ckpt_params view;
-    dfl_cpu shadow, *h = host_view(r0, MODEL_KINDS, &shadow);
+    dfl_cpu shadow, *h = pipe_host_view(r0, MODEL_KINDS, &shadow);
     if (!h) {
       rc = DFL_ERR;
       goto out;
@@ -1515,7 +1050,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
       if (rc == DFL_OK) rc = dfl_train_verify_params(spec, &view, dir);
       dfl_train_params_view_free(&view);
     }
-    host_view_done(r0, h);
+    pipe_host_view_done(r0, h);
     if (rc) goto out;
     if (!p->o.quiet) fprintf(p->log, "exported drafter: %s (reloaded bit-exactly)\n", dir);
     if (!p->o.no_eval && s->eval_path[0]) {   /* the writer has replica 0 (a target-only process has none) */
@@ -1531,7 +1066,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
   }
 out:
   if (p->diag.n || p->diag.t_last > 0) dfl_mon_free(&p->diag);
-  teardown(p);
+  pipe_teardown(p);
   if (rc == DFL_OK && eval_dir[0]) rc = final_eval(p, eval_dir, eval_phys);
   /* MPI_Finalize (when the bootstrap initialised MPI) only on success: it waits for every rank,
   ** and a failed rank must instead exit so that mpirun ends the job */
