@@ -16,6 +16,7 @@
 #include "compiler/spec.h"
 #include "models/models.h"
 #include "runtime/io/checkpoint.h"
+#include "runtime/io/export.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/io/weights.h"
 
@@ -53,7 +54,19 @@ static void check_weights(const dfl_spec *s, const dfl_spec_where *w) {
     const char *dir = pass == 0 ? s->target_dir : s->init_from;
     reporter r = {dfl_spec_where_key(w, pass == 0 ? "target" : "drafter", pass == 0 ? "model" : "init"), 0};
     dfl_st st;
-    int rc = dfl_st_open(&st, dir, err, sizeof err);
+    int rc;
+    /* a released drafter's config.json, as train's loader checks it (block size, taps, mask token,
+    ** sizes), before its headers: train refuses a disagreeing or empty one */
+    if (pass == 1 && (rc = dfl_drafter_check_config(dir, s, err, sizeof err)) != DFL_OK) {
+      dfl_diag_error(r.at, "drafter config: %s", err);
+      if (strstr(err, "but the spec"))
+        dfl_diag_help("the drafter in `init` was made for another spec: fix the spec's `drafter` and `target` "
+                      "(taps, mask_token, block_size) to match it, or train fresh (`init = fresh`)");
+      else
+        dfl_diag_help("a drafter directory holds the config.json written with its weights (`dflc export` writes both)");
+      continue;
+    }
+    rc = dfl_st_open(&st, dir, err, sizeof err);
     if (rc != DFL_OK) {
       dfl_diag_error(r.at, "%s weights: %s", pass == 0 ? "target" : "drafter", err);
       if (rc == DFL_EIO && (strstr(err, "not a regular file") || strstr(err, "symbolic link")))

@@ -325,9 +325,7 @@ static int check_config(const char *cpath, json_t *c, const dfl_spec *s, char *e
   return DFL_OK;
 }
 
-int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w, char *err,
-                     size_t errlen) {
-  memset(w, 0, sizeof *w);
+int dfl_drafter_check_config(const char *dir, const dfl_spec *s, char *err, size_t errlen) {
   char cpath[DFL_PATH_MAX + 16];
   snprintf(cpath, sizeof cpath, "%s/config.json", dir);
   json_error_t je;
@@ -344,6 +342,13 @@ int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w,
   int rc = json_is_object(c) ? check_config(cpath, c, s, err, errlen)
                              : dfl_io_seterr(err, errlen, DFL_EFORMAT, "%s: not a JSON object", cpath);
   json_decref(c);
+  return rc;
+}
+
+int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w, char *err,
+                     size_t errlen) {
+  memset(w, 0, sizeof *w);
+  int rc = dfl_drafter_check_config(dir, s, err, errlen);
   if (rc) return rc;
   dfl_st st;
   if ((rc = dfl_st_open(&st, dir, err, errlen))) return rc;

@@ -49,6 +49,8 @@ typedef struct dfl_drafter_weights {
 ** a "model." prefix are accepted too). Errors name the file, the key or tensor, and both values. */
 int dfl_drafter_load(const char *dir, const dfl_spec *s, dfl_drafter_weights *w, char *err,
                      size_t errlen);
+/* The config.json half of dfl_drafter_load, alone (`dflc check` reads no weight data). */
+int dfl_drafter_check_config(const char *dir, const dfl_spec *s, char *err, size_t errlen);
 const float *dfl_drafter_get(const dfl_drafter_weights *w, const char *name);
 void dfl_drafter_free(dfl_drafter_weights *w);
 

@@ -7,7 +7,8 @@
 # loading can see: NaN weights refused by `dflc train` naming the tensor, and `train` refusing a
 # plan over budget unless --over-budget. The target's weights, index or config.json as a FIFO, a
 # dangling link or a link loop: refused as what they are (issue 43), by check and train. A checkpoint
-# directory under /proc, behind a dangling link, or the root directory.
+# directory under /proc, behind a dangling link, or the root directory. A released drafter whose
+# config.json disagrees with the spec (block_size, mask_token_id, target_layer_ids) or is empty.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_check_deep.sh PATH/TO/dflc [--update]}
@@ -107,6 +108,19 @@ sed "s#init       = fresh#init       = \"$T/dr/drafter\"#" "$T/host.dfl" > "$T/i
 sed "s#init       = fresh#init       = \"$T/drbad\"#" "$T/host.dfl" > "$T/initbad.dfl"
 golden init_good 0 check "$T/init.dfl"
 golden init_shape 1 check "$T/initbad.dfl"
+# ... and one whose config.json disagrees with the spec, or is empty: train's loader refuses it, so
+# check does too (issue 43 item 6), at `init`
+for c in block mask taps empty; do
+  mkdir -p "$T/drconf_$c"; cp "$T/dr/drafter/model.safetensors" "$T/drconf_$c/"
+  case $c in
+    block) sed 's/"block_size": *8/"block_size": 4/' "$T/dr/drafter/config.json" ;;
+    mask)  sed 's/"mask_token_id": *[0-9]*/"mask_token_id": 7/' "$T/dr/drafter/config.json" ;;
+    taps)  tr -d '\n' < "$T/dr/drafter/config.json" | sed 's/"target_layer_ids": *\[[^]]*\]/"target_layer_ids": [0]/' ;;
+    empty) : ;;
+  esac > "$T/drconf_$c/config.json"
+  sed "s#init       = fresh#init       = \"$T/drconf_$c\"#" "$T/host.dfl" > "$T/drconf_$c.dfl"
+  golden "init_config_$c" 1 check "$T/drconf_$c.dfl"
+done
 
 # a FIFO as data: check refuses it (train would block reading it forever)
 mkfifo "$T/fifo.jsonl"
