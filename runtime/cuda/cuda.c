@@ -16,17 +16,6 @@
 #include "compiler/status.h"
 #include "runtime/cpu/fp8.h"
 
-/* Every cuBLASLt call goes through LT (CUDA calls: CU, cuda_internal.h): it names the call and file:line. */
-#define LT(call)                                                                                     \
-  do {                                                                                               \
-    cublasStatus_t s_ = (call);                                                                      \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                               \
-      fprintf(stderr, "%s:%d: %s failed: status %d\n", __FILE__, __LINE__, #call, (int)s_);         \
-      return DFL_ERR;                                                                                \
-    }                                                                                                \
-  } while (0)
-
-#define BLAS_WS ((size_t)DFL_CUBLASLT_WS_BYTES) /* fixed so the captured graph never allocates */
 #define ALIGN 256
 
 /* The kernels' symbols (their ids: cuda_internal.h) */
@@ -60,126 +49,14 @@ int dfl_cuda_available(void) {
 
 float dfl_bf16_round(float x) { return dfl_bf16_rne(x); }
 
-static cudaDataType_t cuda_type(dfl_dtype d) {
-  return d == DFL_BF16 ? CUDA_R_16BF : d == DFL_F16 ? CUDA_R_16F : d == DFL_F64 ? CUDA_R_64F : CUDA_R_32F;
-}
-
-/* cuBLASLt's first heuristic algorithm for the descriptor and layouts m holds (within the fixed
-** workspace); what names the GEMM in the error. */
-static int mm_algo(dfl_cuda *c, mm_t *m, int M, int N, int K, const char *what) {
-  cublasLtMatmulPreference_t pref;
-  LT(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = BLAS_WS;
-  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t h;
-  int nres = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->impl->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
-    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no algorithm for [%d,%d]x[%d] (%s): status %d\n",
-            __FILE__, __LINE__, M, N, K, what, (int)st);
-    return DFL_ERR;
-  }
-  m->algo = h.algo;
-  m->ok = 1;
-  return DFL_OK;
-}
-
-/* Row-major C[M,N] = alpha op(A) op(B) + beta C, as the column-major C^T = op(B)^T op(A)^T. */
-static int mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, dfl_dtype da, dfl_dtype db,
-                    dfl_dtype dc, int lda, int ldb, int ldc, float alpha, float beta) {
-  if (da != db || (da != DFL_F32 && da != DFL_BF16 && da != DFL_F16) || (dc != da && dc != DFL_F32)) {
-    fprintf(stderr, "dflc: cuda backend: matmul of %s x %s -> %s is not supported (inputs must share a float dtype; "
-                    "output the same or f32)\n", dfl_dtype_name(da), dfl_dtype_name(db), dfl_dtype_name(dc));
-    return DFL_ESHAPE;
-  }
-  cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
-  if (da == DFL_F32 && getenv("DFL_TF32")) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
-  LT(cublasLtMatmulDescCreate(&m->d, ct, CUDA_R_32F));
-  cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-  LT(cublasLtMatrixLayoutCreate(&m->a, cuda_type(db), tb ? K : N, tb ? N : K, ldb));
-  LT(cublasLtMatrixLayoutCreate(&m->b, cuda_type(da), ta ? M : K, ta ? K : M, lda));
-  LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dc), N, M, ldc));
-  m->alpha = alpha;
-  m->beta = beta;
-  return mm_algo(c, m, M, N, K, dfl_dtype_name(da));
-}
 /* 1 when the environment variable is set to v: the before/after switches of docs/bench.md. Read per
 ** op by the op setups: capture and eager runs only. */
-static int env_is(const char *name, const char *v) {
+int dfl_cu_env_is(const char *name, const char *v) {
   const char *e = getenv(name);
   return e && !strcmp(e, v);
 }
 /* 1 when the variable is "0": a kernel choice switched back to the previous kernel, for comparisons */
-static int env_off(const char *name) { return env_is(name, "0"); }
-/* MATMUL_F8: row-major Y[M,N] = (X[M,K] W[N,K]^T) sx[M] sw[N] (+ R): cuBLASLt's column-major
-** Y^T = W X^T, both e4m3 operands K-major ("TN", the layout Hopper's FP8 GEMMs require), per-row
-** scales as outer vectors (A's: sw, N of them; B's: sx, M), f32 accumulation, or with fast set cuBLASLt's
-** fast accumulation (quantize = fp8_fast: docs/fp8.md). */
-static int mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw,
-                       float beta, int fast, const char *label) {
-  int cc = 0, dev = 0;
-  CU(cudaGetDevice(&dev));
-  CU(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
-  int minor = 0;
-  CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (cc * 10 + minor < 89) {
-    fprintf(stderr, "dflc: cuda backend: %s: FP8 GEMMs (target `quantize = fp8`) need compute capability 8.9 or "
-                    "newer (Ada, Hopper); this GPU is %d.%d: remove `quantize = fp8` from the target\n", label, cc, minor);
-    return DFL_ESHAPE;
-  }
-  if (dy != DFL_BF16 && dy != DFL_F32) {
-    fprintf(stderr, "dflc: cuda backend: %s: an FP8 GEMM writes bf16 or f32, not %s\n", label, dfl_dtype_name(dy));
-    return DFL_ESHAPE;
-  }
-  if (N % 16 || K % 16) {
-    fprintf(stderr, "dflc: cuda backend: %s: cuBLASLt's FP8 GEMMs need the output and inner dimensions to be "
-                    "multiples of 16, not %d and %d: remove `quantize = fp8` from the target\n", label, N, K);
-    return DFL_ESHAPE;
-  }
-  LT(cublasLtMatmulDescCreate(&m->d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t opt = CUBLAS_OP_T, opn = CUBLAS_OP_N;
-  cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSA, &opt, sizeof opt));
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSB, &opn, sizeof opn));
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode));
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw));
-  LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
-  /* fast: quantize = fp8_fast (the op's a.fast_accum), or DFL_FP8_FAST_ACCUM=1/0 overriding it, for
-  ** comparisons: cuBLASLt's FP8 fast accumulation, the partial sums never promoted to f32 */
-  if (env_is("DFL_FP8_FAST_ACCUM", "1")) fast = 1;
-  else if (env_off("DFL_FP8_FAST_ACCUM")) fast = 0;
-  if (fast) {
-    int8_t on = 1;
-    LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));
-  }
-  LT(cublasLtMatrixLayoutCreate(&m->a, CUDA_R_8F_E4M3, K, N, K));
-  LT(cublasLtMatrixLayoutCreate(&m->b, CUDA_R_8F_E4M3, K, M, K));
-  LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dy), N, M, N));
-  m->alpha = 1.f;
-  m->beta = beta;
-  return mm_algo(c, m, M, N, K, label);
-}
-static void mm_free(mm_t *m) {
-  if (!m->ok) return;
-  cublasLtMatrixLayoutDestroy(m->a); cublasLtMatrixLayoutDestroy(m->b); cublasLtMatrixLayoutDestroy(m->c);
-  cublasLtMatmulDescDestroy(m->d);
-  m->ok = 0;
-}
-/* D = alpha op(A) op(B) + beta C; note the swap: cuBLASLt's A is our B. C and D share one layout
-** (and dtype); C == D (in place) or disjoint (MATMUL's addend form, dfl_fuse_add), never a partial
-** overlap (the planner does not alias a MATMUL's output with its inputs). */
-static int mm_run_cd(dfl_cuda *c, mm_t *m, const void *A, const void *B, const void *C, void *D) {
-  struct dfl_cuda_impl *im = c->impl;
-  LT(cublasLtMatmul(im->lt, m->d, &m->alpha, B, m->a, A, m->b, &m->beta, C, m->c, D, m->c, &m->algo, im->blas_ws,
-                    BLAS_WS, im->stream));
-  return DFL_OK;
-}
-/* C = alpha op(A) op(B) + beta C */
-static int mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C) { return mm_run_cd(c, m, A, B, C, C); }
+int dfl_cu_env_off(const char *name) { return dfl_cu_env_is(name, "0"); }
 
 static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
   if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }
@@ -242,11 +119,11 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   im->att_ref = getenv("DFL_ATTN_REF") != NULL;
-  im->att_wg = !strcmp(arch, "sm_90a") && !env_off("DFL_ATTN_WG");
-  im->att_wgs = env_off("DFL_ATTN_WG_MERGE");
-  im->att_wgq = env_off("DFL_ATTN_BWDQ_RS") ? K_ATT_BWDQ_WG128S : K_ATT_BWDQ_WG128;
-  im->att_wgd = im->att_wg && !env_off("DFL_ATTN_WG_DFLASH");
-  im->att_wg_bwd = im->att_wgd && !env_off("DFL_ATTN_WG_BWD");
+  im->att_wg = !strcmp(arch, "sm_90a") && !dfl_cu_env_off("DFL_ATTN_WG");
+  im->att_wgs = dfl_cu_env_off("DFL_ATTN_WG_MERGE");
+  im->att_wgq = dfl_cu_env_off("DFL_ATTN_BWDQ_RS") ? K_ATT_BWDQ_WG128S : K_ATT_BWDQ_WG128;
+  im->att_wgd = im->att_wg && !dfl_cu_env_off("DFL_ATTN_WG_DFLASH");
+  im->att_wg_bwd = im->att_wgd && !dfl_cu_env_off("DFL_ATTN_WG_BWD");
   const char *skip = getenv("DFL_ATTN_BWD_SKIP");
   im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : -1;
   const char *spl = getenv("DFL_ATTN_BWDKV_SPLIT");
@@ -284,12 +161,12 @@ static int setup_op(dfl_cuda *c, int i) {
     const dfl_tensor *A = &t[op->in[0]], *B = &t[op->in[1]], *C = &t[op->out[0]];
     int M = (int)C->shape[0], N = (int)C->shape[1], K = (int)(op->a.trans_a ? A->shape[0] : A->shape[1]);
     float alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
-    return mm_setup(c, &os->mm[0], op->a.trans_a, op->a.trans_b, M, N, K, A->dtype, B->dtype, C->dtype,
+    return dfl_cu_mm_setup(c, &os->mm[0], op->a.trans_a, op->a.trans_b, M, N, K, A->dtype, B->dtype, C->dtype,
                     (int)A->shape[1], (int)B->shape[1], N, alpha, (float)op->a.beta); /* beta 1: fused accumulate */
   }
   if (op->code == DFL_OP_MATMUL_F8) {
     const dfl_tensor *X = &t[op->in[0]], *W = &t[op->in[1]];
-    return mm_setup_f8(c, &os->mm[0], (int)X->shape[0], (int)W->shape[0], (int)X->shape[1], t[op->out[0]].dtype,
+    return dfl_cu_mm_setup_f8(c, &os->mm[0], (int)X->shape[0], (int)W->shape[0], (int)X->shape[1], t[op->out[0]].dtype,
                        (const float *)P(op->in[2]), (const float *)P(op->in[3]), (float)op->a.beta, op->a.fast_accum,
                        op->label);
   }
@@ -305,10 +182,10 @@ static int setup_op(dfl_cuda *c, int i) {
     int rc = (int)os->lce.rows, tail = (int)(os->lce.rows_used % rc), ld = (int)os->lce.ld;
     /* logits[rc, V] = y_c W^T in W's dtype; dy_c[rc, H] = dlogits W (dlogits in place over the
     ** logits, straight into dY's dtype) */
-    TRY(mm_setup(c, &os->mm[0], 0, 1, rc, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
-    if (tail) TRY(mm_setup(c, &os->mm[1], 0, 1, tail, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
-    TRY(mm_setup(c, &os->mm[2], 0, 0, rc, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
-    if (tail) TRY(mm_setup(c, &os->mm[3], 0, 0, tail, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
+    TRY(dfl_cu_mm_setup(c, &os->mm[0], 0, 1, rc, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
+    if (tail) TRY(dfl_cu_mm_setup(c, &os->mm[1], 0, 1, tail, V, H, Y->dtype, W->dtype, W->dtype, H, H, ld, 1.f, 0.f));
+    TRY(dfl_cu_mm_setup(c, &os->mm[2], 0, 0, rc, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
+    if (tail) TRY(dfl_cu_mm_setup(c, &os->mm[3], 0, 0, tail, H, V, W->dtype, W->dtype, DY->dtype, ld, H, H, 1.f, 0.f));
   }
   if (op->code == DFL_OP_ATTENTION || op->code == DFL_OP_ATTENTION_BWD) {
     int hd = op->a.head_dim;
@@ -627,7 +504,7 @@ void dfl_cuda_free(dfl_cuda *c) {
   if (im) {
     for (int i = 0; i < im->nexec; i++) cudaGraphExecDestroy(im->execs[i].exec);
     for (int i = 0; im->ops && i < c->g->nops; i++) {
-      for (int k = 0; k < 4; k++) mm_free(&im->ops[i].mm[k]);
+      for (int k = 0; k < 4; k++) dfl_cu_mm_free(&im->ops[i].mm[k]);
       if (im->ops[i].tmaps) cudaFree(im->ops[i].tmaps);
     }
     if (im->lt) cublasLtDestroy(im->lt);
@@ -647,99 +524,24 @@ void dfl_cuda_free(dfl_cuda *c) {
 }
 
 
-/* BLOCK_ROWS, BLOCK_EXPAND, BLOCK_EXPAND_BWD, BLOCK_DROP, BLOCK_UNDROP (graph.h): row copies by
-** dfl_block_copy; the backward's head rows the same way (BLOCK_ROWS's first R rows), its MASK rows'
-** sums through f32 parts in the op's scratch (dfl_block_colsum, dfl_block_colfin: a fixed order). */
-static int op_block_rows(dfl_cuda *c, int i) {
-  const dfl_op *op = &c->g->ops[i];
-  const dfl_opcode code = op->code;
-  const int bwd = code == DFL_OP_BLOCK_EXPAND_BWD, outfull = code == DFL_OP_BLOCK_EXPAND || code == DFL_OP_BLOCK_UNDROP;
-  const dfl_tensor *full = T(c, outfull ? op->out[0] : op->in[0]);
-  int Q = (int)full->shape[0], C = full->ndim == 2 ? (int)full->shape[1] : 1, B = op->a.B, R = Q / B;
-  int dto = dt(c, op->out[0]);
-  void *o = P(op->out[0]), *x = P(op->in[0]);
-  long long rowb = (long long)C * (long long)dfl_dtype_size(full->dtype);
-  int u = rowb % 16 == 0 && (((uintptr_t)o | (uintptr_t)x) & 15) == 0 ? 16 : rowb % 4 == 0 && (((uintptr_t)o | (uintptr_t)x) & 3) == 0 ? 4 : 2;
-  int nrows = (int)T(c, op->out[0])->shape[0], mode = code == DFL_OP_BLOCK_EXPAND ? 1 : code == DFL_OP_BLOCK_DROP ? 2
-                                                    : code == DFL_OP_BLOCK_UNDROP ? 3 : 0;
-  if (bwd) nrows = R; /* the head rows by BLOCK_ROWS's copy; then the MASK rows' sums */
-  void *a[] = {&o, &x, &nrows, &rowb, &B, &R, &mode, &u};
-  int64_t cap = (int64_t)c->impl->nsm * c->impl->occ[K_BLOCK_COPY];
-  TRY(launch2(c, K_BLOCK_COPY, nrows < cap ? nrows : cap, 1, 256, 0, a));
-  if (!bwd) return DFL_OK;
-  float *part = (float *)c->impl->ops[i].scratch;
-  int Pn = dfl_block_parts(Q), rpp = (Q + Pn - 1) / Pn, dti = dt(c, op->in[0]);
-  int v = C % 8 == 0 && ((uintptr_t)x & 15) == 0 && (dti == DFL_BF16 || dti == DFL_F16 || dti == DFL_F32);
-  void *a1[] = {&part, &x, &dti, &Q, &C, &B, &rpp, &v};
-  TRY(launch2(c, K_BLOCK_COLSUM, (C + 32 * (v ? 8 : 1) - 1) / (32 * (v ? 8 : 1)), Pn, 256, 0, a1));
-  void *a2[] = {&o, &dto, &part, &Pn, &R, &C};
-  return launch(c, K_BLOCK_COLFIN, C, a2);
-}
-
-static int op_linear_ce(dfl_cuda *c, int i) {
-  const dfl_op *op = &c->g->ops[i];
-  opstate *os = &c->impl->ops[i];
-  const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
-  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], rc = (int)os->lce.rows;
-  int per = (int)os->lce.period, Ru = (int)os->lce.rows_used;
-  void *logits = os->scratch + os->lce.lg_off;
-  char *stage = os->scratch + os->lce.st_off;
-  char *y = P(op->in[0]), *dy = P(op->out[4]);
-  const void *wl = P(op->in[1]);
-  void *labels = P(op->in[2]), *w = P(op->in[3]);
-  float *ce = P(op->out[1]), *cor = P(op->out[2]), *hit = P(op->out[3]), *num = P(op->out[0]);
-  long long ld = os->lce.ld;
-  int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 8 == 0 && ((uintptr_t)logits & 15) == 0 &&
-      (dtl == DFL_BF16 || dtl == DFL_F16 || dtl == DFL_F32);
-  size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
-  struct dfl_cuda_impl *im = c->impl;
-  int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16), gth = 0, sct = 1;
-  if (per > 1) { /* the anchor rows are not computed: their outputs are 0 */
-    CU(cudaMemsetAsync(ce, 0, (size_t)R * 4, im->stream));
-    CU(cudaMemsetAsync(cor, 0, (size_t)R * 4, im->stream));
-    CU(cudaMemsetAsync(hit, 0, (size_t)R * 4, im->stream));
-    CU(cudaMemset2DAsync(dy, (size_t)per * H * ed, 0, (size_t)H * ed, (size_t)(R / per), im->stream));
-  }
-  for (int r0 = 0; r0 < Ru; r0 += rc) {
-    int rn = Ru - r0 < rc ? Ru - r0 : rc, full = rn == rc;
-    long long r0l = r0;
-    const void *ysrc = y + (size_t)r0 * H * ey;
-    if (per > 1) {
-      void *ag[] = {&y, &stage, &r0l, &wy, &per, &gth};
-      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, ag));
-      ysrc = stage;
-    }
-    TRY(mm_run(c, &os->mm[full ? 0 : 1], ysrc, wl, logits));
-    void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec, &per};
-    TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
-    TRY(mm_run(c, &os->mm[full ? 2 : 3], logits, wl, per > 1 ? (void *)stage : (void *)(dy + (size_t)r0 * H * ed)));
-    if (per > 1) {
-      void *as[] = {&dy, &stage, &r0l, &wd, &per, &sct};
-      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, as));
-    }
-  }
-  void *an[] = {&num, &ce, &w, &R};
-  return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);
-}
-
 /* The 16-byte vector kernels: every pointer 16-byte aligned, every dtype bf16, f16 or f32. */
-static int vec_dtypes(const void *const *p, const int *d, int n) {
+int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n) {
   for (int k = 0; k < n; k++)
     if (((uintptr_t)p[k] & 15) || (d[k] != DFL_F32 && d[k] != DFL_BF16 && d[k] != DFL_F16)) return 0;
   return 1;
 }
 /* vec_dtypes, and every tensor bf16: the bf16-only kernels (their 16-byte rows are packed bf16) */
-static int bf16_vecs(const void *const *p, const int *d, int n) {
+int dfl_cu_bf16_vecs(const void *const *p, const int *d, int n) {
   for (int k = 0; k < n; k++)
     if (d[k] != DFL_BF16) return 0;
-  return vec_dtypes(p, d, n);
+  return dfl_cu_vec_dtypes(p, d, n);
 }
 /* Block size of the vector RMSNorm kernels (kernels/rmsnorm.cuh) for group size G, 0 when they do
 ** not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per block) or a
 ** multiple of 32 <= 1024 (one group per block). */
 static int rms_vec_block(int G, const void *const *p, const int *d, int n) {
   int L = G / 8;
-  if (G % 8 || L < 1 || !vec_dtypes(p, d, n)) return 0;
+  if (G % 8 || L < 1 || !dfl_cu_vec_dtypes(p, d, n)) return 0;
   if (L <= 32) return (L & (L - 1)) ? 0 : 512;
   return L % 32 == 0 && L <= 1024 ? L : 0;
 }
@@ -760,7 +562,7 @@ static int rowq_nch(int C, const dfl_op *op) {
 ** -1 (then the block kernels run). DFL_RMS_WARP=0 keeps the block kernels, for comparisons. */
 static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int n) {
   int V = G / 256;
-  if (env_off("DFL_RMS_WARP") || G % 256 || V < 1 || V > 32 || !bf16_vecs(p, d, n)) return -1;
+  if (dfl_cu_env_off("DFL_RMS_WARP") || G % 256 || V < 1 || V > 32 || !dfl_cu_bf16_vecs(p, d, n)) return -1;
   return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
 }
 
@@ -771,7 +573,7 @@ static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int
 ** runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
 static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d, int n) {
   int L = G / 8;
-  if (env_off("DFL_RMS_BWD_ROW") || !bf16_vecs(p, d, n)) return 0;
+  if (dfl_cu_env_off("DFL_RMS_BWD_ROW") || !dfl_cu_bf16_vecs(p, d, n)) return 0;
   if (G % 512 == 0) return G <= 8192 ? G : 0;
   if (G % 8 || L < 1 || L > 32 || (L & (L - 1))) return 0;
   for (int C = 4096; C >= 512; C /= 2)
@@ -779,90 +581,12 @@ static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d,
   return 0;
 }
 
-/* head_dim hd = 16 x a power of two, at most 512: a (row, head)'s hd / 16 threads are aligned lanes
-** of one warp (the vector RoPE kernels' normed form reduces across them by shuffles) */
-static int rope_hd16(int hd) { return hd % 16 == 0 && (hd / 16 & (hd / 16 - 1)) == 0 && hd <= 512; }
-/* ROPE on one tensor x (nh heads) into out; wn: the normed form's weight (NULL: plain). */
-static int rope_one(dfl_cuda *c, const dfl_op *op, void *o0, int d0, const void *i0, int d1, const void *wn, int dtw,
-                    int nh) {
-  struct dfl_cuda_impl *im = c->impl;
-  const dfl_attrs *at = &op->a;
-  int hd = at->head_dim, inv = at->inverse;
-  long long rows = (long long)numel(c, op->in[0]) / ((long long)at->heads * hd);
-  double th = at->theta; void *pos = P(op->in[1]);
-  int dty = at->mid_dtype;
-  float eps = (float)at->eps;
-  void *a[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv, &wn, &dtw, &dty, &eps};
-  if (wn && (!rope_hd16(hd) || !vec_dtypes((const void *[]){o0, i0, wn}, (const int[]){d0, d1, dtw}, 3))) {
-    fprintf(stderr, "dflc: cuda backend: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, "
-                    "and the tensors bf16/f16/f32\n", op->label, hd);
-    return DFL_ESHAPE;
-  }
-  /* DFL_ROPE_ROW=0: dfl_rope_v, for comparisons */
-  if (rope_hd16(hd) && !env_off("DFL_ROPE_ROW") &&
-      bf16_vecs((const void *[]){o0, i0, wn ? wn : o0}, (const int[]){d0, d1, wn ? dtw : d0}, 3) &&
-      (!wn || dty == DFL_BF16)) {
-    /* a row's hd / 16 threads walk its heads (kernels/rope.cuh dfl_rope_r); two CTAs an SM at most */
-    int ni = hd / 16, rb = 256 / ni;
-    int64_t nb = (rows + rb - 1) / rb, cap = (int64_t)im->nsm * 2;
-    void *ar[] = {&o0, &i0, &pos, &rows, &nh, &hd, &th, &inv, &wn, &eps};
-    return launch2(c, K_ROPE_R, nb < cap ? nb : cap, 1, 256, (size_t)(hd / 2) * 8, ar);
-  }
-  if (hd % 16 == 0 && hd <= 1024 && vec_dtypes((const void *[]){o0, i0}, (const int[]){d0, d1}, 2)) {
-    /* DFL_ROPE_RT (4) rows per CTA and pass, their angle table in shared memory after the hd / 2
-    ** inverse frequencies (double): 20 KiB at hd 1024, within what a launch gets without opting in */
-    int64_t nb = (rows + 3) / 4, cap = (int64_t)im->nsm * 8;
-    int ni = hd / 16;   /* threads of a (row, head); the block a multiple of them (kernels/rope.cuh) */
-    return launch2(c, K_ROPE_V, nb < cap ? nb : cap, 1, 256 / ni * ni, (size_t)5 * (hd / 2) * 8, a);
-  }
-  void *as[] = {&o0, &d0, &i0, &d1, &pos, &rows, &nh, &hd, &th, &inv};
-  return launch(c, K_ROPE, rows * nh * (hd / 2), as);
-}
-
-/* ROPE: single, normed (in[2] the norm weight: dfl_fuse_norm_rope; a.eps, the removed intermediate's
-** dtype in a.mid_dtype) or pair form (dfl_fuse_rope_pair: x2 and its weight after the single form's
-** inputs, a.kv_heads heads, out[1]). bf16 rows of hd = 16 x a power of two <= 512 go to the item
-** kernels (kernels/rope.cuh dfl_rope_p4/p8: DFL_ROPE_PH=4 or 8 heads an item, 8 by default), both
-** tensors in one launch; DFL_ROPE_P=0 takes rope_one's kernels, one launch per tensor. */
-static int op_rope(dfl_cuda *c, const dfl_op *op) {
-  const dfl_attrs *at = &op->a;
-  /* partial rotary (qwen3_5): its own kernel; the graph never fuses it (compiler/graph.c) */
-  if (at->rot_dim && at->rot_dim != at->head_dim) return dfl_cu_rope_part(c, op);
-  int pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3), hd = at->head_dim;
-  void *o0 = P(op->out[0]), *i0 = P(op->in[0]), *wn = normed ? P(op->in[2]) : NULL;
-  void *o1 = pair ? P(op->out[1]) : NULL, *i1 = pair ? P(op->in[normed ? 3 : 2]) : NULL;
-  void *wn1 = pair && normed ? P(op->in[4]) : NULL;
-  int d0 = dt(c, op->out[0]), d1 = dt(c, op->in[0]), dtw = normed ? dt(c, op->in[2]) : 0;
-  int nh = at->heads, nh2 = pair ? at->kv_heads : 0;
-  const void *pv[] = {o0, i0, wn ? wn : o0, pair ? o1 : o0, pair ? i1 : o0, wn1 ? wn1 : o0};
-  int dv[] = {d0, d1, wn ? dtw : d0, pair ? dt(c, op->out[1]) : d0, pair ? dt(c, op->in[normed ? 3 : 2]) : d0,
-              wn1 ? dt(c, op->in[4]) : d0};
-  if (rope_hd16(hd) && !env_off("DFL_ROPE_P") && !env_off("DFL_ROPE_ROW") && bf16_vecs(pv, dv, 6) &&
-      (!wn || at->mid_dtype == DFL_BF16)) {
-    int ph = env_is("DFL_ROPE_PH", "4") ? 4 : 8, ni = hd / 16;
-    long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
-    int64_t items = rows * ((nh + ph - 1) / ph + (nh2 + ph - 1) / ph), ipb = 256 / ni;
-    double th = at->theta; void *pos = P(op->in[1]);
-    int inv = at->inverse; float eps = (float)at->eps;
-    void *a[] = {&o0, &i0, &wn, &nh, &o1, &i1, &wn1, &nh2, &pos, &rows, &hd, &th, &inv, &eps};
-    /* at most the CTAs the SMs hold at once (three of p4, two of p8): each forms its inverse frequencies
-    ** (double pow) once; DFL_ROPE_GRID=all launches one CTA per 256 threads' items */
-    int64_t nb = (items + ipb - 1) / ipb, cap = (int64_t)c->impl->nsm * (ph == 4 ? 3 : 2);
-    if (!env_is("DFL_ROPE_GRID", "all") && nb > cap) nb = cap;
-    return launch2(c, ph == 4 ? K_ROPE_P4 : K_ROPE_P8, nb, 1, 256, (size_t)(hd / 2) * 8, a);
-  }
-  int rc = rope_one(c, op, o0, d0, i0, d1, wn, dtw, nh);
-  if (rc != DFL_OK || !pair) return rc;
-  return rope_one(c, op, o1, dt(c, op->out[1]), i1, dt(c, op->in[normed ? 3 : 2]), wn1,
-                  wn1 ? dt(c, op->in[4]) : 0, nh2);
-}
-
 /* The pipelined row kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr, dfl_rmsnorm_qr,
 ** dfl_quant_f8r, and the unquantized bf16 norm dfl_rmsnorm_r) take rows of C % 1024 == 0 features,
 ** C <= 12288 (C / 32 threads), their tensors bf16 and 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the
 ** other kernels. */
 static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
-  return !env_off("DFL_ROWQ_PIPE") && C % 1024 == 0 && C / 32 <= 384 && bf16_vecs(p, d, n);
+  return !dfl_cu_env_off("DFL_ROWQ_PIPE") && C % 1024 == 0 && C / 32 <= 384 && dfl_cu_bf16_vecs(p, d, n);
 }
 /* Launches one of them: C / 32 threads a CTA, about 768 threads an SM (two CTAs of the 8B's 384-thread
 ** SwiGLU rows, six of its 128-thread quantized rows) and never more CTAs than rows; each CTA walks rows */
@@ -936,9 +660,9 @@ static int exec_op(dfl_cuda *c, int i) {
   case DFL_OP_SUMSQ_ACC:
     return reduce(c, (float *)im->ops[i].scratch, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
   case DFL_OP_MATMUL: /* beta 1: C = in[2], the accumulator (== out, dfl_fuse) or the addend (dfl_fuse_add) */
-    return mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 3 && at->beta != 0 ? P(op->in[2]) : o0, o0);
+    return dfl_cu_mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 3 && at->beta != 0 ? P(op->in[2]) : o0, o0);
   case DFL_OP_MATMUL_F8: /* beta 1: C = in[4], the addend (dfl_fuse_add) */
-    return mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 5 && at->beta != 0 ? P(op->in[4]) : o0, o0);
+    return dfl_cu_mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 5 && at->beta != 0 ? P(op->in[4]) : o0, o0);
   case DFL_OP_QUANT_F8: {
     void *sc = P(op->out[1]);
     int C = (int)T(c, op->in[0])->shape[1];
@@ -1035,7 +759,7 @@ static int exec_op(dfl_cuda *c, int i) {
     void *a2[] = {&wout, &dto, &dw, &np, &Gi};
     return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 1024, 0, a2);
   }
-  case DFL_OP_ROPE: return op_rope(c, op);
+  case DFL_OP_ROPE: return dfl_cu_rope(c, op);
   case DFL_OP_CONV1D_SILU: return dfl_cu_conv1d_silu(c, op);
   case DFL_OP_L2NORM: return dfl_cu_l2norm(c, op);
   case DFL_OP_GDN_GATES: return dfl_cu_gdn_gates(c, op);
@@ -1060,7 +784,7 @@ static int exec_op(dfl_cuda *c, int i) {
   }
   case DFL_OP_BLOCK_ROWS: case DFL_OP_BLOCK_EXPAND: case DFL_OP_BLOCK_EXPAND_BWD: case DFL_OP_BLOCK_DROP:
   case DFL_OP_BLOCK_UNDROP:
-    return op_block_rows(c, i);
+    return dfl_cu_block_rows(c, i);
   case DFL_OP_DFLASH_BLOCKS: {
     void *pos = P(op->out[1]), *lab = P(op->out[2]), *w = P(op->out[3]), *lm = P(op->in[1]), *anc = P(op->in[2]),
          *kp = P(op->in[3]);
@@ -1077,7 +801,7 @@ static int exec_op(dfl_cuda *c, int i) {
   }
   case DFL_OP_ATTENTION: return dfl_cu_attention(c, op, 0, NULL, im->ops[i].tmaps);
   case DFL_OP_ATTENTION_BWD: return dfl_cu_attention(c, op, 1, im->ops[i].scratch, im->ops[i].tmaps);
-  case DFL_OP_LINEAR_CE: return op_linear_ce(c, i);
+  case DFL_OP_LINEAR_CE: return dfl_cu_linear_ce(c, i);
   case DFL_OP_OPT_PREP: {
     void *sq = P(op->in[0]), *den = P(op->in[1]); int dd = dt(c, op->in[1]);
     float lr = (float)at->lr, clip = (float)at->clip, b1 = (float)at->beta1, b2 = (float)at->beta2;

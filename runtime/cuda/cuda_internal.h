@@ -17,6 +17,17 @@
 /* Every CUDA call goes through DFL_CU: it names the call and file:line (llm.c style). */
 #define CU(call) DFL_CU(call)
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+/* Every cuBLASLt call goes through LT (CUDA calls: CU, cuda_internal.h): it names the call and file:line. */
+#define LT(call)                                                                                     \
+  do {                                                                                               \
+    cublasStatus_t s_ = (call);                                                                      \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                               \
+      fprintf(stderr, "%s:%d: %s failed: status %d\n", __FILE__, __LINE__, #call, (int)s_);         \
+      return DFL_ERR;                                                                                \
+    }                                                                                                \
+  } while (0)
+
+#define BLAS_WS ((size_t)DFL_CUBLASLT_WS_BYTES) /* fixed so the captured graph never allocates */
 
 #define MAX_EXECS 8 /* captured graphs (phase masks) a backend keeps */
 
@@ -35,6 +46,13 @@ typedef struct {
   float alpha, beta;
   int ok;
 } mm_t;
+
+/* runtime/cuda/gemm.c: cuBLASLt GEMMs, set up once per op */
+int dfl_cu_mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw, float beta, int fast, const char *label);
+int dfl_cu_mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, dfl_dtype da, dfl_dtype db, dfl_dtype dc, int lda, int ldb, int ldc, float alpha, float beta);
+void dfl_cu_mm_free(mm_t *m);
+int dfl_cu_mm_run_cd(dfl_cuda *c, mm_t *m, const void *A, const void *B, const void *C, void *D);
+int dfl_cu_mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C);
 
 typedef struct {
   mm_t mm[4];       /* MATMUL: [0]. LINEAR_CE: logits of a full row chunk, of the last chunk, dY of each */
@@ -104,6 +122,16 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
   int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
   return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
 }
+
+/* runtime/cuda/cuda.c: shared by the op files */
+int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n);
+int dfl_cu_bf16_vecs(const void *const *p, const int *d, int n);
+int dfl_cu_env_is(const char *name, const char *v);
+int dfl_cu_env_off(const char *name);
+/* runtime/cuda/loss.c, rope.c */
+int dfl_cu_block_rows(dfl_cuda *c, int i);
+int dfl_cu_linear_ce(dfl_cuda *c, int i);
+int dfl_cu_rope(dfl_cuda *c, const dfl_op *op);
 
 /* runtime/cuda/attention.c: ATTENTION and ATTENTION_BWD */
 int dfl_cu_att_wgmma(dfl_cuda *c, const dfl_op *op, int *qdo); /* 1: a wgmma kernel, which needs tensor maps */

@@ -1,0 +1,89 @@
+/*
+** loss.c: the drafter's block rows (BLOCK_ROWS and its family: row copies, the backward's column sums)
+** and the fused loss head (LINEAR_CE: cuBLASLt logit chunks and the row kernels of kernels/lce.cuh).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda.h"
+#include "runtime/cuda/cuda_internal.h"
+#include "compiler/plan.h"
+#include "compiler/status.h"
+
+/* BLOCK_ROWS, BLOCK_EXPAND, BLOCK_EXPAND_BWD, BLOCK_DROP, BLOCK_UNDROP (graph.h): row copies by
+** dfl_block_copy; the backward's head rows the same way (BLOCK_ROWS's first R rows), its MASK rows'
+** sums through f32 parts in the op's scratch (dfl_block_colsum, dfl_block_colfin: a fixed order). */
+int dfl_cu_block_rows(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const dfl_opcode code = op->code;
+  const int bwd = code == DFL_OP_BLOCK_EXPAND_BWD, outfull = code == DFL_OP_BLOCK_EXPAND || code == DFL_OP_BLOCK_UNDROP;
+  const dfl_tensor *full = T(c, outfull ? op->out[0] : op->in[0]);
+  int Q = (int)full->shape[0], C = full->ndim == 2 ? (int)full->shape[1] : 1, B = op->a.B, R = Q / B;
+  int dto = dt(c, op->out[0]);
+  void *o = P(op->out[0]), *x = P(op->in[0]);
+  long long rowb = (long long)C * (long long)dfl_dtype_size(full->dtype);
+  int u = rowb % 16 == 0 && (((uintptr_t)o | (uintptr_t)x) & 15) == 0 ? 16 : rowb % 4 == 0 && (((uintptr_t)o | (uintptr_t)x) & 3) == 0 ? 4 : 2;
+  int nrows = (int)T(c, op->out[0])->shape[0], mode = code == DFL_OP_BLOCK_EXPAND ? 1 : code == DFL_OP_BLOCK_DROP ? 2
+                                                    : code == DFL_OP_BLOCK_UNDROP ? 3 : 0;
+  if (bwd) nrows = R; /* the head rows by BLOCK_ROWS's copy; then the MASK rows' sums */
+  void *a[] = {&o, &x, &nrows, &rowb, &B, &R, &mode, &u};
+  int64_t cap = (int64_t)c->impl->nsm * c->impl->occ[K_BLOCK_COPY];
+  TRY(launch2(c, K_BLOCK_COPY, nrows < cap ? nrows : cap, 1, 256, 0, a));
+  if (!bwd) return DFL_OK;
+  float *part = (float *)c->impl->ops[i].scratch;
+  int Pn = dfl_block_parts(Q), rpp = (Q + Pn - 1) / Pn, dti = dt(c, op->in[0]);
+  int v = C % 8 == 0 && ((uintptr_t)x & 15) == 0 && (dti == DFL_BF16 || dti == DFL_F16 || dti == DFL_F32);
+  void *a1[] = {&part, &x, &dti, &Q, &C, &B, &rpp, &v};
+  TRY(launch2(c, K_BLOCK_COLSUM, (C + 32 * (v ? 8 : 1) - 1) / (32 * (v ? 8 : 1)), Pn, 256, 0, a1));
+  void *a2[] = {&o, &dto, &part, &Pn, &R, &C};
+  return launch(c, K_BLOCK_COLFIN, C, a2);
+}
+
+int dfl_cu_linear_ce(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  opstate *os = &c->impl->ops[i];
+  const dfl_tensor *Y = T(c, op->in[0]), *W = T(c, op->in[1]);
+  int R = (int)Y->shape[0], H = (int)Y->shape[1], V = (int)W->shape[0], rc = (int)os->lce.rows;
+  int per = (int)os->lce.period, Ru = (int)os->lce.rows_used;
+  void *logits = os->scratch + os->lce.lg_off;
+  char *stage = os->scratch + os->lce.st_off;
+  char *y = P(op->in[0]), *dy = P(op->out[4]);
+  const void *wl = P(op->in[1]);
+  void *labels = P(op->in[2]), *w = P(op->in[3]);
+  float *ce = P(op->out[1]), *cor = P(op->out[2]), *hit = P(op->out[3]), *num = P(op->out[0]);
+  long long ld = os->lce.ld;
+  int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 8 == 0 && ((uintptr_t)logits & 15) == 0 &&
+      (dtl == DFL_BF16 || dtl == DFL_F16 || dtl == DFL_F32);
+  size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
+  struct dfl_cuda_impl *im = c->impl;
+  int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16), gth = 0, sct = 1;
+  if (per > 1) { /* the anchor rows are not computed: their outputs are 0 */
+    CU(cudaMemsetAsync(ce, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemsetAsync(cor, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemsetAsync(hit, 0, (size_t)R * 4, im->stream));
+    CU(cudaMemset2DAsync(dy, (size_t)per * H * ed, 0, (size_t)H * ed, (size_t)(R / per), im->stream));
+  }
+  for (int r0 = 0; r0 < Ru; r0 += rc) {
+    int rn = Ru - r0 < rc ? Ru - r0 : rc, full = rn == rc;
+    long long r0l = r0;
+    const void *ysrc = y + (size_t)r0 * H * ey;
+    if (per > 1) {
+      void *ag[] = {&y, &stage, &r0l, &wy, &per, &gth};
+      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, ag));
+      ysrc = stage;
+    }
+    TRY(dfl_cu_mm_run(c, &os->mm[full ? 0 : 1], ysrc, wl, logits));
+    void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec, &per};
+    TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
+    TRY(dfl_cu_mm_run(c, &os->mm[full ? 2 : 3], logits, wl, per > 1 ? (void *)stage : (void *)(dy + (size_t)r0 * H * ed)));
+    if (per > 1) {
+      void *as[] = {&dy, &stage, &r0l, &wd, &per, &sct};
+      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, as));
+    }
+  }
+  void *an[] = {&num, &ce, &w, &R};
+  return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);
+}
+
