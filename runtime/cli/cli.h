@@ -35,6 +35,7 @@ typedef struct dfl_deep_opts {
   const char *out_dir;
   const char *resume;
   int fresh_train, restart;
+  int data;   /* `dflc check`: load the data files as train will (train loads them itself, first) */
 } dfl_deep_opts;
 struct dfl_spec_where;
 void dfl_check_deep(const struct dfl_spec *s, const struct dfl_spec_where *w, void *opts);

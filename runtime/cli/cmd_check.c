@@ -16,6 +16,7 @@
 #include "compiler/spec.h"
 #include "models/models.h"
 #include "runtime/io/checkpoint.h"
+#include "runtime/io/data.h"
 #include "runtime/io/export.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/io/weights.h"
@@ -189,10 +190,42 @@ static void check_prepared(const dfl_spec *s, const dfl_spec_where *w) {
   }
 }
 
+/* The data files loaded as train loads them (its bad-row policy, vocab and capacity): a packed
+** file with a bad checksum, truncated or compressed, or a file with no usable row, fails here and
+** not after the run has started. The loader's messages become this check's, at the file's key. */
+static void check_data(const dfl_spec *s, const dfl_spec_where *w) {
+  if (s->format == DFL_DATA_RANDOM) return;
+  for (int pass = 0; pass < 2; pass++) {
+    const char *path = pass == 0 ? s->train_path : s->eval_path;
+    if (!path[0]) continue;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *log = open_memstream(&buf, &len);
+    if (!log) return;
+    dfl_dataset d;
+    memset(&d, 0, sizeof d);
+    int rc = dfl_data_load_fmt(path, s->format, s->target.vocab, s->seq_len, s->bad_rows, log, &d);
+    fclose(log);
+    if (rc == DFL_OK) dfl_data_free(&d);
+    else {
+      reporter r = {dfl_spec_where_key(w, "data", pass == 0 ? "train" : "eval"), 0};
+      int any = 0;
+      for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+        if (strncmp(line, "note:", 5) && !strstr(line, ": note: ")) { report_line(&r, line); any = 1; }   /* notes are not refusals */
+      if (!any) report_line(&r, "the data file is refused");
+      report_rest(&r, "the data");
+      dfl_diag_help("train refuses this file before its first step (`bad_rows = skip` passes over bad rows, not a "
+                    "damaged file or one with no usable row)");
+    }
+    free(buf);
+  }
+}
+
 void dfl_check_deep(const dfl_spec *s, const dfl_spec_where *w, void *opts) {
   const dfl_deep_opts *o = opts;
   check_run_dir(s, w, o ? o->out_dir : NULL);
   if (o && o->fresh_train && !o->restart) check_earlier_run(s, w, o->out_dir);
+  if (o && o->data && dfl_diag_errors() == 0) check_data(s, w);
   check_weights(s, w);
   check_prepared(s, w);
   if (!(o && o->no_plan) && dfl_diag_errors() == 0) check_plan(s, w);
@@ -205,7 +238,8 @@ static void usage(FILE *f) {
           "Parse and validate a pipeline spec: everything `dflc train` would refuse before its first\n"
           "step. The target's config.json and the safetensors headers of its weights are read (never\n"
           "the weight data): every tensor the graph needs, with its shape and a float dtype, shards and\n"
-          "index in agreement. Data files must be regular, non-empty files (gzip when named .gz), and the\n"
+          "index in agreement. Data files must be regular, non-empty files (gzip when named .gz), loaded\n"
+          "as train loads them (a packed file's checksum, at least one usable row), and the\n"
           "target's config.json, index and weights regular files (a FIFO is refused, never opened); the\n"
           "checkpoint and run (runs/NAME) directories must be creatable; every device's memory plan\n"
           "must fit its budget (the verdict of `dflc plan`; a CPU without a budget: this machine's\n"
@@ -243,7 +277,7 @@ int dfl_cmd_check(int argc, char **argv) {
   }
   static dfl_spec spec;   /* large (device table, paths): keep it off the stack */
   dfl_diag_reset();
-  dfl_deep_opts o = {0, NULL, NULL, 0, 0};
+  dfl_deep_opts o = {0, NULL, NULL, 0, 0, 1};
   int rc = dfl_spec_load_deep(file, &spec, dfl_check_deep, &o);
   return rc == DFL_OK && dfl_diag_errors() == 0 ? 0 : 1;
 }

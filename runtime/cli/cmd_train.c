@@ -157,7 +157,7 @@ int dfl_cmd_train(int argc, char **argv) {
   if (!s || !tr) return 1;
   /* everything dflc check refuses, before minutes of loading (the plan: unless --over-budget, or
   ** --unplanned, which allocates per tensor) */
-  dfl_deep_opts deep = {over_budget || o.unplanned, o.out_dir, o.resume, !o.resume, restart};
+  dfl_deep_opts deep = {over_budget || o.unplanned, o.out_dir, o.resume, !o.resume, restart, 0};
   int rc = dfl_spec_load_deep(spec_path, s, dfl_check_deep, &deep);
   if (rc == DFL_OK) rc = begin_run(s, &o, restart);
   if (rc == DFL_OK && dfl_pipe_wants(s)) {

@@ -9,6 +9,7 @@
 # dangling link or a link loop: refused as what they are (issue 43), by check and train. A checkpoint
 # directory under /proc, behind a dangling link, or the root directory. A released drafter whose
 # config.json disagrees with the spec (block_size, mask_token_id, target_layer_ids) or is empty.
+# Data train would refuse: packed with a bad checksum, truncated or compressed; no usable row.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_check_deep.sh PATH/TO/dflc [--update]}
@@ -150,6 +151,20 @@ ln -s "$T/nowhere" "$T/ckpt_dangling"
 for c in "proc:/proc/dflc-ckpt" "dangling:$T/ckpt_dangling" "root:/"; do
   sed "s#\"$T/ckpt\"#\"${c#*:}\"#" "$T/host.dfl" > "$T/ckpt_${c%%:*}.dfl"
   golden "ckpt_dir_${c%%:*}" 1 check "$T/ckpt_${c%%:*}.dfl"
+done
+
+# data train would refuse, refused by check (issue 43 item 6): a packed file with a bad checksum,
+# truncated, or gzip-compressed; a JSONL file with no usable row under bad_rows = skip
+"$DFLC" pack "$ROOT/examples/data/nano_eval.jsonl.gz" -o "$T/good.dflpack" --quiet || { echo "FAIL: dflc pack"; fails=$((fails + 1)); }
+cp "$T/good.dflpack" "$T/crc.dflpack"; printf '\377' | dd of="$T/crc.dflpack" bs=1 seek=100 conv=notrunc 2>/dev/null
+head -c 200 "$T/good.dflpack" > "$T/short.dflpack"
+gzip -c "$T/good.dflpack" > "$T/gz.dflpack"
+printf '{"input_ids": [1, 2]}\n{"loss_mask": [1]}\n' > "$T/norows.jsonl"
+for c in crc short gz norows; do
+  f="$T/$c.dflpack"; [ $c = norows ] && f="$T/norows.jsonl"
+  sed -e "s#\"$ROOT/examples/data/nano_train.jsonl.gz\"#\"$f\"#" -e 's/  seed    = 0/  seed    = 0\n  bad_rows = skip/' \
+    "$T/host.dfl" > "$T/data_$c.dfl"
+  golden "data_$c" 1 check "$T/data_$c.dfl"
 done
 
 echo "check_deep: $n cases, $fails failed"
