@@ -341,8 +341,13 @@ int dfl_ckpt_resolve(const char *path, char *out, size_t outlen) {
     snprintf(out, outlen, "%s", path);
     return DFL_OK;
   }
-  if (!is_dir(path)) {
-    fprintf(stderr, "dflc: checkpoint %s: no such directory\n", path);
+  if (!is_dir(path)) {   /* what it is instead: missing, a file, a dangling link, a loop */
+    struct stat st, lst;
+    int there = stat(path, &st) == 0, e = errno;
+    fprintf(stderr, "dflc: checkpoint %s: %s\n", path,
+            there ? "not a directory (a checkpoint is a step-N directory, or the directory holding them)"
+            : e == ELOOP ? "a symbolic link loop"
+            : lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) ? "a dangling symbolic link" : "no such directory");
     return DFL_EIO;
   }
   int64_t *steps;

@@ -967,13 +967,40 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   return DFL_OK;
 }
 
+/* A path as a shell word: as is when it holds only safe characters, else in single quotes (a
+** quote inside as '\''), so the printed command can be pasted for a path with spaces. */
+static const char *shell_word(char *buf, size_t n, const char *p, const char *suffix) {
+  char full[2 * DFL_PATH_MAX];
+  snprintf(full, sizeof full, "%s%s", p, suffix);
+  int safe = full[0] != 0;
+  for (const char *q = full; *q && safe; q++)
+    safe = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || strchr("/._-+,:=@%", *q);
+  if (safe) {
+    snprintf(buf, n, "%s", full);
+    return buf;
+  }
+  size_t k = 0;
+  if (k + 1 < n) buf[k++] = '\'';
+  for (const char *q = full; *q && k + 5 < n; q++) {
+    if (*q == '\'') { memcpy(buf + k, "'\\''", 4); k += 4; }
+    else buf[k++] = *q;
+  }
+  if (k + 1 < n) buf[k++] = '\'';
+  buf[k < n ? k : n - 1] = 0;
+  return buf;
+}
+
 void dfl_train_next_steps(FILE *log, const char *spec, const char *out_dir, int exported, const char *ckpt) {
+  char a[4 * DFL_PATH_MAX + 8], b[4 * DFL_PATH_MAX + 8], c[4 * DFL_PATH_MAX + 8];
   if (exported) {
     fprintf(log, "the drafter is in %s/drafter (Hugging Face DFlash format, for SGLang/vLLM)\n", out_dir);
-    fprintf(log, "next: dflc eval %s --drafter %s/drafter\n", spec, out_dir);
+    fprintf(log, "next: dflc eval %s --drafter %s\n", shell_word(a, sizeof a, spec, ""),
+            shell_word(b, sizeof b, out_dir, "/drafter"));
   } else if (ckpt && ckpt[0]) {
     fprintf(log, "the newest checkpoint is %s\n", ckpt);
-    fprintf(log, "next: dflc train %s --out %s --resume %s   (or: dflc export %s -o DIR)\n", spec, out_dir, ckpt, ckpt);
+    shell_word(c, sizeof c, ckpt, "");
+    fprintf(log, "next: dflc train %s --out %s --resume %s   (or: dflc export %s -o DIR)\n", shell_word(a, sizeof a, spec, ""),
+            shell_word(b, sizeof b, out_dir, ""), c, c);
   }
   fflush(log);
 }

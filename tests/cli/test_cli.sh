@@ -131,7 +131,10 @@ expect 2 'usage: dflc export' export "$T/notckpt"
 expect 2 '-o needs a path' export "$T/notckpt" -o
 expect 2 '--spec needs a path' export "$T/notckpt" -o "$T/exp" --spec
 expect 1 'no such directory' export "$MISSING" -o "$T/exp"
-expect 1 'no such directory' export "$T/binary.dfl" -o "$T/exp"
+expect 1 'binary.dfl: not a directory' export "$T/binary.dfl" -o "$T/exp"
+expect 1 'binary.dfl: not a directory' train examples/nano.dfl --resume "$T/binary.dfl" --out "$T/tr"
+ln -s loop_b "$T/loop_a"; ln -s loop_a "$T/loop_b"
+expect 1 'loop_a: a symbolic link loop' export "$T/loop_a" -o "$T/exp"
 expect 1 'not a checkpoint' export "$T/notckpt" -o "$T/exp"
 
 # --- verify (2: the fixture cannot be checked)

@@ -13,7 +13,8 @@
 #     run's checkpoints is refused (golden stderr) unless --restart, which moves them aside; a
 #     resume notes what changed (lr) and refuses a change it cannot continue under (block_size);
 #     pruning removes only this run's checkpoints, never a folder without the trainer's files;
-#     a resumed checkpoint with a NaN in its params or optimizer state is refused naming the tensor.
+#     a resumed checkpoint with a NaN in its params or optimizer state is refused naming the tensor;
+#   - the next: command quotes a path with a space.
 # Run from the repository root (ctest does).
 set -u
 DFLC=${1:?usage: test_train_ux.sh PATH/TO/dflc}
@@ -126,6 +127,11 @@ for kind in param state; do
   then ok "a NaN in the checkpoint's $kind tensors is refused, naming $name"
   else bad "NaN in a checkpoint's $kind tensor ($name, exit $rc)" "$T/j.err"; fi
 done
+
+# 7. the printed next: command quotes a path with a space, so it can be pasted
+"$DFLC" train "$T/nano.dfl" --steps 1 --no-eval --out "$T/my run" > "$T/k.out" 2>&1 || bad "train --out 'my run'" "$T/k.out"
+if tail -1 "$T/k.out" | grep -qF "next: dflc eval $T/nano.dfl --drafter '$T/my run/drafter'"; then ok "next: quotes a path with a space"
+else bad "next: does not quote a path with a space" "$T/k.out"; fi
 
 echo "train_ux: $n checks, $fails failed"
 [ $fails = 0 ]
