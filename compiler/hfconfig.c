@@ -128,6 +128,16 @@ static int family_of(const char *s, dfl_family *f) {
 
 /* A number from `obj`, else from `inner` (rope_parameters); `dflt` when neither has it. */
 static double num_either(cfgctx *c, json_t *obj, json_t *inner, const char *key, double dflt) {
+  /* both places, disagreeing: which one HF applies depends on its version, so neither is taken */
+  json_t *a = json_object_get(obj, key), *b = json_is_object(inner) ? json_object_get(inner, key) : NULL;
+  if (json_is_number(a) && json_is_number(b) && json_number_value(a) != json_number_value(b)) {
+    dfl_diag_error(key_loc(c->src, key), "`%s` is %g here and %g in rope_parameters", key, json_number_value(a),
+                   json_number_value(b));
+    dfl_diag_help("keep one value (the checkpoint's model card says which): the two disagree, and HF versions "
+                  "differ in which they read");
+    c->errors++;
+    return json_number_value(a);
+  }
   if (json_object_get(obj, key)) return num_field(c, obj, key, dflt);
   if (json_is_object(inner) && json_object_get(inner, key)) return num_field(c, inner, key, dflt);
   return dflt;
