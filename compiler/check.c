@@ -530,10 +530,14 @@ static void check_drafter(dfl_check *c) {
       dfl_diag_error(m->loc, "mask token %lld is not a row of the target's embedding table (vocab %d)", (long long)m->i, t->vocab);
       dfl_diag_help("use a reserved or special token id below %d", t->vocab);
     } else if (c->arch_ok && s->target_dir[0]) {
-      char tok[128];
-      if (dfl_tokenizer_classify(s->target_dir, s->mask_token, tok, sizeof tok) == DFL_TOKEN_ORDINARY) {
+      char tok[DFL_PATH_MAX + 256];
+      dfl_token_class tc = dfl_tokenizer_classify(s->target_dir, s->mask_token, tok, sizeof tok);
+      if (tc == DFL_TOKEN_ORDINARY) {
         dfl_diag_warning(m->loc, "mask token %d is the ordinary token `%s` in %s/tokenizer.json", s->mask_token, tok, s->target_dir);
         dfl_diag_help("the MASK row should be a token the target never sees in text: a special/added token or an id past the tokenizer's vocabulary");
+      } else if (tc == DFL_TOKEN_BROKEN) {   /* was passed over as if absent */
+        dfl_diag_warning(m->loc, "the mask token is not checked against the tokenizer: %s", tok);
+        dfl_diag_help("a damaged download? fetch tokenizer.json again (training does not read it)");
       }
     }
   }

@@ -315,11 +315,23 @@ dfl_token_class dfl_tokenizer_classify(const char *dir, int id, char *buf, size_
   if (n) buf[0] = 0;
   char *text, why[DFL_PATH_MAX + 64];
   size_t len;
-  if (dfl_file_why(path, why, sizeof why)) return DFL_TOKEN_UNKNOWN;   /* a FIFO would block the read */
-  if (dfl_read_file(path, TOKENIZER_MAX_BYTES, &text, &len) != DFL_OK) return DFL_TOKEN_UNKNOWN;
-  json_t *root = json_loadb(text, len, 0, NULL);
+  struct stat lst;
+  if (dfl_file_why(path, why, sizeof why)) {   /* a FIFO would block the read; absent: nothing to say */
+    if (lstat(path, &lst) != 0) return DFL_TOKEN_UNKNOWN;
+    if (n) snprintf(buf, n, "%s", why);
+    return DFL_TOKEN_BROKEN;
+  }
+  if (dfl_read_file(path, TOKENIZER_MAX_BYTES, &text, &len) != DFL_OK) {
+    if (n) snprintf(buf, n, "`%s` cannot be read (%s)", path, strerror(errno));
+    return DFL_TOKEN_BROKEN;
+  }
+  json_error_t je;
+  json_t *root = json_loadb(text, len, 0, &je);
   free(text);
-  if (!root) return DFL_TOKEN_UNKNOWN;
+  if (!root) {
+    if (n) snprintf(buf, n, "`%s`:%d: not valid JSON (%s)", path, je.line, je.text);
+    return DFL_TOKEN_BROKEN;
+  }
   dfl_token_class cls = DFL_TOKEN_UNKNOWN;
   json_t *added = json_object_get(root, "added_tokens");
   size_t i;

@@ -23,7 +23,8 @@ typedef enum {
   DFL_TOKEN_SPECIAL,      /* an added/special token */
   DFL_TOKEN_PAST_VOCAB,   /* past the tokenizer's vocabulary (padding rows) */
   DFL_TOKEN_UNUSED,       /* inside the vocabulary range but no token has it */
-  DFL_TOKEN_ORDINARY      /* an ordinary BPE token: suspicious as a mask token */
+  DFL_TOKEN_ORDINARY,     /* an ordinary BPE token: suspicious as a mask token */
+  DFL_TOKEN_BROKEN        /* tokenizer.json is there but not a regular file or not JSON (why in buf) */
 } dfl_token_class;
 
 /* Classify token `id` with DIR/tokenizer.json; for ordinary tokens copies its text to buf. */

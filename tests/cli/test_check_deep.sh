@@ -140,7 +140,9 @@ rm "$T/fifo_loop/config.json"; ln -s config.json "$T/fifo_loop/config.json"
 golden target_fifo_weights 1 check "$T/fifo_weights.dfl"
 golden target_fifo_config 1 check "$T/fifo_config.dfl"
 golden target_fifo_index 1 check "$T/fifo_index.dfl"
-golden target_fifo_tokenizer 0 check "$T/fifo_tokenizer.dfl"   # optional (the mask token's class): passed over
+golden target_fifo_tokenizer 0 check "$T/fifo_tokenizer.dfl"   # optional (the mask token's class): a warning
+model tok_broken; cp "$NANO" "$T/tok_broken/"; printf '{"model": {"vocab": ' > "$T/tok_broken/tokenizer.json"; spec tok_broken tok_broken
+golden target_tokenizer_broken 0 check "$T/tok_broken.dfl"
 golden target_dangling 1 check "$T/fifo_dangling.dfl"
 golden target_loop 1 check "$T/fifo_loop.dfl"
 golden train_fifo_weights 1 train "$T/fifo_weights.dfl" --steps 1 --out "$T/run_fifo"
