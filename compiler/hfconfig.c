@@ -309,6 +309,38 @@ int dfl_hfconfig_load(const char *dir, dfl_arch *out, dfl_loc from) {
   return rc;
 }
 
+/* A byte-level BPE vocabulary key (GPT-2's bytes_to_unicode: printable bytes stand for themselves,
+** the other 68 are U+0100.. in byte order) as the text it stands for, so a message shows `，`, not
+** `ï¼Į`. Bytes that are not printable UTF-8 are written \xNN. A key with other code points is
+** not byte-level: copied as is. */
+static void byte_level_text(const char *key, char *out, size_t n) {
+  unsigned char b[512];
+  size_t k = 0;
+  const unsigned char *p = (const unsigned char *)key;
+  while (*p && k < sizeof b) {
+    unsigned cp, len = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : 0;
+    if (len == 1) cp = *p;
+    else if (len == 2 && (p[1] & 0xc0) == 0x80) cp = (unsigned)(*p & 0x1f) << 6 | (p[1] & 0x3f);
+    else { snprintf(out, n, "%s", key); return; }   /* not a byte-level key */
+    int self = (cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255);
+    if (self) b[k++] = (unsigned char)cp;
+    else if (cp >= 256 && cp < 256 + 68) {
+      unsigned idx = cp - 256;   /* the idx-th byte outside the printable ranges */
+      b[k++] = (unsigned char)(idx <= 32 ? idx : idx <= 66 ? 127 + (idx - 33) : 173);
+    } else { snprintf(out, n, "%s", key); return; }
+    p += len;
+  }
+  size_t o = 0;
+  for (size_t i = 0; i < k && o + 5 < n;) {
+    unsigned len = b[i] < 0x80 ? 1 : (b[i] >> 5) == 6 ? 2 : (b[i] >> 4) == 14 ? 3 : (b[i] >> 3) == 30 ? 4 : 0;
+    int ok = len && i + len <= k && (len == 1 ? b[i] >= 0x20 && b[i] != 0x7f : 1);
+    for (unsigned j = 1; ok && j < len; j++) ok = (b[i + j] & 0xc0) == 0x80;
+    if (ok && o + len < n) { memcpy(out + o, b + i, len); o += len; i += len; }
+    else { o += (size_t)snprintf(out + o, n - o, "\\x%02X", b[i]); i++; }
+  }
+  out[o < n ? o : n - 1] = 0;
+}
+
 dfl_token_class dfl_tokenizer_classify(const char *dir, int id, char *buf, size_t n) {
   char path[DFL_PATH_MAX + 32];
   join(path, sizeof path, dir, "tokenizer.json");
@@ -353,7 +385,7 @@ dfl_token_class dfl_tokenizer_classify(const char *dir, int id, char *buf, size_
       if (x > maxid) maxid = x;
       if (x == id && cls != DFL_TOKEN_ORDINARY) {
         cls = DFL_TOKEN_ORDINARY;
-        if (n) snprintf(buf, n, "%s", key);
+        if (n) byte_level_text(key, buf, n);
       }
     }
     if (cls != DFL_TOKEN_ORDINARY && id > maxid) cls = DFL_TOKEN_PAST_VOCAB;
