@@ -150,10 +150,17 @@ static int rows_shape(const dfl_tensor *tt, const dfl_st *st, const dfl_st_entry
   int64_t got_r = p > 0 && N % p == 0 && w->a >= 0 && w->a < w->b && w->b <= p ? N / p * (w->b - w->a) : -1;
   if (got_r != want_r || C != want_c) {
     char a[96], b[96];
-    dfl_st_shape_str(a, sizeof a, tt->ndim, tt->shape);
     dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);
-    snprintf(err, errlen, "%s: tensor %s: expected %s from rows %lld:%lld%s%.0lld of it, found %s", st->files[e->file].path,
-             e->name, a, (long long)w->a, (long long)w->b, w->p ? " of every " : "", (long long)w->p, b);
+    if (w->p > 0 && w->b > w->a && want_r % (w->b - w->a) == 0) {
+      /* a per-period slice (q/k/v of a fused projection or conv): say what the whole stored tensor
+      ** must be, rows and the values of a row, as the model's config implies it */
+      snprintf(err, errlen, "%s: tensor %s: expected %lld rows of %lld values each (from config.json), found %s",
+               st->files[e->file].path, e->name, (long long)(w->p * (want_r / (w->b - w->a))), (long long)want_c, b);
+    } else {
+      dfl_st_shape_str(a, sizeof a, tt->ndim, tt->shape);
+      snprintf(err, errlen, "%s: tensor %s: expected %s from rows %lld:%lld of it, found %s", st->files[e->file].path,
+               e->name, a, (long long)w->a, (long long)w->b, b);
+    }
     return DFL_ESHAPE;
   }
   return DFL_OK;
@@ -281,7 +288,7 @@ int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const cha
 int dfl_weights_check(const dfl_graph *g, const dfl_st *st, unsigned kind_mask, const char *prefix,
                       void (*report)(void *ctx, const char *msg), void *ctx) {
   int wrapped = is_wrapped(st, kind_mask, prefix), bad = 0;
-  char err[1024];
+  char err[1024], last[DFL_NAME_MAX] = "";
   for (int t = 0; t < g->nt; t++) {
     const dfl_tensor *tt = &g->t[t];
     if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue;
@@ -289,7 +296,12 @@ int dfl_weights_check(const dfl_graph *g, const dfl_st *st, unsigned kind_mask, 
     const dfl_st_entry *e;
     if (resolve(g, t, st, prefix, wrapped, &w, &e, err, sizeof err) != DFL_OK) {
       bad++;
-      if (report) report(ctx, err);
+      /* the slices of one stored tensor (q, k, v of a fused projection) come one after another:
+      ** one message for the stored tensor, not one per slice */
+      wsrc ws;
+      wsrc_parse(tt->name, &ws);
+      if (report && strcmp(ws.base, last)) report(ctx, err);
+      snprintf(last, sizeof last, "%s", ws.base);
     }
   }
   return bad;

@@ -8,7 +8,8 @@
 # plan over budget unless --over-budget. The target's weights, index or config.json as a FIFO, a
 # dangling link or a link loop: refused as what they are (issue 43), by check and train. A checkpoint
 # directory under /proc, behind a dangling link, or the root directory. A released drafter whose
-# config.json disagrees with the spec (block_size, mask_token_id, target_layer_ids) or is empty.
+# config.json disagrees with the spec (block_size, mask_token_id, target_layer_ids) or is empty. A
+# hybrid whose conv kernel size is not the checkpoint's: one error per stored tensor.
 # Data train would refuse: packed with a bad checksum, truncated or compressed; no usable row.
 # Run from the repository root (ctest does).
 set -u
@@ -75,6 +76,12 @@ golden weights_shape 1 check "$T/shape.dfl"
 golden weights_missing 1 check "$T/missing.dfl"
 golden weights_shard_index 1 check "$T/shards.dfl"
 golden weights_shard_missing 1 check "$T/shardmiss.dfl"
+# the hybrid's conv1d read as three slices (q, k, v): a kernel size the checkpoint does not have is one
+# error per stored tensor, in its own terms (rows and values a row), not one per slice
+model conv3 nano-hybrid; spec conv3 conv3 nano-hybrid; cp "$ROOT/examples/models/nano-hybrid/model.safetensors" "$T/conv3/"
+sed -i "s#\"models/nano-hybrid\"#\"$T/conv3\"#" "$T/conv3.dfl"
+sed -i 's/"linear_conv_kernel_dim": *4/"linear_conv_kernel_dim": 3/' "$T/conv3/config.json"
+golden weights_conv_kernel 1 check "$T/conv3.dfl"
 
 # the memory plan: over a budget, over this machine
 spec budget good; model good; cp "$NANO" "$T/good/"
