@@ -11,7 +11,7 @@ set_source_files_properties(${BISON_dfl_parser_OUTPUTS} ${FLEX_dfl_scanner_OUTPU
 add_library(dfl_front STATIC
   compiler/diag.c compiler/ast.c compiler/hfconfig.c compiler/check.c compiler/check_schema.c compiler/check_topology.c
   ${BISON_dfl_parser_OUTPUTS} ${FLEX_dfl_scanner_OUTPUTS})
-target_link_libraries(dfl_front PUBLIC ${JANSSON_LIB} m)
+target_link_libraries(dfl_front PUBLIC dfl_ir ${JANSSON_LIB} m)
 
 dfl_add_test(test_front_unit SOURCES tests/front/test_front_unit.c LIBS dfl_front)
 add_test(NAME front_golden COMMAND bash ${CMAKE_SOURCE_DIR}/tests/front/run_golden.sh $<TARGET_FILE:dflc>

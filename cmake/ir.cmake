@@ -4,7 +4,8 @@ add_library(dfl_ir STATIC
   compiler/autodiff.c
   compiler/optim.c
   compiler/fuse.c
-  compiler/sched.c)
+  compiler/sched.c
+  compiler/file.c)
 target_link_libraries(dfl_ir PUBLIC m)
 
 # runtime/cpu/: the CPU reference backend (the f32 and f64 interpreters of one source).

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include "compiler/diag.h"
+#include "compiler/file.h"
 #include "compiler/spec.h"
 
 /* Read DIR/config.json into *out. `from` is where the spec names DIR (a note on errors). */
@@ -30,10 +31,6 @@ typedef enum {
 /* Classify token `id` with DIR/tokenizer.json; for ordinary tokens copies its text to buf. */
 dfl_token_class dfl_tokenizer_classify(const char *dir, int id, char *buf, size_t n);
 
-/* Whether path is a regular file (stat'ed before anything opens it: open() of a FIFO blocks until a
-** writer comes). DFL_OK, or DFL_EIO with why: a FIFO, device, socket or directory, a dangling
-** symbolic link or a loop named as such, a missing file. */
-int dfl_file_why(const char *path, char *why, size_t n);
 /* Read a whole file (at most max bytes) into a malloc'd NUL-terminated buffer. Returns DFL_OK,
 ** DFL_EIO (errno set), or DFL_EFORMAT when it is larger than max or a directory. A FIFO blocks it:
 ** the target's files go through dfl_file_why first (the spec may be a device: it is read). */

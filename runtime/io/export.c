@@ -330,7 +330,7 @@ int dfl_drafter_check_config(const char *dir, const dfl_spec *s, char *err, size
   snprintf(cpath, sizeof cpath, "%s/config.json", dir);
   json_error_t je;
   char why[DFL_PATH_MAX + 64];
-  if (dfl_io_file_why(cpath, why, sizeof why) && access(cpath, F_OK) == 0)   /* a FIFO would block json_load_file */
+  if (dfl_file_why(cpath, why, sizeof why) && access(cpath, F_OK) == 0)   /* a FIFO would block json_load_file */
     return dfl_io_seterr(err, errlen, DFL_EIO, "%s: not a drafter directory?", why);
   json_t *c = json_load_file(cpath, JSON_REJECT_DUPLICATES, &je);
   if (!c) {

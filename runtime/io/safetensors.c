@@ -276,7 +276,7 @@ static int add_file(dfl_st *st, const char *path, char *err, size_t errlen) {
   if (!f->path) return dfl_io_seterr(err, errlen, DFL_ENOMEM, "%s: out of memory", path);
   st->nfiles++;
   char why[DFL_PATH_MAX + 64];
-  if (dfl_io_file_why(path, why, sizeof why)) return dfl_io_seterr(err, errlen, DFL_EIO, "%s", why);
+  if (dfl_file_why(path, why, sizeof why)) return dfl_io_seterr(err, errlen, DFL_EIO, "%s", why);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return dfl_io_seterr(err, errlen, DFL_EIO, "%s: cannot open (%s)", path, strerror(errno));
@@ -300,27 +300,6 @@ static int add_file(dfl_st *st, const char *path, char *err, size_t errlen) {
   return parse_file(st, st->nfiles - 1, err, errlen);
 }
 
-int dfl_io_file_why(const char *path, char *why, size_t n) {
-  struct stat st, lst;
-  if (stat(path, &st) != 0) {
-    int e = errno;
-    char to[DFL_PATH_MAX];
-    ssize_t k;
-    if (e == ELOOP) snprintf(why, n, "`%s` is a symbolic link loop", path);
-    else if (e == ENOENT && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && (k = readlink(path, to, sizeof to - 1)) >= 0)
-      snprintf(why, n, "`%s` is a dangling symbolic link (to `%.*s`)", path, (int)k, to);
-    else if (e == ENOENT) snprintf(why, n, "`%s` does not exist", path);
-    else snprintf(why, n, "`%s`: %s", path, strerror(e));
-    errno = e;
-    return DFL_EIO;
-  }
-  if (S_ISREG(st.st_mode)) return DFL_OK;
-  snprintf(why, n, "`%s` is %s, not a regular file", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO"
-           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
-  errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-  return DFL_EIO;
-}
-
 static int has_suffix(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
   return a >= b && !strcmp(s + a - b, suf);
@@ -330,7 +309,7 @@ static int has_suffix(const char *s, const char *suf) {
 static int open_index(dfl_st *st, const char *ipath, char *err, size_t errlen) {
   json_error_t je;
   char why[DFL_PATH_MAX + 64];
-  if (dfl_io_file_why(ipath, why, sizeof why)) return dfl_io_seterr(err, errlen, DFL_EIO, "%s", why);
+  if (dfl_file_why(ipath, why, sizeof why)) return dfl_io_seterr(err, errlen, DFL_EIO, "%s", why);
   json_t *root = json_load_file(ipath, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
     if (access(ipath, R_OK) != 0)

@@ -439,7 +439,7 @@ int dfl_hf_arch_from_json(const void *json, dfl_arch *a, char *err, size_t errle
 
 int dfl_hf_arch_load(const char *config_path, dfl_arch *a, char *err, size_t errlen) {
   json_error_t je;
-  if (dfl_io_file_why(config_path, err, errlen)) return DFL_EIO;
+  if (dfl_file_why(config_path, err, errlen)) return DFL_EIO;
   json_t *o = json_load_file(config_path, 0, &je);
   if (!o) {
     snprintf(err, errlen, "%s:%d: %s", config_path, je.line, je.text);

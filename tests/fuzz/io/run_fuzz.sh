@@ -7,7 +7,7 @@ h=$1; secs=$2; src=$3; out=$4; clang=$5; shift 5
 mkdir -p "$out"
 bin="$out/$h"
 "$clang" -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -I"$src" "$src/tests/fuzz/io/$h.c" "$src/runtime/io/safetensors.c" "$src/runtime/io/data.c" "$src/runtime/io/dataset.c" \
+  -I"$src" "$src/tests/fuzz/io/$h.c" "$src/runtime/io/safetensors.c" "$src/compiler/file.c" "$src/runtime/io/data.c" "$src/runtime/io/dataset.c" \
   "$src/runtime/io/packed.c" "$src/runtime/io/rng.c" "$src/runtime/io/anchors.c" "$@" -lm -o "$bin"
 corpus="$out/$h.corpus"
 rm -rf "$corpus"; mkdir -p "$corpus"
