@@ -35,6 +35,7 @@ typedef struct {
   char worst_name[128];
   int n;
   int quiet;
+  double tol;   /* --tol: every quantity's bound, the update's plus what it carries */
 } verify_tally;
 
 static double rel_err(const double *ours, const double *ref, int64_t n) {
@@ -65,9 +66,9 @@ static double rel_err_weighted(const double *ours, const double *ref, const doub
   return isfinite(e) ? e : INFINITY;
 }
 
-static void report_bound(verify_tally *t, const char *name, double e, double bound, double tol) {
+static void report_bound(verify_tally *t, const char *name, double e, double bound) {
   if (!t->quiet) {
-    if (bound > tol) printf("  %-52s %.3e (bound %.3e = tol + %.3e from the gradient's error)\n", name, e, bound, bound - tol);
+    if (bound > t->tol) printf("  %-52s %.3e (bound %.3e = tol + %.3e from the gradient's error)\n", name, e, bound, bound - t->tol);
     else printf("  %-52s %.3e\n", name, e);
   }
   double r = e / bound;
@@ -79,8 +80,7 @@ static void report_bound(verify_tally *t, const char *name, double e, double bou
   }
   t->n++;
 }
-static double g_tol; /* the run's --tol, for report() */
-static void report(verify_tally *t, const char *name, double e) { report_bound(t, name, e, g_tol, g_tol); }
+static void report(verify_tally *t, const char *name, double e) { report_bound(t, name, e, t->tol); }
 
 /* The first AdamW step from fresh moments (what every fixture holds: m = v = 0, step 1) moves a
 ** parameter by -lr (c g / (|c g| + eps) + wd p), c the clip coefficient of the global norm. Its
@@ -450,7 +450,7 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
       double un = 0;
       for (int64_t j = 0; j < n; j++) un += ref[j] * ref[j];
       double carry = update_carry(gours[i], grefs[i], n, cours, cref, spec.lr, spec.eps);
-      report_bound(tally, name, rel_err(buf, ref, n), o->tol + (un > 0 ? carry / sqrt(un) : carry), o->tol);
+      report_bound(tally, name, rel_err(buf, ref, n), o->tol + (un > 0 ? carry / sqrt(un) : carry));
     }
     free(buf); buf = NULL;
     free(ref); ref = NULL;
@@ -525,8 +525,7 @@ int dfl_cmd_verify(int argc, char **argv) {
   if (n > 5 && !strcmp(base + n - 5, ".json")) base[n - 5] = 0;
   else if (n > 12 && !strcmp(base + n - 12, ".safetensors")) base[n - 12] = 0;
 
-  verify_tally t = {0, 0, 0, "", 0, o.quiet};
-  g_tol = o.tol;
+  verify_tally t = {0, 0, 0, "", 0, o.quiet, o.tol};
   printf("dflc verify %s (%s%s, tol %.1e)\n", base, o.cuda ? "cuda " : "", o.f64 ? "f64" : o.bf16 ? "bf16" : "f32", o.tol);
   int rc = verify_run(base, &o, &t);
   if (rc == 2) {
