@@ -9,26 +9,40 @@
 # MODE anchor: dflc's target forward and the Hugging Face + flash-linear-attention forward
 #   (bench/hf_qwen36_target.py) back to back in one call.
 # MODE all: both, in that order (one call of about 7 minutes).
+# MODE gdn: bench/cuda/run.sh (cuda_ops, the gated delta rule against flash-linear-attention), the goldens,
+#   then the target forward with DIR's dflc_gpu and, when DIR holds dflc_gpu_old.xz (a build of the previous
+#   kernels, its cubin in DIR/cache too), with that one: before and after in the same call.
 # Logs under $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_target27_session.sh DIR [checks|anchor]}
 MODE=${2:-checks}
-for b in dflc_gpu cuda_ops bench_attention cuda_golden; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+for b in dflc_gpu dflc_gpu_old cuda_ops bench_attention cuda_golden; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
 export DFL_CACHE_DIR=/tmp/dflc-cache
 mkdir -p $DFL_CACHE_DIR
 for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }
-bench27() { ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu bench examples/qwen36-27b-target.dfl --target-only --steps 3 \
+bench27() { ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu$1 bench examples/qwen36-27b-target.dfl --target-only --steps 3 \
               --warmup 1 --phase-steps 1 --ops --json $OUT/target27$1.json; echo "bench rc $?" ) > $OUT/target27$1.log 2>&1; }
 ts start
-if [ "$MODE" != anchor ]; then
-  ( timeout 200 /tmp/cuda_ops; echo "cuda_ops rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
-  [ "$MODE" = checks ] && { ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention; }
+golden() {
   ( for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
       timeout 60 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda; echo "golden $m rc $?"
     done ) > $OUT/golden.log 2>&1; ts golden
+}
+if [ "$MODE" = gdn ]; then
+  bash bench/cuda/run.sh $B; ts gdn
+  golden
+  bench27 ""; ts target27
+  [ -x /tmp/dflc_gpu_old ] && { bench27 _old; ts target27_old; grep -E "^forward|gated_delta|matmul" $OUT/target27_old.log; }
+  grep -E "PASS|FAIL|rc " $OUT/golden.log
+  MODE=done
+fi
+if [ "$MODE" != anchor ] && [ "$MODE" != done ]; then
+  ( timeout 200 /tmp/cuda_ops; echo "cuda_ops rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
+  [ "$MODE" = checks ] && { ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention; }
+  golden
   [ -f $B/cuda_golden.xz ] && { ( timeout 150 /tmp/cuda_golden; echo "cuda_golden rc $?" ) >> $OUT/golden.log 2>&1; ts cuda_golden; }
   bench27 ""; ts target27
   # the same forward with the FP8 target (quantize = fp8: the GEMMs in FP8 with per-row scales)
@@ -40,7 +54,7 @@ if [ "$MODE" != anchor ]; then
   grep -E "^forward|^memory|matmul|rc " $OUT/target27_fp8.log
   grep -E "PASS|FAIL|rc |rel L2|fp8|FP8" $OUT/golden.log | tail -30
 fi
-if [ "$MODE" != checks ]; then
+if [ "$MODE" != checks ] && [ "$MODE" != done ]; then
   for w in $B/wheels/*.whl; do [ -f "$w" ] && { python3 -m pip install --no-deps --no-index "$w" >/dev/null 2>&1 ||
       python3 -m pip install --no-deps --no-index --break-system-packages "$w" > /dev/null 2>&1 || echo "pip: $w not installed"; }; done
   [ "$MODE" = anchor ] && { bench27 ""; ts target27; }

@@ -432,12 +432,14 @@ int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {
     return s > d ? s : d;
   }
   case DFL_OP_LINEAR_CE: { dfl_lce_ws l; dfl_plan_lce_ws(g, op, &l); return l.bytes; }
-  case DFL_OP_GATED_DELTA: { /* bf16 q/k/v with dk = dv in {32, 64, 128}: the chunks' W [R, Hv, dk] and U
-                             ** [R, Hv, dv] in bf16 between gdn_prep and gdn_scan (runtime/cuda/hybrid.c) */
+  case DFL_OP_GATED_DELTA: { /* bf16 q/k/v, dk in {32, 64, 128}, dv = dk or 2 dk: the chunks' W [R, Hv, dk], U
+                             ** [R, Hv, dv] and M [R, Hv, 64] in bf16 between gdn_prep and gdn_scan
+                             ** (runtime/cuda/hybrid.c) */
     const dfl_tensor *q = &g->t[op->in[0]], *v = &g->t[op->in[2]];
     int64_t R = q->shape[0], dk = op->a.head_dim, dv = op->a.heads > 0 ? v->shape[1] / op->a.heads : 0;
-    if (q->dtype != DFL_BF16 || v->dtype != DFL_BF16 || dk != dv || (dk != 32 && dk != 64 && dk != 128)) return 0;
-    return ws_align(R * op->a.heads * (dk + dv) * 2);
+    if (q->dtype != DFL_BF16 || v->dtype != DFL_BF16 || (dv != dk && dv != 2 * dk) || (dk != 32 && dk != 64 && dk != 128))
+      return 0;
+    return ws_align(R * op->a.heads * (dk + dv + 64) * 2);
   }
   case DFL_OP_BLOCK_EXPAND_BWD: { /* the column sums' f32 parts */
     const dfl_tensor *d = &g->t[op->in[0]];

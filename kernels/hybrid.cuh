@@ -323,22 +323,57 @@ __device__ __forceinline__ void hy_c2a(unsigned *a, const float *c0, const float
 ** Split in two, as flash-linear-attention splits it: what does not depend on the state runs for every
 ** chunk at once, and only the state's scan stays sequential.
 **   gdn_prep (a CTA per chunk and value head: nseq ceil(S/64) Hv CTAs):
-**     A, T = (I + A)^-1, W = T diag(beta e^gamma) K, U = T diag(beta) V   -> w [R, Hv, dk], u [R, Hv, dv] bf16
-**   gdn_scan (a CTA of 4 warps per sequence, value head and BV value columns; the state S [dk, BV] in f32
-**     registers, warp w: columns w BV/4 ..):
-**     Vn = U - W S;  O = diag(e^gamma) Q S + (tril(Q K^T) o exp(gamma_r - gamma_s)) Vn;
-**     S = e^gamma_last S + K^T diag(e^(gamma_last - gamma)) Vn
-** W and U round to bf16 in between (FLA keeps them in v's dtype). Against one kernel doing all of it per
+**     A, T = (I + A)^-1, W = T diag(beta e^gamma) K, U = T diag(beta) V, M = tril(Q K^T) o exp(gamma_r -
+**     gamma_s)   -> w [R, Hv, dk], u [R, Hv, dv], m [R, Hv, 64] bf16
+**   gdn_scan (a CTA of 4 warps per sequence, value head and BV value columns; warp w's 16 columns of the
+**     state in f32 registers, transposed):
+**     Vn = U - W S;  O = diag(e^gamma) Q S + M Vn;  S = e^gamma_last S + K^T diag(e^(gamma_last - gamma)) Vn
+** W, U and M round to bf16 in between (FLA keeps them in v's dtype). Against one kernel doing all of it per
 ** chunk in the scan (the inversion's 64 dependent steps, A, W and U inside the sequential loop, and
 ** repeated per value tile): 436 -> 319 ms for the 47 layers of the Qwen3.6-27B forward on the H200
 ** (dflc bench --target-only --ops). */
+/* out's rows (warp w's 16: orow, orow + 8 Hv in this lane) = Tm X, Tm [64, 64] lower triangular (k-steps
+** 0 .. w), X [64, D] in shared memory; D in column blocks of at most 64 (32 accumulators a lane). */
+template <int D>
+__device__ __forceinline__ void gdn_tx(unsigned short *out, const unsigned short *Tm, const unsigned short *Xs,
+                                       ll orow, int Hv, int n) {
+  constexpr int SX = D + 8, SC = HY_C + 8, CB = D < 64 ? D : 64;
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int cb = 0; cb < D; cb += CB) {
+    float acc[CB / 8][4];
+#pragma unroll
+    for (int j = 0; j < CB / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+      if (kk <= w) {
+        unsigned a[4], b[4];
+        hy_ldsm4(a, Tm + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
+#pragma unroll
+        for (int dp = 0; dp < CB / 16; dp++) {
+          hy_ldsm4t(b, Xs + 16 * kk * SX + cb + dp * 16 + hy_aoff(lane, SX));
+          hy_mma(acc[2 * dp], a, b[0], b[1]);
+          hy_mma(acc[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++)
+      if (16 * w + g4 + 8 * hf < n)
+#pragma unroll
+        for (int j = 0; j < CB / 8; j++)
+          *(unsigned *)(out + (orow + 8 * hf * Hv) * D + cb + 8 * j + 2 * t4) = dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
+  }
+}
+
 template <int DK, int DV>
-__device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo, const unsigned short *k,
-                                         const unsigned short *v, const float *g, const float *beta, ll R, int S,
-                                         int Hv, int Hk) {
+__device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo, unsigned short *mo,
+                                         const unsigned short *q, const unsigned short *k, const unsigned short *v,
+                                         const float *g, const float *beta, ll R, int S, int Hv, int Hk) {
   constexpr int SK = DK + 8, SV = DV + 8, SC = HY_C + 8, SA = HY_C + 4;
+  static_assert(SK <= 2 * SC, "Q's chunk lives in T1 and T2 until the inversion");
   extern __shared__ __align__(16) unsigned char hy_sm[];
   unsigned short *Ks = (unsigned short *)hy_sm, *Vs = Ks + HY_C * SK, *T1 = Vs + HY_C * SV, *T2 = T1 + HY_C * SC;
+  unsigned short *Qs = T1;
   float *Af = (float *)(T2 + HY_C * SC), *gam = Af + HY_C * SA, *bet = gam + HY_C, *eg = bet + HY_C;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int cps = (S + HY_C - 1) / HY_C, h = blockIdx.x % Hv, kh = h / (Hv / Hk);
@@ -347,7 +382,9 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
   const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
   for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
     const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
-    tc_cp16(Ks + r * SK + c, k + ((c0 + (ok ? r : 0)) * Hk + kh) * DK + c, ok);
+    const ll off = ((c0 + (ok ? r : 0)) * Hk + kh) * DK + c;
+    tc_cp16(Ks + r * SK + c, k + off, ok);
+    tc_cp16(Qs + r * SK + c, q + off, ok);
   }
   for (int i = tid; i < HY_C * (DV / 8); i += blockDim.x) {
     const int r = i / (DV / 8), c = (i % (DV / 8)) * 8, ok = r < n;
@@ -369,14 +406,17 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
   }
   tc_wait<0>();
   __syncthreads();
-  { /* A: warp w's rows 16w .. 16w + 15 against keys 0 .. 16w + 15 */
-    float acc[8][4];
+  { /* A and M: warp w's rows 16w .. 16w + 15 against keys 0 .. 16w + 15 */
+    float acc[8][4], macc[8][4];
 #pragma unroll
-    for (int j = 0; j < 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[j][e] = macc[j][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < DK / 16; kk++) {
-      unsigned a[4];
+      unsigned a[4], aq[4];
       hy_ldsm4(a, Ks + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
+      hy_ldsm4(aq, Qs + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
 #pragma unroll
       for (int np = 0; np < 4; np++)
         if (np <= w) {
@@ -384,6 +424,8 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
           hy_ldsm4(b, Ks + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
           hy_mma(acc[2 * np], a, b[0], b[1]);
           hy_mma(acc[2 * np + 1], a, b[2], b[3]);
+          hy_mma(macc[2 * np], aq, b[0], b[1]);
+          hy_mma(macc[2 * np + 1], aq, b[2], b[3]);
         }
     }
 #pragma unroll
@@ -391,8 +433,19 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
 #pragma unroll
       for (int e = 0; e < 4; e++) {
         const int r = 16 * w + g4 + 8 * (e >> 1), s = 8 * j + 2 * t4 + (e & 1);
-        Af[r * SA + s] = j < 2 * w + 2 && s < r ? bet[r] * acc[j][e] * expf(gam[r] - gam[s]) : 0.f;
+        const bool in = j < 2 * w + 2 && s <= r;
+        const float dcy = in ? expf(gam[r] - gam[s]) : 0.f;
+        Af[r * SA + s] = in && s < r ? bet[r] * acc[j][e] * dcy : 0.f;
+        macc[j][e] = in ? macc[j][e] * dcy : 0.f;
       }
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) { /* M's rows, zeros above the diagonal included: the scan reads them all */
+      const int r = 16 * w + g4 + 8 * hf;
+      if (r < n)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          *(unsigned *)(mo + ((c0 + r) * Hv + h) * HY_C + 8 * j + 2 * t4) = dfl_f2bf2(macc[j][2 * hf], macc[j][2 * hf + 1]);
+    }
   }
   __syncthreads();
   if (tid < HY_C) { /* T = (I + A)^-1 by columns (four FMA chains: latency), scaled into T1, T2 */
@@ -416,84 +469,52 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
     for (int r = 0; r < HY_C; r++) T1[r * SC + j] = dfl_f2bf(t[r] * x1), T2[r * SC + j] = dfl_f2bf(t[r] * x2);
   }
   __syncthreads();
-  /* W = T1 K and U = T2 V for warp w's rows (T lower triangular: k-steps 0 .. w), one at a time */
+  /* W = T1 K and U = T2 V for warp w's rows */
   const ll orow = (c0 + 16 * w + g4) * Hv + h; /* output row of this lane's first fragment row */
-  {
-    float acc[DK / 8][4];
-#pragma unroll
-    for (int j = 0; j < DK / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-      if (kk <= w) {
-        unsigned a[4], b[4];
-        hy_ldsm4(a, T1 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
-#pragma unroll
-        for (int dp = 0; dp < DK / 16; dp++) {
-          hy_ldsm4t(b, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
-          hy_mma(acc[2 * dp], a, b[0], b[1]);
-          hy_mma(acc[2 * dp + 1], a, b[2], b[3]);
-        }
-      }
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++)
-      if (16 * w + g4 + 8 * hf < n)
-#pragma unroll
-        for (int j = 0; j < DK / 8; j++)
-          *(unsigned *)(wo + (orow + 8 * hf * Hv) * DK + 8 * j + 2 * t4) = dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
-  }
-  {
-    float acc[DV / 8][4];
-#pragma unroll
-    for (int j = 0; j < DV / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-      if (kk <= w) {
-        unsigned a[4], b[4];
-        hy_ldsm4(a, T2 + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
-#pragma unroll
-        for (int dp = 0; dp < DV / 16; dp++) {
-          hy_ldsm4t(b, Vs + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
-          hy_mma(acc[2 * dp], a, b[0], b[1]);
-          hy_mma(acc[2 * dp + 1], a, b[2], b[3]);
-        }
-      }
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++)
-      if (16 * w + g4 + 8 * hf < n)
-#pragma unroll
-        for (int j = 0; j < DV / 8; j++)
-          *(unsigned *)(uo + (orow + 8 * hf * Hv) * DV + 8 * j + 2 * t4) = dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
-  }
+  gdn_tx<DK>(wo, T1, Ks, orow, Hv, n);
+  gdn_tx<DV>(uo, T2, Vs, orow, Hv, n);
 }
 
+/* The scan, transposed: warp w owns value columns 16w .. 16w + 15 of the CTA's tile and keeps its slice of
+** the state as S^T [16, dk] in f32 accumulators, so every product it needs takes S^T or Vn^T straight
+** from registers as the A operand (an accumulator pair is an A fragment) and the chunk's K, Q, W and M
+** from shared memory as B:
+**   Vn^T = U^T - S^T W^T;   O^T = (S^T Q^T) diag(e^gamma) + Vn^T M^T;   S^T = e^gamma_last S^T + Vd^T K
+** with M = tril(Q K^T) o exp(gamma_r - gamma_s) from gdn_prep and Vd = diag(e^(gamma_last - gamma)) Vn.
+** No warp reads another's state: one barrier pair per chunk (the loads), none around the state. O goes
+** out through shared memory (U's buffer: each warp reads U's and writes O's own columns) in 16-byte rows.
+** Two CTAs an SM (launch bounds (128, 2)): at three (168 registers, 100 bytes spilled) the 27B shape took
+** 3.99 ms against 3.74 (bench/cuda/run.sh, one H200). */
 template <int DK, int BV>
 __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short *q, const unsigned short *k,
-                                         const unsigned short *wi, const unsigned short *ui, const float *g, ll R,
-                                         int S, int Hv, int Hk, int dv) {
-  constexpr int SK = DK + 8, SV = BV + 8, MT = DK / 16, NW = BV / 32;
+                                         const unsigned short *wi, const unsigned short *ui,
+                                         const unsigned short *mi, const float *g, ll R, int S, int Hv, int Hk,
+                                         int dv) {
+  constexpr int SK = DK + 8, SV = BV + 8, SM = HY_C + 8, NT = DK / 8;
   extern __shared__ __align__(16) unsigned char hy_sm[];
-  unsigned short *Ks = (unsigned short *)hy_sm, *Qs = Ks + HY_C * SK, *Ws = Qs + HY_C * SK, *Us = Ws + HY_C * SK;
-  unsigned short *Ss = Us + HY_C * SV, *Vn = Ss + DK * SV, *Vd = Vn + HY_C * SV;
-  float *gam = (float *)(Vd + HY_C * SV), *eg = gam + HY_C, *ed = eg + HY_C;
+  unsigned short *Ks = (unsigned short *)hy_sm, *Qs = Ks + HY_C * SK, *Ws = Qs + HY_C * SK, *Ms = Ws + HY_C * SK;
+  unsigned short *Us = Ms + HY_C * SM; /* U in, O out */
+  float *gam = (float *)(Us + HY_C * SV), *eg = gam + HY_C, *ed = eg + HY_C;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int nvt = dv / BV, vt = blockIdx.x % nvt, h = (blockIdx.x / nvt) % Hv, kh = h / (Hv / Hk);
   const ll r0 = (ll)(blockIdx.x / nvt / Hv) * S, r1 = r0 + S < R ? r0 + S : R;
-  const int cb = w * (BV / 4);
-  float st[MT][NW][4];
+  const bool act = w < BV / 16; /* BV 32: warps 2, 3 only load */
+  const int cv = 16 * w;        /* this warp's first column in the tile */
+  float st[NT][4];
 #pragma unroll
-  for (int m = 0; m < MT; m++)
-#pragma unroll
-    for (int j = 0; j < NW; j++) st[m][j][0] = st[m][j][1] = st[m][j][2] = st[m][j][3] = 0.f;
-  for (int i = tid; i < DK * SV / 2; i += blockDim.x) ((unsigned *)Ss)[i] = 0u;
+  for (int j = 0; j < NT; j++) st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.f;
   for (ll c0 = r0; c0 < r1; c0 += HY_C) {
     const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
-    __syncthreads(); /* the previous chunk is done with every buffer, and Ss holds its state */
     for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
       const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
       const ll rr = c0 + (ok ? r : 0), off = (rr * Hk + kh) * DK + c;
       tc_cp16(Ks + r * SK + c, k + off, ok);
       tc_cp16(Qs + r * SK + c, q + off, ok);
       tc_cp16(Ws + r * SK + c, wi + (rr * Hv + h) * DK + c, ok);
+    }
+    for (int i = tid; i < HY_C * (HY_C / 8); i += blockDim.x) {
+      const int r = i / (HY_C / 8), c = (i % (HY_C / 8)) * 8, ok = r < n;
+      tc_cp16(Ms + r * SM + c, mi + ((c0 + (ok ? r : 0)) * Hv + h) * HY_C + c, ok);
     }
     for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
       const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
@@ -515,146 +536,114 @@ __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short 
     }
     tc_wait<0>();
     __syncthreads();
-    { /* Vn = U - W S for warp w's rows: W's sign flipped in its bf16 fragments, U the accumulators' start */
-      float uacc[BV / 8][4];
+    if (act) {
+      float va[8][4]; /* Vn^T: [16 columns, 64 rows] */
 #pragma unroll
-      for (int j = 0; j < BV / 8; j++)
+      for (int j = 0; j < 8; j++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) uacc[j][e] = dfl_bf2f(Us[(16 * w + g4 + 8 * (e >> 1)) * SV + 8 * j + 2 * t4 + (e & 1)]);
+        for (int e = 0; e < 4; e++) va[j][e] = dfl_bf2f(Us[(8 * j + 2 * t4 + (e & 1)) * SV + cv + g4 + 8 * (e >> 1)]);
+#pragma unroll
+      for (int kk = 0; kk < DK / 16; kk++) { /* the negated state: Vn^T = U^T - S^T W^T */
+        unsigned a[4];
+        hy_c2a(a, st[2 * kk], st[2 * kk + 1], -1.f);
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+          unsigned b[4];
+          hy_ldsm4(b, Ws + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+          hy_mma(va[2 * np], a, b[0], b[1]);
+          hy_mma(va[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+      float oa[8][4]; /* O^T */
+#pragma unroll
+      for (int j = 0; j < 8; j++) oa[j][0] = oa[j][1] = oa[j][2] = oa[j][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < DK / 16; kk++) {
         unsigned a[4];
-        hy_ldsm4(a, Ws + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
-        a[0] ^= 0x80008000u, a[1] ^= 0x80008000u, a[2] ^= 0x80008000u, a[3] ^= 0x80008000u;
+        hy_c2a(a, st[2 * kk], st[2 * kk + 1], 1.f);
 #pragma unroll
-        for (int dp = 0; dp < BV / 16; dp++) {
+        for (int np = 0; np < 4; np++) {
           unsigned b[4];
-          hy_ldsm4t(b, Ss + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
-          hy_mma(uacc[2 * dp], a, b[0], b[1]);
-          hy_mma(uacc[2 * dp + 1], a, b[2], b[3]);
+          hy_ldsm4(b, Qs + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+          hy_mma(oa[2 * np], a, b[0], b[1]);
+          hy_mma(oa[2 * np + 1], a, b[2], b[3]);
         }
       }
 #pragma unroll
-      for (int j = 0; j < BV / 8; j++)
+      for (int j = 0; j < 8; j++) {
+        const float e0 = eg[8 * j + 2 * t4], e1 = eg[8 * j + 2 * t4 + 1];
+        oa[j][0] *= e0, oa[j][1] *= e1, oa[j][2] *= e0, oa[j][3] *= e1;
+      }
 #pragma unroll
-        for (int hf = 0; hf < 2; hf++) {
-          const int r = 16 * w + g4 + 8 * hf, c = 8 * j + 2 * t4;
-          const float x0 = uacc[j][2 * hf], x1 = uacc[j][2 * hf + 1], d = ed[r];
-          *(unsigned *)(Vn + r * SV + c) = dfl_f2bf2(x0, x1);
-          *(unsigned *)(Vd + r * SV + c) = dfl_f2bf2(x0 * d, x1 * d);
-        }
-    }
-    __syncthreads();
-    { /* O for warp w's rows: the QK^T accumulators, masked and decayed, are the A fragments of M Vn */
-      float oacc[BV / 8][4], macc[8][4];
-#pragma unroll
-      for (int j = 0; j < BV / 8; j++) oacc[j][0] = oacc[j][1] = oacc[j][2] = oacc[j][3] = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; j++) macc[j][0] = macc[j][1] = macc[j][2] = macc[j][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; kk++) {
-        unsigned a[4], b[4];
-        hy_ldsm4(a, Qs + 16 * w * SK + kk * 16 + hy_aoff(lane, SK));
-#pragma unroll
-        for (int dp = 0; dp < BV / 16; dp++) {
-          hy_ldsm4t(b, Ss + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
-          hy_mma(oacc[2 * dp], a, b[0], b[1]);
-          hy_mma(oacc[2 * dp + 1], a, b[2], b[3]);
-        }
+      for (int kk = 0; kk < 4; kk++) { /* + Vn^T M^T: rows s of chunk group kk reach rows r >= s */
+        unsigned a[4];
+        hy_c2a(a, va[2 * kk], va[2 * kk + 1], 1.f);
 #pragma unroll
         for (int np = 0; np < 4; np++)
-          if (np <= w) {
-            hy_ldsm4(b, Ks + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
-            hy_mma(macc[2 * np], a, b[0], b[1]);
-            hy_mma(macc[2 * np + 1], a, b[2], b[3]);
+          if (np >= kk) {
+            unsigned b[4];
+            hy_ldsm4(b, Ms + 16 * np * SM + kk * 16 + hy_boff(lane, SM));
+            hy_mma(oa[2 * np], a, b[0], b[1]);
+            hy_mma(oa[2 * np + 1], a, b[2], b[3]);
           }
       }
-#pragma unroll
-      for (int j = 0; j < BV / 8; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) oacc[j][e] *= eg[16 * w + g4 + 8 * (e >> 1)];
 #pragma unroll
       for (int j = 0; j < 8; j++)
-        if (j < 2 * w + 2)
 #pragma unroll
-          for (int e = 0; e < 4; e++) {
-            const int r = 16 * w + g4 + 8 * (e >> 1), s = 8 * j + 2 * t4 + (e & 1);
-            macc[j][e] = s <= r ? macc[j][e] * expf(gam[r] - gam[s]) : 0.f;
-          }
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++)
-        if (kk <= w) {
-          unsigned a[4];
-          hy_c2a(a, macc[2 * kk], macc[2 * kk + 1], 1.f);
-#pragma unroll
-          for (int dp = 0; dp < BV / 16; dp++) {
-            unsigned b[4];
-            hy_ldsm4t(b, Vn + 16 * kk * SV + dp * 16 + hy_aoff(lane, SV));
-            hy_mma(oacc[2 * dp], a, b[0], b[1]);
-            hy_mma(oacc[2 * dp + 1], a, b[2], b[3]);
-          }
-        }
-#pragma unroll
-      for (int hf = 0; hf < 2; hf++) {
-        const int r = 16 * w + g4 + 8 * hf;
-        if (r < n) {
-          const ll base = ((c0 + r) * Hv + h) * dv + vt * BV + 2 * t4;
-#pragma unroll
-          for (int j = 0; j < BV / 8; j++) {
-            if (dto == DT_BF16) *(unsigned *)((unsigned short *)o + base + 8 * j) = dfl_f2bf2(oacc[j][2 * hf], oacc[j][2 * hf + 1]);
-            else stf(o, dto, base + 8 * j, oacc[j][2 * hf]), stf(o, dto, base + 8 * j + 1, oacc[j][2 * hf + 1]);
-          }
-        }
-      }
-    }
-    { /* S = e^gamma_last S + K^T Vd, warp w's columns cb .. cb + BV/4 */
+        for (int e = 0; e < 4; e++)
+          Us[(8 * j + 2 * t4 + (e & 1)) * SV + cv + g4 + 8 * (e >> 1)] = dfl_f2bf(oa[j][e]);
       const float el = eg[HY_C - 1];
 #pragma unroll
-      for (int m = 0; m < MT; m++)
+      for (int j = 0; j < NT; j++) st[j][0] *= el, st[j][1] *= el, st[j][2] *= el, st[j][3] *= el;
 #pragma unroll
-        for (int j = 0; j < NW; j++)
+      for (int kk = 0; kk < 4; kk++) { /* S^T += Vd^T K */
+        const float d0 = ed[16 * kk + 2 * t4], d1 = ed[16 * kk + 2 * t4 + 1];
+        const float d2 = ed[16 * kk + 8 + 2 * t4], d3 = ed[16 * kk + 9 + 2 * t4];
+        unsigned a[4];
+        a[0] = dfl_f2bf2(va[2 * kk][0] * d0, va[2 * kk][1] * d1), a[1] = dfl_f2bf2(va[2 * kk][2] * d0, va[2 * kk][3] * d1);
+        a[2] = dfl_f2bf2(va[2 * kk + 1][0] * d2, va[2 * kk + 1][1] * d3);
+        a[3] = dfl_f2bf2(va[2 * kk + 1][2] * d2, va[2 * kk + 1][3] * d3);
 #pragma unroll
-          for (int e = 0; e < 4; e++) st[m][j][e] *= el;
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        unsigned b[4];
-        hy_ldsm4t(b, Vd + 16 * kk * SV + cb + (NW == 2 ? hy_aoff(lane, SV) : hy_aoff(lane & 15, SV)));
-#pragma unroll
-        for (int m = 0; m < MT; m++) {
-          unsigned a[4];
-          hy_ldsm4t(a, Ks + 16 * kk * SK + m * 16 + hy_boff(lane, SK));
-          hy_mma(st[m][0], a, b[0], b[1]);
-          if (NW == 2) hy_mma(st[m][NW - 1], a, b[2], b[3]);
+        for (int dp = 0; dp < DK / 16; dp++) {
+          unsigned b[4];
+          hy_ldsm4t(b, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
+          hy_mma(st[2 * dp], a, b[0], b[1]);
+          hy_mma(st[2 * dp + 1], a, b[2], b[3]);
         }
       }
     }
-    __syncthreads();
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-      for (int j = 0; j < NW; j++)
-#pragma unroll
-        for (int hf = 0; hf < 2; hf++)
-          *(unsigned *)(Ss + (m * 16 + g4 + 8 * hf) * SV + cb + 8 * j + 2 * t4) = dfl_f2bf2(st[m][j][2 * hf], st[m][j][2 * hf + 1]);
+    __syncthreads(); /* O's tile complete in Us */
+    for (int i = tid; i < n * (BV / 8); i += blockDim.x) {
+      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8;
+      const ll base = ((c0 + r) * Hv + h) * dv + vt * BV + c;
+      if (dto == DT_BF16) *(uint4 *)((unsigned short *)o + base) = *(const uint4 *)(Us + r * SV + c);
+      else
+        for (int e = 0; e < 8; e++) stf(o, dto, base + e, dfl_bf2f(Us[r * SV + c + e]));
+    }
+    __syncthreads(); /* every buffer free for the next chunk */
   }
 }
-#define HY_PREP(NAME, DK)                                                                                          \
+#define HY_PREP(NAME, DK, DV)                                                                                          \
   extern "C" __global__ void __launch_bounds__(128) NAME(unsigned short *wo, unsigned short *uo,                  \
+                                                         unsigned short *mo, const unsigned short *q,             \
                                                          const unsigned short *k, const unsigned short *v,        \
                                                          const float *g, const float *beta, ll R, int S, int Hv,  \
                                                          int Hk) {                                               \
-    gdn_prep<DK, DK>(wo, uo, k, v, g, beta, R, S, Hv, Hk);                                                       \
+    gdn_prep<DK, DV>(wo, uo, mo, q, k, v, g, beta, R, S, Hv, Hk);                                                \
   }
 #define HY_SCAN(NAME, DK, BV)                                                                                      \
-  extern "C" __global__ void __launch_bounds__(128) NAME(void *o, int dto, const unsigned short *q,               \
-                                                         const unsigned short *k, const unsigned short *wi,       \
-                                                         const unsigned short *ui, const float *g, ll R, int S,   \
-                                                         int Hv, int Hk, int dv) {                               \
-    gdn_scan<DK, BV>(o, dto, q, k, wi, ui, g, R, S, Hv, Hk, dv);                                                 \
+  extern "C" __global__ void __launch_bounds__(128, 2) NAME(void *o, int dto, const unsigned short *q,            \
+                                                            const unsigned short *k, const unsigned short *wi,    \
+                                                            const unsigned short *ui, const unsigned short *mi,   \
+                                                            const float *g, ll R, int S, int Hv, int Hk, int dv) { \
+    gdn_scan<DK, BV>(o, dto, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv);                                             \
   }
-HY_PREP(dfl_gdn_prep_k32, 32)
-HY_PREP(dfl_gdn_prep_k64, 64)
-HY_PREP(dfl_gdn_prep_k128, 128)
+HY_PREP(dfl_gdn_prep_k32, 32, 32)
+HY_PREP(dfl_gdn_prep_k64, 64, 64)
+HY_PREP(dfl_gdn_prep_k128, 128, 128)
+HY_PREP(dfl_gdn_prep_k32v64, 32, 64) /* dv = 2 dk: Gated DeltaNet's expanded values */
+HY_PREP(dfl_gdn_prep_k64v128, 64, 128)
+HY_PREP(dfl_gdn_prep_k128v256, 128, 256)
 HY_SCAN(dfl_gdn_scan_k32, 32, 32)
 HY_SCAN(dfl_gdn_scan_k64, 64, 64)
 HY_SCAN(dfl_gdn_scan_k128, 128, 64)

@@ -8,11 +8,11 @@
 
 #define HY_CHUNK_ROWS 64
 
-/* The chunk path (kernels/hybrid.cuh gdn_prep + gdn_scan): dk = dv in {32, 64, 128}, the scan's value
-** tiles of bv columns. Shared memory: prep holds the K and V chunks, T diag(beta e^gamma), T diag(beta),
-** A (f32) and three per-row vectors; scan the K, Q and W chunks, a tile of U, the state's bf16 copy, Vn and
-** its decayed copy, and three per-row vectors. */
-static int gdn_chunk_ok(int dk, int dv) { return dk == dv && (dk == 32 || dk == 64 || dk == 128); }
+/* The chunk path (kernels/hybrid.cuh gdn_prep + gdn_scan): dk in {32, 64, 128}, dv = dk or 2 dk, the scan's value
+** tiles of bv columns. Shared memory: prep holds the K and V chunks, T diag(beta e^gamma) and T diag(beta)
+** (Q's chunk before them), A (f32) and three per-row vectors; scan the K, Q and W chunks, M, a tile of U
+** (then of O) and three per-row vectors. */
+static int gdn_chunk_ok(int dk, int dv) { return (dk == 32 || dk == 64 || dk == 128) && (dv == dk || dv == 2 * dk); }
 static int gdn_chunk_bv(int dk) { return dk == 32 ? 32 : 64; }
 static size_t gdn_prep_smem(int dk, int dv) {
   const size_t C = HY_CHUNK_ROWS;
@@ -20,20 +20,26 @@ static size_t gdn_prep_smem(int dk, int dv) {
 }
 static size_t gdn_scan_smem(int dk, int bv) {
   const size_t C = HY_CHUNK_ROWS, sv = (size_t)bv + 8;
-  return 3 * C * (dk + 8) * 2 + C * sv * 2 + (size_t)dk * sv * 2 + 2 * C * sv * 2 + 3 * C * 4;
+  return 3 * C * (dk + 8) * 2 + C * (C + 8) * 2 + C * sv * 2 + 3 * C * 4;
 }
-static int gdn_prep_kernel(int dk) { return dk == 32 ? K_GDN_PREP32 : dk == 64 ? K_GDN_PREP64 : K_GDN_PREP128; }
+static int gdn_prep_kernel(int dk, int dv) {
+  if (dv == 2 * dk) return dk == 32 ? K_GDN_PREP32V64 : dk == 64 ? K_GDN_PREP64V128 : K_GDN_PREP128V256;
+  return dk == 32 ? K_GDN_PREP32 : dk == 64 ? K_GDN_PREP64 : K_GDN_PREP128;
+}
 static int gdn_scan_kernel(int dk) { return dk == 32 ? K_GDN_SCAN32 : dk == 64 ? K_GDN_SCAN64 : K_GDN_SCAN128; }
 
 int dfl_cu_hybrid_load(dfl_cuda *c) {
   static const int dks[3] = {32, 64, 128};
   for (int i = 0; i < 3; i++) {
-    size_t sp = gdn_prep_smem(dks[i], dks[i]), ss = gdn_scan_smem(dks[i], gdn_chunk_bv(dks[i]));
-    if ((int)sp <= c->impl->smax && (int)ss <= c->impl->smax) {
-      CU(cudaFuncSetAttribute((const void *)c->impl->k[gdn_prep_kernel(dks[i])],
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sp));
+    size_t ss = gdn_scan_smem(dks[i], gdn_chunk_bv(dks[i]));
+    if ((int)ss <= c->impl->smax)
       CU(cudaFuncSetAttribute((const void *)c->impl->k[gdn_scan_kernel(dks[i])],
                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ss));
+    for (int x = 1; x <= 2; x++) {
+      size_t sp = gdn_prep_smem(dks[i], x * dks[i]);
+      if ((int)sp <= c->impl->smax)
+        CU(cudaFuncSetAttribute((const void *)c->impl->k[gdn_prep_kernel(dks[i], x * dks[i])],
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sp));
     }
   }
   /* the recurrence's state is dk x 32 floats: over 48 KiB from dk 384 */
@@ -124,8 +130,8 @@ int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op) {
   return launch(c, K_ROPE_PART, rows * nh * (rd / 2 + hd - rd), a);
 }
 
-/* GATED_DELTA: bf16 q, k, v with dk = dv in {32, 64, 128} and 16-byte aligned rows take the chunk path
-** (tensor cores): gdn_prep writes every chunk's W and U into the op's scratch (compiler/plan.c sizes it),
+/* GATED_DELTA: bf16 q, k, v with dk in {32, 64, 128}, dv = dk or 2 dk and 16-byte aligned rows take the chunk path
+** (tensor cores): gdn_prep writes every chunk's W, U and M into the op's scratch (compiler/plan.c sizes it),
 ** then gdn_scan walks each sequence (a CTA per sequence, value head and tile of bv columns); everything
 ** else (f32 graphs, other head sizes) the per-token recurrence in f32, a warp per 32 value columns. */
 int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
@@ -142,14 +148,14 @@ int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
   const int bf = gdn_chunk_ok(dk, dv) && dtq == DFL_BF16 && dtk == DFL_BF16 && dtv == DFL_BF16 && aligned;
   size_t sp = bf ? gdn_prep_smem(dk, dv) : 0, ss = bf ? gdn_scan_smem(dk, bv) : 0;
   void *scr = c->impl->ops[op - c->g->ops].scratch;
-  size_t need = (size_t)R * Hv * (size_t)(dk + dv) * 2;
+  size_t need = (size_t)R * Hv * (size_t)(dk + dv + HY_CHUNK_ROWS) * 2;
   if (bf && scr && (size_t)dfl_plan_cuda_op_scratch(c->g, op) >= need && (int)sp <= c->impl->smax &&
       (int)ss <= c->impl->smax) {
-    unsigned short *wo = (unsigned short *)scr, *uo = wo + (size_t)R * Hv * dk;
+    unsigned short *wo = (unsigned short *)scr, *uo = wo + (size_t)R * Hv * dk, *mo = uo + (size_t)R * Hv * dv;
     int cps = (S + HY_CHUNK_ROWS - 1) / HY_CHUNK_ROWS;
-    void *ap[] = {&wo, &uo, &k, &v, &g, &b, &R, &S, &Hv, &Hk};
-    TRY(launch2(c, gdn_prep_kernel(dk), nseq * cps * Hv, 1, 128, sp, ap));
-    void *as[] = {&o, &dto, &q, &k, &wo, &uo, &g, &R, &S, &Hv, &Hk, &dv};
+    void *ap[] = {&wo, &uo, &mo, &q, &k, &v, &g, &b, &R, &S, &Hv, &Hk};
+    TRY(launch2(c, gdn_prep_kernel(dk, dv), nseq * cps * Hv, 1, 128, sp, ap));
+    void *as[] = {&o, &dto, &q, &k, &wo, &uo, &mo, &g, &R, &S, &Hv, &Hk, &dv};
     return launch2(c, gdn_scan_kernel(dk), nseq * Hv * (dv / bv), 1, 128, ss, as);
   }
   size_t smr = ((size_t)dk * 32 + 2 * (size_t)dk) * 4;

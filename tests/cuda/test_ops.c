@@ -1086,6 +1086,9 @@ int main(void) {
     case_gated_delta(3, 1, 1, 3, 64, 64);
     case_gated_delta(2, 130, 4, 12, 128, 128);
     case_gated_delta(2, 70, 1, 3, 64, 32);  /* dk != dv: the recurrence in bf16 graphs too */
+    case_gated_delta(2, 130, 2, 6, 64, 128); /* dv = 2 dk: the chunk path */
+    case_gated_delta(2, 70, 1, 2, 32, 64);
+    case_gated_delta(1, 100, 1, 2, 128, 256);
   }
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
