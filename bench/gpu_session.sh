@@ -4,7 +4,7 @@
 # it runs the CUDA checks (cuda_ops, the fixtures on the GPU, cuda_step, test_train_cuda, cuda_init), then the
 # attention benchmark (if carried), the 8B bench and, with RUN27=1, the 27B drafter-alone bench, each with the per-op profile (--ops);
 # with CMP_OVERLAP=1 also the 8B bench with compile { overlap = false } (the optimizer after its own step: the overlap's before/after);
-# with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (e.g. DFL_ATTN_WG=0: the old causal kernel),
+# with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (an experiment's temporary switch),
 # and with RUN27=1 the 27B bench too.
 # with CMP_F32GRADS=1 the 8B (and with RUN27=1 the 27B) bench again from its spec without `grads = bf16` (into extra.log),
 # with EXTRA_SPECS="a.dfl b.dfl" each spec benched the same way after it (e.g. examples/qwen3-8b-fp8.dfl), and a carried

@@ -65,13 +65,15 @@ typedef struct dfl_device {
   int64_t memory_budget; /* bytes, 0 = none */
 } dfl_device;
 
-/* The `compile` section (docs/language.md): each choice's default builds the faster form; 1 here builds
-** the plain one (comparisons). Zero, as a spec filled by hand starts, is every default. */
+/* The `compile` section (docs/language.md): each no_* choice's default builds the faster form; 1 here
+** builds the plain one (comparisons). tf32 is off by default (exact f32 GEMMs). Zero, as a spec filled
+** by hand starts, is every default. */
 typedef struct dfl_compile_opts {
   int no_block_rows;   /* block_rows = false: the drafter's first layer on every row, not the distinct block rows */
   int no_rope_pair;    /* rope_pair = false: q's and k's RoPE in two launches */
   int no_swiglu_quant; /* swiglu_quant = false: an FP8 target's SwiGLU and its quantization apart */
   int no_overlap;      /* overlap = false: the optimizer after the step, not beside the next target forward */
+  int tf32;            /* tf32 = true: the CUDA backend's f32 GEMMs (precision = fp32) on TF32 tensor cores */
 } dfl_compile_opts;
 
 typedef struct dfl_spec {

@@ -1310,8 +1310,8 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc128(TC_BWDKV_
 ** only, and runs the mask and softmax of tile t while the tensor cores do P_{t-1} V_{t-1} (and,
 ** ping-pong, the other consumer's GEMMs); the rare rescale of O waits for that product first. Only
 ** tiles crossing a row's range boundary are masked per element.
-** Kept: KT 128, 2 K and 2 V slots, ping-pong, persistent (runtime/cuda.c att_tc; DFL_ATTN_WG=0: the
-** mma.sync kernel instead). Measured on the H200 (bench_attention CAUSAL S 4096, 32/8 heads, medians
+** Kept: KT 128, 2 K and 2 V slots, ping-pong, persistent (runtime/cuda/attention.c att_tc; the mma.sync
+** kernel where the kernels are not built for sm_90a). Measured on the H200 (bench_attention CAUSAL S 4096, 32/8 heads, medians
 ** of 30, same run): 0.238 ms (578 TF/s) against 0.420 for the previous wgmma kernel (3 warpgroups
 ** of 64 rows, KT 64, every thread loading by cp.async, a CTA barrier per tile); not persistent 0.254;
 ** persistent with 3 slots 0.238; earlier run: not ping-pong 0.263 against 0.255. Registers: 240 per
@@ -1465,8 +1465,8 @@ __device__ __forceinline__ void wg_tma3(unsigned dst, const void *map, int c0, i
 ** ride in that tile's last 32 rows (context by 32-key boxes of maps 4, 5, the own box after them;
 ** columns 96 .. 127 masked with the own ranges): one tile step less per unit, the common case (a
 ** sliding window's context union is W - 1 + a few keys: 17 tiles of 128 + an own tile otherwise).
-** Measured: 1% (0.516 -> 0.511 ms full, 0.444 -> 0.442 sliding, same process); DFL 1 is
-** dfl_attn_fwd_wgd128s (runtime/cuda.c: DFL_ATTN_WG_MERGE=0). An m64n32 S for the own tile instead
+** Measured: 1% (0.516 -> 0.511 ms full, 0.444 -> 0.442 sliding, same process) against DFL 1 (the own
+** keys always in a tile of their own, dfl_attn_fwd_wgd128s, deleted with its switch). An m64n32 S for the own tile instead
 ** (the rest of S masked) made ptxas spill 316 bytes: not kept.
 */
 template <int N> struct wg_ic { static constexpr int v = N; };
@@ -1817,8 +1817,8 @@ __device__ __forceinline__ void wg_fwd(tc_bf *o, float *lse, const tc_bf *q, con
 ** Q from registers (session 18): per 64-key step each consumer read Q, K, dO, V and K again from shared
 ** memory (80 KB, and the ring's 32 KB of TMA writes, for 3 x 1 MFLOP: about what the SM's shared
 ** memory moves while its tensor cores do that work). Measured on the H200 (bench_attention 20, the
-** query-major pass plus D by DFL_ATTN_BWD_SKIP=kv, same process; QR 0 is dfl_attn_bwdq_wg128s,
-** DFL_ATTN_BWDQ_RS=0): 8B full 0.940 -> 0.902 ms, sliding 0.780 -> 0.747, 27B 0.604 -> 0.585; the whole
+** query-major pass plus D, the key-major pass skipped by a timing switch since deleted, same process;
+** QR 0, dfl_attn_bwdq_wg128s, deleted with its switch): 8B full 0.940 -> 0.902 ms, sliding 0.780 -> 0.747, 27B 0.604 -> 0.585; the whole
 ** backward 1.841 -> 1.798 ms (8B). dO from registers too (64 more: 124 bytes of spills): 0.916 ms.
 */
 #define WQ_KT 128
@@ -2078,7 +2078,6 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
 #endif
 WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 128, 2, 1, 1, 0)
 WG_FWD_KERNEL(dfl_attn_fwd_wgd128, 128, 128, 2, 1, 1, 2)
-WG_FWD_KERNEL(dfl_attn_fwd_wgd128s, 128, 128, 2, 1, 1, 1) /* own keys always in a tile of their own */
 /* head_dim 256 (the Qwen3.5/3.6 targets' gated attention), CAUSAL: 64-key tiles (a 256-dim tile of 128
 ** keys is 64 KB: four slots would not fit beside Q), O an m64n256 accumulator as two m64n128 halves */
 WG_FWD_KERNEL(dfl_attn_fwd_wg256, 256, 64, 2, 1, 1, 0)
@@ -2096,7 +2095,6 @@ WG_FWD_KERNEL(dfl_attn_fwd_wg256, 256, 64, 2, 1, 1, 0)
   (void)dout; (void)batch; (void)S; (void)N; (void)B; (void)nh; (void)nkv; (void)window; (void)scale;
 #endif
 WG_BWDQ_KERNEL(dfl_attn_bwdq_wg128, 1)
-WG_BWDQ_KERNEL(dfl_attn_bwdq_wg128s, 0) /* Q read from shared memory by every S product */
 
 /*
 ** ---- Hopper path (sm_90a only): DFLASH key-major backward (dKc/dVc), bf16, head_dim 128, by wgmma ----
@@ -2121,9 +2119,9 @@ WG_BWDQ_KERNEL(dfl_attn_bwdq_wg128s, 0) /* Q read from shared memory by every S 
 ** SMs) the pass would last as long as a tile-0 CTA, twice the average: then each tile's steps are shared
 ** by P CTAs (part pi: steps [nall pi / P, nall (pi + 1) / P)), which write f32 partial dK / dV to slabs
 ** of the op's scratch, added by dfl_attn_bwdkv_sum (runtime/cuda.c bwdkv_parts chooses P).
-** Kept: 2 slots, SPLIT 0, PP 0 (runtime/cuda.c att_tc; DFL_ATTN_WG_BWD=0: dfl_attn_bwdkv_tc128).
+** Kept: 2 slots, SPLIT 0, PP 0 (runtime/cuda/attention.c att_tc; not on sm_90a: dfl_attn_bwdkv_tc128).
 ** Measured on the H200 (bench_attention, DFLASH S 4096 N 512, 32/8 heads, full attention, medians of 30,
-** the key-major pass plus D = rowsum(dO O) (0.043 ms) by DFL_ATTN_BWD_SKIP=q, same run): 0.939 ms against
+** the key-major pass plus D = rowsum(dO O) (0.043 ms), the other pass skipped by a timing switch since deleted, same run): 0.939 ms against
 ** 1.983 for dfl_attn_bwdkv_tc128 (the pass alone 0.896 against 1.940 ms: 2.2x; 614 against 283 TF/s
 ** counting 4 GEMMs x 2 hd FLOPs per visible (row, context key) pair, 550 GFLOP);
 ** SPLIT 1 (S^T and dP^T in separate commit groups, P^T computed while dP^T runs and dV += P^T dO issued

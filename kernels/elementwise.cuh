@@ -68,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(256, 8) dfl_swiglu(void *out, int d
 /* SWIGLU's quantized form (dfl_fuse_quant; an FP8 target's input of its down projection): a block
 ** per row (common.cuh rowq_store), h = silu(g) u with the IEEE division (dfl_swiglu and the pipelined
 ** kernel below take the approximate reciprocal in bf16 graphs: h's last bits may differ from this
-** comparison kernel's, DFL_ROWQ_PIPE=0): g and u read once, one
+** kernel's, which takes the rows it cannot): g and u read once, one
 ** byte written per feature, h never stored (9 bytes an element unfused in bf16, 5 fused). */
 template <int NCH>
 __device__ __forceinline__ void swiglu_q(unsigned char *q, float *s, const void *g, int dtg, const void *u, int dtu,
@@ -95,8 +95,8 @@ __device__ __forceinline__ void swiglu_q(unsigned char *q, float *s, const void 
 DFL_SWIGLU_Q(2, __maxnreg__(40))
 DFL_SWIGLU_Q(4, __launch_bounds__(1024))
 /* Pipelined forms (session 12; runtime/cuda.c takes them for bf16 inputs and intermediate, rows of
-** C = 8 SQ_NCH blockDim.x features with blockDim.x a multiple of 32 <= 384 (two CTAs an SM);
-** DFL_ROWQ_PIPE=0 keeps the other kernels): CTAs walk rows (grid-stride), and a row's
+** C = 8 SQ_NCH blockDim.x features with blockDim.x a multiple of 32 <= 384 (two CTAs an SM); other
+** rows the kernels above): CTAs walk rows (grid-stride), and a row's
 ** loads are issued before the previous row's max is reduced and its bytes written, so a CTA has loads
 ** in flight through its barrier. The block-per-row kernels have none there: dfl_swiglu_q2 2.6 TB/s,
 ** dfl_quant_f8 2.2 (ncu, 8B target). SW: h = silu(g) u (dfl_swiglu_qr), h = g r u with r the row's

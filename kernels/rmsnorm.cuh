@@ -173,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(1024) dfl_rmsnorm_dw(void *dw, int 
 /* Row form, pipelined (session 17; runtime/cuda.c takes it for bf16 x, w, dy (and the addend) when the
 ** groups are whole rows of C = 512 V features, C <= 8192, or G = 8 L features with L a power of two <= 32
 ** (the q/k head norms; the kernel then takes the tensor in rows of C = 4096 .. 512, the largest that
-** divides it); DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v). A block of NT = C / 16 threads walks rows,
+** divides it); other groups dfl_rmsnorm_bwd_v). A block of NT = C / 16 threads walks rows,
 ** each thread owning 2 16-byte vectors of a row, features (NT j + t) 8 ..+8. Rows arrive by cp.async in
 ** two shared-memory stages: the next row's x, dy (and addend) are in flight while this one is reduced
 ** and stored, and no registers hold them. A thread reads back only the bytes it copied, so waiting for
@@ -387,7 +387,7 @@ DFL_RMSNORM_Q(2)
 DFL_RMSNORM_Q(4)
 
 /* Warp-per-row forms (session 11; runtime/cuda.c takes them for bf16 x, w (and y) and rows of
-** G = 256 V features, V <= 32, unless DFL_RMS_WARP=0). A warp holds its row in registers as packed
+** G = 256 V features, V <= 32; other rows the block kernels). A warp holds its row in registers as packed
 ** bf16 (V of VMAX 16-byte vectors per lane), so each lane has V loads in flight and the sum of squares
 ** needs no barrier. The block-per-row kernels above keep one 16-byte load in flight per thread
 ** between two barriers: 1.4-1.9 TB/s in the 8B step. bf16 only: with a dtype switch per access the

@@ -154,7 +154,7 @@ __device__ __forceinline__ void rope_head_bf16(uint4 &a, uint4 &b, const float *
 }
 
 /* Row form (session 12; runtime/cuda.c takes it for bf16 x and out (normed: bf16 norm weight and
-** intermediate) and ni = hd / 16 a power of two <= 32; DFL_ROPE_ROW=0 keeps dfl_rope_v). ni threads
+** intermediate) and ni = hd / 16 a power of two <= 32; other rows dfl_rope_v). ni threads
 ** hold a row's 8 frequencies each and walk all its heads, ROPE_HB heads' loads at once. A row's
 ** angles are formed once, in registers: no table, no barrier but the one after the CTA's inverse
 ** frequencies. dfl_rope_v formed a 4-row angle table between two barriers per 4 rows and kept one
@@ -249,7 +249,7 @@ __device__ __forceinline__ void rope_items(void *out, const void *x, const void 
   }
 }
 /* bf16 x, x2, out, out2 (normed: bf16 weights and intermediate); wn and wn2 both set or both NULL.
-** p4: three CTAs an SM (85 registers at most); p8: two. */
+** p8: two CTAs an SM (p4, 4 heads an item and three CTAs, lost the comparison: deleted). */
 #define DFL_ROPE_P(NAME, PH, MINB)                                                                                      \
   extern "C" __global__ void __launch_bounds__(256, MINB) NAME(void *out, const void *x, const void *wn, int nh, void *out2,  \
                                                          const void *x2, const void *wn2, int nh2, const int *pos,      \
@@ -259,5 +259,4 @@ __device__ __forceinline__ void rope_items(void *out, const void *x, const void 
     __syncthreads();                                                                                                    \
     rope_items<PH>(out, x, wn, nh, out2, x2, wn2, nh2, pos, rows, hd, inverse, eps, dfl_rope_sm);                                \
   }
-DFL_ROPE_P(dfl_rope_p4, 4, 3)
 DFL_ROPE_P(dfl_rope_p8, 8, 2)

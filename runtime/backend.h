@@ -66,13 +66,15 @@ struct dfl_backend {
 /* CPU: wraps an initialized dfl_cpu (not owned). */
 int dfl_be_open_cpu(dfl_backend *b, dfl_cpu *c);
 /* CUDA: places g at the plan's offsets in one device arena; `inputs` are the INPUT tensors the
-** host fills every micro-step (pinned staging is allocated for them here, once). */
-int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs);
+** host fills every micro-step (pinned staging is allocated for them here, once). opt: the spec's
+** compile section, for the backend's choices (tf32); NULL: the defaults. */
+int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
+                     const dfl_compile_opts *opt);
 /* The same on CUDA device `device` (cudaSetDevice index): one process may drive several GPUs, one
 ** backend each; the backend makes its device current in each of its calls. dfl_be_open_cuda is
 ** device 0. */
 int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
-                         int device);
+                         const dfl_compile_opts *opt, int device);
 /* CUDA: device pointer of the plan workspace `name` (plan.h dfl_plan_ws) inside the backend's
 ** arena; `plan` is the one the backend was opened with. NULL when the plan has no such workspace
 ** (bytes, if given, gets its size). The pipeline's hidden-state queue slots live there. */

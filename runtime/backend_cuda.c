@@ -173,8 +173,9 @@ static const dfl_backend_vt cuda_vt = {cb_set_f, cb_get_f, cb_input, cb_commit, 
                                        cb_read_end, cb_read_wait, cb_sync, cb_bytes, cb_close,
                                        dfl_be_cuda_init_random};
 
-int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs) {
-  return dfl_be_open_cuda_dev(b, g, plan, inputs, n_inputs, 0);
+int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
+                     const dfl_compile_opts *opt) {
+  return dfl_be_open_cuda_dev(b, g, plan, inputs, n_inputs, opt, 0);
 }
 
 void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes) {
@@ -189,7 +190,7 @@ void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, i
 }
 
 int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
-                         int device) {
+                         const dfl_compile_opts *opt, int device) {
   memset(b, 0, sizeof *b);
   if (n_inputs > MAX_IN) return DFL_ERR;
   if (!dfl_cuda_available()) {
@@ -207,7 +208,9 @@ int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *pla
   CK(cudaSetDevice(device));
   CK(cudaFree(0));            /* create the context first, so that mem_before excludes it */
   b->mem_before = mem_used();
-  int rc = dfl_cuda_init(&cb->c, g, plan, NULL);
+  dfl_cuda_opts co = {0};
+  if (opt) co.tf32 = opt->tf32;
+  int rc = dfl_cuda_init_opts(&cb->c, g, plan, NULL, &co);
   if (rc) {
     cb_close(b);
     return rc;
@@ -367,16 +370,17 @@ dfl_cuda *dfl_be_cuda_state(dfl_backend *b) { return b->kind == DFL_BE_CUDA ? &C
 
 int dfl_be_cuda_available(void) { return 0; }
 int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len) { return DFL_ERR; }
-int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs) {
-  (void)b; (void)g; (void)plan; (void)inputs; (void)n_inputs;
+int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
+                     const dfl_compile_opts *opt) {
+  (void)b; (void)g; (void)plan; (void)inputs; (void)n_inputs; (void)opt;
   fprintf(stderr, "dflc: this build has no CUDA backend (the CUDA toolkit was not found at configure time); "
                   "use --cpu\n");
   return DFL_ERR;
 }
 int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
-                         int device) {
+                         const dfl_compile_opts *opt, int device) {
   (void)device;
-  return dfl_be_open_cuda(b, g, plan, inputs, n_inputs);
+  return dfl_be_open_cuda(b, g, plan, inputs, n_inputs, opt);
 }
 void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes) {
   (void)b; (void)plan; (void)name; (void)bytes;

@@ -55,7 +55,7 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
   char what[256];
   dfl_model_target_describe(s, what, sizeof what);
   if (kind == DFL_BE_CUDA) {
-    rc = dfl_be_open_cuda(&be, &g, planned ? &plan : NULL, &ids, 1);
+    rc = dfl_be_open_cuda(&be, &g, planned ? &plan : NULL, &ids, 1, &s->opt);
     if (!rc) rc = dfl_be_load_weights(&be, s, NULL);
   } else {
     rc = dfl_cpu_init(&c, &g, planned ? &plan : NULL, 0);

@@ -344,7 +344,7 @@ static int verify_run(const char *base, const verify_opts *o, verify_tally *tall
   dfl_cpu_init_masters(&cpu);
   if (o->cuda) {
     if (dfl_be_plan(&gplan, g, DFL_BE_CUDA, 0, 0, stderr) != DFL_OK ||
-        dfl_be_open_cuda(&gpu, g, &gplan, NULL, 0) != DFL_OK) {
+        dfl_be_open_cuda(&gpu, g, &gplan, NULL, 0, NULL) != DFL_OK) {
       fprintf(stderr, "verify: cannot open the CUDA backend\n");
       goto done;
     }

@@ -17,12 +17,11 @@
 /* Parts of the wgmma key-major pass (nkt CTAs of 128 keys unsplit, the op's scratch holding D's dfloats
 ** floats first): enough CTAs for about two waves when one wave would be short of them, as many as
 ** the scratch holds (its CUDA-core-path dK/dV accumulators: 2 P f32 slabs of the context keys' dK and
-** dV fit in it for P up to 4 when the blocks have as many rows as the context), at most 4;
-** DFL_ATTN_BWDKV_SPLIT overrides (capped by the scratch the same way). */
+** dV fit in it for P up to 4 when the blocks have as many rows as the context), at most 4. */
 static int bwdkv_parts(dfl_cuda *c, const dfl_op *op, int64_t nkt, int64_t dfloats) {
   int64_t nsm = c->impl->nsm;
-  int P = c->impl->att_split > 0 ? c->impl->att_split : nkt * 2 < nsm * 3 ? (int)((2 * nsm + nkt - 1) / nkt) : 1;
-  if (P > 4 && !c->impl->att_split) P = 4;
+  int P = nkt * 2 < nsm * 3 ? (int)((2 * nsm + nkt - 1) / nkt) : 1;
+  if (P > 4) P = 4;
   const int64_t slab = dfl_tensor_numel(&c->g->t[op->out[1]]) * 4, have = dfl_plan_cuda_op_scratch(c->g, op);
   while (P > 1 && dfloats * 4 + 2 * P * slab > have) P--;
   return P;
@@ -45,8 +44,8 @@ static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, s
 
 /* Tensor-core attention (kernels/attention.cuh, second half): bf16 tensors, head_dim 64 or 128.
 ** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
-** frozen target needs no backward). Everything else, and any case with DFL_ATTN_REF set, runs the
-** CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
+** frozen target needs no backward). Everything else, and every case with dfl_cuda_opts.att_ref, runs
+** the CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
 typedef struct { int kfwd, kbq, kbkv, nw, wg, wgq, wgkv; size_t sf, sq, skv; } att_tc_t; /* wg*: 0 or a K_* wgmma kernel */
 static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   const dfl_attrs *a = &op->a;
@@ -77,14 +76,13 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   ** dfl_attn_fwd_wgd128 for DFLASH, B G <= 128 as above): a TMA producer warpgroup and 2 consumer
   ** warpgroups of 64 rows per CTA, K/V tiles of 128 keys in NSTG K and NSTG V slots; t->sf is then
   ** its shared memory (Q, the slots, 4 NSTG mbarriers, + 1 KB to align the swizzled tiles to 1024
-  ** bytes). Only where the kernels were built for sm_90a and the driver encodes tensor maps;
-  ** DFL_ATTN_WG=0: the mma.sync kernels (the before/after comparison). */
+  ** bytes). Only where the kernels were built for sm_90a and the driver encodes tensor maps. */
   t->wg = t->wgq = t->wgkv = 0; t->sq = t->skv = 0;
-  if ((dfl ? im->att_wgd : im->att_wg) && im->tmap_encode && !bwd && hd == 128) {
+  if (im->att_wg && im->tmap_encode && !bwd && hd == 128) {
     enum { KT = 128, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg(d)128, ...) */
     size_t sf = 2 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 1024;
     if (sf <= (size_t)im->smax) { /* else the mma.sync kernel below */
-      t->wg = !dfl ? K_ATT_FWD_WG128 : im->att_wgs ? K_ATT_FWD_WGD128S : K_ATT_FWD_WGD128;
+      t->wg = !dfl ? K_ATT_FWD_WG128 : K_ATT_FWD_WGD128;
       t->sf = sf;
       return 1;
     }
@@ -108,17 +106,17 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
   /* Hopper: the query-major DFLASH backward by wgmma (dfl_attn_bwdq_wg128, the forward's structure and
   ** tensor maps; one unit per CTA): Q and dO (128 rows), NSTG K and V slots of 128 keys, 4 NSTG
-  ** mbarriers, the own blocks' P and dS (bf16), + 1 KB of alignment. DFL_ATTN_WG=0: tc_bwdq. */
-  if (bwd && im->att_wgd && im->tmap_encode && hd == 128) {
+  ** mbarriers, the own blocks' P and dS (bf16), + 1 KB of alignment. */
+  if (bwd && im->att_wg && im->tmap_encode && hd == 128) {
     enum { KT = 128, NSTG = 2 }; /* as WQ_KT, WQ_NSTG */
     size_t sq = 4 * 64 * 256 + 2 * (size_t)NSTG * KT * 256 + 4 * NSTG * 8 + 2 * 128 * (size_t)a->B * 2 + 1024;
-    if (sq <= (size_t)im->smax) { t->wgq = im->att_wgq; t->sq = sq; }
+    if (sq <= (size_t)im->smax) { t->wgq = K_ATT_BWDQ_WG128; t->sq = sq; }
   }
   /* Hopper: the key-major pass by wgmma (dfl_attn_bwdkv_wg128): a producer warpgroup and 2 consumers of
   ** 64 keys, K/V of the 128 keys resident, NSTG slots of a 64-row group's Q and dO (TMA boxes of G heads x
   ** 64 / G positions: B G a multiple of 64, G a divisor of 64) and its row data; t->skv is then its shared
   ** memory (+ 1 KB to align the swizzled tiles, the mbarriers, the block list and its anchors). */
-  if (bwd && im->att_wg_bwd && im->tmap_encode && hd == 128 && P % 64 == 0 && 64 % G == 0) {
+  if (bwd && im->att_wg && im->tmap_encode && hd == 128 && P % 64 == 0 && 64 % G == 0) {
     enum { NSTG = 2 }; /* as WG_BWDKV_KERNEL(dfl_attn_bwdkv_wg128, ...) */
     size_t nstg = NSTG, skv = 1024 + 2 * 128 * 256 + nstg * (2 * 64 * 256 + 3 * 64 * 4) + (1 + 2 * nstg) * 8 + (1 + 2 * (size_t)a->N) * 4;
     if (skv <= (size_t)im->smax) { t->wgkv = K_ATT_BWDKV_WG128; t->skv = skv; }
@@ -209,14 +207,11 @@ int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void
     void *aq[] = {&dq, &dkn, &dvn, &q, &k1, &v1, &k2, &v2, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh,
                   &nkv, &win, &scale};
     int per = 128 / (B * G); /* 128-row CTAs of whole blocks, as the forward */
-    if (!(c->impl->att_skip & 1)) {
-      if (tc.wgq) { /* wgmma: a unit per CTA (kv heads interleaved), the producer + 2 consumer warpgroups */
-        aq[6] = &tmaps; /* k2: the tensor maps */
-        TRY(launch2(c, tc.wgq, (int64_t)batch * ((N + per - 1) / per) * nkv, 1, 384, tc.sq, aq));
-      } else
-        TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
-    }
-    if (c->impl->att_skip & 2) return DFL_OK;
+    if (tc.wgq) { /* wgmma: a unit per CTA (kv heads interleaved), the producer + 2 consumer warpgroups */
+      aq[6] = &tmaps; /* k2: the tensor maps */
+      TRY(launch2(c, tc.wgq, (int64_t)batch * ((N + per - 1) / per) * nkv, 1, 384, tc.sq, aq));
+    } else
+      TRY(launch2(c, tc.kbq, (int64_t)batch * ((N + per - 1) / per), nkv, 128, tc.sq, aq));
     int64_t nkt = (int64_t)((S + 127) / 128) * batch * nkv; /* CTAs of 128 keys */
     if (tc.wgkv) {
       /* A tile's work falls linearly with its keys (fewer anchors lie past them): heaviest-first dispatch

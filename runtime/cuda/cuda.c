@@ -49,15 +49,6 @@ int dfl_cuda_available(void) {
 
 float dfl_bf16_round(float x) { return dfl_bf16_rne(x); }
 
-/* 1 when the environment variable is set to v: the before/after switches of docs/bench.md. Read per
-** op by the op setups: capture and eager runs only. */
-int dfl_cu_env_is(const char *name, const char *v) {
-  const char *e = getenv(name);
-  return e && !strcmp(e, v);
-}
-/* 1 when the variable is "0": a kernel choice switched back to the previous kernel, for comparisons */
-int dfl_cu_env_off(const char *name) { return dfl_cu_env_is(name, "0"); }
-
 static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
   if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }
   void *a[] = {&out, &dto, &x, &dtx, &n};
@@ -118,28 +109,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_PA], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
   for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
-  im->att_ref = getenv("DFL_ATTN_REF") != NULL;
-  im->att_wg = !strcmp(arch, "sm_90a") && !dfl_cu_env_off("DFL_ATTN_WG");
-  im->att_wgs = dfl_cu_env_off("DFL_ATTN_WG_MERGE");
-  im->att_wgq = dfl_cu_env_off("DFL_ATTN_BWDQ_RS") ? K_ATT_BWDQ_WG128S : K_ATT_BWDQ_WG128;
-  im->att_wgd = im->att_wg && !dfl_cu_env_off("DFL_ATTN_WG_DFLASH");
-  im->att_wg_bwd = im->att_wgd && !dfl_cu_env_off("DFL_ATTN_WG_BWD");
-  const char *skip = getenv("DFL_ATTN_BWD_SKIP");
-  im->att_skip = !skip ? 0 : !strcmp(skip, "q") ? 1 : !strcmp(skip, "kv") ? 2 : !strcmp(skip, "all") ? 3 : -1;
-  const char *spl = getenv("DFL_ATTN_BWDKV_SPLIT");
-  char *spe = NULL;
-  im->att_split = spl ? (int)strtol(spl, &spe, 10) : 0;
-  if (spl && (spe == spl || *spe || im->att_split < 1 || im->att_split > 8)) {
-    fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWDKV_SPLIT=%s: expected 1..8 parts (a benchmarking switch); unset it\n", spl);
-    return DFL_ERR;
-  }
-  if (im->att_skip < 0) {
-    fprintf(stderr, "dflc: cuda backend: DFL_ATTN_BWD_SKIP=%s: expected q, kv or all (a benchmarking switch); unset it\n", skip);
-    return DFL_ERR;
-  }
-  if (im->att_skip) /* a training run with it set would learn from wrong gradients: say so every time */
-    fprintf(stderr, "dflc: cuda backend: warning: DFL_ATTN_BWD_SKIP=%s leaves attention backward passes out: "
-                    "gradients are WRONG (for timing the other pass only)\n", skip);
+  im->att_wg = !strcmp(arch, "sm_90a"); /* the wgmma attention kernels; else the mma.sync ones */
   im->tmap_encode = NULL;
   if (im->att_wg) {
     void *fn = NULL;
@@ -218,7 +188,6 @@ static int mt_same(const dfl_graph *g, const dfl_op *a, const dfl_op *b) {
 static void mt_group(dfl_cuda *c) {
   const dfl_graph *g = c->g;
   for (int i = 0; i < g->nops; i++) c->impl->ops[i].group = -1;
-  if (getenv("DFL_NO_MT")) return; /* per-tensor kernels: the before/after comparison */
   for (int i = 0; i < g->nops;) {
     const dfl_op *op = &g->ops[i];
     if (op->code != DFL_OP_ADAMW && op->code != DFL_OP_SUMSQ_ACC) { i++; continue; }
@@ -268,10 +237,8 @@ static int mt_run(dfl_cuda *c, int i0) {
     /* one unit per thread, no grid-stride cap: short blocks, so that when the optimizer runs beside
     ** the next target forward (DFL_RUN_OVERLAP_OPT) its blocks fill SMs for microseconds, not for
     ** the whole kernel. 128 threads: as fast as 256 with today's kernel (4.12 TB/s, bench_optim on
-    ** the 27B drafter), 3% faster with session 7's; DFL_ADAMW_TPB sets it for such comparisons. */
-    const char *et = getenv("DFL_ADAMW_TPB");
-    int tpb = et ? atoi(et) : 0;
-    if (tpb < 64 || tpb > 1024) tpb = 128;
+    ** the 27B drafter), 3% faster with session 7's. */
+    int tpb = 128;
     return launch2(c, K_ADAMW_MT, (units + tpb - 1) / tpb, 1, tpb, 0, a);
   }
   float *part = (float *)c->impl->ops[i0].scratch;
@@ -284,7 +251,7 @@ static int mt_run(dfl_cuda *c, int i0) {
   size_t es = dfl_dtype_size((dfl_dtype)t.dtg);
   for (int k = 1; k < t.nt && flat >= 0; k++)
     flat = (char *)t.g[k] == (char *)t.g[k - 1] + (size_t)t.n[k - 1] * es ? flat + t.n[k] : -1;
-  if (flat >= 0 && ((uintptr_t)t.g[0] & 15) == 0 && !getenv("DFL_SUMSQ_TABLE")) {
+  if (flat >= 0 && ((uintptr_t)t.g[0] & 15) == 0) {
     int dtg = t.dtg;
     void *g0 = t.g[0], *a0[] = {&part, &g0, &dtg, &flat};
     TRY(launch2(c, K_SUMSQ_FLAT, np, 1, 256, 0, a0));
@@ -311,6 +278,9 @@ static void memtrace(const char *what) {
 }
 
 int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const char *arch) {
+  return dfl_cuda_init_opts(c, g, plan, arch, NULL);
+}
+int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const char *arch, const dfl_cuda_opts *o) {
   memset(c, 0, sizeof *c);
   c->g = g;
   struct dfl_cuda_impl *im = calloc(1, sizeof *im);
@@ -318,6 +288,7 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, const c
   c->ptr = calloc((size_t)(g->nt ? g->nt : 1), sizeof *c->ptr);
   im->ops = calloc((size_t)(g->nops ? g->nops : 1), sizeof *im->ops);
   if (!im || !c->ptr || !im->ops) return DFL_ENOMEM;
+  if (o) im->tf32 = o->tf32, im->att_ref = o->att_ref;
   if (!dfl_cuda_available()) {
     fprintf(stderr, "dflc: no CUDA device is available (cudaGetDeviceCount found none): run on a GPU machine or use "
                     "the CPU backend\n");
@@ -559,10 +530,10 @@ static int rowq_nch(int C, const dfl_op *op) {
 /* The warp-per-row RMSNORM kernels (kernels/rmsnorm.cuh rmsnorm_w / _wq): bf16 tensors (the
 ** quantized form: x and w bf16, the removed intermediate bf16), rows of G = 256 V features with
 ** V <= 32, 16-byte aligned pointers; their K_ index (VMAX 8, 16, 24, 32; q: the quantized form), or
-** -1 (then the block kernels run). DFL_RMS_WARP=0 keeps the block kernels, for comparisons. */
+** -1 (then the block kernels run). */
 static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int n) {
   int V = G / 256;
-  if (dfl_cu_env_off("DFL_RMS_WARP") || G % 256 || V < 1 || V > 32 || !dfl_cu_bf16_vecs(p, d, n)) return -1;
+  if (G % 256 || V < 1 || V > 32 || !dfl_cu_bf16_vecs(p, d, n)) return -1;
   return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
 }
 
@@ -570,10 +541,10 @@ static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int
 ** aligned pointers, and groups of whole rows of G = 512 V features (G <= 8192), or of G = 8 L features
 ** with L a power of two <= 32 (the q/k head norms), which the kernel takes in rows of C = 4096 .. 512
 ** (the largest that divides the tensor). Returns the kernel's row C, or 0 (then dfl_rmsnorm_bwd_v
-** runs). DFL_RMS_BWD_ROW=0 keeps dfl_rmsnorm_bwd_v, for comparisons. */
+** runs). */
 static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d, int n) {
   int L = G / 8;
-  if (dfl_cu_env_off("DFL_RMS_BWD_ROW") || !dfl_cu_bf16_vecs(p, d, n)) return 0;
+  if (!dfl_cu_bf16_vecs(p, d, n)) return 0;
   if (G % 512 == 0) return G <= 8192 ? G : 0;
   if (G % 8 || L < 1 || L > 32 || (L & (L - 1))) return 0;
   for (int C = 4096; C >= 512; C /= 2)
@@ -583,10 +554,9 @@ static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d,
 
 /* The pipelined row kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr, dfl_rmsnorm_qr,
 ** dfl_quant_f8r, and the unquantized bf16 norm dfl_rmsnorm_r) take rows of C % 1024 == 0 features,
-** C <= 12288 (C / 32 threads), their tensors bf16 and 16-byte aligned. DFL_ROWQ_PIPE=0 keeps the
-** other kernels. */
+** C <= 12288 (C / 32 threads), their tensors bf16 and 16-byte aligned. */
 static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
-  return !dfl_cu_env_off("DFL_ROWQ_PIPE") && C % 1024 == 0 && C / 32 <= 384 && dfl_cu_bf16_vecs(p, d, n);
+  return C % 1024 == 0 && C / 32 <= 384 && dfl_cu_bf16_vecs(p, d, n);
 }
 /* Launches one of them: C / 32 threads a CTA, about 768 threads an SM (two CTAs of the 8B's 384-thread
 ** SwiGLU rows, six of its 128-thread quantized rows) and never more CTAs than rows; each CTA walks rows */
@@ -724,10 +694,8 @@ static int exec_op(dfl_cuda *c, int i) {
     size_t stg = (size_t)((ad ? 192 : 128) + (C != Gi ? 32 : 0)) * (C / 16); /* two row stages (+ dw sums) */
     if (stg > (size_t)RBP_SMEM(im->smax)) C = 0; /* they do not fit */
     int blk = C ? 0 : rms_vec_block(Gi, pp, pd, 5);
-    /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic.
-    ** DFL_RMS_BWD_PARTS=n (1..DFL_RMS_PARTS) caps them, for comparisons. */
-    const char *ep = getenv("DFL_RMS_BWD_PARTS");
-    int ev = ep ? atoi(ep) : 0, cap = ev >= 1 && ev <= DFL_RMS_PARTS ? ev : DFL_RMS_PARTS, np;
+    /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic. */
+    int cap = DFL_RMS_PARTS, np;
     if (C) { /* blocks of C / 16 threads walk rows of C, as many blocks as the SMs hold */
       long long nr = ng * Gi / C;
       int k = ad ? K_RMSNORM_BWD_PA : K_RMSNORM_BWD_P, occ = 0;
@@ -738,7 +706,7 @@ static int exec_op(dfl_cuda *c, int i) {
       ** 27B's rows of 5120 with the addend: 3 blocks an SM, 396 for 512 parts, 107.2 us; 384 parts
       ** 97.4, 256 parts 95.4: bench_memops). 128, not the device's SM count: the parts, and so the
       ** sums' order, stay the same on every Hopper part. */
-      if (cap > 128 * occ && ev < 1)
+      if (cap > 128 * occ)
         for (cap = 1; 2 * cap <= 128 * occ;) cap *= 2; /* a power of two: equal parts of 2^k rows */
       np = (int)(nr < cap ? nr : cap);
       int64_t nb = (int64_t)im->nsm * occ;

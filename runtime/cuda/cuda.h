@@ -35,6 +35,15 @@ size_t dfl_cuda_elem_size(const dfl_tensor *t, void *ctx);
 ** tensors start zeroed. Runs on the calling thread's current CUDA device (cudaSetDevice before to
 ** choose one; 0 by default); every later call must find that device current. */
 int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const struct dfl_plan *plan, const char *arch);
+/* The backend's named choices, fixed at init; zero is every default. */
+typedef struct dfl_cuda_opts {
+  int tf32;    /* compile { tf32 = true }: f32 GEMMs on TF32 tensor cores (docs/language.md#compile) */
+  int att_ref; /* every attention op on the CUDA-core reference kernels: what tests/cuda/bench_attention
+               ** checks the tensor-core kernels against (no spec key) */
+} dfl_cuda_opts;
+/* dfl_cuda_init with choices (o NULL: the defaults). */
+int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const struct dfl_plan *plan, const char *arch,
+                       const dfl_cuda_opts *o);
 void dfl_cuda_free(dfl_cuda *c);
 
 /* Enqueue the ops whose phase bit is in phase_mask (runtime/cpu.h DFL_PH_*): the first call for a

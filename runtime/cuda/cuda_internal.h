@@ -75,16 +75,9 @@ struct dfl_cuda_impl {
   size_t scratch_bytes; /* op scratch outside the plan (only without a plan's workspaces) */
   int nsm;
   int smax;         /* opt-in dynamic shared memory per block */
-  int att_ref;      /* DFL_ATTN_REF set: always the CUDA-core attention kernels (before/after checks) */
-  int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; DFL_ATTN_WG=0: off) */
-  int att_wgd;      /* the DFLASH ones among them (DFL_ATTN_WG_DFLASH=0: off, the CAUSAL forward kept) */
-  int att_wgs;      /* DFLASH forward: own keys always in a tile of their own (DFL_ATTN_WG_MERGE=0) */
-  int att_wgq;      /* the query-major backward's kernel: Q from registers (DFL_ATTN_BWDQ_RS=0: from shared
-                    ** memory, the previous kernel) */
-  int att_wg_bwd;   /* the wgmma DFLASH key-major backward (as att_wg; DFL_ATTN_WG_BWD=0: off alone) */
-  int att_split;    /* DFL_ATTN_BWDKV_SPLIT=n: the key-major pass in n parts (1: never split); 0: by the grid */
-  int att_skip;     /* DFL_ATTN_BWD_SKIP=q / kv / all (bits 1 / 2 / both): leave those backward passes out
-                    ** (all: only D = rowsum(dO O) runs), to time the rest alone (bench_attention); wrong results */
+  int att_ref;      /* dfl_cuda_opts.att_ref: always the CUDA-core attention kernels (bench_attention's check) */
+  int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; else the mma.sync ones) */
+  int tf32;         /* dfl_cuda_opts.tf32 (compile { tf32 = true }): f32 GEMMs on TF32 tensor cores */
   PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
   int nexec;
@@ -126,8 +119,6 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
 /* runtime/cuda/cuda.c: shared by the op files */
 int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n);
 int dfl_cu_bf16_vecs(const void *const *p, const int *d, int n);
-int dfl_cu_env_is(const char *name, const char *v);
-int dfl_cu_env_off(const char *name);
 /* runtime/cuda/loss.c, rope.c */
 int dfl_cu_block_rows(dfl_cuda *c, int i);
 int dfl_cu_linear_ce(dfl_cuda *c, int i);

@@ -14,12 +14,6 @@
 #include "compiler/plan.h"
 #include "compiler/status.h"
 
-/* DFL_FP8_FAST_ACCUM=1 / 0 forces cuBLASLt's fast FP8 accumulation on / off (docs/bench.md) */
-static int fp8_env_is(const char *v) {
-  const char *e = getenv("DFL_FP8_FAST_ACCUM");
-  return e && !strcmp(e, v);
-}
-
 static cudaDataType_t cuda_type(dfl_dtype d) {
   return d == DFL_BF16 ? CUDA_R_16BF : d == DFL_F16 ? CUDA_R_16F : d == DFL_F64 ? CUDA_R_64F : CUDA_R_32F;
 }
@@ -54,7 +48,7 @@ int dfl_cu_mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, d
     return DFL_ESHAPE;
   }
   cublasComputeType_t ct = CUBLAS_COMPUTE_32F;
-  if (da == DFL_F32 && getenv("DFL_TF32")) ct = CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (da == DFL_F32 && c->impl->tf32) ct = CUBLAS_COMPUTE_32F_FAST_TF32; /* compile { tf32 = true } */
   LT(cublasLtMatmulDescCreate(&m->d, ct, CUDA_R_32F));
   cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -100,10 +94,8 @@ int dfl_cu_mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, 
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode));
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw));
   LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx, sizeof sx));
-  /* fast: quantize = fp8_fast (the op's a.fast_accum), or DFL_FP8_FAST_ACCUM=1/0 overriding it, for
-  ** comparisons: cuBLASLt's FP8 fast accumulation, the partial sums never promoted to f32 */
-  if (fp8_env_is("1")) fast = 1;
-  else if (fp8_env_is("0")) fast = 0;
+  /* fast: quantize = fp8_fast (the op's a.fast_accum): cuBLASLt's FP8 fast accumulation, the partial
+  ** sums never promoted to f32 */
   if (fast) {
     int8_t on = 1;
     LT(cublasLtMatmulDescSetAttribute(m->d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof on));

@@ -31,8 +31,7 @@ static int rope_one(dfl_cuda *c, const dfl_op *op, void *o0, int d0, const void 
                     "and the tensors bf16/f16/f32\n", op->label, hd);
     return DFL_ESHAPE;
   }
-  /* DFL_ROPE_ROW=0: dfl_rope_v, for comparisons */
-  if (rope_hd16(hd) && !dfl_cu_env_off("DFL_ROPE_ROW") &&
+  if (rope_hd16(hd) &&
       dfl_cu_bf16_vecs((const void *[]){o0, i0, wn ? wn : o0}, (const int[]){d0, d1, wn ? dtw : d0}, 3) &&
       (!wn || dty == DFL_BF16)) {
     /* a row's hd / 16 threads walk its heads (kernels/rope.cuh dfl_rope_r); two CTAs an SM at most */
@@ -55,8 +54,8 @@ static int rope_one(dfl_cuda *c, const dfl_op *op, void *o0, int d0, const void 
 /* ROPE: single, normed (in[2] the norm weight: dfl_fuse_norm_rope; a.eps, the removed intermediate's
 ** dtype in a.mid_dtype) or pair form (dfl_fuse_rope_pair: x2 and its weight after the single form's
 ** inputs, a.kv_heads heads, out[1]). bf16 rows of hd = 16 x a power of two <= 512 go to the item
-** kernels (kernels/rope.cuh dfl_rope_p4/p8: DFL_ROPE_PH=4 or 8 heads an item, 8 by default), both
-** tensors in one launch; DFL_ROPE_P=0 takes rope_one's kernels, one launch per tensor. */
+** kernel (kernels/rope.cuh dfl_rope_p8: 8 heads an item), both tensors in one launch; the rest takes
+** rope_one's kernels, one launch per tensor. */
 int dfl_cu_rope(dfl_cuda *c, const dfl_op *op) {
   const dfl_attrs *at = &op->a;
   /* partial rotary (qwen3_5): its own kernel; the graph never fuses it (compiler/graph.c) */
@@ -70,19 +69,18 @@ int dfl_cu_rope(dfl_cuda *c, const dfl_op *op) {
   const void *pv[] = {o0, i0, wn ? wn : o0, pair ? o1 : o0, pair ? i1 : o0, wn1 ? wn1 : o0};
   int dv[] = {d0, d1, wn ? dtw : d0, pair ? dt(c, op->out[1]) : d0, pair ? dt(c, op->in[normed ? 3 : 2]) : d0,
               wn1 ? dt(c, op->in[4]) : d0};
-  if (rope_hd16(hd) && !dfl_cu_env_off("DFL_ROPE_P") && !dfl_cu_env_off("DFL_ROPE_ROW") && dfl_cu_bf16_vecs(pv, dv, 6) &&
+  if (rope_hd16(hd) && dfl_cu_bf16_vecs(pv, dv, 6) &&
       (!wn || at->mid_dtype == DFL_BF16)) {
-    int ph = dfl_cu_env_is("DFL_ROPE_PH", "4") ? 4 : 8, ni = hd / 16;
+    int ph = 8, ni = hd / 16;
     long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
     int64_t items = rows * ((nh + ph - 1) / ph + (nh2 + ph - 1) / ph), ipb = 256 / ni;
     double th = at->theta; void *pos = P(op->in[1]);
     int inv = at->inverse; float eps = (float)at->eps;
     void *a[] = {&o0, &i0, &wn, &nh, &o1, &i1, &wn1, &nh2, &pos, &rows, &hd, &th, &inv, &eps};
-    /* at most the CTAs the SMs hold at once (three of p4, two of p8): each forms its inverse frequencies
-    ** (double pow) once; DFL_ROPE_GRID=all launches one CTA per 256 threads' items */
-    int64_t nb = (items + ipb - 1) / ipb, cap = (int64_t)c->impl->nsm * (ph == 4 ? 3 : 2);
-    if (!dfl_cu_env_is("DFL_ROPE_GRID", "all") && nb > cap) nb = cap;
-    return launch2(c, ph == 4 ? K_ROPE_P4 : K_ROPE_P8, nb, 1, 256, (size_t)(hd / 2) * 8, a);
+    /* at most the CTAs the SMs hold at once (two): each forms its inverse frequencies (double pow) once */
+    int64_t nb = (items + ipb - 1) / ipb, cap = (int64_t)c->impl->nsm * 2;
+    if (nb > cap) nb = cap;
+    return launch2(c, K_ROPE_P8, nb, 1, 256, (size_t)(hd / 2) * 8, a);
   }
   int rc = rope_one(c, op, o0, d0, i0, d1, wn, dtw, nh);
   if (rc != DFL_OK || !pair) return rc;

@@ -50,7 +50,7 @@ static int open_gpu(dev_s *d, const dfl_spec *s, const int *live, int n_live, co
     dfl_plan_free(&d->plan);
     d->planned = 0;
   }
-  int rc = dfl_be_open_cuda_dev(&d->be, d->g, d->planned ? &d->plan : NULL, in, n_in, d->phys);
+  int rc = dfl_be_open_cuda_dev(&d->be, d->g, d->planned ? &d->plan : NULL, in, n_in, &s->opt, d->phys);
   if (rc) {
     fprintf(stderr, "dflc: %s: cannot open the CUDA backend on CUDA device %d\n", d->name, d->phys);
     return rc;

@@ -180,7 +180,7 @@ int dfl_target_agreement(const dfl_spec *s, dfl_backend_kind kind, const dfl_dat
   memset(&be, 0, sizeof be);
   if (kind == DFL_BE_CUDA) {
     int in[2] = {ids, labels};
-    rc = dfl_be_open_cuda(&be, &g, planned ? &plan : NULL, in, 2);
+    rc = dfl_be_open_cuda(&be, &g, planned ? &plan : NULL, in, 2, &s->opt);
   } else if ((rc = dfl_cpu_init(&cpu, &g, planned ? &plan : NULL, 0)) == DFL_OK) {
     if ((rc = dfl_be_open_cpu(&be, &cpu))) dfl_cpu_free(&cpu);
   }

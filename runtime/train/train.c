@@ -77,7 +77,7 @@ int dfl_eval_open_on(dfl_evaluator *ev, const dfl_spec *s, dfl_backend_kind kind
   if (kind == DFL_BE_CUDA) {
     const dfl_train_graph *e = &ev->eg;
     int in[4] = {e->ids, e->loss_mask, e->anchors, e->keep};
-    rc = dfl_be_open_cuda(&ev->be, &ev->eg.g, ev->planned ? &ev->plan : NULL, in, 4);
+    rc = dfl_be_open_cuda(&ev->be, &ev->eg.g, ev->planned ? &ev->plan : NULL, in, 4, &s->opt);
   } else if ((rc = dfl_cpu_init(&ev->cpu, &ev->eg.g, ev->planned ? &ev->plan : NULL, 0)) == DFL_OK) {
     if ((rc = dfl_be_open_cpu(&ev->be, &ev->cpu))) dfl_cpu_free(&ev->cpu);
   }
@@ -379,7 +379,7 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   t_stage = now_s();
   if (kind == DFL_BE_CUDA) {
     int in[4] = {tr->tg.ids, tr->tg.loss_mask, tr->tg.anchors, tr->tg.keep};
-    rc = dfl_be_open_cuda(&tr->be, g, tr->planned ? &tr->plan : NULL, in, 4);
+    rc = dfl_be_open_cuda(&tr->be, g, tr->planned ? &tr->plan : NULL, in, 4, &tr->spec.opt);
   } else if ((rc = dfl_cpu_init(&tr->cpu, g, tr->planned ? &tr->plan : NULL, 0)) == DFL_OK) {
     rc = dfl_be_open_cpu(&tr->be, &tr->cpu);
   }

@@ -1,7 +1,7 @@
 /*
 ** bench_attention (GPU, not in the default ctest run): the attention ops at the Qwen3-8B drafter
 ** shapes (and DFLASH at the 27B benchmark's S=2048, last), tensor-core kernels against the CUDA-core
-** reference kernels (DFL_ATTN_REF), one layer:
+** reference kernels (dfl_cuda_opts.att_ref), one layer:
 **   DFLASH forward + backward: S=4096, N=512 anchors (uniform over positions 0..S-2 without
 **     replacement, sorted, like runtime/anchors.c with every position supervised), B=16,
 **     nh=32, nkv=8, hd=128, batch 1, bf16; full layer, and a sliding layer (window 2048);
@@ -10,13 +10,9 @@
 ** FLOPs count only unmasked work: 4*hd per visible (query head, key) forward, 2.5x that backward.
 ** Each mode prints median ms over the repetitions (host clock around launch + sync; the kernels
 ** run for milliseconds, so launch overhead is noise) and checks the tensor-core outputs against
-** the reference kernels' (max |diff| / max |ref| per tensor, bf16 tolerance 3e-2). The tensor-core
-** kernels without the Hopper wgmma ones (DFL_ATTN_WG=0, "old") are timed and checked too; for DFLASH
-** also the wgmma forward that keeps the own keys in a tile of their own (DFL_ATTN_WG_MERGE=0, "sep"),
-** the mma.sync key-major backward pass with the rest wgmma (DFL_ATTN_WG_BWD=0) and, after them, each
-** setting of BENCH_ATT_EXTRA (space separated, each VAR=VAL[,VAR=VAL..], e.g. "DFL_ATTN_BWD_SKIP=q
-** DFL_ATTN_WG_BWD=0,DFL_ATTN_BWD_SKIP=q": the key-major pass, new and old, with D = rowsum(dO O), which
-** DFL_ATTN_BWD_SKIP=all times alone; a setting with DFL_ATTN_BWD_SKIP leaves a pass out: timing only).
+** the reference kernels' (max |diff| / max |ref| per tensor, bf16 tolerance 3e-2). The kernels of the
+** lost comparisons (the mma.sync ones on Hopper, the separate own-key tile, the shared-memory Q of the
+** query-major backward; docs/journal/2026-11-performance.md) are deleted, with their switches.
 ** Usage: bench_attention [reps] [only]   (DFL_SEED=... fixes the inputs; only: run the configurations
 ** whose name contains it, e.g. causal)
 */
@@ -125,31 +121,17 @@ static int bench(const char *name, int dflash, int window, int reps) {
     for (int64_t i = 0; i < n; i++) vals[k][i] = (float)((urand() * 2 - 1) * sc);
   }
   double fl = 4.0 * HD * visible(dflash, window, anc);
-  /* modes: 0 reference kernels, 1 tensor cores, 2 DFL_ATTN_WG=0 ("old"), DFLASH: 3 DFL_ATTN_WG_MERGE=0 ("sep"),
-  ** 4 DFL_ATTN_WG_BWD=0, 5.. extras */
-  enum { MM = 16 };
-  char extra[MM][128], *ex = getenv("BENCH_ATT_EXTRA");
-  int nm = dflash ? 5 : 3;
-  for (const char *e = ex ? ex : ""; *e && nm < MM;) {
-    while (*e == ' ') e++;
-    int l = (int)strcspn(e, " ");
-    if (l > 0 && l < 128) { memcpy(extra[nm], e, (size_t)l); extra[nm][l] = 0; nm += dflash; }
-    e += l;
-  }
+  /* modes: 0 reference kernels, 1 tensor cores */
+  enum { MM = 2 };
+  int nm = MM;
   double ms[MM][2] = {{0}};
   float *res[MM][7] = {{0}};
   int fails = 0;
   for (int mode = 0; mode < nm; mode++) {
-    static const char *vars[] = {"DFL_ATTN_REF", "DFL_ATTN_WG", "DFL_ATTN_WG_MERGE", "DFL_ATTN_WG_BWD", "DFL_ATTN_BWD_SKIP",
-                                 "DFL_ATTN_BWDKV_SPLIT", "DFL_ATTN_BWDQ_RS"};
-    for (int v = 0; v < (int)(sizeof vars / sizeof *vars); v++) unsetenv(vars[v]);
-    if (mode == 0) setenv("DFL_ATTN_REF", "1", 1);
-    if (mode == 2) setenv("DFL_ATTN_WG", "0", 1);
-    if (mode == 3) setenv("DFL_ATTN_WG_MERGE", "0", 1);
-    if (mode == 4) setenv("DFL_ATTN_WG_BWD", "0", 1);
-    if (mode >= 5) dfl_bench_setvars(extra[mode], 1);
+    dfl_cuda_opts co = {0};
+    co.att_ref = mode == 0;
     dfl_cuda c;
-    if (dfl_cuda_init(&c, &b.g, NULL, NULL) != DFL_OK) { fprintf(stderr, "FAIL %s: cuda init\n", name); return 1; }
+    if (dfl_cuda_init_opts(&c, &b.g, NULL, NULL, &co) != DFL_OK) { fprintf(stderr, "FAIL %s: cuda init\n", name); return 1; }
     for (int k = 0; k < b.nin; k++) {
       const dfl_tensor *T = &b.g.t[b.in[k]];
       int64_t n = dfl_tensor_numel(T);
@@ -171,8 +153,7 @@ static int bench(const char *name, int dflash, int window, int reps) {
     dfl_cuda_free(&c);
   }
   for (int mode = 1; mode < nm; mode++) {
-    const char *lab = mode == 1 ? "tc" : mode == 2 ? "old" : mode == 3 ? "sep" : mode == 4 ? "DFL_ATTN_WG_BWD=0" : extra[mode];
-    int timing = mode >= 5 && strstr(extra[mode], "SKIP") != NULL;
+    const char *lab = "tc";
     for (int k = 0; k < b.nout; k++) {
       const dfl_tensor *T = &b.g.t[b.out[k]];
       int64_t n = dfl_tensor_numel(T), bad = 0;
@@ -186,27 +167,17 @@ static int bench(const char *name, int dflash, int window, int reps) {
       double rel = err / (mx > 1e-20 ? mx : 1e-20);
       int ok = bad == 0 && rel <= 3e-2;
       printf("  %s %-4s %s vs ref: max|ref| %.3g rel err %.3g nan/inf mismatches %lld %s\n", name, T->name, lab, mx,
-             rel, (long long)bad, timing ? "(timing only)" : ok ? "ok" : "FAIL");
-      fails += !ok && !timing;
+             rel, (long long)bad, ok ? "ok" : "FAIL");
+      fails += !ok;
     }
-    if (mode >= 3 && b.bwd_op >= 0)
-      printf("%-28s bwd: %-32s %7.3f ms %6.1f TF/s (tc: %.3f ms)\n", name, lab, ms[mode][1], 2.5 * fl / ms[mode][1] * 1e-9,
-             ms[1][1]);
   }
   for (int mode = 0; mode < nm; mode++)
     for (int k = 0; k < b.nout; k++) free(res[mode][k]);
   printf("%-28s fwd: ref %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.1fx\n", name, ms[0][0],
          fl / ms[0][0] * 1e-9, ms[1][0], fl / ms[1][0] * 1e-9, ms[0][0] / ms[1][0]);
-  printf("%-28s fwd: old %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.2fx over old\n", name, ms[2][0],
-         fl / ms[2][0] * 1e-9, ms[1][0], fl / ms[1][0] * 1e-9, ms[2][0] / ms[1][0]);
-  if (dflash)
-    printf("%-28s fwd: sep %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.2fx over sep\n", name, ms[3][0],
-           fl / ms[3][0] * 1e-9, ms[1][0], fl / ms[1][0] * 1e-9, ms[3][0] / ms[1][0]);
   if (b.bwd_op >= 0) {
     printf("%-28s bwd: ref %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.1fx\n", name, ms[0][1],
            2.5 * fl / ms[0][1] * 1e-9, ms[1][1], 2.5 * fl / ms[1][1] * 1e-9, ms[0][1] / ms[1][1]);
-    printf("%-28s bwd: old %8.3f ms %6.1f TF/s | tc %7.3f ms %6.1f TF/s | %5.2fx over old\n", name, ms[2][1],
-           2.5 * fl / ms[2][1] * 1e-9, ms[1][1], 2.5 * fl / ms[1][1] * 1e-9, ms[2][1] / ms[1][1]);
   }
   for (int k = 0; k < 10; k++) free(vals[k]);
   dfl_graph_free(&b.g);

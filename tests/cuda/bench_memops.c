@@ -8,8 +8,9 @@
 **     CUDA events around the case's launches only; median of the repetitions, per launch.
 **   bytes: what the op must move (its inputs read once, its outputs written once; the RMSNorm
 **     backward's f32 partial dw rows are the kernel's own overhead and not counted).
-** Variants are picked by the settings runtime/cuda.c reads at each launch: BENCH_MEM_V="VAR=VAL,..
-** VAR=VAL" times each setting after the default. Usage: bench_memops [reps] [case-substring]
+** A variant under comparison is picked by a temporary setting runtime/cuda reads at each launch (none
+** today: a comparison's loser is deleted with its switch): BENCH_MEM_V="VAR=VAL,.. VAR=VAL" times each
+** setting after the default. Usage: bench_memops [reps] [case-substring]
 */
 #include <cuda_runtime.h>
 #include <stdarg.h>

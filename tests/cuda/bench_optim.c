@@ -7,9 +7,10 @@
 **   dtypes: bf16 params and gradients (`grads = bf16`), f32 masters and moments, as the examples;
 **   timed: the grad norm (multi-tensor SUMSQ_ACC), AdamW (multi-tensor ADAMW, keep_grad) and a
 **     device copy of 2 GiB for scale; median of the repetitions, host clock around launch + sync.
-** Variants are picked by settings the backend reads at each eager launch (runtime/cuda.c mt_run;
-** today DFL_ADAMW_TPB, AdamW's block size; a kernel variant under comparison gets one there):
-** BENCH_OPT_V="DFL_ADAMW_TPB=256 DFL_ADAMW_TPB=512,OTHER=1 ..." times each setting after the default. Bandwidth counts the bytes each kernel must move (28 B a parameter for AdamW:
+** A kernel variant under comparison is picked by a temporary setting the backend reads at each eager
+** launch (runtime/cuda/cuda.c mt_run; none today: a comparison's loser is deleted with its switch):
+** BENCH_OPT_V="VAR=VAL VAR=VAL,OTHER=1 ..." times each setting after the default. Bandwidth counts the
+** bytes each kernel must move (28 B a parameter for AdamW:
 ** read grad 2, master 4, m 4, v 4; write master, m, v, param).
 ** Usage: bench_optim [27b|8b] [reps]
 */

@@ -38,7 +38,7 @@ int main(void) {
   at.trans_b = 1;
   dfl_op_add(&g, DFL_OP_MATMUL, (int[]){x, b}, 2, &y, 1, &at);
   dfl_backend be;
-  if (dfl_be_open_cuda(&be, &g, NULL, NULL, 0)) { printf("FAIL: cuda backend\n"); return 1; }
+  if (dfl_be_open_cuda(&be, &g, NULL, NULL, 0, NULL)) { printf("FAIL: cuda backend\n"); return 1; }
   if (dfl_be_cuda_init_random(&be, DFL_KIND_BIT(DFL_T_FROZEN), seed, 0.02)) { printf("FAIL: init\n"); return 1; }
   dfl_cpu cpu;
   if (dfl_cpu_init(&cpu, &g, NULL, 0)) { printf("FAIL: cpu backend\n"); return 1; }

@@ -5,7 +5,7 @@
 **   - default taps against the reference formula and its published values,
 **   - config.json reading: both rope forms, qwen3/llama, tied embeddings, head_dim absent,
 **   - number and size literals (exact values, 64-bit overflow reported),
-**   - the example specs fill dfl_spec as documented.
+**   - the example specs fill dfl_spec as documented, the compile section included.
 */
 #include <math.h>
 #include <stdio.h>
@@ -224,6 +224,16 @@ static void test_examples(void) {
             !s.topk && fabs(s.lr - 6e-4) < 1e-15 && s.clip == 1.0 && s.warmup_steps == 4 && s.shuffle &&
             s.target_dtype == DFL_PREC_BF16 && s.drafter.heads == 4 && s.drafter.intermediate == 384,
         "defaults");
+  char desc[256];
+  CHECK(dfl_spec_compile_desc(&s, 0, desc, sizeof desc) == 0 && !desc[0], "minimal: compile choices not default `%s`", desc);
+  CHECK(dfl_spec_compile_desc(&s, 1, desc, sizeof desc) == 5 &&
+            !strcmp(desc, "block_rows = true, rope_pair = true, swiglu_quant = true, overlap = true, tf32 = false"),
+        "minimal: compile choices `%s`", desc);
+  CHECK(dfl_spec_load("tests/front/good/compile.dfl", &s) == DFL_OK && s.opt.no_block_rows && s.opt.no_rope_pair &&
+            s.opt.no_swiglu_quant && s.opt.no_overlap && s.opt.tf32, "compile section");
+  CHECK(dfl_spec_compile_desc(&s, 0, desc, sizeof desc) == 5 &&
+            !strcmp(desc, "block_rows = false, rope_pair = false, swiglu_quant = false, overlap = false, tf32 = true"),
+        "compile: choices not default `%s`", desc);
   CHECK(dfl_spec_load("examples/qwen36-27b-5x3.dfl", &s) == DFL_OK, "qwen36");
   CHECK(s.n_devices == 8 && dfl_spec_count_role(&s, 1, 0) == 5 && dfl_spec_count_role(&s, 0, 1) == 3, "5x3");
   CHECK(s.devices[0].memory_budget == 140LL << 30 && s.devices[7].memory_budget == 130LL << 30, "budgets");
