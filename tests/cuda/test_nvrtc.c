@@ -21,7 +21,8 @@
 #include "compiler/status.h"
 
 static int fails;
-#define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); fails++; } } while (0)
+#define CHECK_FAILED fails++
+#include "tests/common/check.h"
 
 static int has(const void *bin, size_t n, const char *name) {
   size_t l = strlen(name) + 1; /* with the NUL: a symbol, not a prefix of a longer one */

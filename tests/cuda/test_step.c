@@ -30,7 +30,8 @@
 
 static int fails;
 static double worst_cos, worst_pcos; /* lowest gradient / parameter cosine of the last run_mode */
-#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
+#define CHECK_FAILED fails++
+#include "tests/common/check.h"
 #define BATCH 2
 #define S 32
 #define N 4

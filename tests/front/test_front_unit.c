@@ -21,15 +21,7 @@
 #include "compiler/spec.h"
 
 static int failures;
-#define CHECK(cond, ...)                                                     \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      failures++;                                                            \
-      fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fputc('\n', stderr);                                                   \
-    }                                                                        \
-  } while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state;
 static uint32_t rnd(void) {

@@ -10,9 +10,8 @@
 #include "runtime/io/data.h"
 
 static int io_failures;
-#define CHECK(cond, ...) do { if (!(cond)) { io_failures++; \
-  fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-  fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+#define CHECK_FAILED io_failures++
+#include "tests/common/check.h"
 
 /* Fresh seed each run (printed), or DFL_SEED=... to reproduce a failure. */
 static inline uint64_t io_seed(const char *test) {

@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 static int fails;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); fails++; } } while (0)
+#define CHECK_FAILED fails++
+#include "tests/common/check.h"
 
 static uint64_t rng_s;
 static inline void rng_init(const char *test) {

@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 static int fails;
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); fails++; } } while (0)
+#define CHECK_FAILED fails++
+#include "tests/common/check.h"
 
 /* Runs fn in a child; returns 1 if it died of SIGABRT (the builder-bug path). */
 static int aborts(void (*fn)(void)) {

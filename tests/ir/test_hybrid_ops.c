@@ -20,7 +20,7 @@
 #include "runtime/cpu/cpu.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 static unsigned long long rs;
 static double ur(void) { /* splitmix64, uniform in [0, 1) */

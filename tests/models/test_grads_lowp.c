@@ -16,7 +16,7 @@
 #include "runtime/io/weights.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 static void spec_init(dfl_spec *s, int precision, int grads_bf16, int accum) {
   char err[512];

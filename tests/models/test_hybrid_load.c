@@ -21,7 +21,7 @@
 #include "runtime/io/weights.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 #define SRC "examples/models/nano-hybrid"
 

@@ -21,7 +21,7 @@
 #include "runtime/io/safetensors.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 #define BATCH 2
 #define S 32

@@ -12,15 +12,8 @@
 #include "compiler/spec.h"
 #include "runtime/pipeline/pipeline.h"
 
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
+#define CHECK_FAILED exit(1)
+#include "tests/common/check.h"
 
 static inline uint64_t test_seed(void) {
   const char *e = getenv("DFL_TEST_SEED");

@@ -21,8 +21,7 @@
 #include "tests/common/test_util.h"
 
 static int failures;
-#define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-  fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 static double now(void) {
   struct timespec ts;

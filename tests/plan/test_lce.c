@@ -15,8 +15,7 @@
 #include "compiler/plan.h"
 
 static int failures;
-#define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-  fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 static void one(int64_t R0, int64_t H, int64_t V, int chunk, dfl_dtype dt, int per, int64_t want_rows) {
   int64_t R = R0;

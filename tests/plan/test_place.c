@@ -15,8 +15,7 @@
 #include "compiler/status.h"
 
 static int failures;
-#define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-  fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 static uint64_t rng_state;
 static uint64_t rnd(void) { /* splitmix64 */

@@ -14,8 +14,7 @@
 #include "tests/plan/synth.h"
 
 static int failures;
-#define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-  fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 static uint64_t seed;
 static uint64_t rs;

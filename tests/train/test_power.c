@@ -17,7 +17,8 @@
 #include "runtime/cli/power.h"
 
 static int fails;
-#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
+#define CHECK_FAILED fails++
+#include "tests/common/check.h"
 
 static void sleep_ms(int ms) {
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};

@@ -23,8 +23,7 @@
 #include "runtime/train/accept.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
-                                             printf("\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 /* The planted drafter: acc[r * S + a] tokens right after anchor a of row r, then a miss. */
 typedef struct {

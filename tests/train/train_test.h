@@ -15,8 +15,7 @@
 #include "runtime/train/train.h"
 
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
-                                             printf("\n"); failures++; } } while (0)
+#include "tests/common/check.h"
 
 /* Nano target, 2 taps, 1-layer drafter, short sequences: a step takes milliseconds. */
 static inline int small_spec(dfl_spec *s, const char *train, const char *eval) {
