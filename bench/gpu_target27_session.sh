@@ -11,7 +11,8 @@
 # MODE all: both, in that order (one call of about 7 minutes).
 # MODE gdn: bench/cuda/run.sh (cuda_ops, the gated delta rule against flash-linear-attention), the goldens,
 #   then the target forward with DIR's dflc_gpu and, when DIR holds dflc_gpu_old.xz (a build of the previous
-#   kernels, its cubin in DIR/cache too), with that one: before and after in the same call.
+#   kernels, its cubin in DIR/cache too), with that one: before and after in the same call; GDN_THEN=hf
+#   then runs the anchor (bench/hf_qwen36_target.py) after them. BENCH27_OPS=--gemms: each GEMM shape too.
 # Logs under $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(b
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }
 bench27() { ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu$1 bench examples/qwen36-27b-target.dfl --target-only --steps 3 \
-              --warmup 1 --phase-steps 1 --ops --json $OUT/target27$1.json; echo "bench rc $?" ) > $OUT/target27$1.log 2>&1; }
+              --warmup 1 --phase-steps 1 ${BENCH27_OPS:---ops} --json $OUT/target27$1.json; echo "bench rc $?" ) > $OUT/target27$1.log 2>&1; }
 ts start
 golden() {
   ( for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
@@ -37,9 +38,9 @@ if [ "$MODE" = gdn ]; then
   bench27 ""; ts target27
   [ -x /tmp/dflc_gpu_old ] && { bench27 _old; ts target27_old; grep -E "^forward|gated_delta|matmul" $OUT/target27_old.log; }
   grep -E "PASS|FAIL|rc " $OUT/golden.log
-  MODE=done
+  MODE=${GDN_THEN:-done} # GDN_THEN=hf: the Hugging Face + fla anchor next, in the same call
 fi
-if [ "$MODE" != anchor ] && [ "$MODE" != done ]; then
+if [ "$MODE" != anchor ] && [ "$MODE" != done ] && [ "$MODE" != hf ]; then
   ( timeout 200 /tmp/cuda_ops; echo "cuda_ops rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
   [ "$MODE" = checks ] && { ( timeout 120 /tmp/bench_attention 10 "causal S4096 hd256 (27B target)"; echo "bench_attention rc $?" ) > $OUT/attention.log 2>&1; ts attention; }
   golden

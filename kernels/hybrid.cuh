@@ -370,11 +370,14 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
                                          const unsigned short *q, const unsigned short *k, const unsigned short *v,
                                          const float *g, const float *beta, ll R, int S, int Hv, int Hk) {
   constexpr int SK = DK + 8, SV = DV + 8, SC = HY_C + 8, SA = HY_C + 4;
-  static_assert(SK <= 2 * SC, "Q's chunk lives in T1 and T2 until the inversion");
+  constexpr int R3 = HY_C * SA * 4 > HY_C * SV * 2 ? HY_C * SA * 4 : HY_C * SV * 2; /* A, then V */
+  static_assert(SK <= 2 * SC && SA * 2 <= 2 * SC, "Q's chunk, then T in f32, live in T1 and T2");
   extern __shared__ __align__(16) unsigned char hy_sm[];
-  unsigned short *Ks = (unsigned short *)hy_sm, *Vs = Ks + HY_C * SK, *T1 = Vs + HY_C * SV, *T2 = T1 + HY_C * SC;
+  unsigned short *Ks = (unsigned short *)hy_sm, *T1 = Ks + HY_C * SK, *T2 = T1 + HY_C * SC;
   unsigned short *Qs = T1;
-  float *Af = (float *)(T2 + HY_C * SC), *gam = Af + HY_C * SA, *bet = gam + HY_C, *eg = bet + HY_C;
+  float *Af = (float *)(T2 + HY_C * SC), *Tf = (float *)T1;
+  unsigned short *Vs = (unsigned short *)Af;
+  float *gam = (float *)((unsigned char *)Af + R3), *bet = gam + HY_C, *eg = bet + HY_C;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int cps = (S + HY_C - 1) / HY_C, h = blockIdx.x % Hv, kh = h / (Hv / Hk);
   const ll ci = blockIdx.x / Hv, r0 = ci / cps * S, r1 = r0 + S < R ? r0 + S : R, c0 = r0 + ci % cps * HY_C;
@@ -385,10 +388,6 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
     const ll off = ((c0 + (ok ? r : 0)) * Hk + kh) * DK + c;
     tc_cp16(Ks + r * SK + c, k + off, ok);
     tc_cp16(Qs + r * SK + c, q + off, ok);
-  }
-  for (int i = tid; i < HY_C * (DV / 8); i += blockDim.x) {
-    const int r = i / (DV / 8), c = (i % (DV / 8)) * 8, ok = r < n;
-    tc_cp16(Vs + r * SV + c, v + ((c0 + (ok ? r : 0)) * Hv + h) * DV + c, ok);
   }
   tc_commit();
   if (w == 0) { /* gamma: inclusive cumsum of g over the chunk (rows lane, lane + 32) */
@@ -448,12 +447,15 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
     }
   }
   __syncthreads();
-  if (tid < HY_C) { /* T = (I + A)^-1 by columns (four FMA chains: latency), scaled into T1, T2 */
-    const int j = tid;
-    float t[HY_C];
+  /* T = (I + A)^-1 in two halves of 32 rows: T11 = (I + A11)^-1 and T22 = (I + A22)^-1 by forward
+  ** substitution (a thread per column, 32 dependent steps), then T21 = -T22 (A21 T11) by all 128 threads.
+  ** Against one 64-step substitution on 64 threads: half the chain, and the rest spread over every warp. */
+  if (tid < HY_C) {
+    const int j = tid & 31, o = tid & 32;
+    float t[32];
 #pragma unroll
-    for (int r = 0; r < HY_C; r++) {
-      const float *ar = Af + r * SA;
+    for (int r = 0; r < 32; r++) {
+      const float *ar = Af + (o + r) * SA + o;
       float a0 = r == j ? 1.f : 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
 #pragma unroll
       for (int s = 0; s + 4 <= r; s += 4) {
@@ -464,14 +466,68 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
       for (int s = r & ~3; s < r; s++) a0 -= ar[s] * t[s];
       t[r] = (a0 + a1) + (a2 + a3);
     }
-    const float x2 = bet[j], x1 = x2 * eg[j];
 #pragma unroll
-    for (int r = 0; r < HY_C; r++) T1[r * SC + j] = dfl_f2bf(t[r] * x1), T2[r * SC + j] = dfl_f2bf(t[r] * x2);
+    for (int r = 0; r < 32; r++) Tf[(o + r) * SA + o + j] = t[r];
   }
   __syncthreads();
-  /* W = T1 K and U = T2 V for warp w's rows */
+  const int pr = (tid >> 3) * 2, pc = (tid & 7) * 4; /* this thread's 2 x 4 of a 32 x 32 block */
+  float p[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll 8
+  for (int s = 0; s < 32; s++) { /* P = A21 T11 */
+    const float a0 = Af[(32 + pr) * SA + s], a1 = Af[(33 + pr) * SA + s];
+    const float4 x = *(const float4 *)(Tf + s * SA + pc);
+    p[0][0] += a0 * x.x, p[0][1] += a0 * x.y, p[0][2] += a0 * x.z, p[0][3] += a0 * x.w;
+    p[1][0] += a1 * x.x, p[1][1] += a1 * x.y, p[1][2] += a1 * x.z, p[1][3] += a1 * x.w;
+  }
+  __syncthreads(); /* A21 read by all: P takes its place */
+#pragma unroll
+  for (int i = 0; i < 2; i++) *(float4 *)(Af + (32 + pr + i) * SA + pc) = make_float4(p[i][0], p[i][1], p[i][2], p[i][3]);
+  __syncthreads();
+  float u[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, t11[2][4], t22[2][4];
+#pragma unroll 8
+  for (int s = 0; s < 32; s++) { /* T21 = -T22 P */
+    const float b0 = Tf[(32 + pr) * SA + 32 + s], b1 = Tf[(33 + pr) * SA + 32 + s];
+    const float4 x = *(const float4 *)(Af + (32 + s) * SA + pc);
+    u[0][0] -= b0 * x.x, u[0][1] -= b0 * x.y, u[0][2] -= b0 * x.z, u[0][3] -= b0 * x.w;
+    u[1][0] -= b1 * x.x, u[1][1] -= b1 * x.y, u[1][2] -= b1 * x.z, u[1][3] -= b1 * x.w;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const float4 x = *(const float4 *)(Tf + (pr + i) * SA + pc), y = *(const float4 *)(Tf + (32 + pr + i) * SA + 32 + pc);
+    t11[i][0] = x.x, t11[i][1] = x.y, t11[i][2] = x.z, t11[i][3] = x.w;
+    t22[i][0] = y.x, t22[i][1] = y.y, t22[i][2] = y.z, t22[i][3] = y.w;
+  }
+  __syncthreads(); /* T read in f32 by all; A dead: T1, T2 (bf16, columns scaled) replace T, V's chunk comes into A's place */
+  for (int i = tid; i < HY_C * (DV / 8); i += blockDim.x) {
+    const int r = i / (DV / 8), c = (i % (DV / 8)) * 8, ok = r < n;
+    tc_cp16(Vs + r * SV + c, v + ((c0 + (ok ? r : 0)) * Hv + h) * DV + c, ok);
+  }
+  tc_commit();
+  {
+    float x1[2][4], x2[2][4]; /* column scales: beta e^gamma (T1), beta (T2), for columns pc .. and 32 + pc .. */
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+#pragma unroll
+      for (int hb = 0; hb < 2; hb++) x2[hb][c] = bet[32 * hb + pc + c], x1[hb][c] = x2[hb][c] * eg[32 * hb + pc + c];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int ra = pr + i, rb = 32 + pr + i;
+      uint2 z = make_uint2(0u, 0u);
+      *(uint2 *)(T1 + ra * SC + pc) = make_uint2(dfl_f2bf2(t11[i][0] * x1[0][0], t11[i][1] * x1[0][1]), dfl_f2bf2(t11[i][2] * x1[0][2], t11[i][3] * x1[0][3]));
+      *(uint2 *)(T2 + ra * SC + pc) = make_uint2(dfl_f2bf2(t11[i][0] * x2[0][0], t11[i][1] * x2[0][1]), dfl_f2bf2(t11[i][2] * x2[0][2], t11[i][3] * x2[0][3]));
+      *(uint2 *)(T1 + ra * SC + 32 + pc) = z, *(uint2 *)(T2 + ra * SC + 32 + pc) = z;
+      *(uint2 *)(T1 + rb * SC + pc) = make_uint2(dfl_f2bf2(u[i][0] * x1[0][0], u[i][1] * x1[0][1]), dfl_f2bf2(u[i][2] * x1[0][2], u[i][3] * x1[0][3]));
+      *(uint2 *)(T2 + rb * SC + pc) = make_uint2(dfl_f2bf2(u[i][0] * x2[0][0], u[i][1] * x2[0][1]), dfl_f2bf2(u[i][2] * x2[0][2], u[i][3] * x2[0][3]));
+      *(uint2 *)(T1 + rb * SC + 32 + pc) = make_uint2(dfl_f2bf2(t22[i][0] * x1[1][0], t22[i][1] * x1[1][1]), dfl_f2bf2(t22[i][2] * x1[1][2], t22[i][3] * x1[1][3]));
+      *(uint2 *)(T2 + rb * SC + 32 + pc) = make_uint2(dfl_f2bf2(t22[i][0] * x2[1][0], t22[i][1] * x2[1][1]), dfl_f2bf2(t22[i][2] * x2[1][2], t22[i][3] * x2[1][3]));
+    }
+  }
+  __syncthreads();
+  /* W = T1 K (while V arrives) and U = T2 V for warp w's rows */
   const ll orow = (c0 + 16 * w + g4) * Hv + h; /* output row of this lane's first fragment row */
   gdn_tx<DK>(wo, T1, Ks, orow, Hv, n);
+  tc_wait<0>();
+  __syncthreads();
   gdn_tx<DV>(uo, T2, Vs, orow, Hv, n);
 }
 

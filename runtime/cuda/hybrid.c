@@ -9,14 +9,15 @@
 #define HY_CHUNK_ROWS 64
 
 /* The chunk path (kernels/hybrid.cuh gdn_prep + gdn_scan): dk in {32, 64, 128}, dv = dk or 2 dk, the scan's value
-** tiles of bv columns. Shared memory: prep holds the K and V chunks, T diag(beta e^gamma) and T diag(beta)
-** (Q's chunk before them), A (f32) and three per-row vectors; scan the K, Q and W chunks, M, a tile of U
+** tiles of bv columns. Shared memory: prep holds the K chunk, T diag(beta e^gamma) and T diag(beta) (Q's
+** chunk, then T in f32, before them), A (f32; then the V chunk) and three per-row vectors; scan the K, Q and W chunks, M, a tile of U
 ** (then of O) and three per-row vectors. */
 static int gdn_chunk_ok(int dk, int dv) { return (dk == 32 || dk == 64 || dk == 128) && (dv == dk || dv == 2 * dk); }
 static int gdn_chunk_bv(int dk) { return dk == 32 ? 32 : 64; }
 static size_t gdn_prep_smem(int dk, int dv) {
   const size_t C = HY_CHUNK_ROWS;
-  return C * (dk + 8) * 2 + C * (dv + 8) * 2 + 2 * C * (C + 8) * 2 + C * (C + 4) * 4 + 3 * C * 4;
+  const size_t a = C * (C + 4) * 4, vb = C * (dv + 8) * 2; /* A, then V in its place */
+  return C * (dk + 8) * 2 + 2 * C * (C + 8) * 2 + (a > vb ? a : vb) + 3 * C * 4;
 }
 static size_t gdn_scan_smem(int dk, int bv) {
   const size_t C = HY_CHUNK_ROWS, sv = (size_t)bv + 8;

@@ -440,25 +440,7 @@ static void case_rope_norm(int R, int nh, int hd) {
 }
 
 /* The pair form (dfl_fuse_rope_pair: q and k by the same positions in one op), plain or normed, and
-** its inverse, against the CPU; nh, nh2 not multiples of 4 or 8 leave partial items. Then, bf16, the
-** GPU's own outputs bit for bit across its kernels: the item kernels of 8 and 4 heads
-** (DFL_ROPE_PH) and DFL_ROPE_P=0 (one dfl_rope_r launch per tensor) do the same arithmetic. */
-static void rope_pair_run(dfl_graph *g, const int *in, const float *const *vals, int nin, int pos, const int32_t *p,
-                          const int *out, float **got, int nout) {
-  dfl_cuda gpu;
-  if (dfl_cuda_init(&gpu, g, NULL, NULL) != DFL_OK) { fprintf(stderr, "FAIL rope pair: cuda init\n"); fails++; return; }
-  for (int k = 0; k < nin; k++) dfl_cuda_set_f(&gpu, in[k], vals[k], dfl_tensor_numel(&g->t[in[k]]));
-  dfl_cuda_set_i32(&gpu, pos, p, dfl_tensor_numel(&g->t[pos]));
-  int rc = dfl_cuda_run(&gpu, DFL_PH_ALL);
-  if (!rc) rc = dfl_cuda_sync(&gpu);
-  if (rc) { fprintf(stderr, "FAIL rope pair: gpu run %d\n", rc); fails++; }
-  for (int k = 0; k < nout && !rc; k++) {
-    int64_t n = dfl_tensor_numel(&g->t[out[k]]);
-    got[k] = malloc((size_t)n * sizeof(float));
-    dfl_cuda_get_f(&gpu, out[k], got[k], n);
-  }
-  dfl_cuda_free(&gpu);
-}
+** its inverse, against the CPU; nh, nh2 not multiples of 4 or 8 leave partial items. */
 static void case_rope_pair(int R, int nh, int nh2, int hd, int normed) {
   dfl_graph g; dfl_graph_init(&g);
   int x = t2(&g, "x", ACT, DFL_T_INPUT, R, nh * hd), x2 = t2(&g, "x2", ACT, DFL_T_INPUT, R, nh2 * hd);
@@ -475,30 +457,6 @@ static void case_rope_pair(int R, int nh, int nh2, int hd, int normed) {
   char nm[96];
   snprintf(nm, sizeof nm, "rope pair%s R %d nh %d + %d hd %d", normed ? " with norm" : "", R, nh, nh2, hd);
   int32_t *p = rope_run(nm, &g, pos, x, R);
-  const char *only = getenv("DFL_OPS_ONLY");
-  if (ACT == DFL_BF16 && (!only || strstr(nm, only))) {
-    const int in[4] = {x, x2, w, w2}, out[4] = {y, y2, z, z2};
-    const float *v[4];
-    for (int k = 0; k < 4; k++) v[k] = rand_f(dfl_tensor_numel(&g.t[in[k]]), k == 0 ? 3.0 : 1.0, DFL_BF16);
-    float *got[3][4] = {{0}};
-    static const char *how[3][2] = {{"DFL_ROPE_PH", "8"}, {"DFL_ROPE_PH", "4"}, {"DFL_ROPE_P", "0"}};
-    for (int r = 0; r < 3; r++) {
-      setenv(how[r][0], how[r][1], 1);
-      rope_pair_run(&g, in, v, 4, pos, p, out, got[r], 4);
-      unsetenv(how[r][0]);
-    }
-    for (int r = 1; r < 3; r++)
-      for (int k = 0; k < 4; k++) {
-        int64_t n = dfl_tensor_numel(&g.t[out[k]]), diff = 0;
-        if (!got[0][k] || !got[r][k]) { diff = 1; } else
-          for (int64_t i = 0; i < n; i++) diff += got[0][k][i] != got[r][k][i];
-        cases++;
-        if (diff) { fprintf(stderr, "FAIL %s: %s=%s differs from the 8-head items in %lld of %s\n", nm, how[r][0], how[r][1], (long long)diff, g.t[out[k]].name); fails++; }
-      }
-    for (int r = 0; r < 3; r++)
-      for (int k = 0; k < 4; k++) free(got[r][k]);
-    for (int k = 0; k < 4; k++) free((void *)v[k]);
-  }
   free(p);
   dfl_graph_free(&g);
 }
@@ -699,14 +657,12 @@ static void case_optimizer(void) {
 
 /* Three tensors of ragged sizes in one multi-tensor launch each (consecutive SUMSQ_ACC / ADAMW ops
 ** with one state): the kernels' table search crosses tensors, and each tensor has a ragged tail.
-** keep: AdamW leaves the gradients as they are (a.keep_grad) instead of zeroing them; 2: the same
-** through the per-tensor kernels (DFL_NO_MT); 3: larger tensors (several passes of the sum of
+** keep: AdamW leaves the gradients as they are (a.keep_grad) instead of zeroing them; 3: larger tensors (several passes of the sum of
 ** squares' grid) with gradients in the params' dtype (train.grads = bf16), kept; 4: as 3, the
 ** gradients created one after the other with sizes of 256-byte multiples (but the last, whose odd
 ** size leaves a tail of 1), so that unplanned they lie end to end as the plan places a model's, and
 ** the sum of squares takes its flat kernel (dfl_sumsq_flat). */
 static void case_optimizer_mt(int keep) {
-  if (keep == 2) setenv("DFL_NO_MT", "1", 1);
   dfl_graph g; dfl_graph_init(&g);
   static const int small[3] = {37, 301, 1030}, large[3] = {100003, 1000001, 257}, flat[3] = {128 * 781, 128 * 7813, 257};
   const int *sz = keep == 4 ? flat : keep >= 3 ? large : small;
@@ -740,11 +696,10 @@ static void case_optimizer_mt(int keep) {
   for (int k = 0; k < 3; k++) sc[gr[k]] = 30, sc[v[k]] = -1e-3;
   static const char *nm[] = {"sumsq+opt_prep+adamw, 3 tensors (multi-tensor)",
                              "sumsq+opt_prep+adamw, 3 tensors (multi-tensor), grads kept",
-                             "sumsq+opt_prep+adamw, 3 tensors (per-tensor kernels), grads kept",
+                             "",
                              "sumsq+opt_prep+adamw, 3 large tensors (multi-tensor), grads in the params' dtype",
                              "sumsq+opt_prep+adamw, 3 large tensors (multi-tensor), grads end to end (flat sum of squares)"};
   run_case(nm[keep], &g, f, 3, sc, NULL);
-  unsetenv("DFL_NO_MT");
   dfl_graph_free(&g);
 }
 
@@ -890,24 +845,19 @@ int main(void) {
     case_rmsnorm(70001, 128, 128, 0);
     case_rmsnorm(1201, 5120, 5120, 0);
     /* bf16: rows of 256 V features take the warp-per-row kernels (VMAX 8, 16, 24, 32: V = 13 and 20
-    ** leave vectors unused); 8448 (V 33) falls back to the block kernel, as does DFL_RMS_WARP=0 */
+    ** leave vectors unused); 8448 (V 33) falls back to the block kernel */
     case_rmsnorm(45, 3328, 3328, 0);
     case_rmsnorm(33, 8192, 8192, 0);
     case_rmsnorm(9, 8448, 8448, 0);
     /* bf16 rows of 1024 V features (above: 4096, 5120, 8192) take the pipelined row kernel
-    ** (dfl_rmsnorm_r); DFL_ROWQ_PIPE=0 the warp kernel (2048), and with DFL_RMS_WARP=0 the block one */
-    setenv("DFL_ROWQ_PIPE", "0", 1);
+    ** (dfl_rmsnorm_r) */
     case_rmsnorm(61, 2048, 2048, 0);
-    setenv("DFL_RMS_WARP", "0", 1);
     case_rmsnorm(301, 4096, 4096, 0);
-    unsetenv("DFL_RMS_WARP");
-    unsetenv("DFL_ROWQ_PIPE");
     /* bf16 backward, the pipelined kernels (dfl_rmsnorm_bwd_p / _pa): whole rows of 512 V features
     ** (above: 4096, 5120, 8192, some in more rows than 512 parts, so blocks take several parts of
     ** several rows), 6144, 7168 and 1536 here (blocks of 384, 448 and 96 threads); groups of 8 L
     ** features in rows of 4096 (L 16, with the addend; L 32), of 1024 (1501 rows: parts of 2-3 rows;
-    ** L 8) and L 1;
-    ** DFL_RMS_BWD_ROW=0 the block kernel again */
+    ** L 8) and L 1 */
     case_rmsnorm(29, 6144, 6144, 1);
     case_rmsnorm(600, 7168, 7168, 0);
     case_rmsnorm(1201, 5120, 5120, 1); /* 3 blocks an SM: 256 parts (the 27B's norms), of 4-5 rows */
@@ -917,9 +867,7 @@ int main(void) {
     case_rmsnorm(1501, 1024, 128, 0);
     case_rmsnorm(2050, 512, 64, 0);
     case_rmsnorm(64, 128, 8, 0);
-    setenv("DFL_RMS_BWD_ROW", "0", 1);
     case_rmsnorm(1501, 4096, 4096, 1);
-    unsetenv("DFL_RMS_BWD_ROW");
     case_rope(29, 3, 64);
     case_rope(45, 9, 128);
     case_rope_norm(29, 3, 64);
@@ -927,15 +875,10 @@ int main(void) {
     case_rope_norm(8, 32, 128);
     case_rope(17, 2, 24);
     /* bf16, hd / 16 a power of two: the row kernel (dfl_rope_r); 9000 rows of hd 128 pass the grid's
-    ** cap (2 CTAs an SM of 32 rows) on a 132-SM part, hd 256 and 16 other lane groups; then
-    ** DFL_ROPE_ROW=0 the table kernel */
+    ** cap (2 CTAs an SM of 32 rows) on a 132-SM part, hd 256 and 16 other lane groups */
     case_rope(9000, 2, 128);
     case_rope_norm(37, 12, 256);
     case_rope_norm(50, 3, 16);
-    setenv("DFL_ROPE_ROW", "0", 1);
-    case_rope(45, 9, 128);
-    case_rope_norm(45, 9, 128);
-    unsetenv("DFL_ROPE_ROW");
     case_rope(37, 5, 96);   /* vector path, 6 threads a (row, head): blocks of 252 */
     case_rope_pair(45, 9, 3, 128, 0);
     case_rope_pair(45, 9, 3, 128, 1);
@@ -1005,17 +948,11 @@ int main(void) {
       case_attention_tc(1, 180, 7, 12, 0, 128, 16, 2, 0);
       /* the key-major pass split into parts (runtime/cuda.c bwdkv_parts: f32 partials into the op's scratch,
       ** added by dfl_attn_bwdkv_sum): by the grid, the cases above with blocks of at least the context's rows
-      ** run in 2 parts; here 3 forced (the scratch of S 130 with 40 x 16 block rows holds 5), so the parts'
-      ** shares of a tile's steps are uneven, with and without a window */
-      setenv("DFL_ATTN_BWDKV_SPLIT", "3", 1);
+      ** run in 2 parts; here S 130 with 40 x 16 block rows, with and without a window */
       case_attention_tc(1, 130, 40, 16, 0, 128, 16, 4, 3);
       case_attention_tc(1, 130, 40, 16, 60, 128, 16, 4, 0);
-      unsetenv("DFL_ATTN_BWDKV_SPLIT");
-      /* the query-major pass with Q read from shared memory (dfl_attn_bwdq_wg128s, the previous kernel) */
-      setenv("DFL_ATTN_BWDQ_RS", "0", 1);
       case_attention_tc(1, 700, 13, 16, 0, 128, 16, 4, 3);
       case_attention_tc(1, 600, 9, 16, 200, 128, 16, 2, 3);
-      unsetenv("DFL_ATTN_BWDQ_RS");
     }
     case_linear_ce(0);
     case_linear_ce(1);
@@ -1025,7 +962,6 @@ int main(void) {
     case_optimizer();
     case_optimizer_mt(0);
     case_optimizer_mt(1);
-    case_optimizer_mt(2);
     case_optimizer_mt(3);
     case_optimizer_mt(4);
     case_fp8(37, 64, 48, 0);   /* vector path, odd M (cuBLASLt's FP8 wants N, K multiples of 16) */
@@ -1045,19 +981,13 @@ int main(void) {
     case_fp8_fused(3, 17408);  /* 4 chunks per thread: 544 threads */
     case_fp8_fused(1601, 2048);
     case_fp8(601, 12288, 16, 0);
-    /* DFL_ROWQ_PIPE=0: the norm by a warp per row (bf16; V 24, V 20 of 24 vectors, V 32, V 16), the
-    ** SwiGLU and QUANT_F8 by a block per row; then the block-per-row norm forced too */
-    setenv("DFL_ROWQ_PIPE", "0", 1);
+    /* more row widths (V 24, V 20 of 24 vectors, V 32, V 16) */
     case_fp8_fused(13, 6144);
     case_fp8_fused(11, 5120);
     case_fp8_fused(7, 8192);
     case_fp8_fused(21, 4096);
     case_fp8_fused(5, 12288);  /* 768 threads */
     case_fp8(40, 4096, 96, 1);
-    setenv("DFL_RMS_WARP", "0", 1);
-    case_fp8_fused(21, 4096);
-    unsetenv("DFL_RMS_WARP");
-    unsetenv("DFL_ROWQ_PIPE");
     /* the hybrid target's ops: rows not a multiple of 64, sequences of 1, 63, 64, 65, 200 rows */
     case_conv1d(2, 65, 96, 0);
     case_conv1d(3, 1, 40, 1);
