@@ -13,6 +13,8 @@
 #   then the target forward with DIR's dflc_gpu and, when DIR holds dflc_gpu_old.xz (a build of the previous
 #   kernels, its cubin in DIR/cache too), with that one: before and after in the same call; GDN_THEN=hf
 #   then runs the anchor (bench/hf_qwen36_target.py) after them. BENCH27_OPS=--gemms: each GEMM shape too.
+# MODE gemm: cuBLASLt's candidate algorithms and PyTorch's matmul at the forward's GEMM shapes, the bf16
+#   forward with its clocks sampled, the FP8 forward, cuda_golden (the FP8 golden errors on the GPU).
 # Logs under $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +34,26 @@ golden() {
       timeout 60 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda; echo "golden $m rc $?"
     done ) > $OUT/golden.log 2>&1; ts golden
 }
+if [ "$MODE" = gemm ]; then
+  # cuBLASLt's candidates at the forward's GEMM shapes (bench_gemm) and PyTorch's matmul on the same shapes,
+  # then the bf16 forward (each GEMM shape: --gemms) with the SM clock and power sampled every 100 ms, the
+  # FP8 forward, and cuda_golden (nano, tiny when its shards travelled, nano-hybrid: bf16, fp8, fp8_fast)
+  for b in bench_gemm; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+  ( timeout 240 /tmp/bench_gemm 20; echo "bench_gemm rc $?" ) > $OUT/gemm.log 2>&1; ts gemm
+  ( timeout 120 python3 bench/cuda/gemm_torch.py 20; echo "torch rc $?" ) > $OUT/gemm_torch.log 2>&1; ts gemm_torch
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 100 > $OUT/clocks.csv 2>&1 &
+  SMI=$!
+  BENCH27_OPS=--gemms bench27 ""; ts target27
+  kill $SMI
+  sed 's/^  dtype      = bf16/  dtype      = bf16\n  quantize   = fp8/' examples/qwen36-27b-target.dfl > /tmp/qwen36-27b-target-fp8.dfl
+  ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu bench /tmp/qwen36-27b-target-fp8.dfl --target-only --steps 3 --warmup 1 \
+      --phase-steps 1 --ops; echo "bench rc $?" ) > $OUT/target27_fp8.log 2>&1; ts target27_fp8
+  [ -f $B/cuda_golden.xz ] && { ( timeout 200 /tmp/cuda_golden; echo "cuda_golden rc $?" ) > $OUT/golden.log 2>&1; ts cuda_golden; }
+  grep -E "best|sustained|rc " $OUT/gemm.log; cat $OUT/gemm_torch.log
+  grep -E "^forward|^memory|matmul|gated|rc " $OUT/target27_fp8.log
+  grep -vE "^  *(hidden|logits)" $OUT/golden.log | tail -20
+  MODE=done
+fi
 if [ "$MODE" = gdn ]; then
   bash bench/cuda/run.sh $B; ts gdn
   golden

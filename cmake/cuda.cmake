@@ -113,3 +113,8 @@ target_link_options(bench_memops PRIVATE -Wl,--as-needed)
 add_executable(bench_gdn bench/cuda/bench_gdn.c tests/cuda/naive_cblas.c)
 target_link_libraries(bench_gdn PRIVATE dfl_cuda dfl_cpu m)
 target_link_options(bench_gdn PRIVATE -Wl,--as-needed)
+# bench_gemm: cuBLASLt's heuristic candidates timed at the 27B target's GEMM shapes (is the first one,
+# dflc's choice, the fastest?) and the sustained rate; not a ctest test: bench/gpu_target27_session.sh DIR gemm on a GPU.
+add_executable(bench_gemm bench/cuda/bench_gemm.c)
+target_include_directories(bench_gemm PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(bench_gemm PRIVATE ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads m)
