@@ -2,6 +2,9 @@
 # NCCL through dlopen), launcher discovery and the per-device monitor. Built on the trainer.
 add_library(dfl_pipeline STATIC
   runtime/pipeline/pipeline.c
+  runtime/pipeline/pipeline_feed.c
+  runtime/pipeline/pipeline_replica.c
+  runtime/pipeline/pipeline_report.c
   runtime/pipeline/pipeline_setup.c
   runtime/pipeline/queue.c
   runtime/pipeline/topo.c

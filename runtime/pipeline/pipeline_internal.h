@@ -1,6 +1,8 @@
 /*
-** pipeline_internal.h: what pipeline.c (the runner: loader, target and drafter threads, dfl_pipe_run)
-** and pipeline_setup.c (graphs, plans, GPUs, NCCL, teardown) share: the run's and each device's state.
+** pipeline_internal.h: what the runner's files share: the run's and each device's state, and the
+** functions one file calls in another: pipeline.c (dfl_pipe_run), pipeline_feed.c (loader and
+** target threads), pipeline_replica.c (drafter replica threads), pipeline_report.c (per-step
+** reports, checkpoints, final eval), pipeline_setup.c (graphs, plans, GPUs, NCCL, teardown).
 */
 #ifndef DFL_PIPELINE_INTERNAL_H
 #define DFL_PIPELINE_INTERNAL_H
@@ -119,10 +121,32 @@ struct pipe_s {
 
 /* pipeline.c */
 size_t pipe_cpu_elem(const dfl_tensor *t, void *ctx);
+double pipe_now_s(void);
+void pipe_fail(pipe_s *p, const char *who, int rc);
+/* pipeline_feed.c */
+void pipe_sleep_ms(double ms);
+double pipe_fault_for(const char *f, const char *role, int idx);
+int64_t pipe_fault_fail_at(const char *f, const char *role, int idx);
+int pipe_injected_failure(const dev_s *d, int64_t n);
+dfl_slot *pipe_wait_slot(pipe_s *p, dev_s *d, dfl_queue *q, int64_t k, int write);
+void pipe_batch_from_slot(const pipe_s *p, const dfl_slot *in, int32_t *ids, int32_t *mask, int32_t *anc,
+                          int32_t *keep);
+int pipe_thread_start(dev_s *d);
+void *pipe_loader_main(void *arg);
+void *pipe_target_main(void *arg);
+/* pipeline_replica.c */
 dfl_cpu *pipe_host_view(dev_s *d, unsigned kinds, dfl_cpu *shadow);
 void pipe_host_view_done(dev_s *d, dfl_cpu *h);
+int pipe_resume_replica(dev_s *d, const char *ckpt);
 int pipe_nccl_local_of(const pipe_s *p, const dev_s *d);
+int pipe_nccl_wait_on(pipe_s *p, dev_s *d, void *stream, const char *what);
 int pipe_nccl_wait(pipe_s *p, dev_s *d, const char *what);
+void *pipe_drafter_main(void *arg);
+/* pipeline_report.c */
+int pipe_final_eval(pipe_s *p, const char *dir, int phys);
+int pipe_checkpoint(pipe_s *p, dev_s *d, int64_t step);
+int pipe_step_report(pipe_s *p, dev_s *d, int64_t step, const float *sums, int nm, float tokens, double t0,
+                     const float *opt);
 /* pipeline_setup.c */
 int64_t pipe_dev_bytes(const dev_s *d);
 int pipe_setup_target(pipe_s *p, dev_s *d);
