@@ -9,7 +9,8 @@ set_source_files_properties(${BISON_dfl_parser_OUTPUTS} ${FLEX_dfl_scanner_OUTPU
                             PROPERTIES COMPILE_OPTIONS "-Wno-unused-function;-Wno-sign-compare")
 
 add_library(dfl_front STATIC
-  compiler/diag.c compiler/ast.c compiler/hfconfig.c compiler/check.c compiler/check_schema.c compiler/check_topology.c
+  compiler/diag.c compiler/ast.c compiler/hfconfig.c compiler/check.c compiler/check_model.c compiler/check_train.c
+  compiler/check_schema.c compiler/check_topology.c
   ${BISON_dfl_parser_OUTPUTS} ${FLEX_dfl_scanner_OUTPUTS})
 target_link_libraries(dfl_front PUBLIC dfl_ir ${JANSSON_LIB} m)
 
