@@ -47,3 +47,11 @@ if(DFL_PYTHON3)
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(io_prepare PROPERTIES LABELS io SKIP_RETURN_CODE 77 ENVIRONMENT "${DFL_TEST_ENV}")
 endif()
+# --regenerate against a real OpenAI-compatible server: `transformers serve` with nano on the CPU, a
+# run checked against the server's replies and its request log, then a kill and resume (about 20 s,
+# most of it the server's start). Fails, naming scripts/setup.sh --deps, where the server is not installed.
+if(DFL_PYTHON3)
+  add_test(NAME io_prepare_server COMMAND ${DFL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/io/test_prepare_server.py
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(io_prepare_server PROPERTIES LABELS "io;slow" TIMEOUT 600 ENVIRONMENT "${DFL_TEST_ENV}")
+endif()
