@@ -38,9 +38,9 @@ fi
 # the real OpenAI-compatible server that tests dflc-prepare --regenerate (tests/io/test_prepare_server.py):
 # Hugging Face `transformers serve` on torch, from PyPI, the versions tested (docs/dependencies.md: about
 # 5.7 GB installed, most of it the CUDA libraries PyPI's torch wheel depends on; about 2 minutes);
-# only the tests need it: DFL_WITH_SERVER=0 leaves it out
+# only the full test suite needs it: scripts/test.sh asks for it (DFL_WITH_SERVER=1), a user's setup does not
 serve_pkgs=(torch==2.15.0 "transformers[serving]==5.25.0")
-if [ "${DFL_WITH_SERVER:-1}" = 1 ] && ! python3 -c "import importlib.util as u, sys
+if [ "${DFL_WITH_SERVER:-0}" = 1 ] && ! python3 -c "import importlib.util as u, sys
 sys.exit(any(u.find_spec(m) is None for m in ('torch', 'fastapi', 'uvicorn', 'transformers.cli.serve')))" 2>/dev/null; then
   echo "setup: installing ${serve_pkgs[*]} (pip; about 5.7 GB)"
   python3 -m pip install -q "${serve_pkgs[@]}" 2>/dev/null ||

@@ -14,7 +14,7 @@ logged. On the five conversations of examples/data/nano_chat.jsonl, greedy, a fe
    the rows are identical to the uninterrupted run's, the second run asked only for the conversations
    not stored (never one stored before the kill), and OUT.regen.jsonl holds each conversation once.
 
-torch, transformers and its serving extras are installed by `bash scripts/setup.sh --deps` (CI runs it):
+torch, transformers and its serving extras are installed by `bash scripts/test.sh` (CI runs it) or `DFL_WITH_SERVER=1 bash scripts/setup.sh --deps`:
 where they are missing this test fails, saying so.
 """
 import json
@@ -36,7 +36,7 @@ for m in ("tokenizers", "jinja2", "torch", "transformers", "fastapi", "uvicorn")
         missing.append(m)
 if missing:
     print(f"FAIL: {', '.join(missing)} not installed: the real OpenAI-compatible server (transformers serve) "
-          f"cannot start; run `bash scripts/setup.sh --deps` (CI does)")
+          f"cannot start; run `DFL_WITH_SERVER=1 bash scripts/setup.sh --deps` (scripts/test.sh does)")
     sys.exit(1)
 from tokenizers import Tokenizer  # noqa: E402
 
