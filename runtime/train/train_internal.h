@@ -1,0 +1,16 @@
+/*
+** train_internal.h: what the trainer's files (train.c, train_eval.c, train_run.c) share beyond
+** train.h: the clock, the metrics' ratios and the checkpoint root.
+*/
+#ifndef DFL_TRAIN_INTERNAL_H
+#define DFL_TRAIN_INTERNAL_H
+#include "runtime/train/train.h"
+
+/* Seconds on the monotonic clock. */
+double train_now_s(void);
+/* Ratios of the DFLASH_METRICS vector summed over some steps: acc, tau, topk and acc@j, j < B. */
+void train_metrics_ratios(const double *m, int B, double *acc, double *tau, double *topk, double *pos);
+/* The run's checkpoint directory: the spec's, or OUT/ckpt under --out (or when the spec has none). */
+int train_ckpt_root(const dfl_trainer *tr, char *out, size_t n);
+
+#endif
