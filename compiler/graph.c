@@ -566,12 +566,21 @@ static void validate(const vctx *v, const dfl_attrs *a) {
     break;
   }
   case DFL_OP_CONV1D_SILU:
-    need_io(v, 2, 1);
+    need_io(v, 2, v->n_out == 3 ? 3 : 1);
     need_float_in(v, 0), need_float_in(v, 1), need_float_out(v, 0);
     if (TI(v, 0)->ndim != 2 || TI(v, 1)->ndim != 2 || TI(v, 1)->shape[0] != cols(TI(v, 0)))
       vfail(v, "x must be [R,C] and w [C,K]");
     if (a->S <= 0 || rows(TI(v, 0)) % a->S) vfail(v, "the rows must be whole sequences of a.S = %d", a->S);
-    need_same_shape_out(v, 0, 0);
+    if (v->n_out == 3) { /* split form: q, k normalized, v */
+      const int64_t D = cols(TO(v, 0)), R = rows(TI(v, 0)), C = cols(TI(v, 0));
+      need_float_out(v, 1), need_float_out(v, 2);
+      if (2 * D >= C || rows(TO(v, 0)) != R || rows(TO(v, 1)) != R || cols(TO(v, 1)) != D || rows(TO(v, 2)) != R ||
+          cols(TO(v, 2)) != C - 2 * D)
+        vfail(v, "the split form's outputs must be q[R,D], k[R,D], v[R,C-2D] with 2D < C");
+      if (a->group <= 0 || D % a->group) vfail(v, "group %d must divide q's width %lld", a->group, (long long)D);
+      if (!(a->eps > 0)) vfail(v, "eps must be positive");
+    } else
+      need_same_shape_out(v, 0, 0);
     break;
   case DFL_OP_L2NORM:
     need_io(v, 1, 1);
@@ -804,7 +813,9 @@ double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
   case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
   case DFL_OP_SCATTER_ADD: case DFL_OP_BLOCK_EXPAND_BWD: return (double)dfl_tensor_numel(&g->t[op->in[0]]);
   case DFL_OP_ADAMW: return 12.0 * n0;
-  case DFL_OP_CONV1D_SILU: return (2.0 * (double)g->t[op->in[1]].shape[1] + 4.0) * n0;
+  case DFL_OP_CONV1D_SILU: /* + the split form's L2 norms of q and k */
+    return (2.0 * (double)g->t[op->in[1]].shape[1] + 4.0) * (double)dfl_tensor_numel(&g->t[op->in[0]]) +
+           (op->n_out == 3 ? 8.0 * n0 : 0);
   case DFL_OP_L2NORM: case DFL_OP_SIGMOID_MUL: return 4.0 * n0;
   case DFL_OP_NORM_GATE: return 8.0 * n0;
   case DFL_OP_GDN_GATES: return 8.0 * n0;
@@ -863,7 +874,10 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
       if (a->rot_dim) fprintf(f, " rot=%d", a->rot_dim);
       fprintf(f, "}");
       break;
-    case DFL_OP_CONV1D_SILU: fprintf(f, " {S=%d}", a->S); break;
+    case DFL_OP_CONV1D_SILU:
+      if (op->n_out == 3) fprintf(f, " {S=%d, q|k|v, l2norm group=%d eps=%g alpha=%g}", a->S, a->group, a->eps, a->alpha);
+      else fprintf(f, " {S=%d}", a->S);
+      break;
     case DFL_OP_L2NORM: fprintf(f, " {group=%d eps=%g alpha=%g}", a->group, a->eps, a->alpha); break;
     case DFL_OP_NORM_GATE: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
     case DFL_OP_GATED_DELTA:

@@ -24,10 +24,24 @@ extern "C" __global__ void dfl_conv1d_silu(void *y, int dty, const void *x, int 
 
 /* The same for 16-byte rows (x and y bf16 or f16, C % 8 == 0, K = 4: what the qwen3_5 checkpoints hold):
 ** a thread per 8 channels and HY_CRT consecutive rows, the K - 1 previous rows in registers, so each
-** input row is read once (plus 3 halo rows per run) and the op runs at memory speed; the per-element
-** kernel above read every x K times with 2-byte loads (250 GB/s). Same sum order as above. */
+** input row is read once (plus 3 halo rows per run); the per-element kernel above read every x K times
+** with 2-byte loads (250 GB/s). Rows are loaded HY_CRB at a time, a batch ahead of its use: one row at
+** a time left two 16-byte loads in flight a thread, too few to cover DRAM latency (1.2 TB/s). Same sum order
+** as above; SiLU through the fast exponential and divide (bf16 output: their error is below its step). */
 #define HY_CRT 32
-extern "C" __global__ void __launch_bounds__(256) dfl_conv1d_silu_v8(void *y, int dty, const void *x, int dtx,
+#define HY_CRB 4
+__device__ __forceinline__ float hy_silu_fast(float x) { return __fdividef(x, 1.f + __expf(-x)); }
+/* eight bf16 or f16 values of one 16-byte word */
+__device__ __forceinline__ void hy_dec8(uint4 u, int dt, float *v) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const unsigned short lo = (unsigned short)(w[k] & 0xffffu), hi = (unsigned short)(w[k] >> 16);
+    v[2 * k] = dt == DT_BF16 ? dfl_bf2f(lo) : dfl_h2f(lo);
+    v[2 * k + 1] = dt == DT_BF16 ? dfl_bf2f(hi) : dfl_h2f(hi);
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 2) dfl_conv1d_silu_v8(void *y, int dty, const void *x, int dtx,
                                                                       const void *w, int dtw, ll R, int C, int S) {
   const int C8 = C >> 3;
   const ll nt = (R + HY_CRT - 1) / HY_CRT;
@@ -48,26 +62,40 @@ extern "C" __global__ void __launch_bounds__(256) dfl_conv1d_silu_v8(void *y, in
         for (int c = 0; c < 8; c++) h[j][c] = 0.f;
       }
     }
-#pragma unroll 2
-    for (ll r = r0; r < r1; r++, pos++) {
-      if (pos == S) { /* a new sequence: the window restarts */
-        pos = 0;
+    uint4 nxt[HY_CRB]; /* the next HY_CRB rows as loaded (4 registers a row), in flight while these are used */
 #pragma unroll
-        for (int c = 0; c < 8; c++) h[0][c] = h[1][c] = h[2][c] = 0.f;
-      }
-      float xc[8], o[8];
-      ld8(x, dtx, r * C + c0, xc);
+    for (int b = 0; b < HY_CRB; b++)
+      if (r0 + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (r0 + b) * C + c0);
+    for (ll rb = r0; rb < r1; rb += HY_CRB) {
+      uint4 raw[HY_CRB];
 #pragma unroll
-      for (int c = 0; c < 8; c++) {
-        float acc = 0.f;
-        acc += wk[0][c] * h[0][c];
-        acc += wk[1][c] * h[1][c];
-        acc += wk[2][c] * h[2][c];
-        acc += wk[3][c] * xc[c];
-        o[c] = hy_silu(acc);
-        h[0][c] = h[1][c]; h[1][c] = h[2][c]; h[2][c] = xc[c];
+      for (int b = 0; b < HY_CRB; b++) {
+        raw[b] = nxt[b];
+        if (rb + HY_CRB + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (rb + HY_CRB + b) * C + c0);
       }
-      st8(y, dty, r * C + c0, o);
+#pragma unroll
+      for (int b = 0; b < HY_CRB; b++) {
+        if (rb + b >= r1) break;
+        if (pos == S) { /* a new sequence: the window restarts */
+          pos = 0;
+#pragma unroll
+          for (int c = 0; c < 8; c++) h[0][c] = h[1][c] = h[2][c] = 0.f;
+        }
+        float o[8], xc[8];
+        hy_dec8(raw[b], dtx, xc);
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+          float acc = 0.f;
+          acc += wk[0][c] * h[0][c];
+          acc += wk[1][c] * h[1][c];
+          acc += wk[2][c] * h[2][c];
+          acc += wk[3][c] * xc[c];
+          o[c] = hy_silu_fast(acc);
+          h[0][c] = h[1][c]; h[1][c] = h[2][c]; h[2][c] = xc[c];
+        }
+        st8(y, dty, (rb + b) * C + c0, o);
+        pos++;
+      }
     }
   }
 }
@@ -123,6 +151,118 @@ extern "C" __global__ void __launch_bounds__(256) dfl_norm_gate_v8(void *y, int 
                                                                     const void *z, int dtz, const void *w, int dtw,
                                                                     ll n8, int L, float eps) {
   HY_V8_LANES(hy_norm_gate_v8, L, y, dty, x, dtx, z, dtz, w, dtw, n8, L * 8, eps)
+}
+
+/* CONV1D_SILU's split form (compiler/ops.def: the Gated DeltaNet's q|k|v from one GEMM): the kernel
+** above over all C channels, each row's q and k heads L2-normalized in registers before the store, so
+** q and k never travel through memory unnormalized. A head of G features is L = G / 8 consecutive
+** lanes; C % G == 0 and D % G == 0 keep every L-lane group inside one head and one run of rows, so
+** each group's shuffles see all its lanes (the other lanes of the warp may be in another region). */
+template <int L>
+__device__ __forceinline__ void hy_conv_qkv_v8(void *q, void *k, void *v, int dty, const void *x, int dtx,
+                                               const void *w, int dtw, ll R, int C, int D, int S, float eps,
+                                               float alpha) {
+  const int C8 = C >> 3, lane = threadIdx.x & 31;
+  const unsigned gmask = L == 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & ~(L - 1));
+  const ll nt = (R + HY_CRT - 1) / HY_CRT;
+  GRID_STRIDE(i, nt * C8) {
+    const int c0 = (int)(i % C8) * 8;
+    const ll r0 = (i / C8) * HY_CRT, r1 = r0 + HY_CRT < R ? r0 + HY_CRT : R;
+    /* where the row's 8 values go: q, k (normalized; scale applied after the norm) or v */
+    const int part = c0 < D ? 0 : c0 < 2 * D ? 1 : 2;
+    void *dst = part == 0 ? q : part == 1 ? k : v;
+    const int ldd = part == 2 ? C - 2 * D : D, cd = c0 - (part == 0 ? 0 : part == 1 ? D : 2 * D);
+    const float sc = part == 0 ? alpha : 1.f;
+    float wk[4][8];
+#pragma unroll
+    for (int c = 0; c < 8; c++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) wk[j][c] = ldf(w, dtw, (ll)(c0 + c) * 4 + j);
+    int pos = (int)(r0 % S);
+    uint4 h[3]; /* the 3 previous rows as loaded (zero words: 0 in bf16 and f16), decoded at use */
+#pragma unroll
+    for (int j = 0; j < 3; j++)
+      h[j] = pos - 3 + j >= 0 ? *(const uint4 *)((const unsigned short *)x + (r0 - 3 + j) * C + c0) : make_uint4(0, 0, 0, 0);
+    uint4 nxt[HY_CRB];
+#pragma unroll
+    for (int b = 0; b < HY_CRB; b++)
+      if (r0 + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (r0 + b) * C + c0);
+    for (ll rb = r0; rb < r1; rb += HY_CRB) {
+      uint4 raw[HY_CRB];
+#pragma unroll
+      for (int b = 0; b < HY_CRB; b++) {
+        raw[b] = nxt[b];
+        if (rb + HY_CRB + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (rb + HY_CRB + b) * C + c0);
+      }
+#pragma unroll
+      for (int b = 0; b < HY_CRB; b++) {
+        if (rb + b >= r1) break;
+        if (pos == S) {
+          pos = 0;
+          h[0] = h[1] = h[2] = make_uint4(0, 0, 0, 0);
+        }
+        float o[8], x0[8], x1[8], x2[8], xc[8], ss = 0.f;
+        hy_dec8(h[0], dtx, x0);
+        hy_dec8(h[1], dtx, x1);
+        hy_dec8(h[2], dtx, x2);
+        hy_dec8(raw[b], dtx, xc);
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+          float acc = 0.f;
+          acc += wk[0][c] * x0[c];
+          acc += wk[1][c] * x1[c];
+          acc += wk[2][c] * x2[c];
+          acc += wk[3][c] * xc[c];
+          o[c] = hy_silu_fast(acc);
+          ss += o[c] * o[c];
+        }
+        h[0] = h[1], h[1] = h[2], h[2] = raw[b];
+        if (part < 2) { /* the group's lanes all take this branch together */
+#pragma unroll
+          for (int m = L / 2; m > 0; m >>= 1) ss += __shfl_xor_sync(gmask, ss, m);
+          const float r = sc / sqrtf(ss + eps);
+#pragma unroll
+          for (int c = 0; c < 8; c++) o[c] *= r;
+        }
+        st8(dst, dty, (rb + b) * ldd + cd, o);
+        pos++;
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(128, 3) dfl_conv1d_silu_qkv_v8(void *q, void *k, void *v, int dty,
+                                                                          const void *x, int dtx, const void *w,
+                                                                          int dtw, ll R, int C, int D, int S, int L,
+                                                                          float eps, float alpha) {
+  HY_V8_LANES(hy_conv_qkv_v8, L, q, k, v, dty, x, dtx, w, dtw, R, C, D, S, eps, alpha)
+}
+/* Any shape and dtype: a warp per row, q and k heads twice over (their sum of squares, then the
+** normalized values), v once. */
+extern "C" __global__ void dfl_conv1d_silu_qkv(void *q, void *k, void *v, int dty, const void *x, int dtx, const void *w,
+                                               int dtw, ll R, int C, int D, int K, int S, int G, float eps, float alpha) {
+  for (ll r = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < R; r += ((ll)gridDim.x * blockDim.x) >> 5) {
+    const int lane = threadIdx.x & 31;
+    const ll s0 = r - r % S;
+    for (int c0 = 0; c0 < C; c0 += c0 < 2 * D ? G : 32) {
+      const int part = c0 < D ? 0 : c0 < 2 * D ? 1 : 2, n = part < 2 ? G : 32;
+      float r2 = 1.f;
+      for (int pass = part < 2 ? 0 : 1; pass < 2; pass++) {
+        float ss = 0.f;
+        for (int c = c0 + lane; c < c0 + n && c < C; c += 32) {
+          float acc = 0.f;
+          for (int j = 0; j < K; j++) {
+            const ll src = r - (K - 1) + j;
+            if (src >= s0) acc += ldf(w, dtw, (ll)c * K + j) * ldf(x, dtx, src * C + c);
+          }
+          const float o = hy_silu_fast(acc);
+          if (pass == 0) ss += o * o;
+          else if (part == 2) stf(v, dty, r * (C - 2 * D) + c - 2 * D, o);
+          else stf(part ? k : q, dty, r * D + c - part * D, o * r2);
+        }
+        if (pass == 0) r2 = (part ? 1.f : alpha) / sqrtf(warp_sum(ss) + eps);
+      }
+    }
+  }
 }
 
 /* A warp per group of G features (the q/k heads: G = dk, 32..256): the sum of squares by shuffles. */

@@ -2,9 +2,9 @@
 ** target_hybrid.c: the mixers of the qwen3_5 hybrid target (Qwen3.5 / Qwen3.6; reference
 ** ../shared/reference/qwen35-hybrid.md, Hugging Face semantics), on u = input_layernorm(h):
 **
-**   Gated DeltaNet (linear_attention):  q|k|v = conv1d_silu(u Wqkv^T) (in_proj_qkv is [q | k | v],
-**     each slice its own GEMM and conv: the conv is depthwise); q, k = l2norm per head (q scaled by
-**     1/sqrt(dk)); g, beta = gates(u Wa^T, u Wb^T, A_log, dt_bias); o = gated delta rule;
+**   Gated DeltaNet (linear_attention):  q|k|v = conv1d_silu(u Wqkv^T) (in_proj_qkv is [q | k | v]:
+**     one GEMM, then the depthwise conv in its split form), q, k = l2norm per head (q scaled by
+**     1/sqrt(dk)) in the same pass; g, beta = gates(u Wa^T, u Wb^T, A_log, dt_bias); o = gated delta rule;
 **     n = rmsnorm(o) per head * w * silu(u Wz^T); out = n Wout^T
 **   gated attention (full_attention):  q_proj emits query and gate interleaved per head, loaded as
 **     two weights (rows [0, hd) and [hd, 2hd) of every 2hd); (1 + w) q/k norms; partial RoPE;
@@ -55,15 +55,11 @@ int dfl_target_hybrid_weights(dfl_graph *g, const dfl_spec *s, int l) {
   if (a->linear[l]) {
     const int64_t kd = (int64_t)a->lin_key_heads * a->lin_key_dim, vd = (int64_t)a->lin_value_heads * a->lin_value_dim;
     const int64_t cd = 2 * kd + vd, Hv = a->lin_value_heads;
-    slice_w(g, s, LIN "in_proj_qkv.weight", l, 0, kd, cd, H, 1, nm, &sc);
-    slice_w(g, s, LIN "in_proj_qkv.weight", l, kd, 2 * kd, cd, H, 1, nm, &sc);
-    slice_w(g, s, LIN "in_proj_qkv.weight", l, 2 * kd, cd, cd, H, 1, nm, &sc);
+    dfl_target_weight(g, s, dt, cd, H, LIN "in_proj_qkv.weight", l, &sc);
     dfl_target_weight(g, s, dt, vd, H, LIN "in_proj_z.weight", l, &sc);
     dfl_target_weight(g, s, dt, Hv, H, LIN "in_proj_a.weight", l, &sc);
     dfl_target_weight(g, s, dt, Hv, H, LIN "in_proj_b.weight", l, &sc);
-    plain_slice(g, s, LIN "conv1d.weight", l, 0, kd, cd, a->conv_kernel);
-    plain_slice(g, s, LIN "conv1d.weight", l, kd, 2 * kd, cd, a->conv_kernel);
-    plain_slice(g, s, LIN "conv1d.weight", l, 2 * kd, cd, cd, a->conv_kernel);
+    plain_slice(g, s, LIN "conv1d.weight", l, 0, cd, cd, a->conv_kernel); /* [cd, 1, K] stored: all rows */
     /* g is formed in f32 from f32 A_log and dt_bias (HF casts them up), whatever they are stored as */
     dfl_target_frozen1(g, DFL_F32, Hv, LIN "A_log", l);
     dfl_target_frozen1(g, DFL_F32, Hv, LIN "dt_bias", l);
@@ -106,40 +102,27 @@ static int gated_deltanet(dfl_graph *g, const dfl_spec *s, int l, int u, int bat
   const int Hk = a->lin_key_heads, Hv = a->lin_value_heads, dk = a->lin_key_dim, dv = a->lin_value_dim;
   const int64_t kd = (int64_t)Hk * dk, vd = (int64_t)Hv * dv, cd = 2 * kd + vd;
   char nm[DFL_NAME_MAX], wn[DFL_NAME_MAX];
-  int sq, sk, sv, sz, sa, sb, so, xs, unused;
+  int sq, sz, sa, sb, so, xs, unused;
 #define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
 #define W(fmt, ...) (snprintf(wn, sizeof wn, LIN fmt, l, __VA_ARGS__), wn) /* no %% left: wget reads it as is */
-  int wq = wget(g, W("in_proj_qkv.weight[0:%lld/%lld]", (long long)kd, (long long)cd), l, &sq);
-  int wk = wget(g, W("in_proj_qkv.weight[%lld:%lld/%lld]", (long long)kd, (long long)(2 * kd), (long long)cd), l, &sk);
-  int wv = wget(g, W("in_proj_qkv.weight[%lld:%lld/%lld]", (long long)(2 * kd), (long long)cd, (long long)cd), l, &sv);
-  int cq = wget(g, W("conv1d.weight[0:%lld/%lld]", (long long)kd, (long long)cd), l, &unused);
-  int ck = wget(g, W("conv1d.weight[%lld:%lld/%lld]", (long long)kd, (long long)(2 * kd), (long long)cd), l, &unused);
-  int cv = wget(g, W("conv1d.weight[%lld:%lld/%lld]", (long long)(2 * kd), (long long)cd, (long long)cd), l, &unused);
+  int wqkv = wget(g, LIN "in_proj_qkv.weight", l, &sq);
+  int cw = wget(g, W("conv1d.weight[0:%lld/%lld]", (long long)cd, (long long)cd), l, &unused);
 #undef W
   int wz = wget(g, LIN "in_proj_z.weight", l, &sz), wa = wget(g, LIN "in_proj_a.weight", l, &sa);
   int wb = wget(g, LIN "in_proj_b.weight", l, &sb), wo = wget(g, LIN "out_proj.weight", l, &so);
   int alog = wfind(g, LIN "A_log", l), dtb = wfind(g, LIN "dt_bias", l), wnorm = wfind(g, LIN "norm.weight", l);
 
   int ux = dfl_target_quant(g, s, u, &xs, NM("u8"));
-  int qx = dfl_target_lin(g, s, ux, xs, wq, sq, dt, NM("qx"));
-  int kx = dfl_target_lin(g, s, ux, xs, wk, sk, dt, NM("kx"));
-  int vx = dfl_target_lin(g, s, ux, xs, wv, sv, dt, NM("vx"));
+  /* one GEMM for q|k|v, then the conv, SiLU and q/k's L2 norms (eps 1e-6 inside the square root, as
+  ** HF and FLA; q scaled by 1/sqrt(dk)) in one pass writing q, k and v apart */
+  int qkv = dfl_target_lin(g, s, ux, xs, wqkv, sq, dt, NM("qkvx"));
   dfl_attrs at;
   memset(&at, 0, sizeof at);
-  at.S = S;
-  int in2[2];
-  in2[0] = qx, in2[1] = cq;
-  int q = op1(g, DFL_OP_CONV1D_SILU, in2, 2, act_like(g, qx, dt, kd, NM("qc")), &at);
-  in2[0] = kx, in2[1] = ck;
-  int k = op1(g, DFL_OP_CONV1D_SILU, in2, 2, act_like(g, kx, dt, kd, NM("kc")), &at);
-  in2[0] = vx, in2[1] = cv;
-  int v = op1(g, DFL_OP_CONV1D_SILU, in2, 2, act_like(g, vx, dt, vd, NM("vc")), &at);
-  /* l2norm's eps is its own (1e-6 in HF and FLA), inside the square root */
-  memset(&at, 0, sizeof at);
-  at.group = dk, at.eps = 1e-6, at.alpha = 1.0 / sqrt((double)dk);
-  q = op1(g, DFL_OP_L2NORM, &q, 1, act_like(g, q, dt, kd, NM("qn")), &at);
-  at.alpha = 1.0;
-  k = op1(g, DFL_OP_L2NORM, &k, 1, act_like(g, k, dt, kd, NM("kn")), &at);
+  at.S = S, at.group = dk, at.eps = 1e-6, at.alpha = 1.0 / sqrt((double)dk);
+  int cin[2] = {qkv, cw}, cout[3] = {act_like(g, qkv, dt, kd, NM("qn")), act_like(g, qkv, dt, kd, NM("kn")),
+                                     act_like(g, qkv, dt, vd, NM("vc"))};
+  if (dfl_op_add(g, DFL_OP_CONV1D_SILU, cin, 2, cout, 3, &at) < 0) return -1;
+  int q = cout[0], k = cout[1], v = cout[2];
 
   int ga = dfl_target_lin(g, s, ux, xs, wa, sa, dt, NM("a"));
   int gb = dfl_target_lin(g, s, ux, xs, wb, sb, dt, NM("b"));

@@ -51,7 +51,32 @@ int dfl_cu_hybrid_load(dfl_cuda *c) {
 /* A tensor the 16-byte kernels take: bf16 or f16, 16-byte aligned (ld8/st8's packed path). */
 static int vec16(const void *p, int dt) { return (dt == DFL_BF16 || dt == DFL_F16) && !((uintptr_t)p & 15); }
 
+/* The split form: q|k|v in one pass, q and k L2-normalized in registers (compiler/ops.def). */
+static int conv_qkv(dfl_cuda *c, const dfl_op *op) {
+  void *q = P(op->out[0]), *k = P(op->out[1]), *v = P(op->out[2]), *x = P(op->in[0]), *w = P(op->in[1]);
+  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
+  long long R = T(c, op->in[0])->shape[0];
+  int C = (int)T(c, op->in[0])->shape[1], D = (int)T(c, op->out[0])->shape[1], K = (int)T(c, op->in[1])->shape[1];
+  int S = op->a.S, G = op->a.group, L = G / 8;
+  float eps = (float)op->a.eps, alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
+  if (dt(c, op->out[1]) != dty || dt(c, op->out[2]) != dty) {
+    fprintf(stderr, "dflc: cuda backend: conv1d_silu (%s): q, k and v must share a dtype\n", op->label);
+    return DFL_ESHAPE;
+  }
+  /* 16-byte rows, an L-lane group per head inside one run of rows: a thread per 8 channels x 32 rows,
+  ** 128-thread CTAs, three an SM (151 registers) */
+  if (K == 4 && G % 8 == 0 && L <= 32 && !(L & (L - 1)) && C % G == 0 && D % G == 0 && vec16(x, dtx) &&
+      vec16(q, dty) && vec16(k, dty) && vec16(v, dty)) {
+    void *a[] = {&q, &k, &v, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &S, &L, &eps, &alpha};
+    int64_t n = (R + 31) / 32 * (C / 8), g = (n + 127) / 128, cap = (int64_t)c->impl->nsm * 3;
+    return launch2(c, K_CONV_QKV_V8, g < cap ? g : cap, 1, 128, 0, a);
+  }
+  void *a[] = {&q, &k, &v, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &K, &S, &G, &eps, &alpha};
+  return launch_warps(c, K_CONV_QKV, R, 0, a);
+}
+
 int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op) {
+  if (op->n_out == 3) return conv_qkv(c, op);
   void *y = P(op->out[0]), *x = P(op->in[0]), *w = P(op->in[1]);
   int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
   long long R = T(c, op->in[0])->shape[0];

@@ -720,6 +720,23 @@ static void case_conv1d(int nseq, int S, int C, int wf32) {
   dfl_graph_free(&g);
 }
 
+/* CONV1D_SILU's split form: x[R, 2D + Cv] -> q, k [R, D] L2-normalized per group of G (q times
+** 1/sqrt(G)), v [R, Cv] */
+static void case_conv_qkv(int nseq, int S, int D, int Cv, int G, int wf32) {
+  dfl_graph g; dfl_graph_init(&g);
+  int R = nseq * S, C = 2 * D + Cv;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), w = t2(&g, "w", wf32 ? DFL_F32 : ACT, DFL_T_PARAM, C, 4);
+  int y[3] = {t2(&g, "q", ACT, DFL_T_ACT, R, D), t2(&g, "k", ACT, DFL_T_ACT, R, D), t2(&g, "v", ACT, DFL_T_ACT, R, Cv)};
+  dfl_attrs a = {0}; a.S = S, a.group = G, a.eps = 1e-6, a.alpha = 1.0 / sqrt((double)G);
+  op(&g, DFL_OP_CONV1D_SILU, 2, (int[]){x, w}, 3, y, &a);
+  double sc[8] = {0};
+  sc[x] = 3;
+  char nm[80];
+  snprintf(nm, sizeof nm, "conv1d_silu q|k|v %d x %d D %d Cv %d G %d%s", nseq, S, D, Cv, G, wf32 ? " w f32" : "");
+  run_case(nm, &g, NULL, 0, sc, NULL);
+  dfl_graph_free(&g);
+}
+
 /* L2NORM (q: alpha 1/sqrt(G); k: 1), NORM_GATE (x, z [R, H G], w [G]), SIGMOID_MUL, GDN_GATES (a in
 ** [-25, 25]: softplus's x > 20 branch too) on R rows of H heads */
 static void case_hybrid_rows(int R, int H, int G) {
@@ -996,6 +1013,15 @@ int main(void) {
     ** run: 100 = 3 x 32 + 4); C % 8 != 0 the per-element one */
     case_conv1d(2, 100, 2048, 0);
     case_conv1d(2, 50, 36, 0);
+    /* the split form: 16-byte rows with 16-, 8- and 32-lane heads (a sequence start inside a run of
+    ** 32 rows; f32 weights); a width that splits a group across runs (C % G != 0) and 3-lane heads
+    ** take the warp-per-row kernel */
+    case_conv_qkv(2, 100, 256, 512, 128, 0);
+    case_conv_qkv(3, 33, 128, 384, 64, 0);
+    case_conv_qkv(1, 64, 512, 512, 256, 0);
+    case_conv_qkv(1, 70, 96, 80, 32, 0);
+    case_conv_qkv(2, 20, 48, 40, 24, 0);
+    case_conv_qkv(2, 40, 128, 256, 64, 1);
     case_hybrid_rows(37, 6, 64);
     case_hybrid_rows(130, 3, 128);
     case_hybrid_rows(9, 4, 32);
