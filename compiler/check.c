@@ -5,7 +5,6 @@
 ** then the meaning is checked section by section while filling dfl_spec: target, taps and drafter
 ** in check_model.c; data, loss, train and compile in check_train.c; topology in check_topology.c;
 ** last, the limits of the runtime. Every error is reported; checking never stops at the first.
-** Also here: the helpers the section checks share (required keys, sub-blocks, spec-relative paths).
 */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,67 +23,6 @@ static const dfl_sdef *const sections[] = {&dfl_target_schema, &dfl_drafter_sche
                                            &dfl_loss_schema, &dfl_train_schema, &dfl_topology_schema,
                                            &dfl_compile_schema, &dfl_adamw_schema, &dfl_ckpt_schema};
 enum { N_TOP = 7, N_ALL = 9 };
-
-dfl_sect *dfl_check_sub(const dfl_sect *s, const char *key) {
-  int k = dfl_check_key_index(s->def, key);
-  return k >= 0 ? s->kid[k] : NULL;
-}
-
-/* "missing key" for required keys, at the section header. */
-int dfl_check_require(dfl_check *c, const dfl_sect *s, const char *key) {
-  if (dfl_check_has(s, key)) return dfl_check_get(s, key) != NULL;
-  /* an absent section or entries lost to a syntax error were reported already */
-  if (!s->node || c->quiet_missing) return 0;
-  int k = dfl_check_key_index(s->def, key);
-  if (s->node) dfl_diag_error(s->node->key_loc, "missing key `%s` in section `%s`", key, s->def->name);
-  else dfl_diag_error(dfl_loc_file(&c->ast->src), "missing key `%s` in section `%s`", key, s->def->name);
-  dfl_diag_help("add `%s`", s->def->keys[k].doc);
-  return 0;
-}
-
-/* ---- paths ---- */
-
-/* dir + p, with "." and ".." folded lexically so messages show tidy paths. */
-void dfl_check_resolve(const dfl_check *c, const char *p, char *out) {
-  char tmp[2 * DFL_PATH_MAX + 2];
-  if (p[0] == '/' || !c->dir[0]) snprintf(tmp, sizeof tmp, "%s", p);
-  else snprintf(tmp, sizeof tmp, "%s/%s", c->dir, p);
-  int abs = tmp[0] == '/';
-  char *parts[512];
-  int n = 0, up = 0;
-  for (char *save, *t = strtok_r(tmp, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-    if (!strcmp(t, ".")) continue;
-    if (!strcmp(t, "..")) {
-      if (n > 0 && strcmp(parts[n - 1], "..")) n--;
-      else if (!abs) { if (n < 512) parts[n++] = t; up++; }
-      continue;
-    }
-    if (n < 512) parts[n++] = t;
-  }
-  (void)up;
-  size_t m = 0;
-  out[0] = 0;
-  if (abs) out[m++] = '/', out[m] = 0;
-  for (int i = 0; i < n; i++) {
-    int w = snprintf(out + m, DFL_PATH_MAX - m, "%s%s", i ? "/" : "", parts[i]);
-    if (w < 0 || (size_t)w >= DFL_PATH_MAX - m) break;
-    m += (size_t)w;
-  }
-  if (!out[0]) snprintf(out, DFL_PATH_MAX, ".");
-}
-
-int dfl_check_path(dfl_check *c, dfl_node *v, char *out) {
-  if (strlen(v->s) + strlen(c->dir) + 2 >= DFL_PATH_MAX) {
-    dfl_diag_error(v->loc, "path is longer than %d bytes", DFL_PATH_MAX - 1);
-    return 0;
-  }
-  if (!v->s[0]) {
-    dfl_diag_error(v->loc, "empty path");
-    return 0;
-  }
-  dfl_check_resolve(c, v->s, out);
-  return 1;
-}
 
 /* ---- driver ---- */
 

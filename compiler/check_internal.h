@@ -1,8 +1,8 @@
 /*
 ** check_internal.h: what the checker's driver (check.c) and its section checks (check_model.c:
 ** target, taps, drafter; check_train.c: data, loss, train, compile) share: the sections' schemas,
-** the checks the driver calls in order, and the driver's helpers for required keys, sub-blocks
-** and spec-relative paths. The schema walker and accessors are in front_internal.h.
+** the checks the driver calls in order, and the accessors for required keys, sub-blocks and
+** spec-relative paths (check_schema.c, whose walker and other accessors are in front_internal.h).
 */
 #ifndef DFL_CHECK_INTERNAL_H
 #define DFL_CHECK_INTERNAL_H
@@ -24,7 +24,7 @@ void dfl_check_data(dfl_check *c);
 void dfl_check_loss(dfl_check *c);
 void dfl_check_train(dfl_check *c);
 void dfl_check_compile(dfl_check *c);
-/* check.c */
+/* check_schema.c */
 dfl_sect *dfl_check_sub(const dfl_sect *s, const char *key);   /* a K_BLOCK child, NULL if absent */
 /* "missing key" for a required key, at the section header; 1 when the key has a valid value. */
 int dfl_check_require(dfl_check *c, const dfl_sect *s, const char *key);

@@ -1,18 +1,16 @@
 /*
-** check_schema.c: the schema walker under check.c and check_topology.c: every key of a section
-** looked up in its schema (type, range, choices), unknown keys with a "did you mean", duplicates
-** pointing at both places, and the typed accessors the checks read values through.
+** check_schema.c: the schema walker under check.c and the section checks (check_model.c,
+** check_train.c, check_topology.c): every key of a section looked up in its schema (type, range,
+** choices), unknown keys with a "did you mean", duplicates pointing at both places, and the typed
+** accessors the checks read values through (required keys, sub-blocks, spec-relative paths too).
 */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/ast.h"
-#include "compiler/front_internal.h"
+#include "compiler/check_internal.h"
 #include "compiler/spec.h"
-
-#define IMAX 2147483647.0
-#define I64MAX 9.2e18
 
 /* ---- edit distance and suggestions ---- */
 
@@ -305,6 +303,65 @@ dfl_loc dfl_check_where(const dfl_sect *s, const char *key) {
   dfl_node *v = key ? dfl_check_get(s, key) : NULL;
   if (v) return v->kind == DFL_V_BLOCK && v->key ? v->key_loc : v->loc;
   return s->node ? s->node->key_loc : dfl_loc_file(NULL);
+}
+
+dfl_sect *dfl_check_sub(const dfl_sect *s, const char *key) {
+  int k = dfl_check_key_index(s->def, key);
+  return k >= 0 ? s->kid[k] : NULL;
+}
+
+/* "missing key" for required keys, at the section header. */
+int dfl_check_require(dfl_check *c, const dfl_sect *s, const char *key) {
+  if (dfl_check_has(s, key)) return dfl_check_get(s, key) != NULL;
+  /* an absent section or entries lost to a syntax error were reported already */
+  if (!s->node || c->quiet_missing) return 0;
+  int k = dfl_check_key_index(s->def, key);
+  if (s->node) dfl_diag_error(s->node->key_loc, "missing key `%s` in section `%s`", key, s->def->name);
+  else dfl_diag_error(dfl_loc_file(&c->ast->src), "missing key `%s` in section `%s`", key, s->def->name);
+  dfl_diag_help("add `%s`", s->def->keys[k].doc);
+  return 0;
+}
+
+/* dir + p, with "." and ".." folded lexically so messages show tidy paths. */
+void dfl_check_resolve(const dfl_check *c, const char *p, char *out) {
+  char tmp[2 * DFL_PATH_MAX + 2];
+  if (p[0] == '/' || !c->dir[0]) snprintf(tmp, sizeof tmp, "%s", p);
+  else snprintf(tmp, sizeof tmp, "%s/%s", c->dir, p);
+  int abs = tmp[0] == '/';
+  char *parts[512];
+  int n = 0, up = 0;
+  for (char *save, *t = strtok_r(tmp, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+    if (!strcmp(t, ".")) continue;
+    if (!strcmp(t, "..")) {
+      if (n > 0 && strcmp(parts[n - 1], "..")) n--;
+      else if (!abs) { if (n < 512) parts[n++] = t; up++; }
+      continue;
+    }
+    if (n < 512) parts[n++] = t;
+  }
+  (void)up;
+  size_t m = 0;
+  out[0] = 0;
+  if (abs) out[m++] = '/', out[m] = 0;
+  for (int i = 0; i < n; i++) {
+    int w = snprintf(out + m, DFL_PATH_MAX - m, "%s%s", i ? "/" : "", parts[i]);
+    if (w < 0 || (size_t)w >= DFL_PATH_MAX - m) break;
+    m += (size_t)w;
+  }
+  if (!out[0]) snprintf(out, DFL_PATH_MAX, ".");
+}
+
+int dfl_check_path(dfl_check *c, dfl_node *v, char *out) {
+  if (strlen(v->s) + strlen(c->dir) + 2 >= DFL_PATH_MAX) {
+    dfl_diag_error(v->loc, "path is longer than %d bytes", DFL_PATH_MAX - 1);
+    return 0;
+  }
+  if (!v->s[0]) {
+    dfl_diag_error(v->loc, "empty path");
+    return 0;
+  }
+  dfl_check_resolve(c, v->s, out);
+  return 1;
 }
 
 int dfl_spec_count_role(const dfl_spec *s, int target, int drafter) {

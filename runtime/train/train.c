@@ -21,24 +21,6 @@
 #include "runtime/backend.h"
 #include "runtime/train/train_export.h"
 
-double train_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Ratios of the DFLASH_METRICS vector summed over some steps. Layout as the backends write it
-** (graph.h): the DFL_METRIC_* scalars, then correct[j] for j < B, then count[j] for j < B. */
-void train_metrics_ratios(const double *m, int B, double *acc, double *tau, double *topk, double *pos) {
-  *acc = m[DFL_METRIC_ACC_DEN] > 0 ? m[DFL_METRIC_ACC_NUM] / m[DFL_METRIC_ACC_DEN] : 0;
-  *tau = m[DFL_METRIC_TAU_BLOCKS] > 0 ? m[DFL_METRIC_TAU_SUM] / m[DFL_METRIC_TAU_BLOCKS] : 0;
-  *topk = m[DFL_METRIC_ACC_DEN] > 0 ? m[DFL_METRIC_TOPK_NUM] / m[DFL_METRIC_ACC_DEN] : 0;
-  for (int j = 0; j < B && j < 64; j++) {
-    double c = m[DFL_METRIC_COUNT + j], n = m[DFL_METRIC_COUNT + B + j];
-    pos[j] = n > 0 ? c / n : -1;
-  }
-}
-
 void dfl_train_set_threads(int n) {
   if (n > 0) openblas_set_num_threads(n);
 }

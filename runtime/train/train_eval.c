@@ -2,12 +2,14 @@
 ** train_eval.c: the evaluator (see train.h): the eval graph on its own backend, its weights taken
 ** from the trainer, a checkpoint or an export, one pass over the eval rows for loss, accuracy and
 ** tau, then the greedy decoder's walk (accept.c) on the same graph for the acceptance length.
+** Also here, below the trainer that uses them too: the clock and the metrics' ratios.
 */
 #include "runtime/train/train_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "runtime/io/weights.h"
 #include "runtime/io/checkpoint.h"
@@ -17,6 +19,26 @@
 /* Anchors of evaluations come from their own fixed stream, so that every evaluation of a run
 ** (and of runs with the same spec seed) draws the same blocks and the numbers are comparable. */
 #define DFL_EVAL_SEED_XOR 0x6576616c5eedull
+
+/* --- what the trainer shares (train_internal.h) --- */
+
+double train_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Ratios of the DFLASH_METRICS vector summed over some steps. Layout as the backends write it
+** (graph.h): the DFL_METRIC_* scalars, then correct[j] for j < B, then count[j] for j < B. */
+void train_metrics_ratios(const double *m, int B, double *acc, double *tau, double *topk, double *pos) {
+  *acc = m[DFL_METRIC_ACC_DEN] > 0 ? m[DFL_METRIC_ACC_NUM] / m[DFL_METRIC_ACC_DEN] : 0;
+  *tau = m[DFL_METRIC_TAU_BLOCKS] > 0 ? m[DFL_METRIC_TAU_SUM] / m[DFL_METRIC_TAU_BLOCKS] : 0;
+  *topk = m[DFL_METRIC_ACC_DEN] > 0 ? m[DFL_METRIC_TOPK_NUM] / m[DFL_METRIC_ACC_DEN] : 0;
+  for (int j = 0; j < B && j < 64; j++) {
+    double c = m[DFL_METRIC_COUNT + j], n = m[DFL_METRIC_COUNT + B + j];
+    pos[j] = n > 0 ? c / n : -1;
+  }
+}
 
 /* --- evaluation --- */
 

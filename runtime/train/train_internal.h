@@ -6,11 +6,12 @@
 #define DFL_TRAIN_INTERNAL_H
 #include "runtime/train/train.h"
 
-/* Seconds on the monotonic clock. */
-double train_now_s(void);
-/* Ratios of the DFLASH_METRICS vector summed over some steps: acc, tau, topk and acc@j, j < B. */
+/* train_eval.c */
+double train_now_s(void);   /* seconds on the monotonic clock */
+/* Ratios of the DFLASH_METRICS vector summed over some steps: acc, tau, topk and acc@j for j < B. */
 void train_metrics_ratios(const double *m, int B, double *acc, double *tau, double *topk, double *pos);
-/* The run's checkpoint directory: the spec's, or OUT/ckpt under --out (or when the spec has none). */
+/* train.c: the run's checkpoint directory: the spec's, or OUT/ckpt under --out (or when the spec
+** has none). */
 int train_ckpt_root(const dfl_trainer *tr, char *out, size_t n);
 
 #endif
