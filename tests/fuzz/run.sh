@@ -19,7 +19,8 @@ jansson=$(ls /usr/lib/*/libjansson.a 2>/dev/null | head -1); jansson=${jansson:-
 "$CLANG" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE \
   -I"$root" -I"$build" -Wno-unused-function \
   tests/fuzz/fuzz_check.c compiler/diag.c compiler/ast.c compiler/file.c compiler/hfconfig.c compiler/check.c compiler/check_schema.c \
-  compiler/check_topology.c "$build/dfl.tab.c" "$build/dfl.lex.c" "$jansson" -lm -o "$out/fuzz_check"
+  compiler/check_model.c compiler/check_train.c compiler/check_topology.c "$build/dfl.tab.c" "$build/dfl.lex.c" \
+  "$jansson" -lm -o "$out/fuzz_check"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$out/fuzz_check" "$work" tests/fuzz/corpus -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 \
   -timeout=10 -artifact_prefix="$out/" -print_final_stats=1 2>&1 | tail -25
