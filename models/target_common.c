@@ -24,9 +24,12 @@ int dfl_target_frozen1(dfl_graph *g, dfl_dtype dt, int64_t n, const char *fmt, i
 
 int dfl_target_weight(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, int64_t c, const char *fmt, int layer,
                       int *scale) {
-  int w = dfl_target_frozen2(g, s->target_fp8 ? DFL_F8E4M3 : dt, r, c, fmt, layer);
+  /* FP8 only where cuBLASLt's FP8 GEMMs take the shape (output and inner dimensions multiples of 16):
+  ** the rest (the hybrid's a and b projections at a few value heads) stay in the activations' dtype */
+  const int f8 = s->target_fp8 && r % 16 == 0 && c % 16 == 0;
+  int w = dfl_target_frozen2(g, f8 ? DFL_F8E4M3 : dt, r, c, fmt, layer);
   *scale = -1;
-  if (s->target_fp8) {
+  if (f8) {
     char name[DFL_NAME_MAX + 8];
     snprintf(name, sizeof name, "%s_scale", g->t[w].name);
     *scale = dfl_tensor_1d(g, name, DFL_F32, DFL_T_FROZEN, r);
@@ -36,6 +39,10 @@ int dfl_target_weight(dfl_graph *g, const dfl_spec *s, dfl_dtype dt, int64_t r, 
 
 /* In FP8 the GEMM is marked for fast accumulation when the spec asks for it (quantize = fp8_fast). */
 int dfl_target_lin(dfl_graph *g, const dfl_spec *s, int x, int sx, int w, int sw, dfl_dtype dt, const char *name) {
+  if (sw < 0 && sx >= 0) { /* an unquantized weight needs the unquantized input: the caller's to pass */
+    fprintf(stderr, "dflc: internal error: %s: an FP8 input for a weight kept in %s\n", name, dfl_dtype_name(g->t[w].dtype));
+    return -1;
+  }
   if (sw < 0) return dfl_linear(g, x, w, dt, name);
   int y = dfl_linear_f8(g, x, sx, w, sw, dt, name);
   g->ops[g->nops - 1].a.fast_accum = s->target_fp8_fast;

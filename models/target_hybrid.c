@@ -124,8 +124,9 @@ static int gated_deltanet(dfl_graph *g, const dfl_spec *s, int l, int u, int bat
   if (dfl_op_add(g, DFL_OP_CONV1D_SILU, cin, 2, cout, 3, &at) < 0) return -1;
   int q = cout[0], k = cout[1], v = cout[2];
 
-  int ga = dfl_target_lin(g, s, ux, xs, wa, sa, dt, NM("a"));
-  int gb = dfl_target_lin(g, s, ux, xs, wb, sb, dt, NM("b"));
+  /* a and b stay unquantized where their width (Hv) is not a multiple of 16 (dfl_target_weight) */
+  int ga = dfl_target_lin(g, s, sa < 0 ? u : ux, sa < 0 ? -1 : xs, wa, sa, dt, NM("a"));
+  int gb = dfl_target_lin(g, s, sb < 0 ? u : ux, sb < 0 ? -1 : xs, wb, sb, dt, NM("b"));
   int gates[2] = {act_like(g, ga, DFL_F32, Hv, NM("g")), act_like(g, ga, DFL_F32, Hv, NM("beta"))};
   int gin[4] = {ga, gb, alog, dtb};
   memset(&at, 0, sizeof at);
