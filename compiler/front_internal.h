@@ -33,7 +33,7 @@ int dfl_edit_distance(const char *a, const char *b, int cap);
 /* The reference default taps, build_target_layer_ids(Lt, Ld) (dflash-training.md 1.1). */
 void dfl_default_taps(int target_layers, int drafter_layers, int *taps, int *n);
 
-/* ---- checker internals (check.c, check_topology.c) ---- */
+/* ---- checker internals (check.c, check_model.c, check_train.c, check_schema.c, check_topology.c) ---- */
 #include "compiler/spec.h"
 
 typedef enum { K_INT, K_FLOAT, K_SIZE, K_BOOL, K_STRING, K_ENUM, K_ANY, K_BLOCK } dfl_ktype;
