@@ -38,17 +38,20 @@ target_link_libraries(dfl_cuda PUBLIC dfl_emit dfl_plan_core ${DFL_CUDART_STATIC
 # library into it (every kernel in the cubin; the cache's miss, hit and store on a one-line kernel);
 # the tests running `dflc build` need that fixture and copy the library instead of compiling it
 # again (each compile is a minute or more of CPU on the 2-core CI machine). cuda_nvrtc_families
-# (each family alone, sm_90) and cuda_nvrtc_sm_80 (the whole library for sm_80) compile uncached, in
-# parallel with it.
+# (each family alone, sm_90) and cuda_nvrtc_<arch> (the whole library for each other row of the
+# architecture table, docs/gpus.md: sm_80, sm_86, sm_89, sm_100a, sm_120a) compile uncached, in
+# parallel with it. cuda_nvrtc_table (the table itself, no compile: a second) is in the quick tier.
 add_test(NAME nvrtc_cache_clear COMMAND ${CMAKE_COMMAND} -E rm -rf ${DFL_NVRTC_CACHE})
 set_tests_properties(nvrtc_cache_clear PROPERTIES LABELS cuda FIXTURES_SETUP nvrtc_cache_fresh)
 dfl_add_test(cuda_nvrtc SOURCES tests/cuda/test_nvrtc.c LIBS dfl_emit LABELS cuda ARGS library)
 set_tests_properties(cuda_nvrtc PROPERTIES FIXTURES_REQUIRED nvrtc_cache_fresh FIXTURES_SETUP nvrtc_library
                      TIMEOUT 900)
-foreach(part families sm_80)
+foreach(part families sm_80 sm_86 sm_89 sm_100a sm_120a)
   add_test(NAME cuda_nvrtc_${part} COMMAND $<TARGET_FILE:cuda_nvrtc> ${part} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(cuda_nvrtc_${part} PROPERTIES LABELS cuda ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 900)
 endforeach()
+add_test(NAME cuda_nvrtc_table COMMAND $<TARGET_FILE:cuda_nvrtc> table WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda_nvrtc_table PROPERTIES LABELS emit TIMEOUT 60)
 
 # GPU: every op (forward and backward) against the CPU oracle, f32 and bf16; SKIP (77) without a GPU.
 # The GPU machine has no OpenBLAS: these binaries carry a plain-loop GEMM (tests/cuda/naive_cblas.c)

@@ -152,6 +152,85 @@ static void mkdirs(const char *dir) {
   mkdir(tmp, 0755);
 }
 
+/* --- GPU architectures ---
+** Shared memory per block (the opt-in maximum of the CUDA programming guide's table of compute
+** capabilities): what decides which mma.sync attention kernels fit (runtime/cuda/attention.c att_tc).
+** The backend reads the device's own value; the table's serves a forced row (dfl_cuda_opts.as_cc) and
+** docs/gpus.md. sm_90a: wgmma, setmaxnreg and TMA exist only in the arch-specific target. sm_100a and
+** sm_120a: arch-specific too (a cubin for 10.0 / 12.0 exactly); no kernel uses tcgen05 yet, Blackwell
+** runs the mma.sync kernels. */
+static const dfl_gpu_arch gpu_rows[] = {
+    {80, "sm_80", "Ampere (A100, A30)", DFL_ATT_MMA, 0, 163 * 1024},
+    {86, "sm_86", "Ampere (A40, A10, RTX 30, RTX A6000)", DFL_ATT_MMA, 0, 99 * 1024},
+    {89, "sm_89", "Ada (L40S, L4, RTX 40, RTX 6000 Ada)", DFL_ATT_MMA, 1, 99 * 1024},
+    {90, "sm_90a", "Hopper (H100, H200, GH200)", DFL_ATT_WGMMA, 1, 227 * 1024},
+    {100, "sm_100a", "Blackwell (B200, GB200)", DFL_ATT_MMA, 1, 227 * 1024},
+    {120, "sm_120a", "Blackwell (RTX PRO 6000, RTX 50)", DFL_ATT_MMA, 1, 99 * 1024},
+};
+#define GPU_ROWS ((int)(sizeof gpu_rows / sizeof gpu_rows[0]))
+int dfl_emit_gpu_count(void) { return GPU_ROWS; }
+const dfl_gpu_arch *dfl_emit_gpu_at(int i) { return i >= 0 && i < GPU_ROWS ? &gpu_rows[i] : NULL; }
+
+const char *dfl_emit_arch_list(void) { return "sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a"; }
+
+/* Does this NVRTC compile for sm_<cc>? */
+static int nvrtc_has(int cc) {
+  int n = 0, *a, ok = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || !(a = malloc(sizeof *a * (size_t)n))) return 0;
+  if (nvrtcGetSupportedArchs(a) == NVRTC_SUCCESS)
+    for (int i = 0; i < n; i++) ok |= a[i] == cc;
+  free(a);
+  return ok;
+}
+static int nvrtc_newest(void) {
+  int n = 0, *a, m = 0;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || !(a = malloc(sizeof *a * (size_t)n))) return 0;
+  if (nvrtcGetSupportedArchs(a) == NVRTC_SUCCESS)
+    for (int i = 0; i < n; i++) m = a[i] > m ? a[i] : m;
+  free(a);
+  return m;
+}
+
+int dfl_emit_arch_ok(const char *arch) {
+  if (!arch) return 0;
+  for (int i = 0; i < GPU_ROWS; i++)
+    if (!strcmp(arch, gpu_rows[i].arch)) return 1;
+  /* plain sm_XY (no a/f suffix), XY >= 80: the kernels need bf16 mma.sync and cvt (sm_80) */
+  if (strncmp(arch, "sm_", 3)) return 0;
+  char *end = NULL;
+  long v = strtol(arch + 3, &end, 10);
+  if (end == arch + 3 || *end || v < 80 || v > 1000) return 0;
+  return nvrtc_has((int)v) ? 2 : 0;
+}
+
+int dfl_emit_gpu_for_cc(int cc, const char *name, dfl_gpu_arch *out) {
+  if (!name) name = "this GPU";
+  if (cc < gpu_rows[0].cc) {
+    fprintf(stderr, "%s:%d: %s has compute capability %d.%d: dflc's kernels need 8.0 or newer (bf16 tensor cores: "
+                    "Ampere, Ada, Hopper, Blackwell; rows %s in docs/gpus.md)\n",
+            __FILE__, __LINE__, name, cc / 10, cc % 10, dfl_emit_arch_list());
+    return DFL_ERR;
+  }
+  int r = 0;
+  for (int i = 0; i < GPU_ROWS; i++)
+    if (gpu_rows[i].cc <= cc) r = i;
+  *out = gpu_rows[r];
+  if (gpu_rows[r].cc == cc) return DFL_OK;
+  /* between or past the rows (8.7 Orin, 10.3 B300, 11.0 Thor, 12.1 GB10, a newer GPU): the kernels of the
+  ** row below, compiled for the device itself (plain: its row's arch-specific cubin would not load) */
+  out->cc = cc;
+  snprintf(out->arch, sizeof out->arch, "sm_%d", cc);
+  if (!nvrtc_has(cc)) {
+    int nm = 0, nn = 0;
+    nvrtcVersion(&nm, &nn);
+    fprintf(stderr, "%s:%d: %s has compute capability %d.%d, which this NVRTC (CUDA %d.%d; newest sm_%d) cannot "
+                    "compile for: build dflc with a newer CUDA toolkit\n",
+            __FILE__, __LINE__, name, cc / 10, cc % 10, nm, nn, nvrtc_newest());
+    return DFL_ERR;
+  }
+  return DFL_OK;
+}
+
 static const char *const nvrtc_opt_rest[] = {"--std=c++17", "-default-device", "-lineinfo"};
 #define NVRTC_NOPTS 4
 
@@ -206,6 +285,11 @@ int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, 
   char archopt[64], dir[DFL_PATH_MAX], path[DFL_PATH_MAX + 64];
   const char *opts[NVRTC_NOPTS];
   if (!arch) arch = "sm_90";
+  if (!dfl_emit_arch_ok(arch)) {
+    fprintf(stderr, "%s:%d: architecture '%s' is not one dflc compiles for: use one of %s (docs/gpus.md), or a "
+                    "plain sm_XY >= sm_80 that this NVRTC offers\n", __FILE__, __LINE__, arch, dfl_emit_arch_list());
+    return DFL_ERR;
+  }
   nvrtc_opts(arch, archopt, sizeof archopt, opts);
   int nopts = NVRTC_NOPTS;
   if (cached) *cached = 0;

@@ -38,13 +38,48 @@ int dfl_emit_write(const dfl_graph *g, const char *path);
 
 /* Compile src with NVRTC for arch ("sm_90" when NULL). cache_dir NULL: $DFL_CACHE_DIR, else
 ** $HOME/.cache/dflc; "" disables the cache. On success *cubin is malloc'ed. *cached (may be NULL)
-** tells whether it came from the cache. Errors print the NVRTC log with the kernel line numbers. */
+** tells whether it came from the cache. Errors print the NVRTC log with the kernel line numbers. An
+** arch dfl_emit_arch_ok refuses is an error naming the accepted ones, before any compile. */
 int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, void **cubin, size_t *size,
                       int *cached);
 /* Store cubin (compiled from src for arch) in the cache directory dir, under the name
 ** dfl_nvrtc_compile(src, arch, dir, ...) looks up: how `dflc build` fills DIR/cubin from the
 ** user's cache without compiling again. */
 int dfl_nvrtc_cache_put(const char *src, const char *arch, const char *dir, const void *cubin, size_t size);
+/* --- The GPU architectures dflc compiles for (docs/gpus.md) ---
+** One row per architecture: what NVRTC compiles for it and which kernels the runtime picks there. The
+** CUDA backend reads its device's row (dfl_emit_gpu_for_cc); `dflc build --arch` and dfl_nvrtc_compile
+** accept what dfl_emit_arch_ok accepts. Pure data: no GPU, no NVRTC call (but for dfl_emit_arch_ok's
+** plain sm_XY, which asks this NVRTC what it can compile). */
+typedef enum {
+  DFL_ATT_CORES, /* CUDA-core kernels (dfl_attn_fwd, dfl_attn_bwd, dfl_attn_bwd_kv): any head_dim */
+  DFL_ATT_MMA,   /* mma.sync bf16 kernels (dfl_attn_*_tc64/tc128), where their shared memory fits */
+  DFL_ATT_WGMMA  /* Hopper's wgmma + TMA kernels (dfl_attn_*_wg*), beside mma.sync for the rest */
+} dfl_att_family;
+typedef struct dfl_gpu_arch {
+  int cc;          /* compute capability, major * 10 + minor: 80 is 8.0 */
+  char arch[16];   /* NVRTC --gpu-architecture for a device of this row: sm_80 ... sm_90a, sm_100a */
+  const char *gpus;/* the family and a few of its GPUs, for messages */
+  int att;         /* the fastest attention kernels it has: dfl_att_family */
+  int fp8;         /* e4m3 conversions in hardware and cuBLASLt FP8 GEMMs (target quantize = fp8): cc >= 8.9 */
+  int smem;        /* shared memory one block may opt in to, bytes: which mma.sync attention kernels fit */
+} dfl_gpu_arch;
+/* The table's rows (i < dfl_emit_gpu_count()), oldest first. */
+int dfl_emit_gpu_count(void);
+const dfl_gpu_arch *dfl_emit_gpu_at(int i);
+/* The row for a device of compute capability cc (major * 10 + minor) into *out: the table's own row,
+** or for a cc between or past the rows the newest row at or below it (its kernels), compiled for this
+** device's own plain sm_XY (a cubin for sm_100a runs on 10.0 only). DFL_ERR with a message naming
+** the GPU (name, may be NULL) when cc is below 8.0 or this NVRTC cannot compile for it. */
+int dfl_emit_gpu_for_cc(int cc, const char *name, dfl_gpu_arch *out);
+/* 1: arch is a row's (sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a); 2: another architecture
+** NVRTC compiles the kernels for (sm_90: Hopper without wgmma; sm_87, sm_103, sm_121 ...: plain
+** sm_XY >= sm_80 that this NVRTC offers, what dfl_emit_gpu_for_cc gives devices between the rows);
+** 0: refused (below sm_80, or unknown). */
+int dfl_emit_arch_ok(const char *arch);
+/* "sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a": the rows' architectures, for messages. */
+const char *dfl_emit_arch_list(void);
+
 /* 64-bit FNV-1a, the cache key hash. */
 uint64_t dfl_emit_hash(uint64_t h, const void *data, size_t n);
 

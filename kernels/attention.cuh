@@ -2074,7 +2074,11 @@ __device__ __forceinline__ void wg_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const
 #define WG_FWD_BODY(HD_, KT, NS, PP, PERS, DFL) \
   wg_fwd<HD_, KT, NS, PP, PERS, DFL>(o, lse, q, (const unsigned char *)k2, anchors, keep, batch, S, N, B, nh, nkv, window, scale);
 #else
-#define WG_FWD_BODY(HD_, KT, NS, PP, PERS, DFL) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale;
+/* Outside sm_90a the wgmma kernels are stubs that keep one kernel table loadable on every GPU; the runtime
+** never launches them there (dfl_gpu_arch.att), and one launched by mistake traps instead of leaving
+** its output unwritten. */
+#define WG_FWD_BODY(HD_, KT, NS, PP, PERS, DFL) (void)o; (void)lse; (void)q; (void)k2; (void)batch; (void)S; (void)nh; (void)nkv; (void)window; (void)scale; \
+  __trap();
 #endif
 WG_FWD_KERNEL(dfl_attn_fwd_wg128, 128, 128, 2, 1, 1, 0)
 WG_FWD_KERNEL(dfl_attn_fwd_wgd128, 128, 128, 2, 1, 1, 2)
@@ -2092,7 +2096,7 @@ WG_FWD_KERNEL(dfl_attn_fwd_wg256, 256, 64, 2, 1, 1, 0)
   wg_bwdq<1, QR>(dq, dk2, dv2, q, (const unsigned char *)k2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 #else
 #define WG_BWDQ_BODY(QR) (void)dq; (void)dk2; (void)dv2; (void)q; (void)k2; (void)anchors; (void)keep; (void)lse; (void)D; \
-  (void)dout; (void)batch; (void)S; (void)N; (void)B; (void)nh; (void)nkv; (void)window; (void)scale;
+  (void)dout; (void)batch; (void)S; (void)N; (void)B; (void)nh; (void)nkv; (void)window; (void)scale; __trap();
 #endif
 WG_BWDQ_KERNEL(dfl_attn_bwdq_wg128, 1)
 
@@ -2327,7 +2331,7 @@ __device__ __forceinline__ void wg_bwdkv(tc_bf *dk1, tc_bf *dv1, const unsigned 
 #else
 #define WG_BWDKV_BODY(NS, SP, PP)                                                                                  \
   (void)dk1; (void)dv1; (void)tm; (void)anchors; (void)keep; (void)lse; (void)D; (void)batch; (void)S; (void)N;    \
-  (void)B; (void)nh; (void)nkv; (void)window; (void)scale; (void)P; (void)part;
+  (void)B; (void)nh; (void)nkv; (void)window; (void)scale; (void)P; (void)part; __trap();
 #endif
 #define WG_BWDKV_KERNEL(name, NS, SP, PP) \
   extern "C" __global__ void __launch_bounds__(384, 1) name(WG_BWDKV_ARGS) { WG_BWDKV_BODY(NS, SP, PP) }

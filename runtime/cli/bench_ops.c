@@ -158,6 +158,10 @@ int dfl_bench_op_profile_be(dfl_backend *be, const dfl_graph *g, int reps, int g
   }
   if (rc == DFL_OK) {
     qsort(rows, (size_t)nr, sizeof *rows, prof_cmp);
+#ifdef DFL_HAVE_CUDA
+    char gpu[512]; /* the kernels behind the times: which family each op got on this GPU (docs/gpus.md) */
+    if (be->kind == DFL_BE_CUDA && dfl_cuda_describe_device(gpu, sizeof gpu) == DFL_OK) printf("%s\n", gpu);
+#endif
     printf("ops (%s, mean of %d steps; %.2f ms in all):\n", how, reps, total);
     printf("  %-16s %-16s %5s %9s %6s %9s %9s\n", "phase", "op", "count", "ms", "share", "TFLOP/s", "GB/s(min)");
     for (int k = 0; k < nr; k++)

@@ -15,6 +15,9 @@
 #include "runtime/backend.h"
 #include "runtime/cli/bench_ops.h"
 #include "runtime/io/weights.h"
+#ifdef DFL_HAVE_CUDA
+#include "runtime/cuda/cuda.h"
+#endif
 
 int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, int64_t warmup, int reps, int ops, int gemms,
                      int cpu, const char *json) {
@@ -73,6 +76,10 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
   }
   printf("bench: %s --target-only on %s (%s), batch %" PRId64 " x %" PRId64 " tokens; %s\n", spec_file, be.name,
          s->precision == DFL_PREC_BF16 ? "bf16" : "fp32", B, S, what);
+#ifdef DFL_HAVE_CUDA
+  char gpu[512]; /* which kernels this GPU gets (docs/gpus.md) */
+  if (kind == DFL_BE_CUDA && dfl_cuda_describe_device(gpu, sizeof gpu) == DFL_OK) printf("%s\n", gpu);
+#endif
   printf("memory: plan %.2f GiB, backend arena %.2f GiB\n", planned ? plan.arena_bytes / 1073741824.0 : 0.0,
          be.arena_bytes / 1073741824.0);
   uint64_t x = 0x9e3779b97f4a7c15ull;

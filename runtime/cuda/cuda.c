@@ -49,6 +49,101 @@ int dfl_cuda_available(void) {
 
 float dfl_bf16_round(float x) { return dfl_bf16_rne(x); }
 
+/* --- Which kernels a device gets (compiler/emit.c's table of architectures, docs/gpus.md) --- */
+static int default_as_cc;
+void dfl_cuda_set_default_as_cc(int cc) { default_as_cc = cc; }
+
+typedef struct {
+  int cc, smax;        /* the device's compute capability and opt-in shared memory per block */
+  char gpu[64];        /* its name */
+  dfl_gpu_arch dev;    /* its row: what the cubin is compiled for */
+  dfl_gpu_arch sel;    /* the row kernels are picked by: dev's, or a forced as_cc's (never more than dev) */
+  int forced;          /* sel is a forced row */
+} gpu_choice;
+
+/* The rows of device dev, as_cc forcing another (0: none). The forced row may take away what the device
+** has (wgmma, FP8, shared memory), never add it: the kernels still run on this device. */
+static int gpu_pick(int dev, int as_cc, gpu_choice *ch) {
+  int maj = 0, min = 0;
+  memset(ch, 0, sizeof *ch);
+  CU(cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev));
+  CU(cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev));
+  CU(cudaDeviceGetAttribute(&ch->smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  struct cudaDeviceProp pr;
+  if (cudaGetDeviceProperties(&pr, dev) == cudaSuccess) snprintf(ch->gpu, sizeof ch->gpu, "%.63s", pr.name);
+  else (void)cudaGetLastError(), snprintf(ch->gpu, sizeof ch->gpu, "GPU %d", dev);
+  ch->cc = maj * 10 + min;
+  char what[96];
+  snprintf(what, sizeof what, "%s (device %d)", ch->gpu, dev);
+  TRY(dfl_emit_gpu_for_cc(ch->cc, what, &ch->dev));
+  ch->sel = ch->dev;
+  if (!as_cc || as_cc == ch->cc) return DFL_OK;
+  dfl_gpu_arch f;
+  snprintf(what, sizeof what, "the forced row (dfl_cuda_opts.as_cc %d)", as_cc);
+  TRY(dfl_emit_gpu_for_cc(as_cc, what, &f));
+  const char *lack = f.att > ch->dev.att ? "wgmma attention (Hopper's)" : f.fp8 > ch->dev.fp8 ? "FP8 (8.9 or newer)"
+                   : f.smem > ch->smax ? "more shared memory per block" : NULL;
+  if (lack) {
+    fprintf(stderr, "%s:%d: cannot pick kernels as compute capability %d.%d on %s (%d.%d): that row has %s, which this "
+                    "device lacks; force an older row (as_cc 80 or 86 runs on any supported GPU)\n",
+            __FILE__, __LINE__, as_cc / 10, as_cc % 10, ch->gpu, ch->cc / 10, ch->cc % 10, lack);
+    return DFL_ERR;
+  }
+  ch->sel = f;
+  snprintf(ch->sel.arch, sizeof ch->sel.arch, "%s", ch->dev.arch); /* compiled for the device itself */
+  ch->forced = 1;
+  return DFL_OK;
+}
+
+static const char *att_name(int att) {
+  return att == DFL_ATT_WGMMA ? "wgmma (head_dim 128; 256 causal forward) + mma.sync (64, 128)"
+       : att == DFL_ATT_MMA   ? "mma.sync (head_dim 64, 128)"
+                              : "CUDA cores";
+}
+/* wg: -1 from the row; 0 the row's wgmma is off (kernels not built for sm_90a, or no tensor-map encoder) */
+static void describe(const gpu_choice *ch, const char *arch, int smax, int wg, char *buf, size_t cap) {
+  char as[128] = "";
+  if (ch->forced)
+    snprintf(as, sizeof as, "; kernels picked as cc %d.%d, %s (forced)", ch->sel.cc / 10, ch->sel.cc % 10, ch->sel.gpus);
+  int att = ch->sel.att == DFL_ATT_WGMMA && wg == 0 ? DFL_ATT_MMA : ch->sel.att;
+  snprintf(buf, cap, "gpu: %s (cc %d.%d), cubin %s%s: attention %s where %d KB of shared memory per block holds it, "
+                     "else CUDA cores%s; GEMMs cuBLASLt; FP8 GEMMs %s",
+           ch->gpu, ch->cc / 10, ch->cc % 10, arch, as, att_name(att), smax / 1024,
+           att != ch->sel.att ? " (wgmma off: no sm_90a cubin or no tensor-map encoder)" : "",
+           ch->sel.fp8 ? "yes" : ch->dev.fp8 ? "no (the forced row has none)" : "no (needs cc 8.9)");
+}
+
+int dfl_cuda_describe_device(char *buf, size_t cap) {
+  int dev = 0;
+  gpu_choice ch;
+  if (!dfl_cuda_available()) {
+    snprintf(buf, cap, "gpu: none");
+    return DFL_ERR;
+  }
+  CU(cudaGetDevice(&dev));
+  TRY(gpu_pick(dev, default_as_cc, &ch));
+  describe(&ch, ch.dev.arch, ch.forced && ch.sel.smem < ch.smax ? ch.sel.smem : ch.smax, -1, buf, cap);
+  return DFL_OK;
+}
+
+int dfl_cuda_describe(const dfl_cuda *c, char *buf, size_t cap) {
+  const struct dfl_cuda_impl *im = c->impl;
+  if (!im || !im->cc) { snprintf(buf, cap, "gpu: not initialized"); return DFL_ERR; }
+  gpu_choice ch;
+  memset(&ch, 0, sizeof ch);
+  ch.cc = im->cc;
+  snprintf(ch.gpu, sizeof ch.gpu, "%s", im->gpu);
+  if (dfl_emit_gpu_for_cc(im->cc, im->gpu, &ch.dev)) return DFL_ERR;
+  ch.sel = ch.dev;
+  if (im->as_cc && im->as_cc != im->cc) {
+    if (dfl_emit_gpu_for_cc(im->as_cc, "the forced row", &ch.sel)) return DFL_ERR;
+    ch.forced = 1;
+  }
+  ch.sel.fp8 = im->fp8;
+  describe(&ch, im->arch, im->smax, im->att_wg && im->tmap_encode, buf, cap);
+  return DFL_OK;
+}
+
 static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
   if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }
   void *a[] = {&out, &dto, &x, &dtx, &n};
@@ -93,8 +188,11 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
     im->occ[k] = (unsigned char)(nb > 8 ? 8 : nb);
   }
   /* attention needs more than the default 48 KB of dynamic shared memory for hd = 128 */
-  int smax = 0;
-  CU(cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  int smax = 0, dev = 0;
+  CU(cudaGetDevice(&dev)); /* the backend's device (dfl_cuda_init_opts), not device 0 */
+  CU(cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  /* a forced row (dfl_cuda_opts.as_cc) with less shared memory: the kernels that fit there (att_tc) */
+  if (im->as_cc && im->smax > 0 && im->smax < smax) smax = im->smax;
   int sneed = (2 * 32 * 256 + 2 * 32 * 257 + 2 * 32 * 33 + 64) * 4;
   if (sneed > smax) sneed = smax;
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_FWD], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
@@ -109,7 +207,9 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_PA], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
   for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
-  im->att_wg = !strcmp(arch, "sm_90a"); /* the wgmma attention kernels; else the mma.sync ones */
+  /* the wgmma attention kernels where the row has them (Hopper, not forced off) and the cubin holds
+  ** them (sm_90a: elsewhere they are stubs); else the mma.sync ones (attention.c att_tc) */
+  im->att_wg = im->att_wg && !strcmp(arch, "sm_90a");
   im->tmap_encode = NULL;
   if (im->att_wg) {
     void *fn = NULL;
@@ -297,15 +397,19 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   int dev = 0;   /* the caller's current device (dfl_be_open_cuda_dev chose it) */
   CU(cudaGetDevice(&dev));
   CU(cudaDeviceGetAttribute(&im->nsm, cudaDevAttrMultiProcessorCount, dev));
-  char archbuf[32];
-  if (!arch) {
-    int maj = 0, min = 0;
-    CU(cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev));
-    CU(cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev));
-    /* sm_90: the arch-specific target, so the wgmma kernels compile (their cubin runs on sm_90 only) */
-    snprintf(archbuf, sizeof archbuf, "sm_%d%d%s", maj, min, maj == 9 && min == 0 ? "a" : "");
-    arch = archbuf;
-  }
+  /* The device's row of compiler/emit.c's table (or a forced one): what NVRTC compiles for (sm_90a on
+  ** Hopper, so the wgmma kernels exist; sm_100a, sm_120a on Blackwell; the device's own sm_XY between
+  ** rows), the attention family, FP8, and a forced row's shared memory (load_kernels). */
+  gpu_choice ch;
+  TRY(gpu_pick(dev, o && o->as_cc ? o->as_cc : default_as_cc, &ch));
+  im->cc = ch.cc;
+  im->as_cc = ch.forced ? ch.sel.cc : 0;
+  im->att_wg = ch.sel.att == DFL_ATT_WGMMA;
+  im->fp8 = ch.sel.fp8;
+  im->smax = ch.forced ? ch.sel.smem : 0;
+  snprintf(im->gpu, sizeof im->gpu, "%s", ch.gpu);
+  if (!arch) arch = ch.dev.arch;
+  snprintf(im->arch, sizeof im->arch, "%s", arch);
   /* tensor offsets: the plan's, or packed end to end */
   int64_t *off = malloc((size_t)(g->nt ? g->nt : 1) * sizeof *off);
   if (!off) return DFL_ENOMEM;

@@ -40,7 +40,23 @@ typedef struct dfl_cuda_opts {
   int tf32;    /* compile { tf32 = true }: f32 GEMMs on TF32 tensor cores (docs/language.md#compile) */
   int att_ref; /* every attention op on the CUDA-core reference kernels: what tests/cuda/bench_attention
                ** checks the tensor-core kernels against (no spec key) */
+  int as_cc;   /* 0: the device's kernels. Else pick kernels as a device of this compute capability
+               ** (major * 10 + minor: 80, 86, 89, 100, 120) would get (compiler/emit.h dfl_gpu_arch):
+               ** its attention family, its FP8 GEMMs, its shared memory per block, while the cubin is
+               ** still compiled for the real device (an sm_80 cubin does not load on sm_90). A row
+               ** asking for what the device lacks (wgmma off Hopper, FP8 below 8.9, more shared memory)
+               ** is refused. How the Ampere/Blackwell paths are checked on a Hopper GPU (docs/gpus.md). */
 } dfl_cuda_opts;
+/* The as_cc that dfl_cuda_init_opts uses when its opts leave it 0 (and dfl_cuda_init always): for
+** drivers whose backend is opened below them (dflc bench through runtime/backend_cuda.c, a test's
+** main) to force the non-Hopper paths from a command-line flag. 0 (the default): the device's. */
+void dfl_cuda_set_default_as_cc(int cc);
+/* One line naming the kernels c picked: the GPU and its compute capability, the cubin's arch, the row
+** the choice followed (forced or not), attention family and shared memory, FP8. */
+int dfl_cuda_describe(const dfl_cuda *c, char *buf, size_t cap);
+/* The same for the current device before (or without) a dfl_cuda, from the table and the default
+** as_cc: what a backend opened now would pick. DFL_ERR (with a message) without a usable device. */
+int dfl_cuda_describe_device(char *buf, size_t cap);
 /* dfl_cuda_init with choices (o NULL: the defaults). */
 int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const struct dfl_plan *plan, const char *arch,
                        const dfl_cuda_opts *o);

@@ -77,6 +77,10 @@ struct dfl_cuda_impl {
   int smax;         /* opt-in dynamic shared memory per block */
   int att_ref;      /* dfl_cuda_opts.att_ref: always the CUDA-core attention kernels (bench_attention's check) */
   int att_wg;       /* the wgmma attention kernels (kernels compiled for sm_90a; else the mma.sync ones) */
+  int fp8;          /* FP8 GEMMs allowed: the row's (dfl_gpu_arch.fp8; a forced row's, dfl_cuda_opts.as_cc) */
+  int cc, as_cc;    /* the device's compute capability (major * 10 + minor); the forced row's, or 0 */
+  char arch[16];    /* what the cubin was compiled for */
+  char gpu[64];     /* the device's name, for messages */
   int tf32;         /* dfl_cuda_opts.tf32 (compile { tf32 = true }): f32 GEMMs on TF32 tensor cores */
   PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
   struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];

@@ -66,14 +66,17 @@ int dfl_cu_mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, d
 ** fast accumulation (quantize = fp8_fast: docs/fp8.md). */
 int dfl_cu_mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw,
                        float beta, int fast, const char *label) {
-  int cc = 0, dev = 0;
-  CU(cudaGetDevice(&dev));
-  CU(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
-  int minor = 0;
-  CU(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  if (cc * 10 + minor < 89) {
-    fprintf(stderr, "dflc: cuda backend: %s: FP8 GEMMs (target `quantize = fp8`) need compute capability 8.9 or "
-                    "newer (Ada, Hopper); this GPU is %d.%d: remove `quantize = fp8` from the target\n", label, cc, minor);
+  /* the row's FP8 (compiler/emit.c's table: cc 8.9 and newer), or a forced row's (dfl_cuda_opts.as_cc) */
+  const struct dfl_cuda_impl *im = c->impl;
+  if (!im->fp8) {
+    if (im->as_cc)
+      fprintf(stderr, "dflc: cuda backend: %s: FP8 GEMMs (target `quantize = fp8`) are off: kernels are picked as "
+                      "compute capability %d.%d (forced, dfl_cuda_opts.as_cc), which has none; %s (%d.%d) has them\n",
+              label, im->as_cc / 10, im->as_cc % 10, im->gpu, im->cc / 10, im->cc % 10);
+    else
+      fprintf(stderr, "dflc: cuda backend: %s: FP8 GEMMs (target `quantize = fp8`) need compute capability 8.9 or "
+                      "newer (Ada, Hopper, Blackwell); %s is %d.%d: remove `quantize = fp8` from the target\n",
+              label, im->gpu, im->cc / 10, im->cc % 10);
     return DFL_ESHAPE;
   }
   if (dy != DFL_BF16 && dy != DFL_F32) {

@@ -1,6 +1,8 @@
 /*
-** test_nvrtc: the CI check that needs no GPU, in three parts that ctest runs in parallel (no argument:
-** all three, in order):
+** test_nvrtc: the CI check that needs no GPU, in parts that ctest runs in parallel (no argument: all,
+** in order):
+**   table     the architecture table (compiler/emit.c, docs/gpus.md): per compute capability the
+**             arch NVRTC gets, the attention family, FP8; the --arch values refused. No compile.
 **   library   every kernel family compiles with NVRTC for sm_90a (what the backend compiles on sm_90
 **             devices) and every kernel the backend loads (kernels/kernels.def) is in the cubin. It goes
 **             through the cache dfl_nvrtc_compile picks ($DFL_CACHE_DIR: ctest gives every test of a
@@ -10,8 +12,10 @@
 **             dfl_nvrtc_compile looks. A broken source fails with a message instead of crashing.
 **   families  each family alone for sm_90 (a family never depends on another's definitions besides
 **             common), each kernel in the family the table says.
-**   sm_80     every family for sm_80 (the code under __CUDA_ARCH__ < 890 and without the wgmma path).
-** Each part compiles about one whole library (a minute of CPU on a 2-core machine).
+**   ARCH      every family for one row of the table but sm_90a (the library part's): sm_80, sm_86
+**             (the code under __CUDA_ARCH__ < 890), sm_89 (hardware e4m3), sm_100a, sm_120a
+**             (Blackwell: no wgmma; the Hopper kernels are stubs there); every kernel in the cubin.
+** Each part but table compiles about one whole library (a minute of CPU on a 2-core machine).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,28 +89,81 @@ static void families(void) {
   }
 }
 
-static void sm80(void) {
+/* The whole library for one architecture (uncached: no other test reads these cubins): it compiles,
+** and every kernel of kernels/kernels.def is in the cubin. The wgmma kernels too: outside sm_90a they
+** are stubs (kernels/attention.cuh, __CUDA_ARCH_FEAT_SM90_ALL) the runtime never launches
+** (dfl_gpu_arch.att), kept so that one kernel table loads on every device. */
+static void arch_library(const char *arch) {
   char *src;
   size_t len, n = 0;
   void *bin = NULL;
-  /* uncached: the sm_80 library is no other test's */
+  CHECK(dfl_emit_arch_ok(arch) == 1, "%s is a row of the architecture table", arch);
   CHECK(dfl_emit_source(NULL, DFL_KF_ALL, &src, &len) == DFL_OK, "emit");
-  CHECK(dfl_nvrtc_compile(src, "sm_80", "", &bin, &n, NULL) == DFL_OK, "sm_80 compile");
+  CHECK(dfl_nvrtc_compile(src, arch, "", &bin, &n, NULL) == DFL_OK, "%s compile", arch);
   for (int k = 0; bin && k < DFL_EMIT_KERNELS; k++)
-    CHECK(has(bin, n, dfl_emit_kernel_name(k)), "kernel %s missing from the sm_80 cubin", dfl_emit_kernel_name(k));
+    CHECK(has(bin, n, dfl_emit_kernel_name(k)), "kernel %s missing from the %s cubin", dfl_emit_kernel_name(k), arch);
+  if (bin) printf("%s: %zu bytes of cubin, %d kernels\n", arch, n, DFL_EMIT_KERNELS);
   free(bin), free(src);
+}
+
+/* The architecture table (compiler/emit.c), no compile: which kernels each compute capability gets,
+** what NVRTC compiles for it, and which --arch values are refused. */
+static void table(void) {
+  static const struct { int cc; const char *arch; int att, fp8; } want[] = {
+      {80, "sm_80", DFL_ATT_MMA, 0},     {86, "sm_86", DFL_ATT_MMA, 0},      {89, "sm_89", DFL_ATT_MMA, 1},
+      {90, "sm_90a", DFL_ATT_WGMMA, 1},  {100, "sm_100a", DFL_ATT_MMA, 1},   {120, "sm_120a", DFL_ATT_MMA, 1},
+      /* between the rows: the row below's kernels, compiled for the device's own plain arch */
+      {87, "sm_87", DFL_ATT_MMA, 0},     {103, "sm_103", DFL_ATT_MMA, 1},    {121, "sm_121", DFL_ATT_MMA, 1},
+      {110, "sm_110", DFL_ATT_MMA, 1},
+  };
+  CHECK(dfl_emit_gpu_count() == 6, "six rows, not %d", dfl_emit_gpu_count());
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    dfl_gpu_arch g;
+    memset(&g, 0, sizeof g);
+    CHECK(dfl_emit_gpu_for_cc(want[i].cc, "test GPU", &g) == DFL_OK, "cc %d has a row", want[i].cc);
+    CHECK(!strcmp(g.arch, want[i].arch), "cc %d compiles for %s, not %s", want[i].cc, want[i].arch, g.arch);
+    CHECK(g.att == want[i].att, "cc %d: attention family %d, not %d", want[i].cc, want[i].att, g.att);
+    CHECK(g.fp8 == want[i].fp8, "cc %d: FP8 %d, not %d", want[i].cc, want[i].fp8, g.fp8);
+    CHECK(g.smem >= 99 * 1024, "cc %d: shared memory %d", want[i].cc, g.smem);
+    CHECK(dfl_emit_arch_ok(g.arch) != 0, "the arch of cc %d (%s) is accepted", want[i].cc, g.arch);
+  }
+  /* only Hopper (9.0) gets wgmma; only 8.0 and 9.0/10.0 the large shared memory */
+  for (int i = 0; i < dfl_emit_gpu_count(); i++) {
+    const dfl_gpu_arch *r = dfl_emit_gpu_at(i);
+    CHECK((r->att == DFL_ATT_WGMMA) == (r->cc == 90), "row %s: wgmma on Hopper only", r->arch);
+    CHECK(r->fp8 == (r->cc >= 89), "row %s: FP8 from 8.9", r->arch);
+    CHECK(dfl_emit_arch_ok(r->arch) == 1, "row %s accepted as a row", r->arch);
+  }
+  fprintf(stderr, "(errors about compute capability 7.5 and 99.0 follow: expected)\n");
+  dfl_gpu_arch g;
+  CHECK(dfl_emit_gpu_for_cc(75, "Tesla T4", &g) != DFL_OK, "cc 7.5 refused (no bf16 mma.sync)");
+  CHECK(dfl_emit_gpu_for_cc(990, NULL, &g) != DFL_OK, "cc 99.0: no NVRTC compiles for it");
+  CHECK(dfl_emit_arch_ok("sm_90") == 2, "sm_90 (Hopper without wgmma) accepted");
+  static const char *const refused[] = {"sm_75", "sm_70", "sm_90x", "sm_", "compute_90", "sm_80a", "", "gfx942"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    CHECK(dfl_emit_arch_ok(refused[i]) == 0, "--arch '%s' refused", refused[i]);
+  void *bin = NULL;
+  size_t n = 0;
+  CHECK(dfl_nvrtc_compile("extern \"C\" __global__ void k() {}", "sm_75", "", &bin, &n, NULL) != DFL_OK,
+        "dfl_nvrtc_compile refuses sm_75 before compiling");
+  CHECK(!strcmp(dfl_emit_arch_list(), "sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a"), "the list: %s",
+        dfl_emit_arch_list());
 }
 
 int main(int argc, char **argv) {
   const char *part = argc > 1 ? argv[1] : "all";
-  int all = !strcmp(part, "all");
-  if (!all && strcmp(part, "library") && strcmp(part, "families") && strcmp(part, "sm_80")) {
-    fprintf(stderr, "usage: test_nvrtc [library|families|sm_80]\n");
+  if (!strcmp(part, "all")) {
+    table(), library(), families();
+    for (int i = 0; i < dfl_emit_gpu_count(); i++) /* sm_90a: the library part's */
+      if (strcmp(dfl_emit_gpu_at(i)->arch, "sm_90a")) arch_library(dfl_emit_gpu_at(i)->arch);
+  } else if (!strcmp(part, "table")) table();
+  else if (!strcmp(part, "library")) library();
+  else if (!strcmp(part, "families")) families();
+  else if (dfl_emit_arch_ok(part) == 1) arch_library(part);
+  else {
+    fprintf(stderr, "usage: test_nvrtc [table|library|families|ARCH], ARCH one of %s\n", dfl_emit_arch_list());
     return 2;
   }
-  if (all || !strcmp(part, "library")) library();
-  if (all || !strcmp(part, "families")) families();
-  if (all || !strcmp(part, "sm_80")) sm80();
   if (fails) { fprintf(stderr, "%d failures\n", fails); return 1; }
   printf("OK\n");
   return 0;
