@@ -17,6 +17,17 @@ if(TEST cuda_nvrtc)   # its `dflc build` copies the run's kernel library (cmake/
   set_tests_properties(cli_json_paths PROPERTIES FIXTURES_REQUIRED nvrtc_library)
 endif()
 
+# `dflc train DIR` runs what `dflc build` wrote there (build.json's fingerprints of the graph, plan and
+# kernel library) or refuses: an edited spec, another plan or kernel library, an older build.json.
+add_test(NAME cli_build_dir COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_build_dir.sh $<TARGET_FILE:dflc>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_build_dir PROPERTIES LABELS "cli;cuda" ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 600)
+if(TEST cuda_nvrtc)   # its `dflc build` copies the run's kernel library (cmake/cuda.cmake)
+  set_tests_properties(cli_build_dir PROPERTIES FIXTURES_REQUIRED nvrtc_library)
+else()
+  set_tests_properties(cli_build_dir PROPERTIES LABELS cli)
+endif()
+
 # What `dflc check` finds beyond the spec (weights' headers, shards, the memory plan, the run
 # directory) with golden stderr, and `dflc train` refusing the same (NaN weights at load,
 # a plan over budget unless --over-budget).

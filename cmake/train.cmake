@@ -1,7 +1,7 @@
 # runtime/backend*.c: the device interface the trainer drives (the CPU backend always, the CUDA
 # one when the toolkit is there), and runtime/train/: the training loop, evaluation, checkpoint
 # cadence and export of a run.
-add_library(dfl_train STATIC runtime/backend.c runtime/backend_cuda.c runtime/train/train.c runtime/train/train_eval.c
+add_library(dfl_train STATIC runtime/backend.c runtime/backend_cuda.c runtime/compile.c runtime/train/train.c runtime/train/train_eval.c
             runtime/train/train_run.c runtime/train/train_export.c
             runtime/train/accept.c)
 target_link_libraries(dfl_train PUBLIC dfl_models dfl_io dfl_cpu dfl_plan_core dfl_front ${JANSSON_LIB} m

@@ -24,7 +24,10 @@ typedef struct dfl_plan_miss {
   int64_t need, budget, persistent, step;
 } dfl_plan_miss;
 struct dfl_spec;
-int dfl_plan_verdict(const struct dfl_spec *s, dfl_plan_miss *miss, int max_miss);
+struct dfl_compiled;
+/* one: for a one-device spec, its device's graph already compiled (dfl_compile_graph), planned here
+** and kept in *one for the caller (the trainer takes it); NULL: each device compiled and freed here */
+int dfl_plan_verdict(const struct dfl_spec *s, dfl_plan_miss *miss, int max_miss, struct dfl_compiled *one);
 int64_t dfl_plan_host_memory(void);   /* bytes; DFL_HOST_MEMORY overrides (tests) */
 /* `dflc check`'s checks beyond the spec (cmd_check.c): weights' headers, run and checkpoint
 ** directories, the memory verdict (unless no_plan); a dfl_spec_deep_fn whose user is a
@@ -36,9 +39,16 @@ typedef struct dfl_deep_opts {
   const char *resume;
   int fresh_train, restart;
   int data;   /* `dflc check`: load the data files as train will (train loads them itself, first) */
+  struct dfl_compiled *keep;   /* a one-device spec: its compiled graph and plan (runtime/compile.h) are
+                               ** left here for the trainer (the plan only when no_plan is 0); NULL: freed */
 } dfl_deep_opts;
 struct dfl_spec_where;
 void dfl_check_deep(const struct dfl_spec *s, const struct dfl_spec_where *w, void *opts);
-/* `dflc train DIR`: the spec a `dflc build` directory records (else arg itself); cmd_build.c */
-int dfl_build_resolve(const char *arg, char *spec, unsigned long n);
+/* `dflc train DIR`: the spec a `dflc build` directory records (else arg itself; *is_dir says which);
+** cmd_build.c */
+int dfl_build_resolve(const char *arg, char *spec, unsigned long n, int *is_dir);
+/* `dflc train DIR`: refuses (1, with what to do) when this dflc compiles the spec to another graph, plan
+** or kernel library than DIR/build.json records; c: the spec compiled as the build compiled it (its plan
+** compared when c is planned). 0 when they agree. */
+int dfl_build_verify(const char *dir, const struct dfl_compiled *c);
 #endif

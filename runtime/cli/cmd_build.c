@@ -23,6 +23,7 @@
 #include "compiler/spec.h"
 #include "models/models.h"
 #include "runtime/backend.h"
+#include "runtime/compile.h"
 #include "runtime/io/checkpoint.h"
 #ifdef DFL_HAVE_CUDA
 #include "compiler/emit.h"
@@ -86,29 +87,34 @@ int dfl_cmd_build(int argc, char **argv) {
     return 2;
   }
   dfl_spec *s = malloc(sizeof *s);
-  dfl_train_graph *tg = calloc(1, sizeof *tg);
-  if (!s || !tg) return 1;
+  dfl_compiled *cp = calloc(1, sizeof *cp);
+  if (!s || !cp) return 1;
   int rc = dfl_spec_load(spec_file, s);
   const dfl_device *dev = NULL;
-  for (int i = 0; rc == DFL_OK && i < s->n_devices && !dev; i++)
-    if (s->devices[i].runs_drafter) dev = &s->devices[i];
+  int kd = rc == DFL_OK ? dfl_compile_drafter_device(s) : -1;
+  if (kd >= 0) dev = &s->devices[kd];
   if (rc == DFL_OK && dfl_spec_count_role(s, 0, 1) + dfl_spec_count_role(s, 1, 0) > 2) {
     fprintf(stderr, "dflc build: %s: multi-device specs are built per device by the pipeline runner; "
             "`dflc plan` shows their plans\n", spec_file);
     rc = DFL_ERR;
   }
-  if (rc == DFL_OK && (rc = dfl_model_train_graph(tg, s, 1)))
-    fprintf(stderr, "dflc build: cannot build the training graph of %s\n", spec_file);
-  dfl_plan plan;
-  memset(&plan, 0, sizeof plan);
   dfl_backend_kind kind = dev && dev->kind == DFL_DEV_GPU ? DFL_BE_CUDA : DFL_BE_CPU;
   int planned = 0;
   if (rc == DFL_OK) {
-    /* the graph and plan the single-device trainer runs */
-    unsigned span = dfl_model_single_device(&tg->g, s);
-    rc = dfl_be_plan(&plan, &tg->g, kind, dev ? dev->memory_budget : 0, span, stderr);
-    planned = rc == DFL_OK;
+    /* the graph and plan the single-device trainer runs (runtime/compile.c: what `dflc train` compiles) */
+    dfl_compile_req req = {.trainer = 1};
+    rc = dfl_compile_device(s, kd, &req, cp);
+    if (rc == DFL_ERR && cp->planned) {
+      fprintf(stderr, "warning: the plan (%.2f GiB) does not fit the budget %.2f GiB\n", cp->plan.arena_bytes / 1073741824.0,
+              cp->budget / 1073741824.0);
+      rc = DFL_OK;
+    }
+    if (rc != DFL_OK) fprintf(stderr, "dflc build: cannot build the training graph of %s\n", spec_file);
+    planned = rc == DFL_OK && cp->planned;
   }
+  dfl_train_graph *tg = &cp->tg;
+  dfl_plan plan = cp->plan;
+  char kernels_hash[24] = "";   /* the library's source and arch (CUDA builds) */
   char path[DFL_PATH_MAX + 64], abs_spec[DFL_PATH_MAX];
   if (rc == DFL_OK && dfl_mkdirs(out)) {
     fprintf(stderr, "dflc build: cannot create %s: %s\n", out, strerror(errno));
@@ -123,7 +129,10 @@ int dfl_cmd_build(int argc, char **argv) {
     d.role = "target+drafter";
     d.g = &tg->g;
     d.p = &plan;
-    d.budget = dev ? dev->memory_budget : 0;
+    d.budget = cp->budget;
+    d.n_recomputed = cp->r.n_ops;
+    d.recompute_flops = cp->r.flops;
+    d.span_phases = cp->span;
     if (!f || dfl_plan_write_yaml(f, spec_file, &d, 1) != DFL_OK) rc = DFL_EIO;
     if (f && fclose(f)) rc = DFL_EIO;
     if (rc) fprintf(stderr, "dflc build: cannot write %s\n", path);
@@ -145,8 +154,12 @@ int dfl_cmd_build(int argc, char **argv) {
     void *cubin = NULL;
     size_t n = 0;
     snprintf(path, sizeof path, "%s/cubin", out);
-    if ((rc = dfl_emit_source(NULL, DFL_KF_ALL, &src, NULL)) == DFL_OK)
+    size_t len = 0;
+    if ((rc = dfl_emit_source(NULL, DFL_KF_ALL, &src, &len)) == DFL_OK) {
       rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
+      snprintf(kernels_hash, sizeof kernels_hash, "%016llx",
+               (unsigned long long)dfl_emit_hash(dfl_emit_hash(0, src, len), arch, strlen(arch)));
+    }
     if (rc == DFL_OK) rc = dfl_nvrtc_cache_put(src, arch, path, cubin, n);
     free(src);
     free(cubin);
@@ -160,12 +173,17 @@ int dfl_cmd_build(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/build.json", out);
     /* jansson escapes the path (quotes, backslashes, control characters); a path that is not UTF-8
     ** cannot be a JSON string: refused, not written mangled */
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:b, s:b, s:b, s:b, s:b}}", "format", "dflc-build-1",
+    char gh[24], ph[24];
+    snprintf(gh, sizeof gh, "%016llx", (unsigned long long)dfl_compiled_graph_hash(cp));
+    snprintf(ph, sizeof ph, "%016llx", (unsigned long long)dfl_compiled_plan_hash(cp));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:b, s:b, s:b, s:b, s:b}, s:{s:s, s:s, s:s}}",
+                          "format", "dflc-build-1",
                           "spec", abs_spec, "device", kind == DFL_BE_CUDA ? "cuda" : "cpu", "precision",
                           s->precision == DFL_PREC_BF16 ? "bf16" : "fp32", "arch", arch, "ops", tg->g.nops, "tensors",
                           tg->g.nt, "arena_bytes", (json_int_t)(planned ? plan.arena_bytes : -1), "compile",
                           "block_rows", !s->opt.no_block_rows, "rope_pair", !s->opt.no_rope_pair, "swiglu_quant",
-                          !s->opt.no_swiglu_quant, "overlap", !s->opt.no_overlap, "tf32", s->opt.tf32 != 0);
+                          !s->opt.no_swiglu_quant, "overlap", !s->opt.no_overlap, "tf32", s->opt.tf32 != 0,
+                          "fingerprint", "graph", gh, "plan", ph, "kernels", kernels_hash);
     if (!o) {
       fprintf(stderr, "dflc build: %s: the spec's path is not UTF-8, which build.json (JSON) cannot hold: move the "
                       "spec to a UTF-8 path\n", abs_spec);
@@ -179,20 +197,21 @@ int dfl_cmd_build(int argc, char **argv) {
       printf("built %s: %d ops, %d tensors, arena %.1f MiB -> %s/{build.json,plan.yaml,schedule.txt,kernels.cu,cubin/}\n",
              spec_file, tg->g.nops, tg->g.nt, planned ? plan.arena_bytes / 1048576.0 : 0.0, out);
   }
-  if (planned) dfl_plan_free(&plan);
-  if (tg->g.t) dfl_graph_free(&tg->g);
-  free(tg);
+  dfl_compiled_free(cp);
+  free(cp);
   free(s);
   return rc == DFL_OK ? 0 : 1;
 }
 
 /* `dflc train DIR`: the spec recorded by `dflc build`, and its cubin cache. */
-int dfl_build_resolve(const char *arg, char *spec, unsigned long n) {
+int dfl_build_resolve(const char *arg, char *spec, unsigned long n, int *is_dir) {
   struct stat st;
+  *is_dir = 0;
   if (stat(arg, &st) || !S_ISDIR(st.st_mode)) {
     snprintf(spec, n, "%s", arg);
     return DFL_OK;
   }
+  *is_dir = 1;
   char path[DFL_PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/build.json", arg);
   if (stat(path, &st)) {
@@ -228,4 +247,48 @@ int dfl_build_resolve(const char *arg, char *spec, unsigned long n) {
   snprintf(path, sizeof path, "%s/cubin", arg);
   setenv("DFL_CACHE_DIR", path, 0);   /* an explicit DFL_CACHE_DIR wins */
   return DFL_OK;
+}
+
+int dfl_build_verify(const char *dir, const dfl_compiled *c) {
+  char path[DFL_PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/build.json", dir);
+  json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);   /* read once already: dfl_build_resolve */
+  json_t *f = json_object_get(o, "fingerprint");
+  const char *gh = json_string_value(json_object_get(f, "graph")), *ph = json_string_value(json_object_get(f, "plan"));
+  const char *kh = json_string_value(json_object_get(f, "kernels")), *arch = json_string_value(json_object_get(o, "arch"));
+  char mine[24];
+  int bad = 0;
+  if (!gh || !ph || !kh) {
+    fprintf(stderr, "%s: no \"fingerprint\" (written by an earlier dflc): rebuild with `dflc build SPEC -o %s`\n", path, dir);
+    bad = 1;
+  }
+  snprintf(mine, sizeof mine, "%016llx", (unsigned long long)dfl_compiled_graph_hash(c));
+  if (!bad && strcmp(gh, mine)) {
+    fprintf(stderr, "%s: the spec no longer compiles to the graph built there (graph %s, built %s): the spec or "
+                    "dflc changed since `dflc build`; rebuild with `dflc build SPEC -o %s`\n", path, mine, gh, dir);
+    bad = 1;
+  }
+  snprintf(mine, sizeof mine, "%016llx", (unsigned long long)dfl_compiled_plan_hash(c));
+  if (!bad && c->planned && strcmp(ph, mine)) {
+    fprintf(stderr, "%s: the memory plan is not the one built there (plan %s, built %s): the device's memory_budget or "
+                    "dflc's planner changed; rebuild with `dflc build SPEC -o %s`\n", path, mine, ph, dir);
+    bad = 1;
+  }
+#ifdef DFL_HAVE_CUDA
+  /* the kernel library DIR/cubin holds: a dflc with other kernels would compile its own there */
+  char *src = NULL;
+  size_t len = 0;
+  if (!bad && kh[0] && arch && dfl_emit_source(NULL, DFL_KF_ALL, &src, &len) == DFL_OK) {
+    snprintf(mine, sizeof mine, "%016llx",
+             (unsigned long long)dfl_emit_hash(dfl_emit_hash(0, src, len), arch, strlen(arch)));
+    if (strcmp(kh, mine)) {
+      fprintf(stderr, "%s: this dflc's kernels are not the ones compiled into %s/cubin (kernels %s, built %s): rebuild "
+                      "with `dflc build SPEC -o %s`\n", path, dir, mine, kh, dir);
+      bad = 1;
+    }
+  }
+  free(src);
+#endif
+  json_decref(o);
+  return bad;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/cli/cli.h"
+#include "runtime/compile.h"
 #include "compiler/diag.h"
 #include "compiler/plan.h"
 #include "compiler/spec.h"
@@ -39,14 +40,11 @@ static void report_rest(reporter *r, const char *what) {
 
 /* The target's weights (FROZEN tensors of the colocated training graph: the names and shapes
 ** every device's target reads) and a released drafter's (PARAMs), from the headers only. */
-static void check_weights(const dfl_spec *s, const dfl_spec_where *w) {
+static void check_weights(const dfl_spec *s, const dfl_spec_where *w, const dfl_graph *g) {
   int target = !s->target_random && s->target_dir[0], drafter = s->init_from[0] != 0;
   if (!target && !drafter) return;
-  dfl_train_graph *tg = calloc(1, sizeof *tg);
-  if (!tg) return;
-  if (dfl_model_train_graph(tg, s, 1) != DFL_OK) {
+  if (!g) {
     dfl_diag_error(dfl_spec_where_key(w, "drafter", NULL), "cannot build the training graph of this spec");
-    free(tg);
     return;
   }
   char err[2048];
@@ -80,19 +78,16 @@ static void check_weights(const dfl_spec *s, const dfl_spec_where *w) {
       continue;
     }
     unsigned kind = DFL_KIND_BIT(pass == 0 ? DFL_T_FROZEN : DFL_T_PARAM);
-    if (pass == 1 && dfl_weights_check(&tg->g, &st, kind, "", NULL, NULL) >
-                         dfl_weights_check(&tg->g, &st, kind, "model.", NULL, NULL))
-      dfl_weights_check(&tg->g, &st, kind, "model.", report_line, &r);   /* names under "model." */
+    if (pass == 1 && dfl_weights_check(g, &st, kind, "", NULL, NULL) > dfl_weights_check(g, &st, kind, "model.", NULL, NULL))
+      dfl_weights_check(g, &st, kind, "model.", report_line, &r);   /* names under "model." */
     else
-      dfl_weights_check(&tg->g, &st, kind, "", report_line, &r);
+      dfl_weights_check(g, &st, kind, "", report_line, &r);
     report_rest(&r, pass == 0 ? "the target's weights" : "the drafter's weights");
     if (r.n)
       dfl_diag_help("these weights do not belong to the %s this spec describes (%s): re-download them, or fix the spec",
                     pass == 0 ? "target" : "drafter", pass == 0 ? "config.json" : "its config.json and `drafter`");
     dfl_st_close(&st);
   }
-  dfl_graph_free(&tg->g);
-  free(tg);
 }
 
 static void check_run_dir(const dfl_spec *s, const dfl_spec_where *w, const char *out_dir) {
@@ -111,9 +106,9 @@ static void check_run_dir(const dfl_spec *s, const dfl_spec_where *w, const char
   }
 }
 
-static void check_plan(const dfl_spec *s, const dfl_spec_where *w) {
+static void check_plan(const dfl_spec *s, const dfl_spec_where *w, dfl_compiled *one) {
   dfl_plan_miss miss[8];
-  int n = dfl_plan_verdict(s, miss, 8);
+  int n = dfl_plan_verdict(s, miss, 8, one);
   dfl_loc at = dfl_spec_where_key(w, "topology", "memory");
   for (int i = 0; i < n && i < 8; i++) {
     const dfl_plan_miss *m = &miss[i];
@@ -223,12 +218,22 @@ static void check_data(const dfl_spec *s, const dfl_spec_where *w) {
 
 void dfl_check_deep(const dfl_spec *s, const dfl_spec_where *w, void *opts) {
   const dfl_deep_opts *o = opts;
+  /* The graph, compiled once (runtime/compile.c): a one-device spec's as the trainer runs it, whose
+  ** plan the verdict makes and `dflc train` then takes; with several devices, the drafter's with the
+  ** target colocated, for the weights every device reads (the verdict compiles each device). */
+  int one = s->n_devices == 1, kd = dfl_compile_drafter_device(s);
+  dfl_compiled *cp = calloc(1, sizeof *cp);
+  dfl_compile_req req = {.trainer = one, .colocate = 1, .no_plan = 1};
+  int built = cp && kd >= 0 && dfl_compile_graph(s, kd, &req, cp) == DFL_OK;
   check_run_dir(s, w, o ? o->out_dir : NULL);
   if (o && o->fresh_train && !o->restart) check_earlier_run(s, w, o->out_dir);
   if (o && o->data && dfl_diag_errors() == 0) check_data(s, w);
-  check_weights(s, w);
+  check_weights(s, w, built ? cp->g : NULL);
   check_prepared(s, w);
-  if (!(o && o->no_plan) && dfl_diag_errors() == 0) check_plan(s, w);
+  if (!(o && o->no_plan) && dfl_diag_errors() == 0) check_plan(s, w, one && built ? cp : NULL);
+  if (o && o->keep && one && built) dfl_compiled_move(o->keep, cp);   /* the trainer's now */
+  else if (cp) dfl_compiled_free(cp);
+  free(cp);
 }
 
 static void usage(FILE *f) {
@@ -277,7 +282,7 @@ int dfl_cmd_check(int argc, char **argv) {
   }
   static dfl_spec spec;   /* large (device table, paths): keep it off the stack */
   dfl_diag_reset();
-  dfl_deep_opts o = {0, NULL, NULL, 0, 0, 1};
+  dfl_deep_opts o = {0, NULL, NULL, 0, 0, 1, NULL};
   int rc = dfl_spec_load_deep(file, &spec, dfl_check_deep, &o);
   return rc == DFL_OK && dfl_diag_errors() == 0 ? 0 : 1;
 }

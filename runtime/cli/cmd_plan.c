@@ -22,119 +22,32 @@
 #include "compiler/plan.h"
 #include "compiler/spec.h"
 #include "models/models.h"
+#include "runtime/compile.h"
 #include "runtime/cpu/cpu.h"
 
-/* One device's graph, workspaces and plan. */
+/* One device's compiled graph and plan (runtime/compile.c, what train runs) and its report view. */
 typedef struct plan_dev {
+  dfl_compiled c;
   dfl_plan_dev d;
-  dfl_train_graph tg;     /* drafter devices */
-  dfl_graph *g;           /* the graph planned (tg.g or tgt) */
-  dfl_graph tgt;          /* target-only devices */
-  dfl_plan p;
-  dfl_plan_ws *ws;         /* room for cap_ws: the queue's plus one per op and cuBLASLt's */
-  int n_ws, cap_ws;
-  int live_out[4], n_live_out;
-  unsigned span;          /* dfl_plan_opts.span_phases, as the trainer plans it */
-  int fits;
 } plan_dev;
 
-static size_t cpu_elem(const dfl_tensor *t, void *ctx) { return dfl_cpu_elem_size(t, 0); }
+static void free_dev(plan_dev *pd) { dfl_compiled_free(&pd->c); }
 
-/* Bytes of one hidden-state queue slot: features + ids + loss mask + anchors + keep of one
-** micro-batch (features in the activation dtype). */
-static int64_t queue_slot_bytes(const dfl_spec *s) {
-  int64_t R = (int64_t)s->batch * s->seq_len;
-  int64_t fe = s->precision == DFL_PREC_BF16 ? 2 : 4;
-  return R * s->n_taps * s->target.hidden * fe + 2 * R * 4 + 2 * (int64_t)s->batch * s->anchors * 4;
-}
-
-static void add_ws(plan_dev *pd, const char *name, int64_t bytes, dfl_plan_cat cat, int op) {
-  if (pd->n_ws >= pd->cap_ws || bytes <= 0) return;
-  dfl_plan_ws *w = &pd->ws[pd->n_ws++];
-  snprintf(w->name, sizeof w->name, "%s", name);
-  w->bytes = bytes;
-  w->cat = cat;
-  w->op = op;
-}
-
-static void free_dev(plan_dev *pd) {
-  dfl_plan_free(&pd->p);
-  free(pd->ws);
-  pd->ws = NULL;
-  if (pd->g) dfl_graph_free(pd->g);
-  pd->g = NULL;
-}
-
-/* Sequences per micro-batch on one device: `batch` counts sequences over all drafter devices
-** (data parallel), and a target device fills one queue slot (one drafter micro-batch) at a time. */
-static int device_batch(const dfl_spec *s) {
-  int nd = dfl_spec_count_role(s, 0, 1);
-  return nd > 1 && s->batch % nd == 0 ? s->batch / nd : s->batch;
-}
-
-/* Builds and plans device k of s. Returns DFL_OK when it fits its budget (or has none). */
-static int plan_device(const dfl_spec *s_all, int k, int64_t budget_override, int no_inplace, plan_dev *pd) {
-  const dfl_device *dv = &s_all->devices[k];
+/* Compiles and plans device k of s. Returns DFL_OK when it fits its budget (or has none). */
+static int plan_device(const dfl_spec *s, int k, int64_t budget_override, int no_inplace, plan_dev *pd) {
   memset(pd, 0, sizeof *pd);
-  static dfl_spec sd; /* the spec with this device's micro-batch: too big for the stack */
-  sd = *s_all;
-  sd.batch = device_batch(s_all);
-  const dfl_spec *s = &sd;
-  snprintf(pd->d.name, sizeof pd->d.name, "node%d.%s%d", dv->node, dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
-  pd->d.role = dv->runs_target && dv->runs_drafter ? "target+drafter" : dv->runs_target ? "target" : "drafter";
-  int rc;
-  if (dv->runs_drafter) {
-    rc = dfl_model_train_graph(&pd->tg, s, dv->runs_target);
-    pd->g = &pd->tg.g;
-    /* as the single-device trainer runs it */
-    if (rc == DFL_OK && s_all->n_devices == 1) pd->span = dfl_model_single_device(pd->g, s);
-  } else {
-    dfl_graph_init(&pd->tgt);
-    pd->g = &pd->tgt;
-    pd->g->cur_phase = DFL_PH_TARGET;
-    int ids = dfl_tensor_1d(pd->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)s->batch * s->seq_len);
-    dfl_target_out out;
-    rc = dfl_model_target(pd->g, s, s->batch, s->seq_len, ids, 0, 0, &out);
-    /* as runtime/pipeline.c */
-    if (rc == DFL_OK && dfl_fuse_passes(pd->g, dfl_model_fuse_flags(s)) != DFL_OK)
-      rc = DFL_ENOMEM;
-    if (rc == DFL_OK && out.features >= 0) pd->live_out[pd->n_live_out++] = out.features;
-  }
-  if (rc != DFL_OK) {
-    fprintf(stderr, "dflc plan: building the graph of %s failed\n", pd->d.name);
-    return rc;
-  }
-  /* workspaces. The queue ring lives on the producers: each target-only device holds its share
-  ** of the slots; a drafter-only device holds one landing slot, filled with the next micro-batch
-  ** while the graph's INPUT tensors hold the current one. */
-  pd->cap_ws = pd->g->nops + 4;
-  pd->ws = calloc((size_t)pd->cap_ws, sizeof *pd->ws);
-  if (!pd->ws) return DFL_ENOMEM;
-  int n_tgt = dfl_spec_count_role(s, 1, 0), split = n_tgt > 0 && dfl_spec_count_role(s, 0, 1) > 0;
-  if (split && dv->runs_target && !dv->runs_drafter) {
-    int depth = s->queue_depth > 0 ? s->queue_depth : 2 * n_tgt;
-    add_ws(pd, "queue.slots", (int64_t)((depth + n_tgt - 1) / n_tgt) * queue_slot_bytes(s), DFL_PCAT_QUEUE, -1);
-  } else if (split && dv->runs_drafter && !dv->runs_target)
-    add_ws(pd, "queue.landing", queue_slot_bytes(s), DFL_PCAT_QUEUE, -1);
-  if (dv->kind == DFL_DEV_GPU) /* the CUDA backend's own list: `dflc plan` prints what it allocates */
-    pd->n_ws += dfl_plan_cuda_workspaces(pd->g, pd->ws + pd->n_ws);
-  dfl_plan_opts o = {.ws = pd->ws, .n_ws = pd->n_ws, .live_out = pd->live_out, .n_live_out = pd->n_live_out,
-                     .no_inplace = no_inplace, .span_phases = pd->span};
-  dfl_plan_elem_fn elem = dv->kind == DFL_DEV_GPU ? NULL : cpu_elem;
-  pd->d.budget = budget_override > 0 ? budget_override : dv->memory_budget;
-  dfl_recompute r;
-  rc = dfl_plan_fit(pd->g, pd->d.budget, elem, NULL, &o, &pd->p, &r);
-  pd->d.g = pd->g;
-  pd->d.p = &pd->p;
-  pd->d.n_recomputed = r.n_ops;
-  pd->d.span_phases = pd->span;
-  pd->d.recompute_flops = r.flops;
-  pd->fits = rc == DFL_OK;
-  if (dfl_plan_check(&pd->p, pd->g) != DFL_OK) {
-    fprintf(stderr, "dflc plan: internal error: the plan of %s failed its check\n", pd->d.name);
-    return DFL_ERR;
-  }
-  return rc == DFL_OK ? DFL_OK : DFL_ERR;
+  dfl_compile_req o = {.budget = budget_override, .no_inplace = no_inplace};
+  int rc = dfl_compile_device(s, k, &o, &pd->c);
+  const dfl_compiled *c = &pd->c;
+  snprintf(pd->d.name, sizeof pd->d.name, "%s", c->name);
+  pd->d.role = c->role;
+  pd->d.g = c->g;
+  pd->d.p = &c->plan;
+  pd->d.budget = c->budget;
+  pd->d.n_recomputed = c->r.n_ops;
+  pd->d.recompute_flops = c->r.flops;
+  pd->d.span_phases = c->span;
+  return rc;
 }
 
 /* Largest value of one shape knob at most `cur - 1` for which device k fits; 0 if none. */
@@ -164,15 +77,15 @@ static int knob_fit(const dfl_spec *s, int k, int64_t budget, int no_inplace, in
 static void explain_no_fit(const dfl_spec *s, int k, const plan_dev *pd, int no_inplace) {
   char b1[32], b2[32], b3[32];
   fprintf(stderr, "%s: error: device %s needs %s but its budget is %s, even recomputing %d forward ops "
-                  "(+%.3g FLOPs per step)\n", s->file, pd->d.name, dfl_plan_bytes_str(b1, sizeof b1, pd->p.arena_bytes),
+                  "(+%.3g FLOPs per step)\n", s->file, pd->d.name, dfl_plan_bytes_str(b1, sizeof b1, pd->c.plan.arena_bytes),
           dfl_plan_bytes_str(b2, sizeof b2, pd->d.budget), pd->d.n_recomputed, pd->d.recompute_flops);
   fprintf(stderr, "  persistent %s (weights %s, optimizer state %s, gradients %s), per-step %s (bound %s)\n",
-          dfl_plan_bytes_str(b1, sizeof b1, pd->p.persistent_bytes),
-          dfl_plan_bytes_str(b2, sizeof b2, pd->p.cat_bytes[DFL_PCAT_WEIGHTS]),
-          dfl_plan_bytes_str(b3, sizeof b3, pd->p.cat_bytes[DFL_PCAT_OPTSTATE]),
-          dfl_plan_bytes_str((char[32]){0}, 32, pd->p.cat_bytes[DFL_PCAT_GRADS]),
-          dfl_plan_bytes_str((char[32]){0}, 32, pd->p.step_bytes),
-          dfl_plan_bytes_str((char[32]){0}, 32, pd->p.step_lower_bound));
+          dfl_plan_bytes_str(b1, sizeof b1, pd->c.plan.persistent_bytes),
+          dfl_plan_bytes_str(b2, sizeof b2, pd->c.plan.cat_bytes[DFL_PCAT_WEIGHTS]),
+          dfl_plan_bytes_str(b3, sizeof b3, pd->c.plan.cat_bytes[DFL_PCAT_OPTSTATE]),
+          dfl_plan_bytes_str((char[32]){0}, 32, pd->c.plan.cat_bytes[DFL_PCAT_GRADS]),
+          dfl_plan_bytes_str((char[32]){0}, 32, pd->c.plan.step_bytes),
+          dfl_plan_bytes_str((char[32]){0}, 32, pd->c.plan.step_lower_bound));
   static const char *knob[4] = {"batch", "seq_len", "anchors", "vocab_chunk"};
   int cur[4] = {s->batch, s->seq_len, s->anchors, s->vocab_chunk};
   int lo[4] = {1, s->block_size + 1, 1, 256};
@@ -205,28 +118,37 @@ int64_t dfl_plan_host_memory(void) {
 /* A CPU device without a memory budget is bounded by this machine's memory. */
 static int over_host(const dfl_spec *s, int k, const plan_dev *pd) {
   int64_t host = dfl_plan_host_memory();
-  return s->devices[k].kind == DFL_DEV_CPU && !pd->d.budget && host > 0 && pd->p.arena_bytes > host;
+  return s->devices[k].kind == DFL_DEV_CPU && !pd->d.budget && host > 0 && pd->c.plan.arena_bytes > host;
 }
 
-int dfl_plan_verdict(const dfl_spec *s, dfl_plan_miss *miss, int max_miss) {
+int dfl_plan_verdict(const dfl_spec *s, dfl_plan_miss *miss, int max_miss, dfl_compiled *one) {
   int n = 0;
   for (int k = 0; k < s->n_devices; k++) {
     plan_dev pd;
-    int rc = plan_device(s, k, 0, 0, &pd), host = rc == DFL_OK && over_host(s, k, &pd);
+    int rc;
+    if (one && s->n_devices == 1 && one->g) {   /* the caller's graph, planned here and kept */
+      memset(&pd, 0, sizeof pd);
+      rc = dfl_compile_plan(s, NULL, one);
+      pd.c = *one;
+      pd.d.budget = one->budget;
+      snprintf(pd.d.name, sizeof pd.d.name, "%s", one->name);
+    } else
+      rc = plan_device(s, k, 0, 0, &pd);
+    int host = rc == DFL_OK && over_host(s, k, &pd);
     if ((rc != DFL_OK || host) && n < max_miss) {
       dfl_plan_miss *m = &miss[n];
       memset(m, 0, sizeof *m);
       snprintf(m->device, sizeof m->device, "%s", pd.d.name);
       m->device_index = k;
-      m->failed = !pd.g || !pd.p.offset;
-      m->need = pd.p.offset ? pd.p.arena_bytes : 0;
+      m->failed = !pd.c.planned;
+      m->need = pd.c.plan.offset ? pd.c.plan.arena_bytes : 0;
       m->budget = host ? dfl_plan_host_memory() : pd.d.budget;
       m->host = host;
-      m->persistent = pd.p.offset ? pd.p.persistent_bytes : 0;
-      m->step = pd.p.offset ? pd.p.step_bytes : 0;
+      m->persistent = pd.c.plan.offset ? pd.c.plan.persistent_bytes : 0;
+      m->step = pd.c.plan.offset ? pd.c.plan.step_bytes : 0;
     }
     if (rc != DFL_OK || host) n++;
-    free_dev(&pd);
+    if (!(one && s->n_devices == 1 && one->g)) free_dev(&pd);
   }
   return n;
 }
@@ -309,7 +231,7 @@ int dfl_cmd_plan(int argc, char **argv) {
   int n = 0, status = 0;
   for (int k = lo; k < hi && pd && views; k++) {
     int rc = plan_device(s, k, budget, no_inplace, &pd[n]);
-    if (pd[n].g && pd[n].p.offset) views[n] = pd[n].d;
+    if (pd[n].c.planned) views[n] = pd[n].d;
     else { free_dev(&pd[n]); status = 1; continue; }
     if (!quiet) {
       dfl_plan_print(stdout, &views[n]);
@@ -326,7 +248,7 @@ int dfl_cmd_plan(int argc, char **argv) {
     } else if (!budget && over_host(s, k, &pd[n])) {
       char b1[32], b2[32];
       fprintf(stderr, "%s: error: device %s needs %s, more than this machine's %s of memory (it has no memory_budget)\n",
-              s->file, pd[n].d.name, dfl_plan_bytes_str(b1, sizeof b1, pd[n].p.arena_bytes),
+              s->file, pd[n].d.name, dfl_plan_bytes_str(b1, sizeof b1, pd[n].c.plan.arena_bytes),
               dfl_plan_bytes_str(b2, sizeof b2, dfl_plan_host_memory()));
       fprintf(stderr, "  lower batch, seq_len or anchors, or give the device a memory_budget to plan recomputation against\n");
       status = 1;
@@ -357,7 +279,7 @@ int dfl_cmd_plan(int argc, char **argv) {
     } else {
       for (int k = 0; k < n; k++) {
         fprintf(f, "# device %d of %s\n", lo + k, spec_file);
-        dfl_graph_dump(pd[k].g, f);
+        dfl_graph_dump(pd[k].c.g, f);
       }
       if (fclose(f)) status = 1;
     }

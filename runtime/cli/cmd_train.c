@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "runtime/cli/cli.h"
+#include "runtime/compile.h"
 #include "compiler/spec.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/data.h"
@@ -151,14 +152,31 @@ int dfl_cmd_train(int argc, char **argv) {
     return 2;
   }
   char spec_path[DFL_PATH_MAX];
-  if (dfl_build_resolve(spec_file, spec_path, sizeof spec_path)) return 1;
+  int from_build = 0;
+  if (dfl_build_resolve(spec_file, spec_path, sizeof spec_path, &from_build)) return 1;
   dfl_spec *s = malloc(sizeof *s);
   dfl_trainer *tr = malloc(sizeof *tr);
+  static dfl_compiled pre;   /* the check's graph and plan, which the trainer takes */
   if (!s || !tr) return 1;
   /* everything dflc check refuses, before minutes of loading (the plan: unless --over-budget, or
   ** --unplanned, which allocates per tensor) */
-  dfl_deep_opts deep = {over_budget || o.unplanned, o.out_dir, o.resume, !o.resume, restart, 0};
+  dfl_deep_opts deep = {over_budget || o.unplanned, o.out_dir, o.resume, !o.resume, restart, 0, &pre};
   int rc = dfl_spec_load_deep(spec_path, s, dfl_check_deep, &deep);
+  if (rc == DFL_OK && from_build) {
+    /* DIR runs what `dflc build` wrote: the spec compiled as built (before --steps and the rest) */
+    dfl_compiled own;
+    memset(&own, 0, sizeof own);
+    const dfl_compiled *c = &pre;
+    if (!pre.g) {   /* the check kept nothing (a spec of two devices): compiled as `dflc build` compiles it */
+      dfl_compile_req req = {.trainer = 1, .no_plan = deep.no_plan};
+      int kd = dfl_compile_drafter_device(s);
+      if ((kd < 0 || dfl_compile_device(s, kd, &req, &own) != DFL_OK) && !own.planned) rc = DFL_ERR;
+      c = &own;
+    }
+    if (rc == DFL_OK && dfl_build_verify(spec_file, c)) rc = DFL_ERR;
+    dfl_compiled_free(&own);
+  }
+  o.pre = &pre;
   if (rc == DFL_OK) rc = begin_run(s, &o, restart);
   if (rc == DFL_OK && dfl_pipe_wants(s)) {
     /* several devices: target devices, a hidden-state queue, data-parallel drafters */
@@ -179,6 +197,7 @@ int dfl_cmd_train(int argc, char **argv) {
                         .quiet = o.quiet, .no_export = o.no_export, .no_eval = o.no_eval,
                         .cpu_threads = o.cpu_threads,
                         .emulate_gpus = o.backend == DFL_TRAIN_BE_CPU};
+    dfl_compiled_free(&pre);   /* the runner compiles each device itself */
     rc = dfl_pipe_run(s, &po, NULL);
     free(tr);
     free(s);
@@ -190,6 +209,7 @@ int dfl_cmd_train(int argc, char **argv) {
     rc = dfl_train_run(tr, NULL, NULL);
     dfl_train_close(tr);
   }
+  dfl_compiled_free(&pre);   /* when the trainer did not take it */
   free(tr);
   free(s);
   return rc == DFL_OK ? 0 : 1;

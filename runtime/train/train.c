@@ -19,6 +19,7 @@
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/export.h"
 #include "runtime/backend.h"
+#include "runtime/compile.h"
 #include "runtime/train/train_export.h"
 
 void dfl_train_set_threads(int n) {
@@ -89,9 +90,6 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     s->precision = DFL_PREC_FP32;
     s->target_dtype = DFL_PREC_FP32;
   }
-  const dfl_device *dev = NULL;   /* the drafter's (its memory budget) */
-  for (int i = 0; i < s->n_devices && !dev; i++)
-    if (s->devices[i].runs_drafter) dev = &s->devices[i];
   dfl_backend_kind kind = dfl_train_backend(s, tr->opts.backend, log, "training");
   if (tr->opts.out_dir) snprintf(tr->out_dir, sizeof tr->out_dir, "%s", tr->opts.out_dir);
   else {
@@ -141,23 +139,40 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
     tr->has_eval = 1;
   }
 
-  if ((rc = dfl_model_train_graph(&tr->tg, s, !tr->opts.drafter_only))) {
-    fprintf(stderr, "dflc: cannot build the training graph of %s\n", s->file);
-    dfl_train_close(tr);
-    return rc;
+  /* The graph and plan: the check's (dflc train compiles once) when it was made from what the spec
+  ** says now, else compiled here (runtime/compile.c) */
+  dfl_compiled *cp = tr->opts.pre, own;
+  int kd = dfl_compile_drafter_device(s);
+  if (!cp || !dfl_compiled_matches(cp, s, tr->opts.drafter_only) || (cp->planned && cp->plan_cpu != (kind == DFL_BE_CPU)) ||
+      (!cp->planned && !tr->opts.unplanned)) {
+    dfl_compile_req co = {.trainer = 1, .drafter_only = tr->opts.drafter_only, .no_plan = tr->opts.unplanned, .cpu = kind == DFL_BE_CPU};
+    cp = &own;
+    rc = dfl_compile_device(s, kd, &co, cp);
+    if (rc != DFL_OK && !(rc == DFL_ERR && cp->planned)) {
+      fprintf(stderr, "dflc: cannot build the training graph of %s\n", s->file);
+      dfl_compiled_free(cp);
+      dfl_train_close(tr);
+      return rc;
+    }
   }
-  dfl_graph *g = &tr->tg.g;
   /* Overwritten gradient accumulators with accum 1 (same values); the optimizer of step n beside
   ** the target forward of step n+1 when they share nothing, its per-step buffers then live over
   ** the whole step in the plan. */
-  tr->overlap = dfl_model_single_device(g, s) != 0 && !s->opt.no_overlap;
-  if (!tr->opts.unplanned) {
-    tr->planned = dfl_be_plan(&tr->plan, g, kind, dev ? dev->memory_budget : 0,
-                              tr->overlap ? 1u << DFL_PH_OPTIMIZER : 0, log) == DFL_OK;
-    if (!tr->planned) {
-      fprintf(log, "notice: no valid memory plan; running unplanned (one allocation per tensor)\n");
-    }
+  tr->overlap = cp->span != 0;
+  if (cp->planned && !cp->fits)
+    fprintf(log, "warning: the plan (%.2f GiB) does not fit the budget %.2f GiB\n", cp->plan.arena_bytes / 1073741824.0,
+            cp->budget / 1073741824.0);
+  if (cp->planned && cp->r.n_ops)
+    fprintf(log, "note: %d forward ops recomputed to fit the memory budget (+%.3g FLOP per micro-step)\n", cp->r.n_ops,
+            cp->r.flops);
+  if (!cp->planned && !tr->opts.unplanned)
+    fprintf(log, "notice: no valid memory plan; running unplanned (one allocation per tensor)\n");
+  dfl_compiled_take(cp, &tr->tg, &tr->plan, &tr->planned);
+  if (tr->opts.unplanned && tr->planned) {
+    dfl_plan_free(&tr->plan);
+    tr->planned = 0;
   }
+  dfl_graph *g = &tr->tg.g;
   tr->setup_s[0] = train_now_s() - t_stage;
   t_stage = train_now_s();
   if (kind == DFL_BE_CUDA) {

@@ -40,6 +40,8 @@ typedef struct dfl_train_opts {
   int drafter_only;       /* no target on the graph: features are an INPUT filled once with random
                           ** values of unit scale (`dflc bench --drafter-only`); no eval */
   FILE *log;              /* progress lines; NULL = stdout */
+  struct dfl_compiled *pre; /* the check's compiled graph and plan (runtime/compile.h), taken when
+                          ** made from what the spec says at open (else compiled again); NULL: none */
 } dfl_train_opts;
 
 /* Metrics of one optimizer step (sums over its `accum` micro-steps, formed into ratios). */

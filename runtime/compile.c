@@ -1,0 +1,222 @@
+/*
+** compile.c: the one compile entry point (see compile.h): a device of a spec to its graph, passes,
+** workspaces and plan, and the fingerprints `dflc build` records.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/compile.h"
+#include "runtime/cpu/cpu.h"
+
+static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
+  (void)ctx;
+  return dfl_cpu_elem_size(t, 0);
+}
+
+/* Bytes of one hidden-state queue slot: features + ids + loss mask + anchors + keep of one
+** micro-batch (features in the activation dtype). */
+static int64_t queue_slot_bytes(const dfl_spec *s, int batch) {
+  int64_t R = (int64_t)batch * s->seq_len;
+  int64_t fe = s->precision == DFL_PREC_BF16 ? 2 : 4;
+  return R * s->n_taps * s->target.hidden * fe + 2 * R * 4 + 2 * (int64_t)batch * s->anchors * 4;
+}
+
+static void add_ws(dfl_compiled *c, const char *name, int64_t bytes, dfl_plan_cat cat, int op) {
+  if (c->n_ws >= c->cap_ws || bytes <= 0) return;
+  dfl_plan_ws *w = &c->ws[c->n_ws++];
+  snprintf(w->name, sizeof w->name, "%s", name);
+  w->bytes = bytes;
+  w->cat = cat;
+  w->op = op;
+}
+
+/* Sequences per micro-batch on one device: `batch` counts sequences over all drafter devices
+** (data parallel), and a target device fills one queue slot (one drafter micro-batch) at a time. */
+static int device_batch(const dfl_spec *s) {
+  int nd = dfl_spec_count_role(s, 0, 1);
+  return nd > 1 && s->batch % nd == 0 ? s->batch / nd : s->batch;
+}
+
+int dfl_compile_drafter_device(const dfl_spec *s) {
+  for (int i = 0; i < s->n_devices; i++)
+    if (s->devices[i].runs_drafter) return i;
+  return -1;
+}
+
+int dfl_compile_graph(const dfl_spec *s_all, int k, const dfl_compile_req *o, dfl_compiled *c) {
+  static const dfl_compile_req none;
+  if (!o) o = &none;
+  memset(c, 0, sizeof *c);
+  c->device = k;
+  c->t_ids = c->t_features = -1;
+  if (k < 0 || k >= s_all->n_devices) {
+    fprintf(stderr, "dflc: internal error: device %d of a spec with %d\n", k, s_all->n_devices);
+    return DFL_ERR;
+  }
+  const dfl_device *dv = &s_all->devices[k];
+  /* the spec with this device's micro-batch: too big for the stack */
+  dfl_spec *s = malloc(sizeof *s);
+  if (!s) return DFL_ENOMEM;
+  *s = *s_all;
+  s->batch = c->batch = o->trainer ? s_all->batch : device_batch(s_all);
+  c->trainer = o->trainer;
+  c->steps = s->steps, c->warmup = s->warmup_steps, c->precision = s->precision, c->target_dtype = s->target_dtype;
+  snprintf(c->name, sizeof c->name, "node%d.%s%d", dv->node, dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
+  int coloc = dv->runs_drafter && (dv->runs_target || o->colocate || o->trainer) && !o->drafter_only;
+  c->drafter_only = dv->runs_drafter && !coloc;
+  c->role = dv->runs_drafter ? (coloc ? "target+drafter" : "drafter") : "target";
+  int rc;
+  if (dv->runs_drafter) {
+    /* passes 1-4: graph, autodiff, optimizer, fuse (models/pipeline.c) */
+    rc = dfl_model_train_graph(&c->tg, s, coloc);
+    c->g = &c->tg.g;
+    /* the single-device trainer's rewrites; `compile { overlap = false }` keeps the optimizer apart */
+    if (rc == DFL_OK && (s_all->n_devices == 1 || o->trainer)) c->span = dfl_model_single_device(c->g, s);
+    if (rc == DFL_OK && s->opt.no_overlap) c->span = 0;
+  } else {
+    dfl_graph_init(&c->tgt);
+    c->g = &c->tgt;
+    c->g->cur_phase = DFL_PH_TARGET;
+    c->t_ids = dfl_tensor_1d(c->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)s->batch * s->seq_len);
+    dfl_target_out out;
+    rc = dfl_model_target(c->g, s, s->batch, s->seq_len, c->t_ids, 0, 0, &out);
+    if (rc == DFL_OK && dfl_fuse_passes(c->g, dfl_model_fuse_flags(s)) != DFL_OK) rc = DFL_ENOMEM;
+    if (rc == DFL_OK && out.features < 0) rc = DFL_ERR;
+    if (rc == DFL_OK) c->live_out[c->n_live_out++] = c->t_features = out.features;
+  }
+  free(s);
+  if (rc != DFL_OK) fprintf(stderr, "dflc: building the graph of %s failed\n", c->name);
+  return rc;
+}
+
+int dfl_compile_plan(const dfl_spec *s_all, const dfl_compile_req *o, dfl_compiled *c) {
+  static const dfl_compile_req none;
+  if (!o) o = &none;
+  const dfl_device *dv = &s_all->devices[c->device];
+  /* pass 5: workspaces and plan. The queue ring lives on the producers: each target-only device
+  ** holds its share of the slots; a drafter-only device holds one landing slot, filled with the
+  ** next micro-batch while the graph's INPUT tensors hold the current one. */
+  if (c->planned) dfl_plan_free(&c->plan);
+  free(c->ws);
+  c->planned = c->fits = c->n_ws = 0;
+  c->cap_ws = c->g->nops + 4;
+  c->ws = calloc((size_t)c->cap_ws, sizeof *c->ws);
+  if (!c->ws) return DFL_ENOMEM;
+  int n_tgt = dfl_spec_count_role(s_all, 1, 0), split = !c->trainer && n_tgt > 0 && dfl_spec_count_role(s_all, 0, 1) > 0;
+  if (split && dv->runs_target && !dv->runs_drafter) {
+    int depth = s_all->queue_depth > 0 ? s_all->queue_depth : 2 * n_tgt;
+    add_ws(c, "queue.slots", (int64_t)((depth + n_tgt - 1) / n_tgt) * queue_slot_bytes(s_all, c->batch), DFL_PCAT_QUEUE, -1);
+  } else if (split && dv->runs_drafter && !dv->runs_target)
+    add_ws(c, "queue.landing", queue_slot_bytes(s_all, c->batch), DFL_PCAT_QUEUE, -1);
+  if (dv->kind == DFL_DEV_GPU && !o->cpu) /* the CUDA backend's own list: what it allocates */
+    c->n_ws += dfl_plan_cuda_workspaces(c->g, c->ws + c->n_ws);
+  dfl_plan_opts po = {.ws = c->ws, .n_ws = c->n_ws, .live_out = c->live_out, .n_live_out = c->n_live_out,
+                      .no_inplace = o->no_inplace, .span_phases = c->span};
+  c->budget = o->budget > 0 ? o->budget : dv->memory_budget;
+  c->plan_cpu = dv->kind != DFL_DEV_GPU || o->cpu;
+  int rc = dfl_plan_fit(c->g, c->budget, c->plan_cpu ? cpu_elem : NULL, NULL, &po, &c->plan, &c->r);
+  c->planned = c->plan.offset != NULL;
+  c->fits = rc == DFL_OK;
+  if (c->planned && dfl_plan_check(&c->plan, c->g) != DFL_OK) {
+    fprintf(stderr, "dflc: internal error: the plan of %s failed its check\n", c->name);
+    dfl_plan_free(&c->plan);
+    c->planned = c->fits = 0;
+    return DFL_ERR;
+  }
+  return c->fits ? DFL_OK : DFL_ERR;
+}
+
+int dfl_compile_device(const dfl_spec *s, int k, const dfl_compile_req *o, dfl_compiled *c) {
+  int rc = dfl_compile_graph(s, k, o, c);
+  if (rc != DFL_OK || (o && o->no_plan)) return rc;
+  return dfl_compile_plan(s, o, c);
+}
+
+int dfl_compiled_matches(const dfl_compiled *c, const dfl_spec *s, int drafter_only) {
+  return c->g && c->trainer && c->steps == s->steps && c->warmup == s->warmup_steps && c->precision == (int)s->precision &&
+         c->target_dtype == (int)s->target_dtype && c->drafter_only == !!drafter_only;
+}
+
+void dfl_compiled_free(dfl_compiled *c) {
+  if (c->planned) dfl_plan_free(&c->plan);
+  free(c->ws);
+  if (c->g) dfl_graph_free(c->g);
+  memset(c, 0, sizeof *c);
+}
+
+void dfl_compiled_move(dfl_compiled *dst, dfl_compiled *src) {
+  *dst = *src;
+  if (src->g) dst->g = src->g == &src->tg.g ? &dst->tg.g : &dst->tgt;
+  memset(src, 0, sizeof *src);
+}
+
+void dfl_compiled_take(dfl_compiled *c, dfl_train_graph *tg, dfl_plan *plan, int *planned) {
+  *tg = c->tg;
+  if (c->planned) *plan = c->plan;
+  *planned = c->planned;
+  free(c->ws);
+  memset(c, 0, sizeof *c);
+}
+
+/* --- fingerprints: FNV-1a over values written out field by field (no struct padding, no pointers) --- */
+
+typedef struct { uint64_t h; } fnv;
+static void h_bytes(fnv *f, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) { f->h ^= b[i]; f->h *= 1099511628211ull; }
+}
+static void h_i64(fnv *f, int64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));   /* little-endian on any host */
+  h_bytes(f, b, 8);
+}
+static void h_dbl(fnv *f, double d) {
+  int64_t v;
+  memcpy(&v, &d, sizeof v);
+  h_i64(f, d == 0 ? 0 : v);   /* -0 and +0 alike */
+}
+static void h_str(fnv *f, const char *s) { h_bytes(f, s, strlen(s) + 1); }
+
+static void h_attrs(fnv *f, const dfl_attrs *a) {
+  const int64_t iv[] = {a->trans_a, a->trans_b, a->group, a->heads, a->kv_heads, a->head_dim, a->inverse, a->mask,
+                        a->batch, a->S, a->N, a->B, a->window, a->mask_id, a->vocab_chunk, a->topk, a->n,
+                        a->warmup, a->total, a->schedule, a->keep_grad, a->mid_dtype, a->fast_accum, a->rot_dim};
+  const double dv[] = {a->alpha, a->eps, a->theta, a->scale, a->gamma, a->lr, a->beta1, a->beta2, a->wd, a->clip,
+                       a->beta};
+  for (size_t i = 0; i < sizeof iv / sizeof iv[0]; i++) h_i64(f, iv[i]);
+  for (size_t i = 0; i < sizeof dv / sizeof dv[0]; i++) h_dbl(f, dv[i]);
+}
+
+uint64_t dfl_compiled_graph_hash(const dfl_compiled *c) {
+  fnv f = {1469598103934665603ull};
+  const dfl_graph *g = c->g;
+  if (!g) return 0;
+  h_i64(&f, g->nt);
+  for (int i = 0; i < g->nt; i++) {
+    const dfl_tensor *t = &g->t[i];
+    h_str(&f, t->name);
+    h_i64(&f, t->dtype), h_i64(&f, t->kind), h_i64(&f, t->ndim);
+    for (int d = 0; d < t->ndim; d++) h_i64(&f, t->shape[d]);
+  }
+  h_i64(&f, g->nops);
+  for (int i = 0; i < g->nops; i++) {
+    const dfl_op *op = &g->ops[i];
+    h_i64(&f, op->code), h_i64(&f, op->phase), h_i64(&f, op->n_in), h_i64(&f, op->n_out);
+    for (int k = 0; k < op->n_in; k++) h_i64(&f, op->in[k]);
+    for (int k = 0; k < op->n_out; k++) h_i64(&f, op->out[k]);
+    h_attrs(&f, &op->a);
+  }
+  return f.h;
+}
+
+uint64_t dfl_compiled_plan_hash(const dfl_compiled *c) {
+  fnv f = {1469598103934665603ull};
+  if (!c->planned) return 0;
+  const dfl_plan *p = &c->plan;
+  h_i64(&f, p->arena_bytes), h_i64(&f, p->persistent_bytes), h_i64(&f, p->nbuf), h_i64(&f, c->span);
+  for (int i = 0; i < p->nbuf; i++) {
+    h_i64(&f, p->offset[i]), h_i64(&f, p->size[i]);
+    if (i >= p->nt) h_str(&f, p->ws[i - p->nt].name), h_i64(&f, p->ws[i - p->nt].bytes);
+  }
+  return f.h;
+}

@@ -1,0 +1,89 @@
+/*
+** compile.h: the one compile entry point. A device of a spec becomes its graph, its workspaces and
+** its memory plan through one function holding the pass list once:
+**   1. graph      models/: the target forward, the drafter step, or both (the device's role)
+**   2. autodiff   compiler/autodiff.c   (drafter devices)
+**   3. optimizer  compiler/optim.c      (drafter devices)
+**   4. fuse       compiler/fuse.c: dfl_fuse_passes with the spec's `compile` flags; on a single
+**                 device, the trainer's rewrites (dfl_model_single_device: overwritten gradient
+**                 accumulators, bf16 gradients, the optimizer beside the next target forward)
+**   5. plan       compiler/plan.c: the backend's workspaces, the queue's slots, fitted to the
+**                 device's memory budget (forward ops recomputed where that fits it)
+** `dflc check` (its plan verdict and the weights' names), `dflc plan`, `dflc build` and the
+** single-device `dflc train` all call it, so the plan `dflc plan` prints is the one `dflc train`
+** runs. dfl_compiled_fingerprint names the result: `dflc build` records it in build.json and
+** `dflc train DIR` refuses a build whose graph or plan this dflc no longer produces.
+*/
+#ifndef DFL_COMPILE_H
+#define DFL_COMPILE_H
+
+#include <stdint.h>
+#include "compiler/graph.h"
+#include "compiler/plan.h"
+#include "compiler/spec.h"
+#include "models/models.h"
+
+typedef struct dfl_compile_req {
+  int64_t budget;       /* > 0: replaces the device's memory_budget (`dflc plan --budget`) */
+  int no_inplace;       /* `dflc plan --no-inplace` */
+  int no_plan;          /* stop after the passes: the graph alone */
+  int drafter_only;     /* a drafter device's graph without its colocated target (`--drafter-only`) */
+  int colocate;         /* a drafter device's graph with the target on it even when the topology puts
+                        ** the target elsewhere (`dflc check`: every weight any device reads) */
+  int cpu;              /* plan for the CPU backend whatever the device (`--cpu`) */
+  int trainer;          /* as the single-device trainer runs the spec, whatever its topology: the whole
+                        ** batch, the target colocated (unless drafter_only), the single-device rewrites
+                        ** (the same as without it for a one-device spec) */
+} dfl_compile_req;
+
+typedef struct dfl_compiled {
+  int device;                 /* index in the spec's devices */
+  char name[64];              /* "node0.gpu0" */
+  const char *role;           /* "target", "drafter", "target+drafter" */
+  int batch;                  /* sequences per micro-step on this device (the spec's batch over its drafters) */
+  dfl_train_graph tg;         /* a drafter device's graph, inputs and outputs */
+  dfl_graph tgt;              /* a target-only device's graph */
+  dfl_graph *g;               /* the graph compiled: &tg.g or &tgt */
+  int t_ids, t_features;      /* target-only: its INPUT ids and the features the queue copies out */
+  unsigned span;              /* the plan's span phases (the optimizer beside the next target forward) */
+  dfl_plan_ws *ws;            /* the workspaces placed in the arena: cuBLASLt's, the ops', the queue's */
+  int n_ws, cap_ws;
+  int live_out[4], n_live_out;
+  int64_t budget;             /* bytes; 0: none */
+  dfl_plan plan;
+  int planned;                /* plan holds a plan (it may not fit: see fits) */
+  int fits;                   /* the plan fits the budget (or there is none) */
+  int plan_cpu;               /* planned for the CPU backend (host element sizes, no CUDA workspaces) */
+  dfl_recompute r;            /* forward ops recomputed to fit */
+  /* what of the spec the graph was built with that a trainer may change after the check */
+  int64_t steps, warmup;
+  int precision, target_dtype, drafter_only, trainer;
+} dfl_compiled;
+
+/* Compiles device k of s (its role and kind from the spec's topology). Fills *c (free with
+** dfl_compiled_free, also after an error). Returns DFL_OK when the graph is built and, unless
+** o->no_plan, planned and within its budget; DFL_ERR with c->planned set when the plan exceeds the
+** budget; another status when the graph or plan could not be made (a message on stderr). */
+int dfl_compile_device(const dfl_spec *s, int k, const dfl_compile_req *o, dfl_compiled *c);
+/* Its two halves: passes 1-4 (the graph; o->no_plan is dfl_compile_device stopping here) and pass 5
+** on a compiled graph (again with other options: the previous plan is dropped). */
+int dfl_compile_graph(const dfl_spec *s, int k, const dfl_compile_req *o, dfl_compiled *c);
+int dfl_compile_plan(const dfl_spec *s, const dfl_compile_req *o, dfl_compiled *c);
+/* Was c built from what s now says (the schedule, the precision: a trainer's --steps, --fp32 and
+** resume change them after the check), with or without the colocated target? */
+int dfl_compiled_matches(const dfl_compiled *c, const dfl_spec *s, int drafter_only);
+/* The device that trains the drafter (the first that runs one), or -1. */
+int dfl_compile_drafter_device(const dfl_spec *s);
+void dfl_compiled_free(dfl_compiled *c);
+/* Moves *src into *dst (the graph pointer follows; src is left empty). */
+void dfl_compiled_move(dfl_compiled *dst, dfl_compiled *src);
+/* Hands c's graph and plan to a trainer (c keeps nothing of them): tg and plan are moved. */
+void dfl_compiled_take(dfl_compiled *c, dfl_train_graph *tg, dfl_plan *plan, int *planned);
+
+/* 64-bit names of what was compiled, for build.json: the graph (every tensor's name, dtype, kind and
+** shape; every op's code, phase, attributes and operands, in schedule order) and the plan (the
+** arena, every tensor's offset, the workspaces), each independent of the machine that computed it. */
+uint64_t dfl_compiled_graph_hash(const dfl_compiled *c);
+uint64_t dfl_compiled_plan_hash(const dfl_compiled *c);
+
+#endif

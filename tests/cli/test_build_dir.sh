@@ -1,0 +1,60 @@
+#!/bin/bash
+# test_build_dir.sh DFLC: `dflc train DIR` runs what `dflc build` wrote into DIR, or refuses.
+# build.json names the graph, plan and kernel library compiled (runtime/compile.c's fingerprints); a
+# spec edited after the build (an optimizer setting changes its ops' attributes), a fingerprint that
+# is not this dflc's, or a build.json without one is refused with what to do, and nothing is trained.
+# Run from the repository root (ctest does).
+set -u
+DFLC=$(realpath "${1:?usage: test_build_dir.sh DFLC}") || exit 2
+ROOT=$(pwd)
+[ -f examples/nano.dfl ] || { echo "run from the repository root"; exit 2; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/dfl_build_XXXXXX") || exit 2
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+fp() { sed -n "s/^ *\"$2\": \"\([0-9a-f]*\)\",\{0,1\}$/\1/p" "$1/build.json"; }   # build.json's fingerprint.$2
+cp examples/nano.dfl "$T/nano.dfl"
+ln -s "$ROOT/examples/models" "$T/models"
+ln -s "$ROOT/examples/data" "$T/data"
+
+"$DFLC" build "$T/nano.dfl" -o "$T/b" > "$T/build.log" 2>&1 || { cat "$T/build.log"; fail "dflc build exited $?"; }
+for k in graph plan; do
+  fp "$T/b" $k | grep -Eq '^[0-9a-f]{16}$' || fail "build.json has no 16-digit fingerprint.$k"
+done
+# the same spec builds to the same names (nothing machine- or run-dependent in them)
+"$DFLC" build "$T/nano.dfl" -o "$T/b2" > "$T/build2.log" 2>&1 || fail "second dflc build exited $?"
+for k in graph plan kernels; do
+  [ "$(fp "$T/b" $k)" = "$(fp "$T/b2" $k)" ] ||
+    fail "fingerprint.$k differs between two builds of one spec"
+done
+
+# what was built trains
+"$DFLC" train "$T/b" --cpu --no-eval --stop-at 1 -o "$T/run1" > "$T/train1.log" 2>&1 \
+  || { tail -5 "$T/train1.log"; fail "dflc train BUILD_DIR exited $?"; }
+[ -d "$T/run1/ckpt" ] || fail "train from the build directory wrote no checkpoint"
+
+# refused: rc 1, the message, and no run directory made
+expect_refused() { # name, message
+  out=$("$DFLC" train "$T/b" --cpu --no-eval --stop-at 1 -o "$T/run_$1" 2>&1); rc=$?
+  [ $rc -eq 1 ] && echo "$out" | grep -q -- "$2" || fail "$1: rc $rc, expected 1 and '$2' in: $out"
+  [ ! -e "$T/run_$1" ] || fail "$1: a refused run made $T/run_$1"
+}
+sed -i 's/^\( *lr *= *\)3e-3/\12e-3/' "$T/nano.dfl"
+grep -q '2e-3' "$T/nano.dfl" || fail "the test's edit of lr did not apply"
+expect_refused edited "no longer compiles to the graph built there"
+cp examples/nano.dfl "$T/nano.dfl"
+cp "$T/b/build.json" "$T/build.json.good"
+sed -i 's/"plan": "[0-9a-f]*"/"plan": "0000000000000000"/' "$T/b/build.json"
+expect_refused plan "the memory plan is not the one built there"
+cp "$T/build.json.good" "$T/b/build.json"
+if [ -n "$(fp "$T/b" kernels)" ]; then   # a CUDA build records its kernel library
+  sed -i 's/"kernels": "[0-9a-f]*"/"kernels": "0000000000000000"/' "$T/b/build.json"
+  expect_refused kernels "kernels are not the ones compiled into"
+  cp "$T/build.json.good" "$T/b/build.json"
+fi
+printf '{"format": "dflc-build-1", "spec": "%s"}' "$T/nano.dfl" > "$T/b/build.json"
+expect_refused old "no \"fingerprint\""
+cp "$T/build.json.good" "$T/b/build.json"
+"$DFLC" train "$T/b" --cpu --no-eval --stop-at 1 -o "$T/run2" > "$T/train2.log" 2>&1 || fail "the restored build did not train"
+[ $fails -eq 0 ] && echo PASS || echo "FAIL: $fails"
+exit $((fails != 0))
