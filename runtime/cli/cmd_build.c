@@ -4,10 +4,10 @@
 **   DIR/build.json     the spec (absolute path), device, precision, arch, arena bytes
 **   DIR/plan.yaml      the memory plan (the planner's report API, as `dflc plan --yaml`)
 **   DIR/schedule.txt   the op list in schedule order: phase, op, label, output shape, FLOPs
-**   DIR/kernels.cu     the CUDA source of the kernel families the graph uses
-**   DIR/cubin/         the NVRTC cubin cache for the target arch (all kernel families, the exact
-**                      source the runtime loads): `dflc train DIR` points the cache here, so it
-**                      starts without compiling
+**   DIR/kernels.cu     the CUDA source the runtime compiles, byte for byte (every kernel family)
+**   DIR/kernels.txt    every op of the graph and the kernel family that runs it
+**   DIR/cubin/         the NVRTC cubin cache of kernels.cu for the target arch: `dflc train DIR`
+**                      points the cache here, so it starts without compiling
 ** `dflc train DIR` trains the spec recorded in DIR/build.json.
 */
 #include <errno.h>
@@ -28,6 +28,14 @@
 #ifdef DFL_HAVE_CUDA
 #include "compiler/emit.h"
 #endif
+
+static int write_bytes(const char *path, const void *p, size_t n) {
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(p, 1, n, f) == n;
+  if (f && fclose(f)) ok = 0;
+  if (!ok) fprintf(stderr, "dflc build: cannot write %s: %s\n", path, strerror(errno));
+  return ok ? DFL_OK : DFL_EIO;
+}
 
 static int write_schedule(const char *path, const dfl_graph *g) {
   static const char *ph[] = {"target", "forward", "loss", "backward", "optimizer"};
@@ -143,25 +151,30 @@ int dfl_cmd_build(int argc, char **argv) {
   }
 #ifdef DFL_HAVE_CUDA
   if (rc == DFL_OK) {
-    snprintf(path, sizeof path, "%s/kernels.cu", out);
-    rc = dfl_emit_write(&tg->g, path);
-  }
-  if (rc == DFL_OK) {
-    /* the runtime's exact source (every family) into DIR/cubin, the cache `dflc train DIR` uses;
-    ** compiled through the user's cache ($DFL_CACHE_DIR, else ~/.cache/dflc), so building a second
-    ** spec, or the same kernels again, copies the cubin instead of compiling it (minutes of CPU) */
-    char *src = NULL;
+    /* kernels.cu: byte for byte the source the runtime compiles (every family; its cubin goes into
+    ** DIR/cubin, the cache `dflc train DIR` uses), and kernels.txt: which family runs each op. The
+    ** cubin is compiled through the user's cache ($DFL_CACHE_DIR, else ~/.cache/dflc), so building a
+    ** second spec, or the same kernels again, copies it instead of compiling (minutes of CPU). */
+    char *src = NULL, *table = NULL;
     void *cubin = NULL;
-    size_t n = 0;
-    snprintf(path, sizeof path, "%s/cubin", out);
-    size_t len = 0;
+    size_t n = 0, len = 0, tlen = 0;
     if ((rc = dfl_emit_source(NULL, DFL_KF_ALL, &src, &len)) == DFL_OK) {
-      rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
       snprintf(kernels_hash, sizeof kernels_hash, "%016llx",
                (unsigned long long)dfl_emit_hash(dfl_emit_hash(0, src, len), arch, strlen(arch)));
+      snprintf(path, sizeof path, "%s/kernels.cu", out);
+      rc = write_bytes(path, src, len);
     }
+    if (rc == DFL_OK && (rc = dfl_emit_source(&tg->g, 0, &table, &tlen)) == DFL_OK) {
+      /* the emitter's op table is the comment that opens a graph's source */
+      char *end = strstr(table, "\n*/\n");
+      snprintf(path, sizeof path, "%s/kernels.txt", out);
+      rc = write_bytes(path, table, end ? (size_t)(end + 4 - table) : tlen);
+    }
+    snprintf(path, sizeof path, "%s/cubin", out);
+    if (rc == DFL_OK) rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
     if (rc == DFL_OK) rc = dfl_nvrtc_cache_put(src, arch, path, cubin, n);
     free(src);
+    free(table);
     free(cubin);
     if (rc == DFL_OK) printf("cubin: %s/ (%s, %zu bytes)\n", path, arch, n);
   }
@@ -194,7 +207,7 @@ int dfl_cmd_build(int argc, char **argv) {
     }
     json_decref(o);
     if (rc == DFL_OK)
-      printf("built %s: %d ops, %d tensors, arena %.1f MiB -> %s/{build.json,plan.yaml,schedule.txt,kernels.cu,cubin/}\n",
+      printf("built %s: %d ops, %d tensors, arena %.1f MiB -> %s/{build.json,plan.yaml,schedule.txt,kernels.cu,kernels.txt,cubin/}\n",
              spec_file, tg->g.nops, tg->g.nt, planned ? plan.arena_bytes / 1048576.0 : 0.0, out);
   }
   dfl_compiled_free(cp);

@@ -21,6 +21,14 @@ ln -s "$ROOT/examples/data" "$T/data"
 for k in graph plan; do
   fp "$T/b" $k | grep -Eq '^[0-9a-f]{16}$' || fail "build.json has no 16-digit fingerprint.$k"
 done
+# kernels.cu is the whole library the runtime compiles; kernels.txt has a line per op of the graph
+for fam in common elementwise rmsnorm attention hybrid optim; do
+  grep -q "^#line 1 \"kernels/$fam.cuh\"" "$T/b/kernels.cu" 2>/dev/null || [ -z "$(fp "$T/b" kernels)" ] ||
+    fail "kernels.cu lacks the $fam family"
+done
+ops=$(sed -n 's/^ *"ops": \([0-9]*\),$/\1/p' "$T/b/build.json")
+[ -z "$(fp "$T/b" kernels)" ] || [ "$(grep -c '^\*\* *[0-9]' "$T/b/kernels.txt")" = "$ops" ] ||
+  fail "kernels.txt lists $(grep -c '^\*\* *[0-9]' "$T/b/kernels.txt") ops, build.json $ops"
 # the same spec builds to the same names (nothing machine- or run-dependent in them)
 "$DFLC" build "$T/nano.dfl" -o "$T/b2" > "$T/build2.log" 2>&1 || fail "second dflc build exited $?"
 for k in graph plan kernels; do
