@@ -231,6 +231,29 @@ int dfl_emit_gpu_for_cc(int cc, const char *name, dfl_gpu_arch *out) {
   return DFL_OK;
 }
 
+int dfl_emit_gpu_force(const dfl_gpu_arch *dev, int smem, int as_cc, const char *name, dfl_gpu_arch *out,
+                       int *forced) {
+  *out = *dev;
+  *forced = 0;
+  if (!as_cc || as_cc == dev->cc) return DFL_OK;
+  dfl_gpu_arch f;
+  char what[64];
+  snprintf(what, sizeof what, "the forced row (as_cc %d)", as_cc);
+  if (dfl_emit_gpu_for_cc(as_cc, what, &f)) return DFL_ERR;
+  const char *lack = f.att > dev->att ? "wgmma attention (Hopper's)" : f.fp8 > dev->fp8 ? "FP8 (8.9 or newer)"
+                   : f.smem > smem ? "more shared memory per block" : NULL;
+  if (lack) {
+    fprintf(stderr, "%s:%d: cannot pick kernels as compute capability %d.%d on %s (%d.%d): that row has %s, which "
+                    "this device lacks; force an older row (as_cc 86 runs on every supported GPU)\n",
+            __FILE__, __LINE__, as_cc / 10, as_cc % 10, name ? name : "this GPU", dev->cc / 10, dev->cc % 10, lack);
+    return DFL_ERR;
+  }
+  *out = f;
+  snprintf(out->arch, sizeof out->arch, "%s", dev->arch); /* compiled for the device itself */
+  *forced = 1;
+  return DFL_OK;
+}
+
 static const char *const nvrtc_opt_rest[] = {"--std=c++17", "-default-device", "-lineinfo"};
 #define NVRTC_NOPTS 4
 

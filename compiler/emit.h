@@ -72,6 +72,13 @@ const dfl_gpu_arch *dfl_emit_gpu_at(int i);
 ** device's own plain sm_XY (a cubin for sm_100a runs on 10.0 only). DFL_ERR with a message naming
 ** the GPU (name, may be NULL) when cc is below 8.0 or this NVRTC cannot compile for it. */
 int dfl_emit_gpu_for_cc(int cc, const char *name, dfl_gpu_arch *out);
+/* The row kernels are picked by on a device of row dev whose blocks may opt in to smem bytes of shared
+** memory, forced to compute capability as_cc (0 or dev's own: dev itself): the forced row's attention
+** family, FP8 and shared memory, still compiled for dev's arch (an sm_80 cubin does not load on sm_90).
+** DFL_ERR with a message naming the GPU (name) when the forced row asks for what the device lacks:
+** wgmma off Hopper, FP8 below 8.9, more shared memory. *forced: whether *out is another row. */
+int dfl_emit_gpu_force(const dfl_gpu_arch *dev, int smem, int as_cc, const char *name, dfl_gpu_arch *out,
+                       int *forced);
 /* 1: arch is a row's (sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_120a); 2: another architecture
 ** NVRTC compiles the kernels for (sm_90: Hopper without wgmma; sm_87, sm_103, sm_121 ...: plain
 ** sm_XY >= sm_80 that this NVRTC offers, what dfl_emit_gpu_for_cc gives devices between the rows);

@@ -11,6 +11,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/cuda_internal.h"
+#include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 
@@ -163,6 +164,34 @@ int dfl_cu_att_wgmma(dfl_cuda *c, const dfl_op *op, int *qdo) {
   if (!att_tc(c, op, &t)) return 0;
   *qdo = t.wgkv != 0;
   return t.wg || t.wgq || t.wgkv;
+}
+
+/* The kernel family that runs op (compiler/emit.h dfl_att_family; docs/gpus.md): what dfl_cuda_describe
+** counts. */
+int dfl_cu_att_family(dfl_cuda *c, const dfl_op *op) {
+  att_tc_t t;
+  if (!att_tc(c, op, &t)) return DFL_ATT_CORES;
+  return t.wg || t.wgq || t.wgkv ? DFL_ATT_WGMMA : DFL_ATT_MMA;
+}
+
+/* At setup: an op left to the CUDA-core kernels whose shared memory this GPU (or a forced row) cannot
+** give a block fails here, by name, instead of at the launch inside a graph capture: head_dim 256's
+** backward (140,032 bytes) on a 99 KB part. */
+int dfl_cu_att_check(dfl_cuda *c, const dfl_op *op) {
+  att_tc_t t;
+  if (att_tc(c, op, &t)) return DFL_OK;
+  int64_t gx;
+  int gy;
+  size_t sf, sb;
+  att_grid(&op->a, &gx, &gy, &sf, &sb);
+  const int bwd = op->code == DFL_OP_ATTENTION_BWD;
+  const size_t need = bwd ? sb : sf;
+  if (need <= (size_t)c->impl->smax) return DFL_OK;
+  fprintf(stderr, "dflc: cuda backend: attention%s (%s): head_dim %d on the CUDA-core kernels needs %zu bytes of "
+                  "shared memory per block; %s%s gives %d: use a smaller head_dim or a GPU with more (docs/gpus.md)\n",
+          bwd ? " backward" : "", op->label, op->a.head_dim, need, c->impl->gpu,
+          c->impl->as_cc ? " (as the forced row)" : "", c->impl->smax);
+  return DFL_ESHAPE;
 }
 
 int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void *tmaps) {

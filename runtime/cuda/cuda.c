@@ -76,23 +76,7 @@ static int gpu_pick(int dev, int as_cc, gpu_choice *ch) {
   char what[96];
   snprintf(what, sizeof what, "%s (device %d)", ch->gpu, dev);
   TRY(dfl_emit_gpu_for_cc(ch->cc, what, &ch->dev));
-  ch->sel = ch->dev;
-  if (!as_cc || as_cc == ch->cc) return DFL_OK;
-  dfl_gpu_arch f;
-  snprintf(what, sizeof what, "the forced row (dfl_cuda_opts.as_cc %d)", as_cc);
-  TRY(dfl_emit_gpu_for_cc(as_cc, what, &f));
-  const char *lack = f.att > ch->dev.att ? "wgmma attention (Hopper's)" : f.fp8 > ch->dev.fp8 ? "FP8 (8.9 or newer)"
-                   : f.smem > ch->smax ? "more shared memory per block" : NULL;
-  if (lack) {
-    fprintf(stderr, "%s:%d: cannot pick kernels as compute capability %d.%d on %s (%d.%d): that row has %s, which this "
-                    "device lacks; force an older row (as_cc 80 or 86 runs on any supported GPU)\n",
-            __FILE__, __LINE__, as_cc / 10, as_cc % 10, ch->gpu, ch->cc / 10, ch->cc % 10, lack);
-    return DFL_ERR;
-  }
-  ch->sel = f;
-  snprintf(ch->sel.arch, sizeof ch->sel.arch, "%s", ch->dev.arch); /* compiled for the device itself */
-  ch->forced = 1;
-  return DFL_OK;
+  return dfl_emit_gpu_force(&ch->dev, ch->smax, as_cc, ch->gpu, &ch->sel, &ch->forced);
 }
 
 static const char *att_name(int att) {
@@ -100,8 +84,9 @@ static const char *att_name(int att) {
        : att == DFL_ATT_MMA   ? "mma.sync (head_dim 64, 128)"
                               : "CUDA cores";
 }
-/* wg: -1 from the row; 0 the row's wgmma is off (kernels not built for sm_90a, or no tensor-map encoder) */
-static void describe(const gpu_choice *ch, const char *arch, int smax, int wg, char *buf, size_t cap) {
+/* wg: -1 from the row; 0 the row's wgmma is off (kernels not built for sm_90a, or no tensor-map encoder).
+** natt: NULL, or the attention ops of a backend per family (dfl_att_family). */
+static void describe(const gpu_choice *ch, const char *arch, int smax, int wg, const int *natt, char *buf, size_t cap) {
   char as[128] = "";
   if (ch->forced)
     snprintf(as, sizeof as, "; kernels picked as cc %d.%d, %s (forced)", ch->sel.cc / 10, ch->sel.cc % 10, ch->sel.gpus);
@@ -111,6 +96,10 @@ static void describe(const gpu_choice *ch, const char *arch, int smax, int wg, c
            ch->gpu, ch->cc / 10, ch->cc % 10, arch, as, att_name(att), smax / 1024,
            att != ch->sel.att ? " (wgmma off: no sm_90a cubin or no tensor-map encoder)" : "",
            ch->sel.fp8 ? "yes" : ch->dev.fp8 ? "no (the forced row has none)" : "no (needs cc 8.9)");
+  size_t n = strlen(buf);
+  if (natt && n < cap)
+    snprintf(buf + n, cap - n, "; attention ops: %d wgmma, %d mma.sync, %d CUDA cores", natt[DFL_ATT_WGMMA],
+             natt[DFL_ATT_MMA], natt[DFL_ATT_CORES]);
 }
 
 int dfl_cuda_describe_device(char *buf, size_t cap) {
@@ -122,7 +111,7 @@ int dfl_cuda_describe_device(char *buf, size_t cap) {
   }
   CU(cudaGetDevice(&dev));
   TRY(gpu_pick(dev, default_as_cc, &ch));
-  describe(&ch, ch.dev.arch, ch.forced && ch.sel.smem < ch.smax ? ch.sel.smem : ch.smax, -1, buf, cap);
+  describe(&ch, ch.dev.arch, ch.forced && ch.sel.smem < ch.smax ? ch.sel.smem : ch.smax, -1, NULL, buf, cap);
   return DFL_OK;
 }
 
@@ -140,7 +129,11 @@ int dfl_cuda_describe(const dfl_cuda *c, char *buf, size_t cap) {
     ch.forced = 1;
   }
   ch.sel.fp8 = im->fp8;
-  describe(&ch, im->arch, im->smax, im->att_wg && im->tmap_encode, buf, cap);
+  int natt[3] = {0, 0, 0};
+  for (int i = 0; i < c->g->nops; i++)
+    if (c->g->ops[i].code == DFL_OP_ATTENTION || c->g->ops[i].code == DFL_OP_ATTENTION_BWD)
+      natt[dfl_cu_att_family((dfl_cuda *)c, &c->g->ops[i])]++;
+  describe(&ch, im->arch, im->smax, im->att_wg && im->tmap_encode, natt, buf, cap);
   return DFL_OK;
 }
 
@@ -269,6 +262,7 @@ static int setup_op(dfl_cuda *c, int i) {
         fprintf(stderr, "dflc: cuda backend: attention (%s): inputs must share q's dtype\n", op->label);
         return DFL_ESHAPE;
       }
+    TRY(dfl_cu_att_check(c, op));
     int qdo;
     if (dfl_cu_att_wgmma(c, op, &qdo)) return dfl_cu_att_tmaps(c, op, os, qdo);
   }

@@ -52,7 +52,8 @@ typedef struct dfl_cuda_opts {
 ** main) to force the non-Hopper paths from a command-line flag. 0 (the default): the device's. */
 void dfl_cuda_set_default_as_cc(int cc);
 /* One line naming the kernels c picked: the GPU and its compute capability, the cubin's arch, the row
-** the choice followed (forced or not), attention family and shared memory, FP8. */
+** the choice followed (forced or not), attention family and shared memory, FP8, and how many of the
+** graph's attention ops run on each family (wgmma, mma.sync, CUDA cores). */
 int dfl_cuda_describe(const dfl_cuda *c, char *buf, size_t cap);
 /* The same for the current device before (or without) a dfl_cuda, from the table and the default
 ** as_cc: what a backend opened now would pick. DFL_ERR (with a message) without a usable device. */

@@ -2,7 +2,8 @@
 ** test_nvrtc: the CI check that needs no GPU, in parts that ctest runs in parallel (no argument: all,
 ** in order):
 **   table     the architecture table (compiler/emit.c, docs/gpus.md): per compute capability the
-**             arch NVRTC gets, the attention family, FP8; the --arch values refused. No compile.
+**             arch NVRTC gets, the attention family, FP8; a forced row (dfl_cuda_opts.as_cc) on
+**             another device, accepted or refused; the --arch values refused. No compile.
 **   library   every kernel family compiles with NVRTC for sm_90a (what the backend compiles on sm_90
 **             devices) and every kernel the backend loads (kernels/kernels.def) is in the cubin. It goes
 **             through the cache dfl_nvrtc_compile picks ($DFL_CACHE_DIR: ctest gives every test of a
@@ -133,6 +134,38 @@ static void table(void) {
     CHECK((r->att == DFL_ATT_WGMMA) == (r->cc == 90), "row %s: wgmma on Hopper only", r->arch);
     CHECK(r->fp8 == (r->cc >= 89), "row %s: FP8 from 8.9", r->arch);
     CHECK(dfl_emit_arch_ok(r->arch) == 1, "row %s accepted as a row", r->arch);
+  }
+  /* forcing another row (dfl_cuda_opts.as_cc): its kernels, FP8 and shared memory, the device's cubin */
+  static const struct { int dev, as, ok, att, fp8, smem; const char *arch; } force[] = {
+      {90, 80, 1, DFL_ATT_MMA, 0, 163 * 1024, "sm_90a"},  /* the A100's kernels on an H200 */
+      {90, 120, 1, DFL_ATT_MMA, 1, 99 * 1024, "sm_90a"},  /* the RTX PRO 6000's */
+      {90, 100, 1, DFL_ATT_MMA, 1, 227 * 1024, "sm_90a"}, /* the B200's */
+      {90, 89, 1, DFL_ATT_MMA, 1, 99 * 1024, "sm_90a"},
+      {90, 90, 1, DFL_ATT_WGMMA, 1, 227 * 1024, "sm_90a"}, /* itself: not forced */
+      {90, 0, 1, DFL_ATT_WGMMA, 1, 227 * 1024, "sm_90a"},
+      {120, 86, 1, DFL_ATT_MMA, 0, 99 * 1024, "sm_120a"},
+      {80, 90, 0, 0, 0, 0, ""},  /* wgmma on an A100 */
+      {80, 89, 0, 0, 0, 0, ""},  /* FP8 on an A100 */
+      {86, 80, 0, 0, 0, 0, ""},  /* 163 KB on a 99 KB part */
+      {120, 100, 0, 0, 0, 0, ""},
+      {90, 75, 0, 0, 0, 0, ""},  /* no such row */
+  };
+  fprintf(stderr, "(errors about forced rows follow: expected)\n");
+  for (size_t i = 0; i < sizeof force / sizeof force[0]; i++) {
+    dfl_gpu_arch dev, sel;
+    int forced = -1;
+    memset(&sel, 0, sizeof sel);
+    CHECK(dfl_emit_gpu_for_cc(force[i].dev, NULL, &dev) == DFL_OK, "row %d", force[i].dev);
+    int rc = dfl_emit_gpu_force(&dev, dev.smem, force[i].as, "test GPU", &sel, &forced);
+    CHECK((rc == DFL_OK) == force[i].ok, "cc %d forced to %d: %s expected", force[i].dev, force[i].as,
+          force[i].ok ? "accepted" : "refused");
+    if (rc != DFL_OK || !force[i].ok) continue;
+    CHECK(sel.att == force[i].att && sel.fp8 == force[i].fp8 && sel.smem == force[i].smem,
+          "cc %d as %d: attention %d FP8 %d shared memory %d", force[i].dev, force[i].as, sel.att, sel.fp8, sel.smem);
+    CHECK(!strcmp(sel.arch, force[i].arch), "cc %d as %d compiles for %s, not %s", force[i].dev, force[i].as,
+          force[i].arch, sel.arch);
+    CHECK(forced == (force[i].as && force[i].as != force[i].dev), "cc %d as %d: forced %d", force[i].dev,
+          force[i].as, forced);
   }
   fprintf(stderr, "(errors about compute capability 7.5 and 99.0 follow: expected)\n");
   dfl_gpu_arch g;
