@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # bench/gpu_resume_session.sh DIR [procs]: stop + resume on GPUs against the uninterrupted run, the
 # final state.safetensors and exported drafter compared byte for byte (docs/pipeline.md "Stop and
-# resume"). DIR holds xz-compressed dflc_gpu and test_pipeline_gpu and optionally cache/*.cubin.xz.
+# resume"). DIR holds xz-compressed dflc_gpu and pipeline_gpu and optionally cache/*.cubin.xz.
 #   default: examples/tiny.dfl on one GPU, nano-gpu-pipeline.dfl as two logical devices of GPU 0,
-#            test_pipeline_gpu (its part (h) is the same check);
+#            pipeline_gpu (its part (h) is the same check);
 #   procs:   two processes per launch (torchrun-style env, NCCL; 2 GPUs): the replicas of
 #            nano-gpu-replicas.dfl, and nano-gpu-pipeline.dfl target rank 0 -> drafter rank 1.
 # Writes $OUT/resume.txt and one log per run.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_resume_session.sh DIR [procs]}
-for b in dflc_gpu test_pipeline_gpu; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+for b in dflc_gpu pipeline_gpu; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
 export DFL_CACHE_DIR=/tmp/dflc-cache DFL_NCCL_TIMEOUT_S=20; mkdir -p $DFL_CACHE_DIR
 for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
 NCCL=$(ldconfig -p | grep -o '/[^ ]*libnccl.so.2$' | head -1); [ -n "$NCCL" ] && export DFL_NCCL_LIB=$NCCL
@@ -50,8 +50,8 @@ if [ "$MODE" = procs ]; then
 else
   cut_and_resume tiny --no-eval
   DFL_GPU_MAP=0,0 cut_and_resume nano-gpu-pipeline
-  ( timeout 240 /tmp/test_pipeline_gpu; echo "test_pipeline_gpu rc $?" ) > $OUT/test_pipeline_gpu.log 2>&1
-  grep -E "^\((a|h)\) |PASS|failure|rc " $OUT/test_pipeline_gpu.log | grep -v "^(a) step"
+  ( timeout 240 /tmp/pipeline_gpu; echo "pipeline_gpu rc $?" ) > $OUT/pipeline_gpu.log 2>&1
+  grep -E "^\((a|h)\) |PASS|failure|rc " $OUT/pipeline_gpu.log | grep -v "^(a) step"
 fi
 } > $OUT/resume.txt 2>&1
 cat $OUT/resume.txt

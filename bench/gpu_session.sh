@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_session.sh DIR: the GPU-machine session used for issue 6 (docs/performance.md). DIR holds
-# xz-compressed dflc_gpu, cuda_ops, cuda_step, test_train_cuda and cuda_init built on the build machine (strip, xz);
-# it runs the CUDA checks (cuda_ops, the fixtures on the GPU, cuda_step, test_train_cuda, cuda_init), then the
+# xz-compressed dflc_gpu, cuda_ops, cuda_step, train_cuda and cuda_init built on the build machine (strip, xz);
+# it runs the CUDA checks (cuda_ops, the fixtures on the GPU, cuda_step, train_cuda, cuda_init), then the
 # attention benchmark (if carried), the 8B bench and, with RUN27=1, the 27B drafter-alone bench, each with the per-op profile (--ops);
 # with CMP_OVERLAP=1 also the 8B bench with compile { overlap = false } (the optimizer after its own step: the overlap's before/after);
 # with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (an experiment's temporary switch),
@@ -17,7 +17,7 @@
 set -o pipefail   # "rc" below is the program's status, not tail's
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_session.sh DIR}
-for b in dflc_gpu dflc_old cuda_ops cuda_step test_train_cuda cuda_init bench_attention bench_fp8_gemm bench_optim bench_memops; do
+for b in dflc_gpu dflc_old cuda_ops cuda_step train_cuda cuda_init bench_attention bench_fp8_gemm bench_optim bench_memops; do
   [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b
 done
 export DFL_CACHE_DIR=/tmp/dflc-cache
@@ -36,7 +36,7 @@ ts start
 ( for fx in dflash_step_public dflash_step_public_b; do for p in fp32 bf16; do
   timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --$p 2>&1 | tail -2; echo "rc $?"
 done; timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --bf16 --grads-bf16 2>&1 | tail -2; echo "grads-bf16 rc $?"
-done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/test_train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) >> $OUT/checks.log 2>&1; ts checks
+done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 60 /tmp/train_cuda 2>&1 | tail -3; echo "train rc $?"; timeout 60 /tmp/cuda_init 2>&1 | tail -6; echo "init rc $?" ) >> $OUT/checks.log 2>&1; ts checks
 [ -x /tmp/bench_attention ] && ( DFL_SEED=12345 timeout 90 /tmp/bench_attention 10; echo "rc $?" ) > $OUT/attention.log 2>&1; ts attention
 [ -x /tmp/bench_optim ] && ( for sh in 27b 8b; do timeout 150 /tmp/bench_optim $sh 15; echo "rc $?"; done ) > $OUT/optim.log 2>&1; ts optim
 [ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm

@@ -22,7 +22,7 @@ add_dependencies(plan_examples dflc)
 
 # The NVML loader of `dflc bench`'s energy line: its failure paths everywhere, real readings where
 # NVIDIA's driver is.
-dfl_add_test(power SOURCES tests/train/test_power.c runtime/cli/power.c LIBS ${CMAKE_DL_LIBS} LABELS train)
+dfl_add_test(train_power SOURCES tests/train/test_power.c runtime/cli/power.c LIBS ${CMAKE_DL_LIBS} LABELS train)
 
 # dflc_gpu: dflc with OpenBLAS linked statically, for GPU machines without OpenBLAS (the CPU
 # reference run of the CPU-vs-GPU comparison runs there too). The BLAS symbols are marked
@@ -37,15 +37,15 @@ if(TARGET dfl_cuda AND DFL_OPENBLAS_STATIC)
 
   # GPU: the trainer on the CUDA backend against the CPU backend (losses, params, constant device
   # memory); SKIP (77) without a GPU.
-  dfl_add_test(test_train_cuda SOURCES tests/train/test_train_cuda.c LIBS ${DFL_OPENBLAS_STATIC} dfl_cli
+  dfl_add_test(train_cuda SOURCES tests/train/test_train_cuda.c LIBS ${DFL_OPENBLAS_STATIC} dfl_cli
                LABELS cuda_gpu)
-  target_link_options(test_train_cuda PRIVATE ${DFL_STATIC_BLAS_LINK})
-  set_tests_properties(test_train_cuda PROPERTIES SKIP_RETURN_CODE 77)
+  target_link_options(train_cuda PRIVATE ${DFL_STATIC_BLAS_LINK})
+  set_tests_properties(train_cuda PROPERTIES SKIP_RETURN_CODE 77)
   # GPU: the decoder's walk and the target agreement on the CUDA backend against the CPU one.
-  dfl_add_test(test_train_accept_cuda SOURCES tests/train/test_train_accept_cuda.c LIBS ${DFL_OPENBLAS_STATIC}
+  dfl_add_test(train_accept_cuda SOURCES tests/train/test_train_accept_cuda.c LIBS ${DFL_OPENBLAS_STATIC}
                dfl_cli LABELS cuda_gpu)
-  target_link_options(test_train_accept_cuda PRIVATE ${DFL_STATIC_BLAS_LINK})
-  set_tests_properties(test_train_accept_cuda PROPERTIES SKIP_RETURN_CODE 77)
+  target_link_options(train_accept_cuda PRIVATE ${DFL_STATIC_BLAS_LINK})
+  set_tests_properties(train_accept_cuda PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 # GPU: `dflc verify --cuda` on both reference fixtures (drafter head_dim 16: the CUDA-core attention
 # kernels), fp32 graph within 1e-4 and bf16 graph within verify's bf16 tolerance (5e-2); SKIP (77)
@@ -53,10 +53,10 @@ endif()
 if(TARGET dflc_gpu)
   foreach(fx dflash_step_public dflash_step_public_b)
     foreach(prec fp32 bf16)
-      add_test(NAME verify_cuda_${fx}_${prec}
+      add_test(NAME cuda_verify_${fx}_${prec}
                COMMAND dflc_gpu verify tests/fixtures/${fx}.json --cuda --${prec} --quiet
                WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-      set_tests_properties(verify_cuda_${fx}_${prec} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda_gpu
+      set_tests_properties(cuda_verify_${fx}_${prec} PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda_gpu
                            ENVIRONMENT "${DFL_TEST_ENV}")
     endforeach()
   endforeach()

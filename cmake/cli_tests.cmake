@@ -41,3 +41,21 @@ set_tests_properties(cli_check_deep PROPERTIES LABELS cli ENVIRONMENT "${DFL_TES
 add_test(NAME cli_train_ux COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_train_ux.sh $<TARGET_FILE:dflc>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_train_ux PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 900)
+
+# One ctest naming scheme (docs/testing.md): every test is <stage>_<name>, the stage being its folder
+# under tests/ (tests/train/test_train_nano.c -> train_nano, tests/io/test_data.c -> io_data), so
+# `ctest -R train_` selects a room and a name says where its source is. Checked here, after every
+# room has registered its tests, so a test named otherwise fails the configure step rather than
+# drifting. nvrtc_cache_clear (cmake/cuda.cmake) is the one exception left to rename.
+get_property(dfl_named_tests DIRECTORY PROPERTY TESTS)
+file(GLOB dfl_test_stages LIST_DIRECTORIES true RELATIVE ${CMAKE_SOURCE_DIR}/tests ${CMAKE_SOURCE_DIR}/tests/*)
+string(REPLACE ";" "|" dfl_test_stages "${dfl_test_stages}")
+set(dfl_misnamed)
+foreach(t ${dfl_named_tests})
+  if(NOT t MATCHES "^(${dfl_test_stages})_[a-z0-9_]+$" AND NOT t STREQUAL nvrtc_cache_clear)
+    list(APPEND dfl_misnamed ${t})
+  endif()
+endforeach()
+if(dfl_misnamed)
+  message(FATAL_ERROR "tests not named <stage>_<name> (stage: a folder under tests/; docs/testing.md): ${dfl_misnamed}")
+endif()

@@ -14,7 +14,7 @@ add_library(dfl_front STATIC
   ${BISON_dfl_parser_OUTPUTS} ${FLEX_dfl_scanner_OUTPUTS})
 target_link_libraries(dfl_front PUBLIC dfl_ir ${JANSSON_LIB} m)
 
-dfl_add_test(test_front_unit SOURCES tests/front/test_front_unit.c LIBS dfl_front)
+dfl_add_test(front_unit SOURCES tests/front/test_front_unit.c LIBS dfl_front)
 add_test(NAME front_golden COMMAND bash ${CMAKE_SOURCE_DIR}/tests/front/run_golden.sh $<TARGET_FILE:dflc>
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 add_test(NAME front_docs COMMAND bash ${CMAKE_SOURCE_DIR}/tests/front/check_docs.sh $<TARGET_FILE:dflc>

@@ -13,13 +13,13 @@ add_library(dfl_io STATIC
   runtime/io/checkpoint.c)
 target_link_libraries(dfl_io PUBLIC dfl_cpu ${JANSSON_LIB} ${Z_LIB} m Threads::Threads)
 
-dfl_add_test(test_io_safetensors SOURCES tests/io/test_safetensors.c LIBS dfl_io LABELS io)
-dfl_add_test(test_io_data SOURCES tests/io/test_data.c LIBS dfl_io LABELS io)
-dfl_add_test(test_io_anchors SOURCES tests/io/test_anchors.c LIBS dfl_io LABELS io)
-dfl_add_test(test_io_export SOURCES tests/io/test_export.c LIBS dfl_io LABELS io)
-dfl_add_test(test_io_packed SOURCES tests/io/test_packed.c LIBS dfl_io LABELS io)
+dfl_add_test(io_safetensors SOURCES tests/io/test_safetensors.c LIBS dfl_io LABELS io)
+dfl_add_test(io_data SOURCES tests/io/test_data.c LIBS dfl_io LABELS io)
+dfl_add_test(io_anchors SOURCES tests/io/test_anchors.c LIBS dfl_io LABELS io)
+dfl_add_test(io_export SOURCES tests/io/test_export.c LIBS dfl_io LABELS io)
+dfl_add_test(io_packed SOURCES tests/io/test_packed.c LIBS dfl_io LABELS io)
 # Training on packed data: needs the trainer (dfl_models, defined later; resolved at generate time).
-dfl_add_test(test_io_packed_train SOURCES tests/io/test_packed_train.c LIBS dfl_train LABELS "io;train")
+dfl_add_test(io_packed_train SOURCES tests/io/test_packed_train.c LIBS dfl_train LABELS "io;train")
 
 # Fuzzing (libFuzzer needs clang): each harness is built by a script and fuzzed for ~30 s.
 find_program(DFL_IO_CLANG NAMES clang clang-14)

@@ -6,7 +6,7 @@ target_link_libraries(dfl_models PUBLIC dfl_ir m)
 # Their tests run graphs with weights on the CPU backend, so they link the trainer's library
 # (cmake/train.cmake, defined later; CMake resolves the name at generate time).
 foreach(t target_golden hybrid_load weights verify_corrupt train_colocated grads_lowp block_rows)
-  dfl_add_test(test_models_${t} SOURCES tests/models/test_${t}.c LIBS dfl_cli LABELS models)
+  dfl_add_test(models_${t} SOURCES tests/models/test_${t}.c LIBS dfl_cli LABELS models)
 endforeach()
 # `dflc verify` on both reference fixtures (the dflc target is defined later, in cli.cmake).
 foreach(fx dflash_step_public dflash_step_public_b)

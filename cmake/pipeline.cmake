@@ -26,32 +26,37 @@ endif()
 foreach(t queue collective launch monitor topo pipeline_equiv pipeline_faults pipeline_mixed
         pipeline_resume)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/pipeline/test_${t}.c)
-    dfl_add_test(test_pipeline_${t} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
+    string(REGEX REPLACE "^pipeline_" "" n ${t})   # test_pipeline_equiv.c -> pipeline_equiv
+    dfl_add_test(pipeline_${n} SOURCES tests/pipeline/test_${t}.c LIBS dfl_pipeline LABELS pipeline)
   endif()
 endforeach()
+# Three end-of-run evaluations, 20 s or more: the slow tier (docs/testing.md).
+if(TEST pipeline_equiv)
+  set_property(TEST pipeline_equiv APPEND PROPERTY LABELS slow)
+endif()
 # The bootstrap across real processes: mpirun -np 2 (SKIP 77 without mpirun) and two
 # torchrun-style processes on 127.0.0.1.
-dfl_add_test(test_pipeline_launch_mpi SOURCES tests/pipeline/test_launch_procs.c LIBS dfl_pipeline
+dfl_add_test(pipeline_launch_mpi SOURCES tests/pipeline/test_launch_procs.c LIBS dfl_pipeline
              LABELS pipeline ARGS mpi)
-add_test(NAME test_pipeline_launch_torchrun COMMAND $<TARGET_FILE:test_pipeline_launch_mpi> torchrun
+add_test(NAME pipeline_launch_torchrun COMMAND $<TARGET_FILE:pipeline_launch_mpi> torchrun
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(test_pipeline_launch_torchrun PROPERTIES LABELS pipeline ENVIRONMENT "${DFL_TEST_ENV}"
+set_tests_properties(pipeline_launch_torchrun PROPERTIES LABELS pipeline ENVIRONMENT "${DFL_TEST_ENV}"
                      TIMEOUT 90)
-set_tests_properties(test_pipeline_launch_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)
+set_tests_properties(pipeline_launch_mpi PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 90)
 # GPU (SKIP 77 without one): split target/drafter logical devices on one GPU vs the single-device
 # GPU trainer, diagnostics, and 2 NCCL replicas in 2 processes on 2 GPUs. Static OpenBLAS, as
 # dflc_gpu (the GPU machine has none).
 if(TARGET dfl_cuda AND DFL_OPENBLAS_STATIC)
-  dfl_add_test(test_pipeline_gpu SOURCES tests/pipeline/test_pipeline_gpu.c
+  dfl_add_test(pipeline_gpu SOURCES tests/pipeline/test_pipeline_gpu.c
                LIBS ${DFL_OPENBLAS_STATIC} dfl_pipeline dfl_cuda LABELS pipeline_gpu)
-  target_link_options(test_pipeline_gpu PRIVATE -Wl,--as-needed -Wl,--undefined=cblas_sgemm
+  target_link_options(pipeline_gpu PRIVATE -Wl,--as-needed -Wl,--undefined=cblas_sgemm
                       -Wl,--undefined=cblas_dgemm -Wl,--undefined=openblas_set_num_threads)
-  set_tests_properties(test_pipeline_gpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  set_tests_properties(pipeline_gpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
   # (f) 2 GPU replicas in one process (NCCL ncclCommInitAll), (g) target and drafter in 2 processes
   # (ncclSend/ncclRecv); SKIP 77 with fewer than 2 GPUs
-  add_test(NAME test_pipeline_gpu_topo COMMAND $<TARGET_FILE:test_pipeline_gpu> --topo
+  add_test(NAME pipeline_gpu_topo COMMAND $<TARGET_FILE:pipeline_gpu> --topo
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(test_pipeline_gpu_topo PROPERTIES LABELS pipeline_gpu SKIP_RETURN_CODE 77 TIMEOUT 300
+  set_tests_properties(pipeline_gpu_topo PROPERTIES LABELS pipeline_gpu SKIP_RETURN_CODE 77 TIMEOUT 300
                        ENVIRONMENT "${DFL_TEST_ENV}")
 endif()
 # `dflc check` and `dflc plan` accept the 2 target + 2 drafter example

@@ -12,16 +12,20 @@ endif()
 
 # The training loop's tests (tests/train/).
 foreach(t train_resume train_best train_baddata train_nano train_overlap)
-  dfl_add_test(test_${t} SOURCES tests/train/test_${t}.c LIBS dfl_cli LABELS train)
+  dfl_add_test(${t} SOURCES tests/train/test_${t}.c LIBS dfl_cli LABELS train)
 endforeach()
-add_dependencies(test_train_nano dflc)   # it runs `dflc export` and `dflc eval`
+add_dependencies(train_nano dflc)   # it runs `dflc export` and `dflc eval`
+# More than about 15 s of training on 2 cores: the slow tier (docs/testing.md). Labelled here, beside
+# the registration, so the label follows the test's name (CMakeLists.txt's DFL_SLOW_TESTS names them too).
+set_property(TEST train_nano train_best APPEND PROPERTY LABELS slow)
 # The greedy decoder's walk (runtime/train/accept.c) on planted drafters: no graph, milliseconds.
-dfl_add_test(test_train_accept SOURCES tests/train/test_train_accept.c LIBS dfl_train LABELS train)
+dfl_add_test(train_accept SOURCES tests/train/test_train_accept.c LIBS dfl_train LABELS train)
 # The walk through the real eval graph after 50 steps of examples/nano.dfl, and `dflc eval` on it.
-dfl_add_test(test_train_accept_nano SOURCES tests/train/test_train_accept_nano.c LIBS dfl_cli LABELS train)
-add_dependencies(test_train_accept_nano dflc)
-set_tests_properties(test_train_accept_nano PROPERTIES TIMEOUT 600)
+dfl_add_test(train_accept_nano SOURCES tests/train/test_train_accept_nano.c LIBS dfl_cli LABELS train)
+add_dependencies(train_accept_nano dflc)
+set_tests_properties(train_accept_nano PROPERTIES TIMEOUT 600)
+set_property(TEST train_accept_nano APPEND PROPERTY LABELS slow)   # 30 s or more: the slow tier
 # `dflc bench --drafter-only` on the CPU: a nano drafter alone, and the 27B one refused.
-add_test(NAME test_bench_drafter COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_bench_drafter.sh
+add_test(NAME train_bench_drafter COMMAND bash ${CMAKE_SOURCE_DIR}/tests/train/test_bench_drafter.sh
          $<TARGET_FILE:dflc> WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-set_tests_properties(test_bench_drafter PROPERTIES LABELS train ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 120)
+set_tests_properties(train_bench_drafter PROPERTIES LABELS train ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 120)

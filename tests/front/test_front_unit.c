@@ -242,14 +242,14 @@ int main(void) {
   if (root && chdir(root) != 0) { perror(root); return 1; }
   const char *env = getenv("DFL_SEED");
   uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
-  printf("test_front_unit: seed %llu (DFL_SEED=%llu to reproduce)\n", (unsigned long long)seed, (unsigned long long)seed);
+  printf("front_unit: seed %llu (DFL_SEED=%llu to reproduce)\n", (unsigned long long)seed, (unsigned long long)seed);
   rng_state = seed * 2654435761u + 1;
   test_edit_distance();
   test_default_taps();
   test_hfconfig();
   test_numbers();
   test_examples();
-  if (failures) fprintf(stderr, "test_front_unit: %d failures\n", failures);
-  else printf("test_front_unit: ok\n");
+  if (failures) fprintf(stderr, "front_unit: %d failures\n", failures);
+  else printf("front_unit: ok\n");
   return failures != 0;
 }

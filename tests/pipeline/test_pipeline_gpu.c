@@ -1,5 +1,5 @@
 /*
-** test_pipeline_gpu (GPU; SKIP 77 without one): the pipeline runner on CUDA devices.
+** pipeline_gpu (GPU; SKIP 77 without one): the pipeline runner on CUDA devices.
 **  (a) one GPU, examples/nano-gpu-pipeline.dfl: target gpu0 and drafter gpu1 as two logical devices
 **      (DFL_GPU_MAP=0,0: two CUDA backends, two streams, one GPU), hidden-state queue of depth 1
 **      in device memory: per-step loss within LOSS_TOL relative of the single-device GPU trainer
@@ -23,7 +23,7 @@
 **  (h) (a)'s logical devices with checkpoints: the run stopped at step STEPS/2 (--stop-at) and
 **      resumed from its checkpoint writes the same final state.safetensors and exported drafter,
 **      byte for byte, as the uninterrupted run; the steps after the cut have the same losses.
-**  `test_pipeline_gpu --topo` (2 GPUs, NCCL; the topologies of docs/pipeline.md's issue-7 list):
+**  `pipeline_gpu --topo` (2 GPUs, NCCL; the topologies of docs/pipeline.md's issue-7 list):
 **  (f) two GPU replicas in ONE process: examples/nano-gpu-replicas.dfl without a launcher
 **      environment, DFL_GPU_MAP=0,1: one NCCL communicator per GPU (ncclCommInitAll), each replica
 **      thread all-reduces on its own: replicas bit-identical, per-step loss within LOSS_TOL of one
@@ -179,7 +179,7 @@ static void spawn_ranks(const char *spec, const char *seeds, const char *dir, co
         snprintf(ef, sizeof ef, "%s/rank%d.err", errdir, r);
         if (!freopen(ef, "w", stderr)) _exit(126);
       }
-      execl("/proc/self/exe", "test_pipeline_gpu", "--rank", spec, seeds, dir, (char *)NULL);
+      execl("/proc/self/exe", "pipeline_gpu", "--rank", spec, seeds, dir, (char *)NULL);
       _exit(127);
     }
   }
@@ -408,11 +408,11 @@ int main(int argc, char **argv) {
   if (argc == 5 && !strcmp(argv[1], "--rank")) return rank_main(argv[2], strtoull(argv[3], NULL, 10), argv[4]);
   if (argc == 2 && !strcmp(argv[1], "--topo")) {
     uint64_t seed = (uint64_t)time(NULL);
-    printf("test_pipeline_gpu --topo: seed %llu\n", (unsigned long long)seed);
+    printf("pipeline_gpu --topo: seed %llu\n", (unsigned long long)seed);
     return topo_parts(seed);
   }
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_pipeline_gpu: seed %llu\n", (unsigned long long)seed);
+  printf("pipeline_gpu: seed %llu\n", (unsigned long long)seed);
   /* (b) first: the children must start before this process holds a CUDA context */
   int ng = 0;
   if (cudaGetDeviceCount(&ng) != cudaSuccess || ng < 1) {

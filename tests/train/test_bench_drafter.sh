@@ -159,5 +159,5 @@ rc=$?; cat "$T/r.log"
 [ $rc -eq 1 ] || fail "27B drafter on the CPU: exit $rc, want 1"
 grep -q "qwen36-27b-drafter.dfl.*too large for the CPU reference backend" "$T/r.log" || fail "no clear refusal message"
 
-[ $fails -eq 0 ] && echo "PASS test_bench_drafter" || echo "$fails failure(s)"
+[ $fails -eq 0 ] && echo "PASS train_bench_drafter" || echo "$fails failure(s)"
 [ $fails -eq 0 ]

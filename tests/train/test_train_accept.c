@@ -1,5 +1,5 @@
 /*
-** test_train_accept: the greedy decoder's walk (runtime/train/accept.h) on planted drafters, whose
+** train_accept: the greedy decoder's walk (runtime/train/accept.h) on planted drafters, whose
 ** accepted lengths are known by construction: a drafter is a table acc[row][anchor] (the block at
 ** that anchor predicts the next acc tokens right, then a wrong one), the data its row masks.
 **   - hand-computed walks: a perfect drafter, a useless one, a mixed one whose last block runs
@@ -10,7 +10,7 @@
 **   - an easy/hard mix: the uniform-anchor estimate (the eval's sampler, the metric's prefix)
 **     is near the arithmetic mean of 1 + acc over positions, the count is tokens / blocks with
 **     blocks = sum of 1/tau over the positions: 4.53 vs 127/71 = 1.79, as predicted.
-** No graph, no weights: milliseconds. The walk through the real eval graph: test_train_accept_nano.
+** No graph, no weights: milliseconds. The walk through the real eval graph: train_accept_nano.
 */
 #include <math.h>
 #include <stdint.h>
@@ -228,11 +228,11 @@ static void easy_hard(void) {
 int main(void) {
   const char *env = getenv("DFL_TEST_SEED");
   uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL);
-  printf("test_train_accept: seed %llu (DFL_TEST_SEED reproduces)\n", (unsigned long long)seed);
+  printf("train_accept: seed %llu (DFL_TEST_SEED reproduces)\n", (unsigned long long)seed);
   rng_state = seed;
   hand_computed();
   batched_equals_plain();
   easy_hard();
-  printf("test_train_accept: %s\n", failures ? "FAILED" : "ok");
+  printf("train_accept: %s\n", failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
 }

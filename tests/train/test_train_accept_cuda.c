@@ -1,5 +1,5 @@
 /*
-** test_train_accept_cuda (GPU; SKIP 77 without one): the decoder's walk and the target agreement
+** train_accept_cuda (GPU; SKIP 77 without one): the decoder's walk and the target agreement
 ** on the CUDA backend against the CPU backend. The nano example (fp32) trains STEPS steps on the
 ** GPU (seed from the time, printed) and is exported; then, on the eval file's first ROWS rows, the
 ** walk through the eval graph on each backend: tokens and blocks within 1% of each other (fp32
@@ -37,7 +37,7 @@ int main(void) {
     return 77;
   }
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_accept_cuda: seed %llu\n", (unsigned long long)seed);
+  printf("train_accept_cuda: seed %llu\n", (unsigned long long)seed);
   char dir[256], path[300], drafter[300], cmd[1700];
   if (make_tmpdir(dir, sizeof dir, "accept_cuda")) return 1;
   dfl_spec s;
@@ -92,5 +92,5 @@ int main(void) {
         "CPU and CUDA agreement within 0.5%%");
   CHECK(fabs(ac.ce - ag.ce) <= 1e-3 * (1 + ac.ce), "target CE %.5f vs %.5f", ac.ce, ag.ce);
   dfl_data_free(&d);
-  return finish_test("test_train_accept_cuda", dir);
+  return finish_test("train_accept_cuda", dir);
 }

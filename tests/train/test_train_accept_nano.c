@@ -1,5 +1,5 @@
 /*
-** test_train_accept_nano: the decoder's walk through the real eval graph, end to end on the CPU.
+** train_accept_nano: the decoder's walk through the real eval graph, end to end on the CPU.
 **   1. examples/nano.dfl trained for 50 steps (its export in the run directory): enough for the
 **      drafter to accept tokens (29 to 42 more tokens than its ~725 blocks on the 8 rows, 3 seeds
 **      measured), in a quarter of the 200 steps this test first took (90 s of a loaded 2-core run).
@@ -39,7 +39,7 @@ static int walk_with(const dfl_spec *s0, int anchors, const char *drafter, const
 
 int main(void) {
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_accept_nano: seed %llu\n", (unsigned long long)seed);
+  printf("train_accept_nano: seed %llu\n", (unsigned long long)seed);
   char dir[256], path[300], drafter[300], cmd[1400];
   if (make_tmpdir(dir, sizeof dir, "accept")) return 1;
   dfl_spec s;
@@ -54,7 +54,7 @@ int main(void) {
   o.steps = STEPS;
   o.out_dir = dir;
   o.cpu_threads = 2;
-  o.no_eval = 1;   /* the run's own evaluations: test_train_best */
+  o.no_eval = 1;   /* the run's own evaluations: train_best */
   o.quiet = 1;
   dfl_trainer *tr = calloc(1, sizeof *tr);
   time_t t0 = time(NULL);
@@ -135,5 +135,5 @@ int main(void) {
     CHECK(agree >= DFL_AGREE_GREEDY && agree <= 1.0, "nano's data is the target's greedy output: agreement %.4f", agree);
   }
   dfl_data_free(&d);
-  return finish_test("test_train_accept_nano", dir);
+  return finish_test("train_accept_nano", dir);
 }

@@ -1,5 +1,5 @@
 /*
-** test_train_baddata: training on a data file where every row is bad is refused before any
+** train_baddata: training on a data file where every row is bad is refused before any
 ** weight is loaded, with FILE:LINE messages naming each bad row, under both bad-row policies
 ** (skip: "no usable row"; refuse: the first bad row). A missing file and a bad resume path are
 ** refused with a message too. The bad rows are drawn at random (seed printed).
@@ -22,7 +22,7 @@ static const char *bad_row(int kind, int vocab, dfl_rng *r, char *buf, size_t n)
 
 int main(void) {
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_baddata: seed %llu\n", (unsigned long long)seed);
+  printf("train_baddata: seed %llu\n", (unsigned long long)seed);
   char dir[256], data[300], line[256], want[400];
   if (make_tmpdir(dir, sizeof dir, "baddata")) return 1;
   snprintf(data, sizeof data, "%s/bad.jsonl", dir);
@@ -82,6 +82,6 @@ int main(void) {
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd)) printf("note: could not remove %s\n", dir);
-  printf("test_train_baddata: %s\n", failures ? "FAILED" : "ok");
+  printf("train_baddata: %s\n", failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
 }

@@ -1,5 +1,5 @@
 /*
-** test_train_best: the best checkpoint by evaluation.
+** train_best: the best checkpoint by evaluation.
 **   A run of 8 steps with a checkpoint and an evaluation every 2 steps and ckpt_keep = 1:
 **   ROOT/best.json and the link ROOT/best name the checkpoint whose eval acceptance length
 **   (metrics.jsonl "acceptance_length", the greedy decoder's walk) is the highest (the earliest of
@@ -49,7 +49,7 @@ static int eval_taus(const char *path, double *acc, double *tau, double *loss, i
 int main(void) {
   const char *env_seed = getenv("DFL_TEST_SEED");
   uint64_t seed = env_seed ? strtoull(env_seed, NULL, 0) : (uint64_t)time(NULL);
-  printf("test_train_best: seed %llu (DFL_TEST_SEED reproduces)\n", (unsigned long long)seed);
+  printf("train_best: seed %llu (DFL_TEST_SEED reproduces)\n", (unsigned long long)seed);
   char dir[256], run[300], root[320], p[400];
   if (make_tmpdir(dir, sizeof dir, "best")) return 1;
   snprintf(run, sizeof run, "%s/run", dir);
@@ -150,5 +150,5 @@ int main(void) {
   CHECK(!exists(link) && dfl_ckpt_read_best(root, &bs, &bt, &bl) == 0, "a fresh run kept the old run's record");
   dfl_train_close(tr);
   free(tr);
-  return finish_test("test_train_best", dir);
+  return finish_test("train_best", dir);
 }

@@ -1,5 +1,5 @@
 /*
-** test_train_cuda (GPU; SKIP 77 without one): the trainer on the CUDA backend against the CPU
+** train_cuda (GPU; SKIP 77 without one): the trainer on the CUDA backend against the CPU
 ** backend, pipelined with the optimizer beside the next target forward (runtime/train.c). The nano
 ** example (fp32) trains STEPS steps on each from the same spec and a seed drawn
 ** from the time (printed): every step's loss and grad norm agree within 2e-3 relative (fp32 GPU
@@ -61,7 +61,7 @@ int main(void) {
     return 77;
   }
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_cuda: seed %llu\n", (unsigned long long)seed);
+  printf("train_cuda: seed %llu\n", (unsigned long long)seed);
   dfl_spec s;
   if (dfl_spec_load("examples/nano.dfl", &s) != DFL_OK) return 1;
   s.seed = seed;

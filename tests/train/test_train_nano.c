@@ -1,5 +1,5 @@
 /*
-** test_train_nano: a shortened run of the nano example (examples/nano.dfl, --steps 60) learns:
+** train_nano: a shortened run of the nano example (examples/nano.dfl, --steps 60) learns:
 ** the training loss at the end is clearly below the start, the eval tau rises above its start
 ** value, the exported drafter reloads bit-exactly (checked inside the run), and the `dflc export`
 ** and `dflc eval` commands work on its output. The anchors and data order come from the spec's
@@ -36,7 +36,7 @@ static double mean_loss(const char *path, int a, int b) {
 
 int main(void) {
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_nano: seed %llu\n", (unsigned long long)seed);
+  printf("train_nano: seed %llu\n", (unsigned long long)seed);
   char dir[256], path[400], cmd[2600];
   if (make_tmpdir(dir, sizeof dir, "nano")) return 1;
   dfl_spec s;
@@ -128,6 +128,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) printf("note: could not remove %s\n", dir);
   }
-  printf("test_train_nano: %s\n", failures ? "FAILED" : "ok");
+  printf("train_nano: %s\n", failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
 }

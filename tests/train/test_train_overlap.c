@@ -1,5 +1,5 @@
 /*
-** test_train_overlap: the optimizer of step n enqueued beside the target forward of step n+1
+** train_overlap: the optimizer of step n enqueued beside the target forward of step n+1
 ** (runtime/train.c, compiler/sched.c) changes nothing but the schedule.
 **   For accum 1 and 2: the same 7 steps pipelined as dfl_train_run does (enqueue n+1 before
 **   collecting n) with the overlap off (compile { overlap = false }) and on; every step's loss, lr and gnorm
@@ -73,7 +73,7 @@ static int run(dfl_trainer *tr, rec *r, int ck, float ***mid) {
 
 int main(void) {
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_overlap: seed %llu\n", (unsigned long long)seed);
+  printf("train_overlap: seed %llu\n", (unsigned long long)seed);
   char dir[256], data[300], out[300];
   if (make_tmpdir(dir, sizeof dir, "overlap")) return 1;
   snprintf(data, sizeof data, "%s/train.jsonl", dir);
@@ -175,6 +175,6 @@ int main(void) {
     printf("%d failures\n", failures);
     return 1;
   }
-  printf("test_train_overlap: all passed\n");
+  printf("train_overlap: all passed\n");
   return 0;
 }

@@ -1,5 +1,5 @@
 /*
-** test_train_resume: checkpoints resume bit-exactly and are written atomically.
+** train_resume: checkpoints resume bit-exactly and are written atomically.
 **   A: train 2k optimizer steps straight through.
 **   B: train k steps, checkpoint; C: resume from B's checkpoint root and train k more.
 ** The losses of C's steps and every persistent tensor at the end (params, fp32 masters, Adam
@@ -78,7 +78,7 @@ static int exists(const char *p) {
 
 int main(void) {
   uint64_t seed = (uint64_t)time(NULL);
-  printf("test_train_resume: seed %llu\n", (unsigned long long)seed);
+  printf("train_resume: seed %llu\n", (unsigned long long)seed);
   char dir[256], data[300], da[300], db[300], root[320], p[400];
   if (make_tmpdir(dir, sizeof dir, "resume")) return 1;
   snprintf(data, sizeof data, "%s/train.jsonl", dir);
@@ -279,5 +279,5 @@ int main(void) {
   for (int i = 0; i < nt; i++) free(snap[i]);
   free(snap);
   free(tr);
-  return finish_test("test_train_resume", dir);
+  return finish_test("train_resume", dir);
 }
