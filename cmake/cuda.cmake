@@ -56,7 +56,7 @@ set_tests_properties(cuda_nvrtc_table PROPERTIES LABELS emit TIMEOUT 60)
 # GPU: every op (forward and backward) against the CPU oracle, f32 and bf16; SKIP (77) without a GPU.
 # The GPU machine has no OpenBLAS: these binaries carry a plain-loop GEMM (tests/cuda/naive_cblas.c)
 # and --as-needed drops libopenblas.so from them.
-dfl_add_test(cuda_ops SOURCES tests/cuda/test_ops.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_cpu LABELS cuda_gpu)
+dfl_add_test(cuda_ops SOURCES tests/cuda/test_ops.c tests/cuda/test_ops_dense.c tests/cuda/test_ops_attention.c tests/cuda/test_ops_loss_optim.c tests/cuda/test_ops_hybrid.c tests/cuda/naive_cblas.c LIBS dfl_cuda dfl_cpu LABELS cuda_gpu)
 target_link_options(cuda_ops PRIVATE -Wl,--as-needed)
 set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77)
 
