@@ -58,15 +58,20 @@ int dfl_compile_graph(const dfl_spec *s_all, int k, const dfl_compile_req *o, df
   dfl_spec *s = malloc(sizeof *s);
   if (!s) return DFL_ENOMEM;
   *s = *s_all;
-  s->batch = c->batch = o->trainer ? s_all->batch : device_batch(s_all);
-  c->trainer = o->trainer;
+  s->batch = c->batch = o->trainer || o->what == DFL_COMPILE_EVAL ? s_all->batch : device_batch(s_all);
+  c->trainer = o->trainer || o->what == DFL_COMPILE_EVAL;
+  c->what = o->what;
   c->steps = s->steps, c->warmup = s->warmup_steps, c->precision = s->precision, c->target_dtype = s->target_dtype;
   snprintf(c->name, sizeof c->name, "node%d.%s%d", dv->node, dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
-  int coloc = dv->runs_drafter && (dv->runs_target || o->colocate || o->trainer) && !o->drafter_only;
+  int coloc = dv->runs_drafter && (dv->runs_target || o->colocate || c->trainer) && !o->drafter_only;
   c->drafter_only = dv->runs_drafter && !coloc;
   c->role = dv->runs_drafter ? (coloc ? "target+drafter" : "drafter") : "target";
   int rc;
-  if (dv->runs_drafter) {
+  if (dv->runs_drafter && o->what == DFL_COMPILE_EVAL) {
+    /* the forward as the train graph runs it, fused the same way (models/pipeline.c) */
+    rc = dfl_model_eval_graph(&c->tg, s, 1);
+    c->g = &c->tg.g;
+  } else if (dv->runs_drafter) {
     /* passes 1-4: graph, autodiff, optimizer, fuse (models/pipeline.c) */
     rc = dfl_model_train_graph(&c->tg, s, coloc);
     c->g = &c->tg.g;
@@ -108,12 +113,12 @@ int dfl_compile_plan(const dfl_spec *s_all, const dfl_compile_req *o, dfl_compil
     add_ws(c, "queue.slots", (int64_t)((depth + n_tgt - 1) / n_tgt) * queue_slot_bytes(s_all, c->batch), DFL_PCAT_QUEUE, -1);
   } else if (split && dv->runs_drafter && !dv->runs_target)
     add_ws(c, "queue.landing", queue_slot_bytes(s_all, c->batch), DFL_PCAT_QUEUE, -1);
-  if (dv->kind == DFL_DEV_GPU && !o->cpu) /* the CUDA backend's own list: what it allocates */
+  c->plan_cpu = o->backend == DFL_COMPILE_BE_CPU || (o->backend == DFL_COMPILE_BE_DEVICE && dv->kind != DFL_DEV_GPU);
+  if (!c->plan_cpu) /* the CUDA backend's own list: what it allocates */
     c->n_ws += dfl_plan_cuda_workspaces(c->g, c->ws + c->n_ws);
   dfl_plan_opts po = {.ws = c->ws, .n_ws = c->n_ws, .live_out = c->live_out, .n_live_out = c->n_live_out,
                       .no_inplace = o->no_inplace, .span_phases = c->span};
-  c->budget = o->budget > 0 ? o->budget : dv->memory_budget;
-  c->plan_cpu = dv->kind != DFL_DEV_GPU || o->cpu;
+  c->budget = o->no_budget ? 0 : o->budget > 0 ? o->budget : dv->memory_budget;
   int rc = dfl_plan_fit(c->g, c->budget, c->plan_cpu ? cpu_elem : NULL, NULL, &po, &c->plan, &c->r);
   c->planned = c->plan.offset != NULL;
   c->fits = rc == DFL_OK;
@@ -133,7 +138,7 @@ int dfl_compile_device(const dfl_spec *s, int k, const dfl_compile_req *o, dfl_c
 }
 
 int dfl_compiled_matches(const dfl_compiled *c, const dfl_spec *s, int drafter_only) {
-  return c->g && c->trainer && c->steps == s->steps && c->warmup == s->warmup_steps && c->precision == (int)s->precision &&
+  return c->g && c->trainer && c->what == DFL_COMPILE_TRAIN && c->steps == s->steps && c->warmup == s->warmup_steps && c->precision == (int)s->precision &&
          c->target_dtype == (int)s->target_dtype && c->drafter_only == !!drafter_only;
 }
 

@@ -23,6 +23,9 @@
 #include "compiler/spec.h"
 #include "models/models.h"
 
+enum { DFL_COMPILE_BE_DEVICE = 0, DFL_COMPILE_BE_CPU = 1, DFL_COMPILE_BE_CUDA = 2 };
+enum { DFL_COMPILE_TRAIN = 0, DFL_COMPILE_EVAL = 1 };
+
 typedef struct dfl_compile_req {
   int64_t budget;       /* > 0: replaces the device's memory_budget (`dflc plan --budget`) */
   int no_inplace;       /* `dflc plan --no-inplace` */
@@ -30,7 +33,11 @@ typedef struct dfl_compile_req {
   int drafter_only;     /* a drafter device's graph without its colocated target (`--drafter-only`) */
   int colocate;         /* a drafter device's graph with the target on it even when the topology puts
                         ** the target elsewhere (`dflc check`: every weight any device reads) */
-  int cpu;              /* plan for the CPU backend whatever the device (`--cpu`) */
+  int backend;          /* the backend planned for: DFL_COMPILE_BE_DEVICE (the device's kind), _CPU (`--cpu`: host
+                        ** element sizes, no CUDA workspaces) or _CUDA (`--cuda`) */
+  int what;             /* a drafter device's graph: DFL_COMPILE_TRAIN (the step) or DFL_COMPILE_EVAL (the
+                        ** evaluation forward: no backward, no optimizer; the target colocated) */
+  int no_budget;        /* plan without fitting a budget (evaluation graphs, which the trainer's budget excludes) */
   int trainer;          /* as the single-device trainer runs the spec, whatever its topology: the whole
                         ** batch, the target colocated (unless drafter_only), the single-device rewrites
                         ** (the same as without it for a one-device spec) */
@@ -57,7 +64,7 @@ typedef struct dfl_compiled {
   dfl_recompute r;            /* forward ops recomputed to fit */
   /* what of the spec the graph was built with that a trainer may change after the check */
   int64_t steps, warmup;
-  int precision, target_dtype, drafter_only, trainer;
+  int precision, target_dtype, drafter_only, trainer, what;
 } dfl_compiled;
 
 /* Compiles device k of s (its role and kind from the spec's topology). Fills *c (free with

@@ -5,6 +5,7 @@
 ** Also here, below the trainer that uses them too: the clock and the metrics' ratios.
 */
 #include "runtime/train/train_internal.h"
+#include "runtime/compile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,24 +52,32 @@ int dfl_eval_open_on(dfl_evaluator *ev, const dfl_spec *s, dfl_backend_kind kind
     fprintf(stderr, "%s: block_size %d: the trainer reports at most 64 block positions\n", s->file, s->block_size);
     return DFL_EFORMAT;
   }
-  int rc = dfl_model_eval_graph(&ev->eg, s, 1);
+  /* the evaluation forward through the compile entry point (runtime/compile.c): graph, then plan */
+  dfl_compiled cp;
+  dfl_compile_req req = {.what = DFL_COMPILE_EVAL, .no_budget = 1,
+                         .backend = kind == DFL_BE_CUDA ? DFL_COMPILE_BE_CUDA : DFL_COMPILE_BE_CPU};
+  int kd = dfl_compile_drafter_device(s);
+  int rc = kd < 0 ? DFL_ERR : dfl_compile_graph(s, kd, &req, &cp);
   if (rc) {
+    if (kd >= 0) dfl_compiled_free(&cp);
     fprintf(stderr, "dflc: cannot build the evaluation graph\n");
     return rc;
   }
   /* The decoder's walk reads each block's correct flags (the metrics op's first input): kept as an
   ** OUTPUT, so the plan gives them bytes of their own that the host reads after a run. */
+  const dfl_graph *g = cp.g;
   ev->correct = -1;
-  for (int i = 0; i < ev->eg.g.nops && ev->correct < 0; i++)
-    if (ev->eg.g.ops[i].code == DFL_OP_DFLASH_METRICS) ev->correct = ev->eg.g.ops[i].in[0];
-  if (ev->correct < 0 || dfl_tensor_numel(&ev->eg.g.t[ev->correct]) != (int64_t)ev->eg.batch * ev->eg.N * s->block_size) {
+  for (int i = 0; i < g->nops && ev->correct < 0; i++)
+    if (g->ops[i].code == DFL_OP_DFLASH_METRICS) ev->correct = g->ops[i].in[0];
+  if (ev->correct < 0 || dfl_tensor_numel(&g->t[ev->correct]) != (int64_t)cp.tg.batch * cp.tg.N * s->block_size) {
     fprintf(stderr, "dflc: the evaluation graph has no per-block correct flags for the acceptance walk\n");
-    dfl_graph_free(&ev->eg.g);
+    dfl_compiled_free(&cp);
     return DFL_ERR;
   }
-  ev->eg.g.t[ev->correct].kind = DFL_T_OUTPUT;
+  cp.g->t[ev->correct].kind = DFL_T_OUTPUT;
   /* The host reads only the persistent sums (out.*) and the flags, so the eval graph runs planned too. */
-  ev->planned = dfl_be_plan(&ev->plan, &ev->eg.g, kind, 0, 0, NULL) == DFL_OK;
+  dfl_compile_plan(s, &req, &cp);
+  dfl_compiled_take(&cp, &ev->eg, &ev->plan, &ev->planned);
   if (kind == DFL_BE_CUDA) {
     const dfl_train_graph *e = &ev->eg;
     int in[4] = {e->ids, e->loss_mask, e->anchors, e->keep};
