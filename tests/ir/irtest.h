@@ -6,6 +6,7 @@
 #include "compiler/graph.h"
 #include "compiler/spec.h"
 #include "runtime/cpu/cpu.h"
+#include "tests/ir/op_table.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -147,7 +147,41 @@ static void check_grad(const char *what, cfg *k) {
   dfl_graph_free(&g);
 }
 
-int main(void) {
+/* ATTENTION's forward (causal, sliding, MHA; DFlash full and sliding) against the dense reference,
+** f32 and f64; the op table's forward row (tests/ir/op_table.h). */
+static void attention_forwards(void) {
+  for (int f64 = 0; f64 < 2; f64++) {
+    cfg k = {.batch = 2, .S = 11, .nh = 4, .nkv = 2, .hd = 4};
+    check_forward("causal", &k, f64);
+    k.W = 3;
+    check_forward("causal sliding", &k, f64);
+    k.nkv = 4, k.W = 0;
+    check_forward("causal mha", &k, f64);
+    cfg d = {.batch = 2, .S = 10, .N = 4, .B = 4, .nh = 4, .nkv = 2, .hd = 4, .dflash = 1};
+    random_anchors(&d);
+    check_forward("dflash full", &d, f64);
+    d.W = 3;
+    check_forward("dflash sliding", &d, f64);
+  }
+}
+
+/* ATTENTION's gradient (ATTENTION_BWD) against finite differences; the op table's gradient row. */
+static void attention_grads(void) {
+  cfg k = {.batch = 2, .S = 6, .nh = 2, .nkv = 1, .hd = 4};
+  check_grad("causal", &k);
+  k.W = 2;
+  check_grad("causal sliding", &k);
+  cfg d = {.batch = 2, .S = 7, .N = 3, .B = 3, .nh = 4, .nkv = 2, .hd = 2, .dflash = 1};
+  random_anchors(&d);
+  check_grad("dflash full", &d);
+  d.W = 3;
+  check_grad("dflash sliding", &d);
+}
+
+OP_CASE(optab_attention_forward, fails, rng_s, attention_forwards())
+OP_CASE(optab_attention_grad, fails, rng_s, attention_grads())
+
+DFL_TEST_MAIN {
   rng_init("ir_attention");
   /* reference §1.4 sliding example: S=12, B=4, W=4, a=6 */
   static const int want[4][4] = {{3, 4, 5, 12}, {4, 5, 12, 13}, {5, 12, 13, 14}, {12, 13, 14, 15}};
@@ -167,30 +201,8 @@ int main(void) {
     CHECK(!dfl_dflash_allowed(12, 4, 0, 6, 1, 4 + j, 12 + j));
   }
 
-  for (int f64 = 0; f64 < 2; f64++) {
-    cfg k = {.batch = 2, .S = 11, .nh = 4, .nkv = 2, .hd = 4};
-    check_forward("causal", &k, f64);
-    k.W = 3;
-    check_forward("causal sliding", &k, f64);
-    k.nkv = 4, k.W = 0;
-    check_forward("causal mha", &k, f64);
-    cfg d = {.batch = 2, .S = 10, .N = 4, .B = 4, .nh = 4, .nkv = 2, .hd = 4, .dflash = 1};
-    random_anchors(&d);
-    check_forward("dflash full", &d, f64);
-    d.W = 3;
-    check_forward("dflash sliding", &d, f64);
-  }
-  {
-    cfg k = {.batch = 2, .S = 6, .nh = 2, .nkv = 1, .hd = 4};
-    check_grad("causal", &k);
-    k.W = 2;
-    check_grad("causal sliding", &k);
-    cfg d = {.batch = 2, .S = 7, .N = 3, .B = 3, .nh = 4, .nkv = 2, .hd = 2, .dflash = 1};
-    random_anchors(&d);
-    check_grad("dflash full", &d);
-    d.W = 3;
-    check_grad("dflash sliding", &d);
-  }
+  attention_forwards();
+  attention_grads();
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }
   printf("ir_attention: ok\n");
   return 0;

@@ -225,12 +225,19 @@ static void fuse_quant_case(dfl_dtype dt, int C, int group, int extra_read, int 
   free(ys[0]), free(ys[1]);
 }
 
-int main(void) {
+/* The op table's row in this file (tests/ir/op_table.h): QUANT_F8's bytes and scales exactly the
+** oracle's, MATMUL_F8 against the f64 product of the oracle's bytes. */
+static void quant_matmul_cases(void) {
+  for (int rep = 0; rep < 4; rep++)
+    for (int f64 = 0; f64 < 2; f64++) test_ops(f64, rep & 1);
+}
+OP_CASE(optab_fp8_ops, fails, rng_s, quant_matmul_cases())
+
+DFL_TEST_MAIN {
   rng_init("ir_fp8");
   test_codec();
   test_quant_row();
-  for (int rep = 0; rep < 4; rep++)
-    for (int f64 = 0; f64 < 2; f64++) test_ops(f64, rep & 1);
+  quant_matmul_cases();
   test_fuse();
   for (int b = 0; b < 2; b++) {
     dfl_dtype dt = b ? DFL_BF16 : DFL_F32;

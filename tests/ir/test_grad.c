@@ -185,10 +185,19 @@ static void check_block_expand(void) {
   dfl_graph_free(&g);
 }
 
-int main(void) {
-  rng_init("ir_grad");
+/* The op table's rows in this file (tests/ir/op_table.h); the composite chain stays ir_grad's. */
+static void matmul_grads(void) {
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) check_matmul(ta, tb, ta == tb ? 1.0 : 0.75);
+}
+OP_CASE(optab_grad_matmul, fails, rng_s, matmul_grads())
+OP_CASE(optab_grad_simple, fails, rng_s, check_simple())
+OP_CASE(optab_grad_linear_ce, fails, rng_s, check_linear_ce(1), check_linear_ce(0))
+OP_CASE(optab_grad_block_rows, fails, rng_s, check_block_expand())
+
+DFL_TEST_MAIN {
+  rng_init("ir_grad");
+  matmul_grads();
   check_simple();
   check_linear_ce(1);
   check_linear_ce(0);

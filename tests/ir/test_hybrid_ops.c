@@ -18,6 +18,7 @@
 #include "compiler/graph.h"
 #include "compiler/status.h"
 #include "runtime/cpu/cpu.h"
+#include "tests/ir/op_table.h"
 
 static int failures;
 #include "tests/common/check.h"
@@ -271,13 +272,24 @@ static void case_partial_rope(int nh, int hd, int rd) {
   dfl_graph_free(&g);
 }
 
-int main(void) {
-  const char *seed = getenv("DFL_SEED");
-  rs = seed ? strtoull(seed, NULL, 10) : (unsigned long long)time(NULL);
-  printf("test_hybrid_ops: DFL_SEED=%llu\n", rs);
+/* The op table's rows in this file (tests/ir/op_table.h): the cases main runs, by op. */
+/* GATED_DELTA at sequence lengths 1, 63, 64, 65, 200 (two sequences, GVA 3), then one of 130 (MHA). */
+static void gated_delta_cases(void) {
   const int lens[] = {1, 63, 64, 65, 200};
   for (int i = 0; i < 5; i++) case_gated_delta(lens[i], 2, 2, 3, 16, 8);
   case_gated_delta(130, 1, 1, 1, 32, 32);
+}
+OP_CASE(optab_hybrid_gated_delta, failures, rs, gated_delta_cases())
+OP_CASE(optab_hybrid_conv, failures, rs, case_conv(1, 3, 5, 4), case_conv(70, 2, 12, 4), case_conv(9, 2, 7, 2))
+OP_CASE(optab_hybrid_rows, failures, rs, case_rows())
+OP_CASE(optab_hybrid_partial_rope, failures, rs, case_partial_rope(3, 32, 8), case_partial_rope(2, 64, 16),
+        case_partial_rope(2, 16, 16))
+
+DFL_TEST_MAIN {
+  const char *seed = getenv("DFL_SEED");
+  rs = seed ? strtoull(seed, NULL, 10) : (unsigned long long)time(NULL);
+  printf("test_hybrid_ops: DFL_SEED=%llu\n", rs);
+  gated_delta_cases();
   case_conv(1, 3, 5, 4);
   case_conv(70, 2, 12, 4);
   case_conv(9, 2, 7, 2);

@@ -346,7 +346,15 @@ static void test_block_rows(int f64) {
   dfl_graph_free(&g);
 }
 
-int main(void) {
+/* The op table's rows in this file (tests/ir/op_table.h). */
+OP_CASE(optab_ops_matmul, fails, rng_s, test_matmul(0), test_matmul(1))
+OP_CASE(optab_ops_elementwise, fails, rng_s, test_elementwise(0), test_elementwise(1))
+OP_CASE(optab_ops_linear_ce, fails, rng_s, test_linear_ce(0), test_linear_ce(1))
+OP_CASE(optab_ops_block_rows, fails, rng_s, test_block_rows(0), test_block_rows(1))
+OP_CASE(optab_ops_dflash_blocks, fails, rng_s, test_dflash_blocks())
+OP_CASE(optab_ops_dflash_metrics, fails, rng_s, test_dflash_metrics())
+
+DFL_TEST_MAIN {
   rng_init("ir_ops");
   for (int f64 = 0; f64 < 2; f64++) {
     test_matmul(f64);

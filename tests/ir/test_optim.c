@@ -86,8 +86,9 @@ static void run_case(const char *what, struct dfl_optim_cfg k) {
   dfl_graph_free(&g);
 }
 
-int main(void) {
-  rng_init("ir_optim");
+/* The three schedules and clip settings main runs; also the op table's row for ACCUM, SUMSQ_ACC,
+** OPT_PREP and ADAMW (tests/ir/op_table.h). */
+static void optim_cases(void) {
   struct dfl_optim_cfg k = {.lr = 0.05, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .wd = 0.1, .clip = 0.001,
                             .warmup = 2, .total = 4, .schedule = DFL_SCHED_COSINE};
   run_case("cosine, clipped", k);
@@ -95,6 +96,12 @@ int main(void) {
   run_case("linear, no clip", k);
   k.clip = 1e6, k.schedule = DFL_SCHED_CONSTANT;
   run_case("constant, clip inactive", k);
+}
+OP_CASE(optab_optim_steps, fails, rng_s, optim_cases())
+
+DFL_TEST_MAIN {
+  rng_init("ir_optim");
+  optim_cases();
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }
   printf("ir_optim: ok\n");
   return 0;
