@@ -162,7 +162,7 @@ static double skipped_rows_flops(const dfl_spec *s, int colocated) {
 int dfl_cmd_bench(int argc, char **argv) {
   const char *spec_file = NULL, *json = NULL;
   int64_t steps = 20, warmup = 3, reps = 3;
-  int fp32 = 0, cpu = 0, drafter_only = 0, target_only = 0, ops = 0, gemms = 0, floor_ = 0;
+  int fp32 = 0, cpu = 0, drafter_only = 0, target_only = 0, ops = 0, gemms = 0, floor_ = 0, as_cc = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -180,7 +180,10 @@ int dfl_cmd_bench(int argc, char **argv) {
              "  --gemms         --ops and also each GEMM shape's time and TFLOP/s\n"
              "  --floor         last, the step's GEMMs and loss head alone, back to back for seconds, then\n"
              "                  those and its attention: their time and (GPU) energy per step at the board's\n"
-             "                  power, the floor of a step that did nothing else\n", PEAK_TFLOPS);
+             "                  power, the floor of a step that did nothing else\n"
+             "  --as-cc CC      pick kernels as a GPU of compute capability CC would (80, 86, 89, 90, 100,\n"
+             "                  120: docs/gpus.md), on this GPU: which kernels another architecture runs\n"
+             "                  and that they agree, not its speed\n", PEAK_TFLOPS);
       return 0;
     } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--phase-steps")) {
       char *end;
@@ -214,6 +217,15 @@ int dfl_cmd_bench(int argc, char **argv) {
       ops = gemms = 1;
     } else if (!strcmp(a, "--floor")) {
       floor_ = 1;
+    } else if (!strcmp(a, "--as-cc")) {
+      char *end;
+      long v = next ? strtol(next, &end, 10) : -1;
+      if (!next || *end || v < 80 || v > 200) {
+        fprintf(stderr, "dflc bench: --as-cc needs a compute capability as major*10+minor (80, 86, 89, 90, 100, 120)\n");
+        return 2;
+      }
+      as_cc = (int)v;
+      i++;
     } else if (a[0] == '-' || spec_file) {
       fprintf(stderr, "dflc bench: unexpected argument '%s'\n", a);
       return 2;
@@ -225,6 +237,14 @@ int dfl_cmd_bench(int argc, char **argv) {
     fprintf(stderr, "usage: dflc bench SPEC.dfl [--steps N]\n");
     return 2;
   }
+#ifdef DFL_HAVE_CUDA
+  dfl_cuda_set_default_as_cc(as_cc);   /* every backend this command opens picks that row's kernels */
+#else
+  if (as_cc) {
+    fprintf(stderr, "dflc bench: --as-cc: this dflc was built without CUDA\n");
+    return 2;
+  }
+#endif
   dfl_spec *s = malloc(sizeof *s);
   dfl_trainer *tr = calloc(1, sizeof *tr);
   int rc = s && tr ? dfl_spec_load(spec_file, s) : DFL_ENOMEM;

@@ -94,6 +94,13 @@ int dfl_cmd_build(int argc, char **argv) {
     fprintf(stderr, "usage: dflc build SPEC.dfl -o DIR [--arch sm_90a]\n");
     return 2;
   }
+#ifdef DFL_HAVE_CUDA
+  if (!dfl_emit_arch_ok(arch)) {   /* before the plan is written: a typo costs nothing */
+    fprintf(stderr, "dflc build: --arch %s: dflc compiles for %s (or another sm_XY >= sm_80 this NVRTC offers; "
+            "docs/gpus.md)\n", arch, dfl_emit_arch_list());
+    return 2;
+  }
+#endif
   dfl_spec *s = malloc(sizeof *s);
   dfl_compiled *cp = calloc(1, sizeof *cp);
   if (!s || !cp) return 1;

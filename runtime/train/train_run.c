@@ -14,6 +14,9 @@
 #include "runtime/io/weights.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/backend.h"
+#ifdef DFL_HAVE_CUDA
+#include "runtime/cuda/cuda.h"
+#endif
 #include "runtime/train/train_export.h"
 
 /* --- printing: evaluations, step positions, timings --- */
@@ -167,6 +170,10 @@ int dfl_train_run(dfl_trainer *tr, dfl_eval_stats *first, dfl_eval_stats *last) 
   int64_t np = 0;
   for (int i = 0; i < tr->tg.drafter.n_params; i++) np += dfl_tensor_numel(&tr->tg.g.t[tr->tg.drafter.params[i]]);
   fprintf(log, "backend: %s, precision %s\n", tr->be.name, s->precision == DFL_PREC_BF16 ? "bf16" : "fp32");
+#ifdef DFL_HAVE_CUDA
+  char gdesc[512];   /* which kernels this GPU's architecture gets (docs/gpus.md) */
+  if (tr->be.kind == DFL_BE_CUDA && dfl_cuda_describe_device(gdesc, sizeof gdesc) == DFL_OK) fprintf(log, "%s\n", gdesc);
+#endif
   char cdesc[256];
   if (dfl_spec_compile_desc(s, 0, cdesc, sizeof cdesc)) fprintf(log, "compile: %s (not the defaults)\n", cdesc);
   fprintf(log, "train: %s, drafter %d layers (%.2fM params), batch %d x %d tokens, %d anchors x %d, accum %d, "
