@@ -10,12 +10,18 @@
 ** Integer outputs and QUANT_F8's bytes: exact.
 ** Determinism: each case runs on the GPU a second time on the same inputs, and every output must
 ** come back bit for bit (SCATTER_ADD alone adds by atomics; DFL_OPS_NO_RERUN=1 runs each case once).
-** Exit 77 (ctest SKIP) when no CUDA device is present.
+** Coverage: every opcode of compiler/ops.def must appear in some case's graph, or the run fails
+** naming it (a new op needs its GPU case here, as it needs its row in tests/ir/test_op_table.c).
+** Without a CUDA device the cases only build their graphs for that check (no backend runs), then
+** the program exits 77 (ctest SKIP), or 1 when an op has no case.
 ** This file: the harness (run_case) and main, which calls every case in one order; the cases live
 ** by kernel family in test_ops_dense.c, test_ops_attention.c, test_ops_loss_optim.c and
 ** test_ops_hybrid.c (shared declarations: ops.h).
 */
 #include "ops.h"
+
+static int graphs_only;                  /* no GPU: run_case records the ops and runs nothing */
+static unsigned char op_covered[DFL_OP_COUNT]; /* the opcodes of every case's graph */
 
 /* The state every case file shares (declared in tests/cuda/ops.h). */
 unsigned long long rng_s;
@@ -43,6 +49,9 @@ void run_case(const char *name, dfl_graph *g, const ifill *ints, int nints, cons
                      const int *binary) {
   const char *only = getenv("DFL_OPS_ONLY"); /* run only the cases whose name holds this text */
   if (only && !strstr(name, only)) return;
+  for (int i = 0; i < g->nops; i++)
+    if ((int)g->ops[i].code >= 0 && g->ops[i].code < DFL_OP_COUNT) op_covered[g->ops[i].code] = 1;
+  if (graphs_only) return;
   cases++;
   dfl_cpu cpu;
   dfl_cuda gpu;
@@ -186,7 +195,7 @@ void rand_anchors(int batch, int S, int N, int B, int32_t *anc, int32_t *keep, i
 }
 
 int main(void) {
-  if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
+  graphs_only = !dfl_cuda_available();
   const char *e = getenv("DFL_SEED");
   rng_s = e ? strtoull(e, NULL, 10) : (unsigned long long)time(NULL);
   printf("seed %llu (DFL_SEED=%llu reproduces)\n", rng_s, rng_s);
@@ -397,6 +406,23 @@ int main(void) {
     case_gated_delta(2, 70, 1, 2, 32, 64);
     case_gated_delta(1, 100, 1, 2, 128, 256);
   }
+  /* every op of ops.def in some case (a partial run, DFL_OPS_ONLY, checks nothing) */
+  static const char *const op_names[] = {
+#define DFL_OP(NAME, name, family, diff) #name,
+#include "compiler/ops.def"
+#undef DFL_OP
+  };
+  int uncovered = 0;
+  for (int k = 0; k < DFL_OP_COUNT && !getenv("DFL_OPS_ONLY"); k++)
+    if (!op_covered[k]) {
+      fprintf(stderr, "FAIL %s: no case runs this op (tests/cuda/test_ops*.c)\n", op_names[k]);
+      uncovered++;
+    }
+  if (graphs_only) {
+    printf("SKIP: no CUDA device (%s)\n", uncovered ? "and ops without a case" : "every op has a case");
+    return uncovered ? 1 : 77;
+  }
+  fails += uncovered;
   printf("%d cases, %d failures\n", cases, fails);
   return fails ? 1 : 0;
 }
