@@ -10,13 +10,15 @@ counted), --regenerate against a stand-in OpenAI-compatible server (retry, kill 
 the sidecar's tokenizer record, `dflc check` on the rows (and refusing them when the record names another
 tokenizer), and a 2-step `dflc train` on them.
 """
-import gzip
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prepare_common import row_errors, rows, runs_of  # noqa: E402
 
 try:
     from tokenizers import Tokenizer
@@ -46,12 +48,6 @@ def run(args, **kw):
     return subprocess.run(PREP + args, capture_output=True, text=True, **kw)
 
 
-def rows(path):
-    op = gzip.open if path.endswith(".gz") else open
-    with op(path, "rt") as f:
-        return [json.loads(l) for l in f]
-
-
 def convs(path):
     out = []
     with open(path) as f:
@@ -65,24 +61,6 @@ def convs(path):
     return out
 
 
-def runs_of(row, v):
-    """decoded text of each maximal run of tokens whose mask is v"""
-    out, cur = [], []
-    for i, m in zip(row["input_ids"], row["loss_mask"]):
-        if m == v:
-            cur.append(i)
-        elif cur:
-            out.append(tok.decode(cur, skip_special_tokens=False))
-            cur = []
-    if cur:
-        out.append(tok.decode(cur, skip_special_tokens=False))
-    return out
-
-
-def rendering(conv):
-    return "".join(f"<|im_start|>{r}\n{c}<|im_end|>\n" for r, c in conv)
-
-
 # 1. all assistant turns, both input layouts, .gz output
 out = os.path.join(T, "chat.jsonl.gz")
 p = run([MODEL, CHAT, "-o", out])
@@ -90,10 +68,8 @@ check(p.returncode == 0, f"prepare exited {p.returncode}: {p.stderr}")
 R, C = rows(out), convs(CHAT)
 check(len(R) == len(C) == 5, f"{len(R)} rows for {len(C)} conversations")
 for k, (row, conv) in enumerate(zip(R, C)):
-    check(len(row["input_ids"]) == len(row["loss_mask"]), f"row {k}: lengths differ")
-    check(tok.decode(row["input_ids"], skip_special_tokens=False) == rendering(conv), f"row {k}: not the rendering")
-    want = [c + "<|im_end|>\n" for r, c in conv if r == "assistant"]
-    check(runs_of(row, 1) == want, f"row {k}: supervised runs {runs_of(row, 1)} != {want}")
+    for e in row_errors(tok, row, conv, [c for r, c in conv if r == "assistant"]):
+        check(False, f"row {k}: {e}")
     sup = sum(row["loss_mask"])
     check(sup > 0 and sup < len(row["loss_mask"]), f"row {k}: {sup} supervised")
 side = json.load(open(out + ".prepare.json"))
@@ -108,13 +84,13 @@ p = run([MODEL, CHAT, "-o", os.path.join(T, "last.jsonl"), "--mask", "last", "--
 check(p.returncode == 0 and p.stdout == "", f"--mask last: {p.returncode} {p.stdout} {p.stderr}")
 for k, (row, conv) in enumerate(zip(rows(os.path.join(T, "last.jsonl")), C)):
     last = [c for r, c in conv if r == "assistant"][-1]
-    check(runs_of(row, 1) == [last + "<|im_end|>\n"], f"--mask last row {k}: {runs_of(row, 1)}")
+    check(runs_of(tok, row, 1) == [last + "<|im_end|>\n"], f"--mask last row {k}: {runs_of(tok, row, 1)}")
 
 # 3. --thinking strip: the think block leaves the row
 p = run([MODEL, CHAT, "-o", os.path.join(T, "strip.jsonl"), "--thinking", "strip", "--quiet"])
 r3 = rows(os.path.join(T, "strip.jsonl"))[2]
-check(runs_of(r3, 1) == ["17 plus 25 is 42.<|im_end|>\n"], f"--thinking strip: {runs_of(r3, 1)}")
-check("<think>" in "".join(runs_of(R[2], 1)), "--thinking keep (the default) keeps the block")
+check(runs_of(tok, r3, 1) == ["17 plus 25 is 42.<|im_end|>\n"], f"--thinking strip: {runs_of(tok, r3, 1)}")
+check("<think>" in "".join(runs_of(tok, R[2], 1)), "--thinking keep (the default) keeps the block")
 
 # 4. --seq-len: truncate (counted) or drop (counted)
 lens = sorted(len(r["input_ids"]) for r in R)
@@ -215,7 +191,7 @@ for k, (row, conv) in enumerate(zip(rows(rg), C)):
         u += r == "user"
         if r == "assistant":
             want.append(f"reply to: {users[u - 1]}<|im_end|>\n")
-    check(runs_of(row, 1) == want, f"--regenerate row {k}: {runs_of(row, 1)} != {want}")
+    check(runs_of(tok, row, 1) == want, f"--regenerate row {k}: {runs_of(tok, row, 1)} != {want}")
 # killed mid-run, then resumed: nothing asked twice but the conversation in flight, nothing lost
 ref_rows = rows(rg)
 for f in (rg, rg + ".regen.jsonl"):

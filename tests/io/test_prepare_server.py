@@ -28,6 +28,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from prepare_common import row_errors, rows  # noqa: E402
+
 missing = []
 for m in ("tokenizers", "jinja2", "torch", "transformers", "fastapi", "uvicorn"):
     try:
@@ -161,29 +164,6 @@ def regen_file(path):
     return out
 
 
-def rows(path):
-    with open(path) as f:
-        return [json.loads(l) for l in f]
-
-
-def runs_of(row, v):
-    """decoded text of each maximal run of tokens whose mask is v"""
-    out, cur = [], []
-    for i, m in zip(row["input_ids"], row["loss_mask"]):
-        if m == v:
-            cur.append(i)
-        elif cur:
-            out.append(tok.decode(cur, skip_special_tokens=False))
-            cur = []
-    if cur:
-        out.append(tok.decode(cur, skip_special_tokens=False))
-    return out
-
-
-def rendering(conv):  # nano's ChatML template (examples/models/nano/chat_template.jinja)
-    return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in conv)
-
-
 def prefixes(conv):
     """the requests a conversation makes: the messages before each assistant turn"""
     return [json.dumps(conv[:i], sort_keys=True) for i, m in enumerate(conv) if m["role"] == "assistant"]
@@ -235,10 +215,8 @@ try:
               f"conversation {k + 1}: the regeneration changed a turn that is not the assistant's")
         replies = [m["content"] for m in new if m["role"] == "assistant"]
         changed += sum(a != m["content"] for a, m in zip(replies, [m for m in conv if m["role"] == "assistant"]))
-        check(tok.decode(row["input_ids"], skip_special_tokens=False) == rendering(new),
-              f"row {k}: not the rendering of the regenerated conversation")
-        check(runs_of(row, 1) == [r + "<|im_end|>\n" for r in replies],
-              f"row {k}: supervised {runs_of(row, 1)} != the server's replies {replies}")
+        for e in row_errors(tok, row, [(m["role"], m["content"]) for m in new], replies):
+            check(False, f"row {k} (the regenerated conversation, the server's replies supervised): {e}")
     check(changed == n_turns, f"only {changed} of {n_turns} assistant turns differ from the dataset's")
     # the stored replies are the server's: ask it again directly, turn by turn (greedy, so the same)
     for ln, conv in sorted(regen.items()):
