@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(cmake ninja-build gcc clang flex bison pkg-config libjansson-dev libyaml-dev libopenblas-dev zlib1g-dev)
-# mpirun + libmpi.so.40: the OpenMPI bootstrap of multi-process GPU runs and its test (test_pipeline_launch_mpi)
+# mpirun + libmpi.so.40: the OpenMPI bootstrap of multi-process GPU runs and its test (pipeline_launch_mpi)
 pkgs+=(openmpi-bin libopenmpi-dev)
 # headless browser for the plan page test; optional elsewhere
 [ "${DFL_WITH_BROWSER:-1}" = 1 ] && pkgs+=(chromium)

@@ -16,7 +16,7 @@
 ** for every row in flight, a window of the next N anchor candidates starting at the walk's next
 ** anchor (N = the graph's anchor slots), and the walk goes on through the window as far as its
 ** anchors lie inside it. Rows are batched: a slot freed by a finished row takes the next row.
-** The result is the one-block-per-round walk's, exactly (test_train_accept checks both).
+** The result is the one-block-per-round walk's, exactly (train_accept checks both).
 */
 #ifndef DFL_ACCEPT_H
 #define DFL_ACCEPT_H

@@ -21,6 +21,7 @@
 #include "ops.h"
 
 static int graphs_only;                  /* no GPU: run_case records the ops and runs nothing */
+static int no_fp8;                       /* --as-cc below 89: the forced row has no FP8 (its cases skip) */
 static unsigned char op_covered[DFL_OP_COUNT]; /* the opcodes of every case's graph */
 
 /* The state every case file shares (declared in tests/cuda/ops.h). */
@@ -52,6 +53,11 @@ void run_case(const char *name, dfl_graph *g, const ifill *ints, int nints, cons
   for (int i = 0; i < g->nops; i++)
     if ((int)g->ops[i].code >= 0 && g->ops[i].code < DFL_OP_COUNT) op_covered[g->ops[i].code] = 1;
   if (graphs_only) return;
+  for (int t = 0; no_fp8 && t < g->nt; t++)
+    if (g->t[t].dtype == DFL_F8E4M3) {
+      printf("skip %s: FP8, which the forced architecture lacks\n", name);
+      return;
+    }
   cases++;
   dfl_cpu cpu;
   dfl_cuda gpu;
@@ -194,8 +200,17 @@ void rand_anchors(int batch, int S, int N, int B, int32_t *anc, int32_t *keep, i
   (void)B;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* --as-cc CC: the kernels a GPU of compute capability CC gets, picked on this one (docs/gpus.md) */
+  int as_cc = argc > 2 && !strcmp(argv[1], "--as-cc") ? atoi(argv[2]) : 0;
+  if (argc > 1 && (!as_cc || argc != 3)) {
+    fprintf(stderr, "usage: cuda_ops [--as-cc CC]\n");
+    return 2;
+  }
+  dfl_cuda_set_default_as_cc(as_cc);
+  no_fp8 = as_cc && as_cc < 89;
   graphs_only = !dfl_cuda_available();
+  if (as_cc) printf("as-cc %d: kernels picked as on a GPU of compute capability %d.%d\n", as_cc, as_cc / 10, as_cc % 10);
   const char *e = getenv("DFL_SEED");
   rng_s = e ? strtoull(e, NULL, 10) : (unsigned long long)time(NULL);
   printf("seed %llu (DFL_SEED=%llu reproduces)\n", rng_s, rng_s);
