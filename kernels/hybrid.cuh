@@ -22,12 +22,14 @@ extern "C" __global__ void dfl_conv1d_silu(void *y, int dty, const void *x, int 
   }
 }
 
-/* The same for 16-byte rows (x and y bf16 or f16, C % 8 == 0, K = 4: what the qwen3_5 checkpoints hold):
-** a thread per 8 channels and HY_CRT consecutive rows, the K - 1 previous rows in registers, so each
-** input row is read once (plus 3 halo rows per run); the per-element kernel above read every x K times
-** with 2-byte loads (250 GB/s). Rows are loaded HY_CRB at a time, a batch ahead of its use: one row at
-** a time left two 16-byte loads in flight a thread, too few to cover DRAM latency (1.2 TB/s). Same sum order
-** as above; SiLU through the fast exponential and divide (bf16 output: their error is below its step). */
+/* 16-byte rows (x and y bf16 or f16, C % 8 == 0, K = 4: what the qwen3_5 checkpoints hold) go to the
+** split form's kernel below (dfl_conv1d_silu_qkv_v8; the plain form is its D = 0 case, every channel
+** to v): a thread per 8 channels and HY_CRT consecutive rows, the K - 1 previous rows in registers, so
+** each input row is read once (plus 3 halo rows per run); the per-element kernel above read every x K
+** times with 2-byte loads (250 GB/s). Rows are loaded HY_CRB at a time, a batch ahead of its use: one
+** row at a time left two 16-byte loads in flight a thread, too few to cover DRAM latency (1.2 TB/s).
+** Same sum order as above; SiLU through the fast exponential and divide (bf16 output: their error is
+** below its step). */
 #define HY_CRT 32
 #define HY_CRB 4
 __device__ __forceinline__ float hy_silu_fast(float x) { return __fdividef(x, 1.f + __expf(-x)); }
@@ -41,65 +43,6 @@ __device__ __forceinline__ void hy_dec8(uint4 u, int dt, float *v) {
     v[2 * k + 1] = dt == DT_BF16 ? dfl_bf2f(hi) : dfl_h2f(hi);
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 2) dfl_conv1d_silu_v8(void *y, int dty, const void *x, int dtx,
-                                                                      const void *w, int dtw, ll R, int C, int S) {
-  const int C8 = C >> 3;
-  const ll nt = (R + HY_CRT - 1) / HY_CRT;
-  GRID_STRIDE(i, nt * C8) {
-    const int c0 = (int)(i % C8) * 8;
-    const ll r0 = (i / C8) * HY_CRT, r1 = r0 + HY_CRT < R ? r0 + HY_CRT : R;
-    float wk[4][8], h[3][8];
-#pragma unroll
-    for (int c = 0; c < 8; c++)
-#pragma unroll
-      for (int j = 0; j < 4; j++) wk[j][c] = ldf(w, dtw, (ll)(c0 + c) * 4 + j);
-    int pos = (int)(r0 % S); /* r0's position in its sequence */
-#pragma unroll
-    for (int j = 0; j < 3; j++) {
-      if (pos - 3 + j >= 0) ld8(x, dtx, (r0 - 3 + j) * C + c0, h[j]);
-      else {
-#pragma unroll
-        for (int c = 0; c < 8; c++) h[j][c] = 0.f;
-      }
-    }
-    uint4 nxt[HY_CRB]; /* the next HY_CRB rows as loaded (4 registers a row), in flight while these are used */
-#pragma unroll
-    for (int b = 0; b < HY_CRB; b++)
-      if (r0 + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (r0 + b) * C + c0);
-    for (ll rb = r0; rb < r1; rb += HY_CRB) {
-      uint4 raw[HY_CRB];
-#pragma unroll
-      for (int b = 0; b < HY_CRB; b++) {
-        raw[b] = nxt[b];
-        if (rb + HY_CRB + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (rb + HY_CRB + b) * C + c0);
-      }
-#pragma unroll
-      for (int b = 0; b < HY_CRB; b++) {
-        if (rb + b >= r1) break;
-        if (pos == S) { /* a new sequence: the window restarts */
-          pos = 0;
-#pragma unroll
-          for (int c = 0; c < 8; c++) h[0][c] = h[1][c] = h[2][c] = 0.f;
-        }
-        float o[8], xc[8];
-        hy_dec8(raw[b], dtx, xc);
-#pragma unroll
-        for (int c = 0; c < 8; c++) {
-          float acc = 0.f;
-          acc += wk[0][c] * h[0][c];
-          acc += wk[1][c] * h[1][c];
-          acc += wk[2][c] * h[2][c];
-          acc += wk[3][c] * xc[c];
-          o[c] = hy_silu_fast(acc);
-          h[0][c] = h[1][c]; h[1][c] = h[2][c]; h[2][c] = xc[c];
-        }
-        st8(y, dty, (rb + b) * C + c0, o);
-        pos++;
-      }
-    }
-  }
-}
-
 /* L2NORM and NORM_GATE on 16-byte rows (bf16/f16 x, y, z; G % 8 == 0, G / 8 a power of two <= 32):
 ** a thread per 8 features, the group's G / 8 lanes reduce by shuffles; the warp-per-group kernels
 ** below read 2 bytes a lane and left most of a warp idle at G = 128. */

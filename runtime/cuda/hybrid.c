@@ -81,9 +81,13 @@ int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op) {
   int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
   long long R = T(c, op->in[0])->shape[0];
   int C = (int)T(c, op->in[0])->shape[1], K = (int)T(c, op->in[1])->shape[1], S = op->a.S;
-  if (K == 4 && C % 8 == 0 && vec16(y, dty) && vec16(x, dtx)) { /* 16-byte rows: a thread per 8 channels x 32 rows */
-    void *a[] = {&y, &dty, &x, &dtx, &w, &dtw, &R, &C, &S};
-    return launch(c, K_CONV1D_SILU_V8, (R + 31) / 32 * (C / 8), a);
+  if (K == 4 && C % 8 == 0 && vec16(y, dty) && vec16(x, dtx)) {
+    /* 16-byte rows: the split form's kernel with no q or k (D = 0: every channel is v's; L = 1, unused) */
+    int D = 0, L = 1;
+    float eps = 0.f, alpha = 1.f;
+    void *a[] = {&y, &y, &y, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &S, &L, &eps, &alpha};
+    int64_t n = (R + 31) / 32 * (C / 8), g = (n + 127) / 128, cap = (int64_t)c->impl->nsm * 3;
+    return launch2(c, K_CONV_QKV_V8, g < cap ? g : cap, 1, 128, 0, a);
   }
   void *a[] = {&y, &dty, &x, &dtx, &w, &dtw, &R, &C, &K, &S};
   return launch(c, K_CONV1D_SILU, R * C, a);
