@@ -58,20 +58,21 @@ int dfl_compile_graph(const dfl_spec *s_all, int k, const dfl_compile_req *o, df
   dfl_spec *s = malloc(sizeof *s);
   if (!s) return DFL_ENOMEM;
   *s = *s_all;
-  s->batch = c->batch = o->trainer || o->what == DFL_COMPILE_EVAL ? s_all->batch : device_batch(s_all);
-  c->trainer = o->trainer || o->what == DFL_COMPILE_EVAL;
+  s->batch = c->batch = o->trainer || o->what != DFL_COMPILE_TRAIN ? s_all->batch : device_batch(s_all);
+  c->trainer = o->trainer || o->what != DFL_COMPILE_TRAIN;
   c->what = o->what;
   c->steps = s->steps, c->warmup = s->warmup_steps, c->precision = s->precision, c->target_dtype = s->target_dtype;
   snprintf(c->name, sizeof c->name, "node%d.%s%d", dv->node, dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
   int coloc = dv->runs_drafter && (dv->runs_target || o->colocate || c->trainer) && !o->drafter_only;
   c->drafter_only = dv->runs_drafter && !coloc;
-  c->role = dv->runs_drafter ? (coloc ? "target+drafter" : "drafter") : "target";
+  const int drafts = dv->runs_drafter && o->what != DFL_COMPILE_TARGET;
+  c->role = drafts ? (coloc ? "target+drafter" : "drafter") : "target";
   int rc;
-  if (dv->runs_drafter && o->what == DFL_COMPILE_EVAL) {
+  if (drafts && o->what == DFL_COMPILE_EVAL) {
     /* the forward as the train graph runs it, fused the same way (models/pipeline.c) */
     rc = dfl_model_eval_graph(&c->tg, s, 1);
     c->g = &c->tg.g;
-  } else if (dv->runs_drafter) {
+  } else if (drafts) {
     /* passes 1-4: graph, autodiff, optimizer, fuse (models/pipeline.c) */
     rc = dfl_model_train_graph(&c->tg, s, coloc);
     c->g = &c->tg.g;

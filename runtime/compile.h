@@ -24,7 +24,7 @@
 #include "models/models.h"
 
 enum { DFL_COMPILE_BE_DEVICE = 0, DFL_COMPILE_BE_CPU = 1, DFL_COMPILE_BE_CUDA = 2 };
-enum { DFL_COMPILE_TRAIN = 0, DFL_COMPILE_EVAL = 1 };
+enum { DFL_COMPILE_TRAIN = 0, DFL_COMPILE_EVAL = 1, DFL_COMPILE_TARGET = 2 };
 
 typedef struct dfl_compile_req {
   int64_t budget;       /* > 0: replaces the device's memory_budget (`dflc plan --budget`) */
@@ -36,7 +36,9 @@ typedef struct dfl_compile_req {
   int backend;          /* the backend planned for: DFL_COMPILE_BE_DEVICE (the device's kind), _CPU (`--cpu`: host
                         ** element sizes, no CUDA workspaces) or _CUDA (`--cuda`) */
   int what;             /* a drafter device's graph: DFL_COMPILE_TRAIN (the step) or DFL_COMPILE_EVAL (the
-                        ** evaluation forward: no backward, no optimizer; the target colocated) */
+                        ** evaluation forward: no backward, no optimizer; the target colocated); on any
+                        ** device DFL_COMPILE_TARGET: the target forward alone, as a pipeline's target device
+                        ** runs it, for the spec's whole batch (`dflc bench --target-only`) */
   int no_budget;        /* plan without fitting a budget (evaluation graphs, which the trainer's budget excludes) */
   int trainer;          /* as the single-device trainer runs the spec, whatever its topology: the whole
                         ** batch, the target colocated (unless drafter_only), the single-device rewrites

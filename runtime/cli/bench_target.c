@@ -13,6 +13,7 @@
 #include "compiler/plan.h"
 #include "models/models.h"
 #include "runtime/backend.h"
+#include "runtime/compile.h"
 #include "runtime/cli/bench_ops.h"
 #include "runtime/io/weights.h"
 #ifdef DFL_HAVE_CUDA
@@ -22,46 +23,37 @@
 int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, int64_t warmup, int reps, int ops, int gemms,
                      int cpu, const char *json) {
   const int64_t B = s->batch, S = s->seq_len;
-  dfl_graph g;
-  dfl_graph_init(&g);
-  g.cur_phase = DFL_PH_TARGET;
-  int ids = dfl_tensor_1d(&g, "input_ids", DFL_I32, DFL_T_INPUT, B * S);
-  dfl_target_out out;
-  int rc = dfl_model_target(&g, s, (int)B, (int)S, ids, 0, 0, &out);
-  if (!rc) rc = dfl_fuse_passes(&g, dfl_model_fuse_flags(s)); /* as a pipeline's target device */
-  if (rc || out.features < 0) {
+  const dfl_backend_kind kind = cpu || !dfl_be_cuda_available() ? DFL_BE_CPU : DFL_BE_CUDA;
+  /* the target forward as a pipeline's target device runs it, through the compile entry point */
+  dfl_compiled *cp = calloc(1, sizeof *cp);
+  dfl_compile_req req = {.what = DFL_COMPILE_TARGET, .no_budget = 1,
+                         .backend = kind == DFL_BE_CUDA ? DFL_COMPILE_BE_CUDA : DFL_COMPILE_BE_CPU};
+  int kd = dfl_compile_drafter_device(s);
+  if (!cp || kd < 0 || dfl_compile_device(s, kd, &req, cp) != DFL_OK) {
     fprintf(stderr, "dflc bench: %s: cannot build the target graph\n", spec_file);
-    dfl_graph_free(&g);
+    if (cp) dfl_compiled_free(cp);
+    free(cp);
     return 1;
   }
-  const dfl_backend_kind kind = cpu || !dfl_be_cuda_available() ? DFL_BE_CPU : DFL_BE_CUDA;
-  dfl_plan plan;
-  memset(&plan, 0, sizeof plan);
-  dfl_plan_opts po;
-  memset(&po, 0, sizeof po);
-  po.live_out = &out.features;
-  po.n_live_out = 1;
-  dfl_plan_ws *ws = calloc((size_t)g.nops + 2, sizeof *ws);
-  if (ws && kind == DFL_BE_CUDA) po.n_ws = dfl_plan_cuda_workspaces(&g, ws), po.ws = ws;
-  int planned = ws && dfl_plan_build_ex(&plan, &g, NULL, NULL, &po) == DFL_OK && dfl_plan_check(&plan, &g) == DFL_OK;
-  free(ws);
+  dfl_graph *gp = cp->g;
+  int ids = cp->t_ids, planned = cp->planned, rc;
   dfl_backend be;
   dfl_cpu c;
   memset(&be, 0, sizeof be);
   int cpu_open = 0;
   double flops = 0, gemm_fl = 0;
-  for (int i = 0; i < g.nops; i++) {
-    double f = dfl_op_flops(&g, &g.ops[i]);
+  for (int i = 0; i < gp->nops; i++) {
+    double f = dfl_op_flops(gp, &gp->ops[i]);
     flops += f;
-    if (g.ops[i].code == DFL_OP_MATMUL || g.ops[i].code == DFL_OP_MATMUL_F8) gemm_fl += f;
+    if (gp->ops[i].code == DFL_OP_MATMUL || gp->ops[i].code == DFL_OP_MATMUL_F8) gemm_fl += f;
   }
   char what[256];
   dfl_model_target_describe(s, what, sizeof what);
   if (kind == DFL_BE_CUDA) {
-    rc = dfl_be_open_cuda(&be, &g, planned ? &plan : NULL, &ids, 1, &s->opt);
+    rc = dfl_be_open_cuda(&be, gp, planned ? &cp->plan : NULL, &ids, 1, &s->opt);
     if (!rc) rc = dfl_be_load_weights(&be, s, NULL);
   } else {
-    rc = dfl_cpu_init(&c, &g, planned ? &plan : NULL, 0);
+    rc = dfl_cpu_init(&c, gp, planned ? &cp->plan : NULL, 0);
     cpu_open = rc == DFL_OK;
     if (!rc) rc = dfl_weights_load_spec(s, &c, NULL);
     if (!rc) rc = dfl_be_open_cpu(&be, &c);
@@ -70,8 +62,8 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
     fprintf(stderr, "dflc bench: %s: cannot open the %s backend for the target graph\n", spec_file,
             kind == DFL_BE_CUDA ? "CUDA" : "CPU");
     if (cpu_open) dfl_cpu_free(&c);
-    if (planned) dfl_plan_free(&plan);
-    dfl_graph_free(&g);
+    dfl_compiled_free(cp);
+    free(cp);
     return 1;
   }
   printf("bench: %s --target-only on %s (%s), batch %" PRId64 " x %" PRId64 " tokens; %s\n", spec_file, be.name,
@@ -80,7 +72,7 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
   char gpu[512]; /* which kernels this GPU gets (docs/gpus.md) */
   if (kind == DFL_BE_CUDA && dfl_cuda_describe_device(gpu, sizeof gpu) == DFL_OK) printf("%s\n", gpu);
 #endif
-  printf("memory: plan %.2f GiB, backend arena %.2f GiB\n", planned ? plan.arena_bytes / 1073741824.0 : 0.0,
+  printf("memory: plan %.2f GiB, backend arena %.2f GiB\n", planned ? cp->plan.arena_bytes / 1073741824.0 : 0.0,
          be.arena_bytes / 1073741824.0);
   uint64_t x = 0x9e3779b97f4a7c15ull;
   int32_t *in = dfl_be_input_i32(&be, ids);
@@ -101,7 +93,7 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
     printf("forward: %" PRId64 " runs in %.3f s: %.2f ms each, %.0f sequence tokens/s\n", steps, dt, ms, tps);
     printf("FLOPs/forward: %.2f TFLOP (GEMMs %.2f, %.1f%%); achieved %.1f TFLOP/s\n", flops / 1e12, gemm_fl / 1e12,
            100 * gemm_fl / flops, flops / (ms * 1e-3) / 1e12);
-    if (ops) rc = dfl_bench_op_profile_be(&be, &g, reps, gemms);
+    if (ops) rc = dfl_bench_op_profile_be(&be, gp, reps, gemms);
     if (rc) status = 1;
     if (json && !rc) {
       FILE *f = fopen(json, "w");
@@ -118,7 +110,7 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
   }
   dfl_be_close(&be);
   if (cpu_open) dfl_cpu_free(&c);
-  if (planned) dfl_plan_free(&plan);
-  dfl_graph_free(&g);
+  dfl_compiled_free(cp);
+  free(cp);
   return status;
 }
