@@ -28,6 +28,12 @@ else()
   set_tests_properties(cli_build_dir PROPERTIES LABELS cli)
 endif()
 
+# A GPU device without memory_budget planned against its card's memory (`dflc plan --gpu NAME`): the 5 + 3
+# example on eight 96 GB cards, a card too small, the spec's budget first, an unknown card.
+add_test(NAME cli_plan_gpu COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_plan_gpu.sh $<TARGET_FILE:dflc>
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_plan_gpu PROPERTIES LABELS cli ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 300)
+
 # What `dflc check` finds beyond the spec (weights' headers, shards, the memory plan, the run
 # directory) with golden stderr, and `dflc train` refusing the same (NaN weights at load,
 # a plan over budget unless --over-budget).

@@ -81,6 +81,9 @@ int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *pla
 void *dfl_be_workspace(dfl_backend *b, const dfl_plan *plan, const char *name, int64_t *bytes);
 /* 1 when this build has the CUDA backend and a device is usable. */
 int dfl_be_cuda_available(void);
+/* The current CUDA device's memory in bytes (cudaMemGetInfo's total), 0 without one: the budget of a GPU
+** device whose spec gives none (runtime/compile.h, device_memory). */
+int64_t dfl_be_cuda_memory(void);
 /* The PCI bus id of a CUDA backend's GPU ("0000:19:00.0", as cudaDeviceGetPCIBusId writes it):
 ** DFL_OK, or DFL_ERR for a CPU backend or a build without CUDA. */
 int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len);

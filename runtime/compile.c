@@ -37,6 +37,32 @@ static int device_batch(const dfl_spec *s) {
   return nd > 1 && s->batch % nd == 0 ? s->batch / nd : s->batch;
 }
 
+/* nvidia-smi's memory.total of each card, MiB (the 40 GB A100 and the RTX 5090 from their data sheets'
+** capacities less ECC/driver reservations as nvidia-smi shows them on such cards) */
+static const struct { const char *name; int64_t mib; } gpu_mem[] = {
+    {"a100-40gb", 40960}, {"a100-80gb", 81920}, {"a100", 81920},   {"l40s", 46068},       {"h100", 81559},
+    {"h100-nvl", 95830},  {"h200", 143771},     {"b200", 183359},  {"rtx-pro-6000", 97887}, {"rtx-5090", 32607},
+};
+
+int64_t dfl_compile_gpu_memory(const char *name) {
+  char n[32];   /* lower case, '_' and ' ' as '-' */
+  size_t k = 0;
+  for (; name && name[k] && k + 1 < sizeof n; k++)
+    n[k] = name[k] == '_' || name[k] == ' ' ? '-' : name[k] >= 'A' && name[k] <= 'Z' ? (char)(name[k] - 'A' + 'a') : name[k];
+  n[k] = 0;
+  for (size_t i = 0; name && i < sizeof gpu_mem / sizeof gpu_mem[0]; i++)
+    if (!strcmp(n, gpu_mem[i].name)) return gpu_mem[i].mib << 20;
+  return 0;
+}
+
+const char *dfl_compile_gpu_names(void) {
+  static char buf[256];
+  if (!buf[0])
+    for (size_t i = 0, k = 0; i < sizeof gpu_mem / sizeof gpu_mem[0]; i++)
+      k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%s", i ? ", " : "", gpu_mem[i].name);
+  return buf;
+}
+
 int dfl_compile_drafter_device(const dfl_spec *s) {
   for (int i = 0; i < s->n_devices; i++)
     if (s->devices[i].runs_drafter) return i;
@@ -119,7 +145,12 @@ int dfl_compile_plan(const dfl_spec *s_all, const dfl_compile_req *o, dfl_compil
     c->n_ws += dfl_plan_cuda_workspaces(c->g, c->ws + c->n_ws);
   dfl_plan_opts po = {.ws = c->ws, .n_ws = c->n_ws, .live_out = c->live_out, .n_live_out = c->n_live_out,
                       .no_inplace = o->no_inplace, .span_phases = c->span};
-  c->budget = o->no_budget ? 0 : o->budget > 0 ? o->budget : dv->memory_budget;
+  c->budget = 0, c->budget_from = "";
+  if (o->no_budget) {
+  } else if (o->budget > 0) c->budget = o->budget, c->budget_from = "option";
+  else if (dv->memory_budget > 0) c->budget = dv->memory_budget, c->budget_from = "spec";
+  else if (dv->kind == DFL_DEV_GPU && o->device_memory > DFL_COMPILE_GPU_RESERVE)
+    c->budget = o->device_memory - DFL_COMPILE_GPU_RESERVE, c->budget_from = "device";
   int rc = dfl_plan_fit(c->g, c->budget, c->plan_cpu ? cpu_elem : NULL, NULL, &po, &c->plan, &c->r);
   c->planned = c->plan.offset != NULL;
   c->fits = rc == DFL_OK;

@@ -40,6 +40,8 @@ typedef struct dfl_compile_req {
                         ** device DFL_COMPILE_TARGET: the target forward alone, as a pipeline's target device
                         ** runs it, for the spec's whole batch (`dflc bench --target-only`) */
   int no_budget;        /* plan without fitting a budget (evaluation graphs, which the trainer's budget excludes) */
+  int64_t device_memory;/* bytes of the GPU a GPU device without a memory_budget runs on (0: unknown): its budget is
+                        ** then that less DFL_COMPILE_GPU_RESERVE (the CUDA context, cuBLASLt, graph execs) */
   int trainer;          /* as the single-device trainer runs the spec, whatever its topology: the whole
                         ** batch, the target colocated (unless drafter_only), the single-device rewrites
                         ** (the same as without it for a one-device spec) */
@@ -59,6 +61,7 @@ typedef struct dfl_compiled {
   int n_ws, cap_ws;
   int live_out[4], n_live_out;
   int64_t budget;             /* bytes; 0: none */
+  const char *budget_from;    /* "spec" (memory_budget), "option" (budget override), "device" (device_memory), "" */
   dfl_plan plan;
   int planned;                /* plan holds a plan (it may not fit: see fits) */
   int fits;                   /* the plan fits the budget (or there is none) */
@@ -81,6 +84,14 @@ int dfl_compile_plan(const dfl_spec *s, const dfl_compile_req *o, dfl_compiled *
 /* Was c built from what s now says (the schedule, the precision: a trainer's --steps, --fp32 and
 ** resume change them after the check), with or without the colocated target? */
 int dfl_compiled_matches(const dfl_compiled *c, const dfl_spec *s, int drafter_only);
+/* What a GPU's memory keeps beyond the plan's arena: the CUDA context, cuBLASLt's handle and the captured
+** graphs' executables (measured: 0.5 GiB over the arena on an H100 and an H200, docs/gpus.md). */
+#define DFL_COMPILE_GPU_RESERVE (1536ll << 20)
+/* The memory of a GPU by its product name (docs/gpus.md's list: "h100", "h200", "rtx-pro-6000", ...; case
+** and '-'/'_'/' ' ignored), bytes as nvidia-smi's memory.total, or 0 for a name not in the list. */
+int64_t dfl_compile_gpu_memory(const char *name);
+/* The names dfl_compile_gpu_memory knows, for messages: "a100-40gb, a100-80gb, ...". */
+const char *dfl_compile_gpu_names(void);
 /* The device that trains the drafter (the first that runs one), or -1. */
 int dfl_compile_drafter_device(const dfl_spec *s);
 void dfl_compiled_free(dfl_compiled *c);

@@ -22,6 +22,7 @@
 #include "compiler/plan.h"
 #include "compiler/spec.h"
 #include "models/models.h"
+#include "runtime/backend.h"
 #include "runtime/compile.h"
 #include "runtime/cpu/cpu.h"
 
@@ -33,10 +34,19 @@ typedef struct plan_dev {
 
 static void free_dev(plan_dev *pd) { dfl_compiled_free(&pd->c); }
 
+/* The memory of the GPUs a GPU device without memory_budget gets as its budget: `--gpu NAME`, else this
+** machine's GPU when it has one, else none (set once, before any device is planned). */
+static int64_t gpu_memory = -1;
+static const char *gpu_name;   /* --gpu's, for the report */
+static int64_t plan_gpu_memory(void) {
+  if (gpu_memory < 0) gpu_memory = dfl_be_cuda_memory();
+  return gpu_memory;
+}
+
 /* Compiles and plans device k of s. Returns DFL_OK when it fits its budget (or has none). */
 static int plan_device(const dfl_spec *s, int k, int64_t budget_override, int no_inplace, plan_dev *pd) {
   memset(pd, 0, sizeof *pd);
-  dfl_compile_req o = {.budget = budget_override, .no_inplace = no_inplace};
+  dfl_compile_req o = {.budget = budget_override, .no_inplace = no_inplace, .device_memory = plan_gpu_memory()};
   int rc = dfl_compile_device(s, k, &o, &pd->c);
   const dfl_compiled *c = &pd->c;
   snprintf(pd->d.name, sizeof pd->d.name, "%s", c->name);
@@ -128,7 +138,8 @@ int dfl_plan_verdict(const dfl_spec *s, dfl_plan_miss *miss, int max_miss, dfl_c
     int rc;
     if (one && s->n_devices == 1 && one->g) {   /* the caller's graph, planned here and kept */
       memset(&pd, 0, sizeof pd);
-      rc = dfl_compile_plan(s, NULL, one);
+      dfl_compile_req req = {.device_memory = plan_gpu_memory()};
+      rc = dfl_compile_plan(s, &req, one);
       pd.c = *one;
       pd.d.budget = one->budget;
       snprintf(pd.d.name, sizeof pd.d.name, "%s", one->name);
@@ -167,7 +178,7 @@ static int64_t parse_bytes(const char *s) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: dflc plan SPEC.dfl [--device N] [--yaml FILE] [--html FILE] [--diff OLD.yaml]\n"
-             "                 [--budget BYTES] [--no-inplace] [--quiet] [--graph FILE]\n"
+             "                 [--budget BYTES] [--gpu NAME] [--no-inplace] [--quiet] [--graph FILE]\n"
              "  Plans every device's memory from the spec alone (no weights are read) and prints, per device,\n"
              "  the total and its parts, the peak and where it happens, the lower bound and the ratio, the\n"
              "  largest buffers live at the peak and the FLOPs per step.\n"
@@ -176,6 +187,9 @@ static void usage(FILE *f) {
              "  --html FILE     write a self-contained page with an offset-by-time picture of every buffer\n"
              "  --diff OLD.yaml compare with an earlier plan: per part and per buffer, bytes before/after\n"
              "  --budget BYTES  override every device's memory_budget (e.g. 80GiB, 512MiB)\n"
+             "  --gpu NAME      the GPUs the spec's GPU devices run on (h100, h200, rtx-pro-6000, ...: docs/gpus.md):\n"
+             "                  a GPU device without memory_budget gets that card's memory less 1.5 GiB (by default:\n"
+             "                  this machine's GPU, if it has one)\n"
              "  --no-inplace    do not let elementwise outputs take their dying input's bytes\n"
              "  --quiet         no table (with --yaml/--html/--diff)\n"
              "  --graph FILE    write each planned device's graph as text: persistent tensors, then every op\n"
@@ -191,7 +205,8 @@ int dfl_cmd_plan(int argc, char **argv) {
     int more = i + 1 < argc;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
     else if (!more && (!strcmp(a, "--device") || !strcmp(a, "--yaml") || !strcmp(a, "--html") ||
-                       !strcmp(a, "--diff") || !strcmp(a, "--budget") || !strcmp(a, "--graph"))) {
+                       !strcmp(a, "--diff") || !strcmp(a, "--budget") || !strcmp(a, "--graph") ||
+                       !strcmp(a, "--gpu"))) {
       fprintf(stderr, "dflc plan: %s needs a value (see `dflc plan --help`)\n", a);
       return 2;
     } else if (!strcmp(a, "--device") && more) {
@@ -202,6 +217,15 @@ int dfl_cmd_plan(int argc, char **argv) {
     else if (!strcmp(a, "--html") && more) html = argv[++i];
     else if (!strcmp(a, "--diff") && more) diff = argv[++i];
     else if (!strcmp(a, "--graph") && more) graph = argv[++i];
+    else if (!strcmp(a, "--gpu") && more) {
+      gpu_memory = dfl_compile_gpu_memory(argv[++i]);
+      gpu_name = argv[i];
+      if (gpu_memory <= 0) {
+        fprintf(stderr, "dflc plan: --gpu %s: not a GPU dflc knows the memory of (%s); give the budget instead: "
+                "--budget 96GiB\n", argv[i], dfl_compile_gpu_names());
+        return 2;
+      }
+    }
     else if (!strcmp(a, "--budget") && more) {
       budget = parse_bytes(argv[++i]);
       if (budget <= 0) {
@@ -235,6 +259,9 @@ int dfl_cmd_plan(int argc, char **argv) {
     else { free_dev(&pd[n]); status = 1; continue; }
     if (!quiet) {
       dfl_plan_print(stdout, &views[n]);
+      if (!strcmp(pd[n].c.budget_from, "device"))
+        printf("  budget: %s's memory (%.2f GiB) less 1.5 GiB for the CUDA context and libraries; the spec gives no "
+               "memory_budget\n", gpu_name ? gpu_name : "this machine's GPU", plan_gpu_memory() / 1073741824.0);
       if (s->devices[k].runs_target) {
         char line[256];
         dfl_model_target_describe(s, line, sizeof line);

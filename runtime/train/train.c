@@ -145,7 +145,8 @@ int dfl_train_open(dfl_trainer *tr, const dfl_spec *spec, const dfl_train_opts *
   int kd = dfl_compile_drafter_device(s);
   if (!cp || !dfl_compiled_matches(cp, s, tr->opts.drafter_only) || (cp->planned && cp->plan_cpu != (kind == DFL_BE_CPU)) ||
       (!cp->planned && !tr->opts.unplanned)) {
-    dfl_compile_req co = {.trainer = 1, .drafter_only = tr->opts.drafter_only, .no_plan = tr->opts.unplanned, .backend = kind == DFL_BE_CPU ? DFL_COMPILE_BE_CPU : DFL_COMPILE_BE_CUDA};
+    dfl_compile_req co = {.trainer = 1, .drafter_only = tr->opts.drafter_only, .no_plan = tr->opts.unplanned, .backend = kind == DFL_BE_CPU ? DFL_COMPILE_BE_CPU : DFL_COMPILE_BE_CUDA,
+                          .device_memory = kind == DFL_BE_CUDA ? dfl_be_cuda_memory() : 0};
     cp = &own;
     rc = dfl_compile_device(s, kd, &co, cp);
     if (rc != DFL_OK && !(rc == DFL_ERR && cp->planned)) {
