@@ -47,17 +47,9 @@
 #include "runtime/pipeline/pipeline.h"
 #include "runtime/train/train.h"
 
-/* Counts and goes on (common.h's CHECK exits): one GPU session reports every part. */
+/* counts and goes on: one GPU session reports every part */
 static int failures;
-#define EXPECT(cond, ...)                                              \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, "\n");                                           \
-      failures++;                                                      \
-    }                                                                  \
-  } while (0)
+#include "tests/common/check.h"
 
 #define STEPS 8
 #define LOSS_TOL 1e-3
@@ -132,7 +124,7 @@ static int read_losses(const char *path, double *loss, int n) {
 /* (c): diagnostics lines of a GPU run. */
 static void check_diag(const char *path, int split) {
   FILE *f = fopen(path, "r");
-  EXPECT(f != NULL, "open %s", path);
+  CHECK(f != NULL, "open %s", path);
   if (!f) return;
   char line[65536];
   int n = 0;
@@ -140,21 +132,21 @@ static void check_diag(const char *path, int split) {
   while (fgets(line, sizeof line, f)) {
     if (!strstr(line, "\"diag\":true")) continue;
     n++;
-    EXPECT(strstr(line, "\"name\":\"gpu0\"") && (!split || strstr(line, "\"name\":\"gpu1\"")),
+    CHECK(strstr(line, "\"name\":\"gpu0\"") && (!split || strstr(line, "\"name\":\"gpu1\"")),
           "the devices in %.120s", line);
-    EXPECT(strstr(line, "\"busy\":") && strstr(line, "\"wait_in\":"), "state fractions in the diag line");
-    EXPECT(strstr(line, split ? "\"queue\"" : "\"prefetch\"") != NULL, "ring occupancy in the diag line");
+    CHECK(strstr(line, "\"busy\":") && strstr(line, "\"wait_in\":"), "state fractions in the diag line");
+    CHECK(strstr(line, split ? "\"queue\"" : "\"prefetch\"") != NULL, "ring occupancy in the diag line");
     const char *m = strstr(line, "\"mem_bytes\":");
-    EXPECT(m != NULL, "mem_bytes in the diag line");
+    CHECK(m != NULL, "mem_bytes in the diag line");
     if (!m) continue;
     long long mem = strtoll(m + 12, NULL, 10);
-    EXPECT(mem > 0, "device memory %lld > 0", mem);
+    CHECK(mem > 0, "device memory %lld > 0", mem);
     if (n == 1) mem0 = mem;
-    else EXPECT(mem == mem0, "device memory changes between reports: %lld vs %lld", mem, mem0);
+    else CHECK(mem == mem0, "device memory changes between reports: %lld vs %lld", mem, mem0);
     printf("diag report %d: device memory %lld bytes\n", n, mem);
   }
   fclose(f);
-  EXPECT(n >= STEPS / 2, "%d diagnostics reports (want >= %d)", n, STEPS / 2);
+  CHECK(n >= STEPS / 2, "%d diagnostics reports (want >= %d)", n, STEPS / 2);
 }
 
 /* Two ranks of the replica spec, torchrun-style env; stderr of rank r to ERRDIR/rank<r>.err when
@@ -194,7 +186,7 @@ static void rank_failure(uint64_t seed) {
   snprintf(seeds, sizeof seeds, "%llu", (unsigned long long)seed);
   snprintf(port, sizeof port, "%d", 20000 + (int)((getpid() + 7919) % 20000));
   if (dfl_mkdirs(dir)) {
-    EXPECT(0, "mkdir %s", dir);
+    CHECK(0, "mkdir %s", dir);
     return;
   }
   const char *env[] = {"DFL_FAULT", "drafter1=fail@1", "DFL_NCCL_TIMEOUT_S", "10", NULL};
@@ -216,7 +208,7 @@ static void rank_failure(uint64_t seed) {
       kill(pid[r], SIGKILL);
       waitpid(pid[r], NULL, 0);
     }
-  EXPECT(left == 0, "(d) %d rank(s) still running after %d s: a failed rank left its peer hanging", left, DEADLINE_S);
+  CHECK(left == 0, "(d) %d rank(s) still running after %d s: a failed rank left its peer hanging", left, DEADLINE_S);
   char msg[2][8192];
   for (int r = 0; r < 2; r++) {
     char ef[512];
@@ -227,10 +219,10 @@ static void rank_failure(uint64_t seed) {
     if (f) fclose(f);
     printf("(d) rank %d exit status %d after %.1fs; stderr:\n%s", r, WIFEXITED(st[r]) ? WEXITSTATUS(st[r]) : -1, el,
            msg[r]);
-    EXPECT(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) != 0, "(d) rank %d did not report the failure (status %d)", r, st[r]);
+    CHECK(WIFEXITED(st[r]) && WEXITSTATUS(st[r]) != 0, "(d) rank %d did not report the failure (status %d)", r, st[r]);
   }
-  EXPECT(strstr(msg[1], "gpu1 (drafter replica 1): injected failure"), "(d) rank 1 does not name its device");
-  EXPECT(strstr(msg[0], "rank 0 of 2") && strstr(msg[0], "aborting the NCCL communicator"),
+  CHECK(strstr(msg[1], "gpu1 (drafter replica 1): injected failure"), "(d) rank 1 does not name its device");
+  CHECK(strstr(msg[0], "rank 0 of 2") && strstr(msg[0], "aborting the NCCL communicator"),
          "(d) rank 0 does not say it gave up on the NCCL wait");
 }
 
@@ -258,7 +250,7 @@ static int two_gpus(uint64_t seed) {
   for (int r = 0; r < 2; r++) {
     int st = 0;
     waitpid(pid[r], &st, 0);
-    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d of the NCCL run failed (status %d)", r, st);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d of the NCCL run failed (status %d)", r, st);
     ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
   }
   if (!ok) return 1;
@@ -266,16 +258,16 @@ static int two_gpus(uint64_t seed) {
   char p0[300], p1[300];
   snprintf(p0, sizeof p0, "%s/metrics.jsonl", dir);
   snprintf(p1, sizeof p1, "%s/metrics-rank1.jsonl", dir);
-  EXPECT(read_losses(p0, l0, STEPS) == STEPS && read_losses(p1, l1, STEPS) == STEPS, "both ranks logged %d steps", STEPS);
+  CHECK(read_losses(p0, l0, STEPS) == STEPS && read_losses(p1, l1, STEPS) == STEPS, "both ranks logged %d steps", STEPS);
   dfl_spec s;
   if (load(spec, seed, &s) || single(&s, ls)) {
-    EXPECT(0, "single-GPU reference run of %s", spec);
+    CHECK(0, "single-GPU reference run of %s", spec);
     return 1;
   }
   for (int i = 0; i < STEPS; i++) {
     printf("(b) step %d  loss 1 GPU %.6f  rank0 %.6f  rank1 %.6f\n", i + 1, ls[i], l0[i], l1[i]);
-    EXPECT(l0[i] == l1[i], "step %d: ranks log different losses", i + 1);
-    EXPECT(fabs(l0[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]), "step %d: 2-GPU loss %.6f vs 1 GPU %.6f", i + 1, l0[i], ls[i]);
+    CHECK(l0[i] == l1[i], "step %d: ranks log different losses", i + 1);
+    CHECK(fabs(l0[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]), "step %d: 2-GPU loss %.6f vs 1 GPU %.6f", i + 1, l0[i], ls[i]);
   }
   check_diag(p0, 0);
   rank_failure(seed);
@@ -303,7 +295,7 @@ static int topo_parts(uint64_t seed) {
   for (int r = 0; r < 2; r++) {
     int st = 0;
     waitpid(pid[r], &st, 0);
-    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(g) rank %d of the split run failed (status %d)", r, st);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "(g) rank %d of the split run failed (status %d)", r, st);
     ok &= WIFEXITED(st) && WEXITSTATUS(st) == 0;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -314,12 +306,12 @@ static int topo_parts(uint64_t seed) {
   if (ok) {
     char p1[300];
     snprintf(p1, sizeof p1, "%s/metrics.jsonl", dir);
-    EXPECT(read_losses(p1, lg, STEPS) == STEPS, "(g) replica 0's process logged %d steps in %s", STEPS, p1);
-    if (load(gspec, seed, &s) || single(&s, ls)) EXPECT(0, "(g) single-GPU reference run");
+    CHECK(read_losses(p1, lg, STEPS) == STEPS, "(g) replica 0's process logged %d steps in %s", STEPS, p1);
+    if (load(gspec, seed, &s) || single(&s, ls)) CHECK(0, "(g) single-GPU reference run");
     else
       for (int i = 0; i < STEPS; i++) {
         printf("(g) step %d  loss 1 GPU %.6f  split across processes %.6f\n", i + 1, ls[i], lg[i]);
-        EXPECT(isfinite(lg[i]) && fabs(lg[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]), "(g) step %d: %.6f vs 1 GPU %.6f",
+        CHECK(isfinite(lg[i]) && fabs(lg[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]), "(g) step %d: %.6f vs 1 GPU %.6f",
                i + 1, lg[i], ls[i]);
       }
   }
@@ -334,16 +326,16 @@ static int topo_parts(uint64_t seed) {
   o.on_step = on_step;
   memset(pipe_loss, 0, sizeof pipe_loss);
   int rc = dfl_pipe_run(&s, &o, &r);
-  EXPECT(rc == DFL_OK && r.replicas_identical, "(f) 2 GPU replicas in one process: rc %d, identical %d", rc,
+  CHECK(rc == DFL_OK && r.replicas_identical, "(f) 2 GPU replicas in one process: rc %d, identical %d", rc,
          r.replicas_identical);
   if (rc == DFL_OK) {
     printf("(f) %d replicas on GPUs 0,1 in one process (NCCL, ncclCommInitAll): %.2fs, replicas bit-identical\n",
            r.n_drafter, r.seconds);
-    if (single(&s, ls)) EXPECT(0, "(f) single-GPU reference run");
+    if (single(&s, ls)) CHECK(0, "(f) single-GPU reference run");
     else
       for (int i = 0; i < STEPS; i++) {
         printf("(f) step %d  loss 1 GPU %.6f  2 replicas in one process %.6f\n", i + 1, ls[i], pipe_loss[i]);
-        EXPECT(isfinite(pipe_loss[i]) && fabs(pipe_loss[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]),
+        CHECK(isfinite(pipe_loss[i]) && fabs(pipe_loss[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]),
                "(f) step %d: %.6f vs 1 GPU %.6f", i + 1, pipe_loss[i], ls[i]);
       }
   }
@@ -380,28 +372,28 @@ static void resume_part(const dfl_spec *s) {
   snprintf(cut, sizeof cut, "/tmp/dfl-gpu-resume-cut-%d", (int)getpid());
   memset(pipe_loss, 0, sizeof pipe_loss);
   int rc = ckpt_run(s, full, 0, NULL);
-  EXPECT(rc == DFL_OK, "(h) uninterrupted run with checkpoints: rc %d", rc);
+  CHECK(rc == DFL_OK, "(h) uninterrupted run with checkpoints: rc %d", rc);
   memcpy(lf, pipe_loss, sizeof lf);
   memset(pipe_loss, 0, sizeof pipe_loss);
   if (rc == DFL_OK) rc = ckpt_run(s, cut, STEPS / 2, NULL);
-  EXPECT(rc == DFL_OK, "(h) run stopped at step %d: rc %d", STEPS / 2, rc);
+  CHECK(rc == DFL_OK, "(h) run stopped at step %d: rc %d", STEPS / 2, rc);
   snprintf(ck, sizeof ck, "%s/ckpt", cut);
   if (rc == DFL_OK) rc = ckpt_run(s, cut, 0, ck);
-  EXPECT(rc == DFL_OK, "(h) resumed run: rc %d", rc);
+  CHECK(rc == DFL_OK, "(h) resumed run: rc %d", rc);
   if (rc != DFL_OK) return;
   for (int i = STEPS / 2; i < STEPS; i++)
-    EXPECT(pipe_loss[i] == lf[i], "(h) step %d: resumed %.9g vs uninterrupted %.9g", i + 1, pipe_loss[i], lf[i]);
+    CHECK(pipe_loss[i] == lf[i], "(h) step %d: resumed %.9g vs uninterrupted %.9g", i + 1, pipe_loss[i], lf[i]);
   snprintf(a, sizeof a, "%s/ckpt/step-%08d/state.safetensors", full, STEPS);
   snprintf(b, sizeof b, "%s/ckpt/step-%08d/state.safetensors", cut, STEPS);
-  EXPECT(same_bytes(a, b), "(h) %s and %s differ", a, b);
+  CHECK(same_bytes(a, b), "(h) %s and %s differ", a, b);
   snprintf(a, sizeof a, "%s/drafter/model.safetensors", full);
   snprintf(b, sizeof b, "%s/drafter/model.safetensors", cut);
-  EXPECT(same_bytes(a, b), "(h) %s and %s differ", a, b);
+  CHECK(same_bytes(a, b), "(h) %s and %s differ", a, b);
   printf("(h) stopped at step %d and resumed: steps %d..%d, final state and export %s\n", STEPS / 2, STEPS / 2 + 1,
          STEPS, failures ? "checked (see failures)" : "the same bytes as the uninterrupted run");
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", full, cut);
-  EXPECT(system(cmd) == 0, "cleanup");
+  CHECK(system(cmd) == 0, "cleanup");
 }
 
 int main(int argc, char **argv) {
@@ -428,7 +420,7 @@ int main(int argc, char **argv) {
   if (load(spec, seed, &s)) return 1;
   s.queue_depth = 1;   /* one device slot: the tightest back-pressure must not deadlock */
   double ls[STEPS];
-  EXPECT(single(&s, ls) == 0, "single-device GPU run");
+  CHECK(single(&s, ls) == 0, "single-device GPU run");
   dfl_pipe_opts o;
   dfl_pipe_result r;
   char dir[256];
@@ -437,8 +429,8 @@ int main(int argc, char **argv) {
   o.on_step = on_step;
   o.diag_every = 2;
   int rc = dfl_pipe_run(&s, &o, &r);
-  EXPECT(rc == DFL_OK, "split GPU pipeline run: rc %d", rc);
-  EXPECT(rc != DFL_OK || r.queue_in_arena, "(a) the queue's device slots are not inside the target's arena");
+  CHECK(rc == DFL_OK, "split GPU pipeline run: rc %d", rc);
+  CHECK(rc != DFL_OK || r.queue_in_arena, "(a) the queue's device slots are not inside the target's arena");
   if (rc == DFL_OK) {
     printf("(a) %d target + %d drafter logical devices on one GPU, queue depth 1: %.2fs; %s\n", r.n_target,
            r.n_drafter, r.seconds, r.last_verdict);
@@ -447,7 +439,7 @@ int main(int argc, char **argv) {
       double rel = fabs(pipe_loss[i] - ls[i]) / fabs(ls[i]);
       worst = fmax(worst, rel);
       printf("(a) step %d  loss single %.6f  split %.6f\n", i + 1, ls[i], pipe_loss[i]);
-      EXPECT(isfinite(pipe_loss[i]) && rel <= LOSS_TOL, "step %d: split %.6f vs single %.6f", i + 1, pipe_loss[i], ls[i]);
+      CHECK(isfinite(pipe_loss[i]) && rel <= LOSS_TOL, "step %d: split %.6f vs single %.6f", i + 1, pipe_loss[i], ls[i]);
     }
     printf("(a) worst relative loss difference %.3g (tolerance %g)\n", worst, LOSS_TOL);
     char mp[300];
@@ -462,10 +454,10 @@ int main(int argc, char **argv) {
     o.on_step = on_step;
     memset(pipe_loss, 0, sizeof pipe_loss);
     rc = dfl_pipe_run(&s, &o, &r);
-    EXPECT(rc == DFL_OK, "(e) split over 2 GPUs in one process: rc %d", rc);
+    CHECK(rc == DFL_OK, "(e) split over 2 GPUs in one process: rc %d", rc);
     for (int i = 0; rc == DFL_OK && i < STEPS; i++) {
       printf("(e) step %d  loss single %.6f  target GPU0 -> drafter GPU1 %.6f\n", i + 1, ls[i], pipe_loss[i]);
-      EXPECT(isfinite(pipe_loss[i]) && fabs(pipe_loss[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]),
+      CHECK(isfinite(pipe_loss[i]) && fabs(pipe_loss[i] - ls[i]) <= LOSS_TOL * fabs(ls[i]),
              "(e) step %d: %.6f vs single %.6f", i + 1, pipe_loss[i], ls[i]);
     }
   } else {
