@@ -3,7 +3,8 @@
 # gets, forced on this GPU (--as-cc, docs/gpus.md), against the CPU reference op by op (cuda_ops) and on a
 # whole training step (cuda_step), and their speed beside the Hopper path (dflc bench on the 8B step and the
 # 27B drafter alone). DIR holds xz-compressed dflc_gpu, cuda_ops and cuda_step built here (strip, xz) and
-# DIR/cache/*.cubin.xz (the sm_90a kernels compiled here). AS="80 120 100": the rows forced. Logs under $OUT.
+# DIR/cache/*.cubin.xz (the sm_90a kernels compiled here). AS="80 120 100": the rows forced in the checks;
+# BENCH_CCS="0 120": the rows benched (0: the device's own); RUN27=0: the 8B bench only. Logs under $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_arch_session.sh DIR}
@@ -20,11 +21,11 @@ for cc in 0 ${AS:-80 120 100}; do
     echo "== cuda_step ${f[*]}"; timeout 60 /tmp/cuda_step "${f[@]}" 2>&1 | tail -4; echo "rc $?" ) >> $OUT/arch_checks.log 2>&1
   ts "checks$cc"
 done
-for cc in 0 ${AS_BENCH:-80 120}; do
+for cc in ${BENCH_CCS:-0 80 120}; do
   f=(); [ "$cc" != 0 ] && f=(--as-cc $cc)
   ( echo "== 8B ${f[*]}"; timeout 200 /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 10 --warmup 2 --phase-steps 2 "${f[@]}" 2>&1 |
       grep -E "kernels|steps:|step time|MFU|^  (target forward|drafter forward|loss|backward|optimizer) |memory|rc|error"
-    echo "== 27B drafter ${f[*]}"; timeout 200 /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 6 --warmup 2 \
+    [ "${RUN27:-1}" = 0 ] || echo "== 27B drafter ${f[*]}"; [ "${RUN27:-1}" = 0 ] || timeout 200 /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 6 --warmup 2 \
       --phase-steps 2 "${f[@]}" 2>&1 | grep -E "kernels|steps:|step time|MFU|positions/s|memory|rc|error" ) >> $OUT/arch_bench.log 2>&1
   ts "bench$cc"
 done

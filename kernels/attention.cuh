@@ -575,14 +575,14 @@ __device__ __forceinline__ void tf_pv(float (&oacc)[2][HD / 8][4], const unsigne
 #ifndef TF_LAZY
 #define TF_LAZY 8
 #endif
-template <int HD, int KH = TF_KH>
+template <int HD, int KH = TF_KH, int KT = TC_KT>
 __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, const tc_bf *k1, const tc_bf *v1,
                                        const tc_bf *k2, const tc_bf *v2, const int *anchors, const int *keep, int mask,
                                        int batch, int S, int N, int B, int nh, int nkv, int W, float scale) {
   constexpr int SR = HD + 8, R = TF_R;
   extern __shared__ __align__(16) tc_bf tc_sm[];
   tc_bf *qs = tc_sm, *kvb = qs + R * SR; /* stage s: K at kvb + 2 s KT SR, V after it */
-  int *rng = (int *)(kvb + 4 * TC_KT * SR); /* [seg][lo, hi][R] */
+  int *rng = (int *)(kvb + 4 * KT * SR); /* [seg][lo, hi][R] */
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int G = nh / nkv, g, gi;
   tc_unit(&g, &gi);
@@ -605,12 +605,12 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     int lo = W > 0 ? s0 - (W - 1) : 0;
     lo0 = lo < 0 ? 0 : lo; hi0 = s0 + U; hi1 = 0;
   }
-  int nt0 = (hi0 - lo0 + TC_KT - 1) / TC_KT, nt = nt0 + (hi1 + TC_KT - 1) / TC_KT;
+  int nt0 = (hi0 - lo0 + KT - 1) / KT, nt = nt0 + (hi1 + KT - 1) / KT;
   constexpr int C = HD / 8; /* tc_load_seg_tile's 16-byte pieces: keys lr + RPI i, dims 8 ld8 .. */
   const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
   const ll kstep = (ll)(TF_R / C) * nkv * HD;
   auto load_tile = [&](int t) {
-    tc_load_seg_tile<HD, TC_KT, TF_R>(kvb, k1, v1, k2, v2, t, nt0, lo0, hi0, hi1, qrow0, kvrow1, nkv, g, lr, ld8, kstep);
+    tc_load_seg_tile<HD, KT, TF_R>(kvb, k1, v1, k2, v2, t, nt0, lo0, hi0, hi1, qrow0, kvrow1, nkv, g, lr, ld8, kstep);
   };
   tc_load_rows<HD>(qs, q, qrow0, G, g, P, R, nh);
   if (nt > 0) load_tile(0);
@@ -670,12 +670,12 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     const int *wa = wag + 4 * seg;
     int wuhi = wa[1];
 #pragma unroll
-    for (int hh = 0; hh < TC_KT / KH; hh++) { /* KH keys at a time */
-      int k0 = (seg ? (t - nt0) * TC_KT : lo0 + t * TC_KT) + hh * KH;
+    for (int hh = 0; hh < KT / KH; hh++) { /* KH keys at a time */
+      int k0 = (seg ? (t - nt0) * KT : lo0 + t * KT) + hh * KH;
       if (k0 < wuhi && k0 < khi && k0 + KH > wa[0]) { /* some row of this warp sees some key of these */
         const int full = k0 >= wa[2] && k0 + KH <= wa[3]; /* full implies kn >= KH */
         const int kn = (khi < wuhi ? khi : wuhi) - k0;    /* keys past kn: no row of the warp sees them */
-        const tc_bf *ks_ = kvb + (t & 1) * 2 * TC_KT * SR + hh * KH * SR, *vs_ = ks_ + TC_KT * SR;
+        const tc_bf *ks_ = kvb + (t & 1) * 2 * KT * SR + hh * KH * SR, *vs_ = ks_ + KT * SR;
         float s[2][KH / 8][4];
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
@@ -1278,6 +1278,13 @@ extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_fwd_tc64(TC_FWD_AR
 extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_fwd_tc128(TC_FWD_ARGS) {
   (void)dt; (void)hd;
   tc_fwd<128>(o, lse, q, k1, v1, k2, v2, anchors, keep, mask, batch, S, N, B, nh, nkv, window, scale);
+}
+/* The same with stages of 32 keys (Q and two stages: 71.8 KB at head_dim 128, against 104 KB): what GPUs
+** with 99 KB of shared memory a block run (RTX PRO 6000, RTX 50, L40S, sm_86), where the 64-key kernel
+** above does not fit (runtime/cuda/attention.c att_tc, docs/gpus.md). */
+extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_fwd_tc128s(TC_FWD_ARGS) {
+  (void)dt; (void)hd;
+  tc_fwd<128, TF_KH, 32>(o, lse, q, k1, v1, k2, v2, anchors, keep, mask, batch, S, N, B, nh, nkv, window, scale);
 }
 extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_bwdq_tc64(TC_BWDQ_ARGS) {
   tc_bwdq<64>(dq, dk2, dv2, q, k1, v1, k2, v2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);

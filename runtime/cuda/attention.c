@@ -99,6 +99,11 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
     return 1;
   }
   t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
+  /* 99 KB parts (RTX PRO 6000, RTX 50, L40S, sm_86): the hd 128 forward with stages of 32 keys fits */
+  if (hd == 128 && t->sf > (size_t)im->smax) {
+    t->kfwd = K_ATT_FWD_TC128S;
+    t->sf = (128 + 4 * 32) * SR2 + (4 * 128 + 4 * 8) * 4;
+  }
   /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS (bf16) */
   t->sq = (2 * 128 + 4 * 32) * SR2 + (4 * 128 + 2 * 128) * 4 + 2 * 128 * (size_t)a->B * 2;
   /* key-major pass: K/V of 128 keys, 2 stages of q/dO (64 rows), P^T and dS^T (128 x 72 bf16), row data, block
