@@ -37,8 +37,8 @@ static int device_batch(const dfl_spec *s) {
   return nd > 1 && s->batch % nd == 0 ? s->batch / nd : s->batch;
 }
 
-/* nvidia-smi's memory.total of each card, MiB (the 40 GB A100 and the RTX 5090 from their data sheets'
-** capacities less ECC/driver reservations as nvidia-smi shows them on such cards) */
+/* Each card's memory.total as nvidia-smi reports it, MiB. Only the H100's (81559) was read on a device
+** here (2026-12-05); the others are published figures, not checked on the cards (docs/gpus.md). */
 static const struct { const char *name; int64_t mib; } gpu_mem[] = {
     {"a100-40gb", 40960}, {"a100-80gb", 81920}, {"a100", 81920},   {"l40s", 46068},       {"h100", 81559},
     {"h100-nvl", 95830},  {"h200", 143771},     {"b200", 183359},  {"rtx-pro-6000", 97887}, {"rtx-5090", 32607},

@@ -85,7 +85,7 @@ int dfl_compile_plan(const dfl_spec *s, const dfl_compile_req *o, dfl_compiled *
 ** resume change them after the check), with or without the colocated target? */
 int dfl_compiled_matches(const dfl_compiled *c, const dfl_spec *s, int drafter_only);
 /* What a GPU's memory keeps beyond the plan's arena: the CUDA context, cuBLASLt's handle and the captured
-** graphs' executables (measured: 0.5 GiB over the arena on an H100 and an H200, docs/gpus.md). */
+** graphs' executables (measured on an H100, 2026-12-05: 37.03 GiB in use for a 36.50 GiB arena; docs/gpus.md). */
 #define DFL_COMPILE_GPU_RESERVE (1536ll << 20)
 /* The memory of a GPU by its product name (docs/gpus.md's list: "h100", "h200", "rtx-pro-6000", ...; case
 ** and '-'/'_'/' ' ignored), bytes as nvidia-smi's memory.total, or 0 for a name not in the list. */
