@@ -503,32 +503,33 @@ __device__ __forceinline__ void tc_unit(int *g, int *gi) {
   *gi = (int)(gridDim.x - 1 - L / gridDim.y);
 }
 
-/* Scores of a warp's 32 rows against the first 16 NC keys of a tile (NC = 0: kn decides, 16-key
+/* Scores of a warp's 16 MT rows against the first 16 NC keys of a tile (NC = 0: kn decides, 16-key
 ** chunks past kn skipped; no row of the warp sees those keys). */
-template <int HD, int KH, int NC>
-__device__ __forceinline__ void tf_qk(float (&s)[2][KH / 8][4], const tc_bf *qa, const tc_bf *kp, int kn) {
+template <int HD, int KH, int NC, int MT = 2>
+__device__ __forceinline__ void tf_qk(float (&s)[MT][KH / 8][4], const tc_bf *qa, const tc_bf *kp, int kn) {
   constexpr int SR = HD + 8;
 #pragma unroll
   for (int ks = 0; ks < HD / 16; ks++) {
-    unsigned a0[4], a1[4];
-    tc_ldsm4(a0, qa + ks * 16);
-    tc_ldsm4(a1, qa + 16 * SR + ks * 16);
+    unsigned a[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) tc_ldsm4(a[mt], qa + mt * 16 * SR + ks * 16);
 #pragma unroll
     for (int c2 = 0; c2 < KH / 16; c2++) {
       if (NC ? c2 < NC : c2 * 16 < kn) {
         unsigned b[4];
         tc_ldsm4(b, kp + c2 * 16 * SR + ks * 16);
-        tc_mma(s[0][2 * c2], a0, b[0], b[1]);
-        tc_mma(s[0][2 * c2 + 1], a0, b[2], b[3]);
-        tc_mma(s[1][2 * c2], a1, b[0], b[1]);
-        tc_mma(s[1][2 * c2 + 1], a1, b[2], b[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          tc_mma(s[mt][2 * c2], a[mt], b[0], b[1]);
+          tc_mma(s[mt][2 * c2 + 1], a[mt], b[2], b[3]);
+        }
       }
     }
   }
 }
 /* oacc += P V over the first 16 NC keys of a tile (NC = 0: kn decides). */
-template <int HD, int KH, int NC>
-__device__ __forceinline__ void tf_pv(float (&oacc)[2][HD / 8][4], const unsigned (&pf)[2][KH / 16][4],
+template <int HD, int KH, int NC, int MT = 2>
+__device__ __forceinline__ void tf_pv(float (&oacc)[MT][HD / 8][4], const unsigned (&pf)[MT][KH / 16][4],
                                       const tc_bf *vp, int kn) {
   constexpr int SR = HD + 8;
 #pragma unroll
@@ -538,10 +539,11 @@ __device__ __forceinline__ void tf_pv(float (&oacc)[2][HD / 8][4], const unsigne
       for (int d2 = 0; d2 < HD / 16; d2++) {
         unsigned b[4];
         tc_ldsm4t(b, vp + kk * 16 * SR + d2 * 16);
-        tc_mma(oacc[0][2 * d2], pf[0][kk], b[0], b[1]);
-        tc_mma(oacc[0][2 * d2 + 1], pf[0][kk], b[2], b[3]);
-        tc_mma(oacc[1][2 * d2], pf[1][kk], b[0], b[1]);
-        tc_mma(oacc[1][2 * d2 + 1], pf[1][kk], b[2], b[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          tc_mma(oacc[mt][2 * d2], pf[mt][kk], b[0], b[1]);
+          tc_mma(oacc[mt][2 * d2 + 1], pf[mt][kk], b[2], b[3]);
+        }
       }
     }
   }
@@ -567,6 +569,10 @@ __device__ __forceinline__ void tf_pv(float (&oacc)[2][HD / 8][4], const unsigne
 ** rescale of O and l runs only when some row of the warp gained more than 2^TF_LAZY, i.e. almost
 ** never after the first keys (row sums by mma against ones instead of FADDs: no faster).
 ** CTAs are issued heaviest first, kv heads interleaved (tc_unit). 128 threads.
+** MT = 1 (warps of 16 rows, 64 a CTA) with CZ (CAUSAL only: each row's key range computed from its
+** position, no range tables in shared memory) is the head_dim 256 forward of the GPUs without wgmma:
+** Q (64 rows) and two stages of 32 keys take exactly 99 KB (101,376 bytes), and the O accumulators of
+** 16 rows x 256 dims 128 registers a thread.
 */
 #define TF_R 128
 #ifndef TF_KH
@@ -575,11 +581,11 @@ __device__ __forceinline__ void tf_pv(float (&oacc)[2][HD / 8][4], const unsigne
 #ifndef TF_LAZY
 #define TF_LAZY 8
 #endif
-template <int HD, int KH = TF_KH, int KT = TC_KT>
+template <int HD, int KH = TF_KH, int KT = TC_KT, int MT = 2, bool CZ = false>
 __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, const tc_bf *k1, const tc_bf *v1,
                                        const tc_bf *k2, const tc_bf *v2, const int *anchors, const int *keep, int mask,
                                        int batch, int S, int N, int B, int nh, int nkv, int W, float scale) {
-  constexpr int SR = HD + 8, R = TF_R;
+  constexpr int SR = HD + 8, WR = 16 * MT, R = 4 * WR; /* WR rows a warp, 4 warps */
   extern __shared__ __align__(16) tc_bf tc_sm[];
   tc_bf *qs = tc_sm, *kvb = qs + R * SR; /* stage s: K at kvb + 2 s KT SR, V after it */
   int *rng = (int *)(kvb + 4 * KT * SR); /* [seg][lo, hi][R] */
@@ -588,7 +594,7 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   tc_unit(&g, &gi);
   int P, lo0, hi0, hi1, n0 = 0, s0 = 0, PB = B * G;
   ll qrow0, kvrow1;
-  if (mask == 1) {
+  if (!CZ && mask == 1) {
     int NB = R / PB, ngr = (N + NB - 1) / NB, b = gi / ngr;
     if (b >= batch) return;
     n0 = (gi % ngr) * NB;
@@ -616,7 +622,11 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   if (nt > 0) load_tile(0);
   tc_commit();
   /* allowed keys of every row, per segment (padding rows: none) */
-  for (int r = threadIdx.x; r < R; r += blockDim.x) {
+  auto czr = [&](int r, int *lo, int *hi) { /* CZ: row r's context keys */
+    const int s = s0 + r / G;
+    *lo = r < P && W > 0 ? s - (W - 1) : 0; *hi = r < P ? s + 1 : 0;
+  };
+  for (int r = threadIdx.x; !CZ && r < R; r += blockDim.x) {
     int l0 = 0, h0 = 0, l1 = 0, h1 = 0;
     if (r < P) {
       if (mask == 1) {
@@ -635,27 +645,31 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
   }
   __syncthreads();
   /* per-warp aggregates, per segment: union [ulo, uhi) of the nonempty rows, intersection [ilo, ihi)
-  ** of all rows (kept in shared memory: registers are short) */
-  int *wag = rng + 4 * R + warp * 8;
+  ** of all rows (kept in shared memory: registers are short; CZ: segment 0 only, in registers) */
+  int *wag = rng + 4 * R + warp * 8, wcz[4];
 #pragma unroll
-  for (int sg = 0; sg < 2; sg++) {
-    int r = warp * 32 + lane, l = rng[2 * sg * R + r], h = rng[(2 * sg + 1) * R + r], v = r < P, ne = v && l < h;
+  for (int sg = 0; sg < (CZ ? 1 : 2); sg++) {
+    int r = warp * WR + lane % WR, l, h;
+    if (CZ) czr(r, &l, &h);
+    else l = rng[2 * sg * R + r], h = rng[(2 * sg + 1) * R + r];
+    int v = r < P, ne = v && l < h;
     int a0 = __reduce_min_sync(0xffffffffu, ne ? l : 0x7fffffff), a1 = __reduce_max_sync(0xffffffffu, ne ? h : 0);
     int a2 = __reduce_max_sync(0xffffffffu, v ? l : -0x7fffffff);
     int a3 = __reduce_min_sync(0xffffffffu, v ? (l < h ? h : -0x7fffffff) : 0x7fffffff);
-    if (lane == 0) { wag[4 * sg] = a0; wag[4 * sg + 1] = a1; wag[4 * sg + 2] = a2; wag[4 * sg + 3] = a3; }
+    if (CZ) { wcz[0] = a0; wcz[1] = a1; wcz[2] = a2; wcz[3] = a3; }
+    else if (lane == 0) { wag[4 * sg] = a0; wag[4 * sg + 1] = a1; wag[4 * sg + 2] = a2; wag[4 * sg + 3] = a3; }
   }
   __syncwarp();
   const int gid = lane >> 2, t4 = lane & 3;
-  float oacc[2][HD / 8][4], m[4], l[4]; /* m: running max of the scores, log2 domain (scale folded in) */
+  float oacc[MT][HD / 8][4], m[2 * MT], l[2 * MT]; /* m: running max of the scores, log2 domain (scale folded in) */
 #pragma unroll
-  for (int i = 0; i < 4; i++) { m[i] = DFL_NINF; l[i] = 0.f; }
+  for (int i = 0; i < 2 * MT; i++) { m[i] = DFL_NINF; l[i] = 0.f; }
 #pragma unroll
-  for (int mt = 0; mt < 2; mt++)
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
     for (int d = 0; d < HD / 8; d++) oacc[mt][d][0] = oacc[mt][d][1] = oacc[mt][d][2] = oacc[mt][d][3] = 0.f;
   const float sl2 = scale * TC_LOG2E;
-  const tc_bf *qa = qs + warp * 32 * SR + tc_aoff(lane, SR);
+  const tc_bf *qa = qs + warp * WR * SR + tc_aoff(lane, SR);
   const int koff = tc_koff(lane, SR), voff = tc_voff(lane, SR);
   for (int t = 0; t < nt; t++) {
     if (t + 1 < nt) {
@@ -667,7 +681,7 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     }
     __syncthreads();
     int seg = t >= nt0, khi = seg ? hi1 : hi0;
-    const int *wa = wag + 4 * seg;
+    const int *wa = CZ ? wcz : wag + 4 * seg;
     int wuhi = wa[1];
 #pragma unroll
     for (int hh = 0; hh < KT / KH; hh++) { /* KH keys at a time */
@@ -676,19 +690,25 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
         const int full = k0 >= wa[2] && k0 + KH <= wa[3]; /* full implies kn >= KH */
         const int kn = (khi < wuhi ? khi : wuhi) - k0;    /* keys past kn: no row of the warp sees them */
         const tc_bf *ks_ = kvb + (t & 1) * 2 * KT * SR + hh * KH * SR, *vs_ = ks_ + KT * SR;
-        float s[2][KH / 8][4];
+        float s[MT][KH / 8][4];
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
           for (int c = 0; c < KH / 8; c++) s[mt][c][0] = s[mt][c][1] = s[mt][c][2] = s[mt][c][3] = 0.f;
         /* branch free per 32 keys: keys past kn inside a computed 32 are masked (not full) or zero */
-        if (KH > 32 && kn <= 32) tf_qk<HD, KH, 2>(s, qa, ks_ + koff, kn);
-        else tf_qk<HD, KH, KH / 16>(s, qa, ks_ + koff, kn);
+        if (KH > 32 && kn <= 32) tf_qk<HD, KH, 2, MT>(s, qa, ks_ + koff, kn);
+        else tf_qk<HD, KH, KH / 16, MT>(s, qa, ks_ + koff, kn);
         if (!full) {
-          const int *rl = rng + 2 * seg * R + warp * 32 + gid, *rh = rl + R;
+          const int *rl = rng + 2 * seg * R + warp * WR + gid, *rh = rl + R;
 #pragma unroll
-          for (int mt = 0; mt < 2; mt++) {
-            int lo_[2] = {rl[mt * 16], rl[mt * 16 + 8]}, hi_[2] = {rh[mt * 16], rh[mt * 16 + 8]};
+          for (int mt = 0; mt < MT; mt++) {
+            int lo_[2], hi_[2];
+            if (CZ) {
+              czr(warp * WR + mt * 16 + gid, &lo_[0], &hi_[0]);
+              czr(warp * WR + mt * 16 + gid + 8, &lo_[1], &hi_[1]);
+            } else {
+              lo_[0] = rl[mt * 16]; lo_[1] = rl[mt * 16 + 8]; hi_[0] = rh[mt * 16]; hi_[1] = rh[mt * 16 + 8];
+            }
 #pragma unroll
             for (int c = 0; c < KH / 8; c++)
 #pragma unroll
@@ -701,10 +721,10 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
         /* Running max, lazily: it moves only when a row's new maximum exceeds it by more than TF_LAZY
         ** (log2 units), so p <= 2^TF_LAZY; the final O / l and lse = m ln2 + log l do not depend on
         ** which m was used. The rescale of O and l runs only when some row of the warp moved. */
-        float mx[4];
+        float mx[2 * MT];
         int need = 0;
 #pragma unroll
-        for (int i = 0; i < 4; i++) { /* row i: m tile i >> 1, half i & 1 */
+        for (int i = 0; i < 2 * MT; i++) { /* row i: m tile i >> 1, half i & 1 */
           float v = DFL_NINF;
 #pragma unroll
           for (int c = 0; c < KH / 8; c++) v = fmaxf(v, fmaxf(s[i >> 1][c][2 * (i & 1)], s[i >> 1][c][2 * (i & 1) + 1]));
@@ -715,7 +735,7 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
         }
         if (__any_sync(0xffffffffu, need)) {
 #pragma unroll
-          for (int i = 0; i < 4; i++) {
+          for (int i = 0; i < 2 * MT; i++) {
             float corr = 1.f;
             if (mx[i] > m[i] + (float)TF_LAZY) { corr = tc_ex2(m[i] - mx[i]); m[i] = mx[i]; } /* m = -inf: corr 0 */
             l[i] *= corr;
@@ -723,15 +743,15 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
             for (int d = 0; d < HD / 8; d++) { oacc[i >> 1][d][2 * (i & 1)] *= corr; oacc[i >> 1][d][2 * (i & 1) + 1] *= corr; }
           }
         }
-        float mu[4];
+        float mu[2 * MT];
 #pragma unroll
-        for (int i = 0; i < 4; i++) mu[i] = m[i] == DFL_NINF ? 0.f : m[i]; /* nothing allowed yet: exp2(-inf - 0) = 0 */
+        for (int i = 0; i < 2 * MT; i++) mu[i] = m[i] == DFL_NINF ? 0.f : m[i]; /* nothing allowed yet: exp2(-inf - 0) = 0 */
 #pragma unroll
         for (int ph = 0; ph < KH / 32; ph++) { /* P and P V 32 keys at a time: fewer live registers */
           if (ph == 0 || kn > 32) {
-            unsigned pf[2][2][4];
+            unsigned pf[MT][2][4];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
               for (int cc = 0; cc < 4; cc++) {
                 const int c = ph * 4 + cc;
@@ -741,7 +761,7 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
                 pf[mt][cc >> 1][2 * (cc & 1)] = tc_pack(p0, p1);
                 pf[mt][cc >> 1][2 * (cc & 1) + 1] = tc_pack(p2, p3);
               }
-            tf_pv<HD, 32, 2>(oacc, pf, vs_ + ph * 32 * SR + voff, 0);
+            tf_pv<HD, 32, 2, MT>(oacc, pf, vs_ + ph * 32 * SR + voff, 0);
           }
         }
       }
@@ -749,11 +769,11 @@ __device__ __forceinline__ void tc_fwd(tc_bf *o, float *lse, const tc_bf *q, con
     __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 2 * MT; i++) {
     float lq = l[i];
     lq += __shfl_xor_sync(0xffffffffu, lq, 1);
     lq += __shfl_xor_sync(0xffffffffu, lq, 2);
-    int r = warp * 32 + (i >> 1) * 16 + gid + 8 * (i & 1);
+    int r = warp * WR + (i >> 1) * 16 + gid + 8 * (i & 1);
     if (r >= P) continue;
     ll row = qrow0 + r / G;
     int h = g * G + r % G;
@@ -879,12 +899,12 @@ __device__ __forceinline__ void tc_own_dkv(tc_bf *dk2, tc_bf *dv2, const tc_bf *
 ** ranges: dq, dKn, dVn come out 0. 128 threads.
 */
 #define TQ_KT 32
-template <int HD>
+template <int HD, int KT = TQ_KT>
 __device__ __forceinline__ void tc_bwdq(tc_bf *dq, tc_bf *dk2, tc_bf *dv2, const tc_bf *q, const tc_bf *k1,
                                         const tc_bf *v1, const tc_bf *k2, const tc_bf *v2, const int *anchors,
                                         const int *keep, const float *lse, const float *Dg, const tc_bf *dout,
                                         int batch, int S, int N, int B, int nh, int nkv, int W, float scale) {
-  constexpr int SR = HD + 8, R = TF_R, KT = TQ_KT;
+  constexpr int SR = HD + 8, R = TF_R;
   extern __shared__ __align__(16) tc_bf tc_sm[];
   tc_bf *qs = tc_sm, *dos = qs + R * SR, *kvb = dos + R * SR; /* stage s: K at kvb + 2 s KT SR, V after it */
   int *rng = (int *)(kvb + 4 * KT * SR);                       /* [seg][lo, hi][R] */
@@ -1087,12 +1107,18 @@ __device__ __forceinline__ int tc_block_list(int *list, int *lista, const int *a
 */
 #define TK_KT 128 /* keys per CTA (8 warps) */
 #define TK_RG 64  /* query rows per step: a block's rows in groups of 64, the last zero padded */
-template <int HD>
+/* KT keys per CTA of NW warps, RG rows per step: warp w takes keys 32 (w % KG) .. + 31 (KG = KT / 32) and,
+** of the RS = NW / KG warps sharing them, rows RW (w / KG) .. + RW - 1 in phase A (RW = RG / RS) and
+** dims HD / RS (w / KG) .. in phase B. <HD, 128, 64, 8> is the layout above; <HD, 64, 32, 4> fits 99 KB
+** of shared memory (81.7 KB + the block list at head_dim 128, against 176 KB). */
+template <int HD, int KT = TK_KT, int RG = TK_RG, int NW = 8>
 __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q, const tc_bf *k1, const tc_bf *v1,
                                          const int *anchors, const int *keep, const float *lse, const float *Dg,
                                          const tc_bf *dout, int batch, int S, int N, int B, int nh, int nkv, int W,
                                          float scale) {
-  constexpr int SR = HD + 8, KT = TK_KT, RG = TK_RG, PR = RG + 8; /* PR: row stride of P^T / dS^T */
+  constexpr int SR = HD + 8, PR = RG + 8; /* PR: row stride of P^T / dS^T */
+  constexpr int KG = KT / 32, RS = NW / KG, RW = RG / RS, DW = HD / RS; /* see above */
+  static_assert(KT % 64 == 0 && NW % KG == 0 && RW % 16 == 0 && DW % 16 == 0, "tc_bwdkv layout");
   extern __shared__ __align__(16) tc_bf tc_sm[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gid = lane >> 2, t4 = lane & 3;
   const int G = nh / nkv, P = B * G, ng = (P + RG - 1) / RG;
@@ -1104,8 +1130,9 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
   float *ls = (float *)(dst + KT * PR), *dsv = ls + 2 * RG;
   int *lov = (int *)(dsv + 2 * RG), *rowoff = lov + 2 * RG, *rowj = rowoff + 128; /* per row of a block */
   int *cnt = rowj + 128, *anc = cnt + 1, *list = anc + 2, *lista = list + N;       /* blocks, their anchors */
-  tc_load_kv<HD>(ks_, vs_, k1, v1, (ll)b * S, k0, S, nkv, g);
-  tc_load_kv<HD>(ks_ + TC_KT * SR, vs_ + TC_KT * SR, k1, v1, (ll)b * S, k0 + TC_KT, S, nkv, g);
+#pragma unroll
+  for (int h = 0; h < KT / TC_KT; h++)
+    tc_load_kv<HD>(ks_ + h * TC_KT * SR, vs_ + h * TC_KT * SR, k1, v1, (ll)b * S, k0 + h * TC_KT, S, nkv, g);
   tc_commit();
   if (warp == 0) { /* the blocks whose rows see some key of the tile, in order */
     const int c = tc_block_list(list, lista, anchors, keep, b, N, k0, KT, W, lane);
@@ -1118,8 +1145,8 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
   __syncthreads();
   const int nit = *cnt * ng;
   /* this thread's 16-byte pieces of a step's Q / dO rows: rows lr + RPI j, dims 8 ld8 .. */
-  constexpr int C = HD / 8, RPI = 256 / C, NI = RG / RPI;
-  auto load_item = [&](int i, int s) { /* step i: block list[nl - 1 - i / ng], rows 64 (i % ng) .. */
+  constexpr int C = HD / 8, RPI = NW * 32 / C, NI = RG / RPI;
+  auto load_item = [&](int i, int s) { /* step i: block list[nl - 1 - i / ng], rows RG (i % ng) .. */
     const int li = *cnt - 1 - i / ng, n = list[li], r0 = (i % ng) * RG, a = lista[li];
     const ll base = ((ll)b * N + n) * B * nh * HD + (ll)g * G * HD;
     const int lr = threadIdx.x / C, ld8 = threadIdx.x % C;
@@ -1142,12 +1169,12 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
   };
   if (nit > 0) load_item(0, 0);
   tc_commit();
-  const int kq = (warp & 3) * 32, rh = (warp >> 2) * 32, dh = (warp >> 2) * (HD / 2);
-  float dka[2][HD / 16][4], dva[2][HD / 16][4]; /* [key m tile][dim n8 tile of this warp's half] */
+  const int kq = (warp % KG) * 32, rh = (warp / KG) * RW, dh = (warp / KG) * DW;
+  float dka[2][DW / 8][4], dva[2][DW / 8][4]; /* [key m tile][dim n8 tile of this warp's share] */
 #pragma unroll
   for (int m = 0; m < 2; m++)
 #pragma unroll
-    for (int d = 0; d < HD / 16; d++) {
+    for (int d = 0; d < DW / 8; d++) {
       dka[m][d][0] = dka[m][d][1] = dka[m][d][2] = dka[m][d][3] = 0.f;
       dva[m][d][0] = dva[m][d][1] = dva[m][d][2] = dva[m][d][3] = 0.f;
     }
@@ -1163,31 +1190,31 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
     { /* phase A */
       const float *lsb = ls + s * RG, *dsb = dsv + s * RG;
       const int *lob = lov + s * RG;
-      float st[2][4][4], dt_[2][4][4]; /* [key m tile][row n8 tile][4] */
+      float st[2][RW / 8][4], dt_[2][RW / 8][4]; /* [key m tile][row n8 tile][4] */
 #pragma unroll
       for (int m = 0; m < 2; m++)
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < RW / 8; c++) {
           st[m][c][0] = st[m][c][1] = st[m][c][2] = st[m][c][3] = 0.f;
           dt_[m][c][0] = dt_[m][c][1] = dt_[m][c][2] = dt_[m][c][3] = 0.f;
         }
 #pragma unroll
       for (int ks = 0; ks < HD / 16; ks++) {
-        unsigned ka[2][4], va[2][4], bq[2][4], bd[2][4];
+        unsigned ka[2][4], va[2][4], bq[RW / 16][4], bd[RW / 16][4];
 #pragma unroll
         for (int m = 0; m < 2; m++) {
           tc_ldsm4(ka[m], ks_ + (kq + 16 * m) * SR + aoff + ks * 16);
           tc_ldsm4(va[m], vs_ + (kq + 16 * m) * SR + aoff + ks * 16);
         }
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < RW / 16; h++) {
           tc_ldsm4(bq[h], qs + (rh + 16 * h) * SR + koff + ks * 16);
           tc_ldsm4(bd[h], dos + (rh + 16 * h) * SR + koff + ks * 16);
         }
 #pragma unroll
         for (int m = 0; m < 2; m++)
 #pragma unroll
-          for (int h = 0; h < 2; h++) {
+          for (int h = 0; h < RW / 16; h++) {
             tc_mma(st[m][2 * h], ka[m], bq[h][0], bq[h][1]);
             tc_mma(st[m][2 * h + 1], ka[m], bq[h][2], bq[h][3]);
             tc_mma(dt_[m][2 * h], va[m], bd[h][0], bd[h][1]);
@@ -1195,7 +1222,7 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
           }
       }
 #pragma unroll
-      for (int c = 0; c < 4; c++) {
+      for (int c = 0; c < RW / 8; c++) {
         int r = rh + c * 8 + 2 * t4; /* rows r, r + 1 (8-byte aligned pairs) */
         float2 lv = *(const float2 *)(lsb + r), dv = *(const float2 *)(dsb + r);
         int2 lw = *(const int2 *)(lob + r);
@@ -1217,8 +1244,8 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
         }
       }
     }
-    /* P^T, dS^T of this warp's 32 keys complete: they come from this warp and warp w ^ 4 only */
-    asm volatile("bar.sync %0, 64;" ::"r"(1 + (warp & 3)) : "memory");
+    /* P^T, dS^T of this warp's 32 keys complete: they come from the RS warps sharing them only */
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + warp % KG), "r"(32 * RS) : "memory");
     /* phase B */
 #pragma unroll
     for (int kr = 0; kr < RG / 16; kr++) {
@@ -1229,7 +1256,7 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
         tc_ldsm4(da[m], dst + (kq + 16 * m) * PR + poff + kr * 16);
       }
 #pragma unroll
-      for (int d2 = 0; d2 < HD / 32; d2++) {
+      for (int d2 = 0; d2 < DW / 16; d2++) {
         unsigned bv[4], bk[4];
         tc_ldsm4t(bv, dos + kr * 16 * SR + voff + dh + d2 * 16);
         tc_ldsm4t(bk, qs + kr * 16 * SR + voff + dh + d2 * 16);
@@ -1252,7 +1279,7 @@ __device__ __forceinline__ void tc_bwdkv(tc_bf *dk1, tc_bf *dv1, const tc_bf *q,
       if (key >= S) continue;
       ll off = (((ll)b * S + key) * nkv + g) * HD + dh + 2 * t4;
 #pragma unroll
-      for (int d = 0; d < HD / 16; d++) {
+      for (int d = 0; d < DW / 8; d++) {
         *(unsigned *)(dk1 + off + d * 8) = tc_pack(dka[m][d][2 * i] * scale, dka[m][d][2 * i + 1] * scale);
         *(unsigned *)(dv1 + off + d * 8) = tc_pack(dva[m][d][2 * i], dva[m][d][2 * i + 1]);
       }
@@ -1286,6 +1313,12 @@ extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_fwd_tc128s(TC_FWD_
   (void)dt; (void)hd;
   tc_fwd<128, TF_KH, 32>(o, lse, q, k1, v1, k2, v2, anchors, keep, mask, batch, S, N, B, nh, nkv, window, scale);
 }
+/* head_dim 256, CAUSAL only, where there is no wgmma (every row but Hopper's): 64 rows a CTA, stages of 32
+** keys, 99 KB (the Qwen3.5/3.6 targets' gated attention; runtime/cuda/attention.c att_tc). */
+extern "C" __global__ void __launch_bounds__(128) dfl_attn_fwd_tc256(TC_FWD_ARGS) {
+  (void)dt; (void)hd;
+  tc_fwd<256, TF_KH, 32, 1, true>(o, lse, q, k1, v1, k2, v2, anchors, keep, mask, batch, S, N, B, nh, nkv, window, scale);
+}
 extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_bwdq_tc64(TC_BWDQ_ARGS) {
   tc_bwdq<64>(dq, dk2, dv2, q, k1, v1, k2, v2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 }
@@ -1297,6 +1330,18 @@ extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc64(TC_BWDKV_A
 }
 extern "C" __global__ void __launch_bounds__(256) dfl_attn_bwdkv_tc128(TC_BWDKV_ARGS) {
   tc_bwdkv<128>(dk1, dv1, q, k1, v1, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
+}
+/* 99 KB parts (and the A100's 163 KB, which the 128-key pass's 176 KB exceeds): the key-major pass with 64
+** keys a CTA and 32-row steps on 4 warps, and the query-major pass at head_dim 128 with stages of 16 keys
+** (96 KB at B 16, against 113 KB); runtime/cuda/attention.c att_tc picks them where the others do not fit. */
+extern "C" __global__ void __launch_bounds__(128) dfl_attn_bwdkv_tc64s(TC_BWDKV_ARGS) {
+  tc_bwdkv<64, 64, 32, 4>(dk1, dv1, q, k1, v1, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) dfl_attn_bwdkv_tc128s(TC_BWDKV_ARGS) {
+  tc_bwdkv<128, 64, 32, 4>(dk1, dv1, q, k1, v1, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
+}
+extern "C" __global__ void __launch_bounds__(128, 2) dfl_attn_bwdq_tc128s(TC_BWDQ_ARGS) {
+  tc_bwdq<128, 16>(dq, dk2, dv2, q, k1, v1, k2, v2, anchors, keep, lse, D, dout, batch, S, N, B, nh, nkv, window, scale);
 }
 
 /*

@@ -47,13 +47,19 @@ static void att_grid(const dfl_attrs *a, int64_t *gx, int *gy, size_t *smem_f, s
 ** DFLASH: forward and backward, B*G <= 128 rows per (block, kv head). CAUSAL: forward only (the
 ** frozen target needs no backward). Everything else, and every case with dfl_cuda_opts.att_ref, runs
 ** the CUDA-core kernels. The choice depends only on the graph, so a captured graph never changes it. */
-typedef struct { int kfwd, kbq, kbkv, nw, wg, wgq, wgkv; size_t sf, sq, skv; } att_tc_t; /* wg*: 0 or a K_* wgmma kernel */
+typedef struct { int kfwd, frows, kbq, kbkv, kvkt, kvthr, nw, wg, wgq, wgkv; size_t sf, sq, skv; } att_tc_t; /* wg*: 0 or a K_* wgmma kernel */
+
+/* Shared memory of the mma.sync key-major pass (tc_bwdkv<HD, KT, RG, NW>): K/V of KT keys, 2 stages of q/dO
+** (RG rows), P^T and dS^T (KT x (RG + 8) bf16), row data, block list and its anchors, row tables. */
+static size_t bwdkv_smem(size_t SR2, int KT, int RG, int N) {
+  return (size_t)(2 * KT + 4 * RG) * SR2 + 2 * (size_t)KT * (RG + 8) * 2 + 6 * (size_t)RG * 4 + (2 * (size_t)N + 3 + 2 * 128) * 4;
+}
 static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   const dfl_attrs *a = &op->a;
   struct dfl_cuda_impl *im = c->impl;
   int hd = a->head_dim, G = a->kv_heads > 0 ? a->heads / a->kv_heads : 0, dfl = a->mask == DFL_MASK_DFLASH;
   int bwd = op->code == DFL_OP_ATTENTION_BWD;
-  /* head_dim 256: the CAUSAL forward by wgmma only (the hybrid targets' gated attention; below) */
+  /* head_dim 256: the CAUSAL forward only (the hybrid targets' gated attention; below) */
   if (im->att_ref || (hd != 64 && hd != 128 && !(hd == 256 && !dfl && !bwd)) || G < 1 || G > 128) return 0;
   if (bwd && !dfl) return 0;
   for (int k = 0; k < op->n_in; k++) {
@@ -70,6 +76,7 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
   int P = dfl ? a->B * G : 0, R = dfl ? (P + 15) / 16 * 16 : 128;
   if (dfl && (P > 128 || a->B < 1)) return 0;
   t->nw = R / 16;
+  t->frows = 128; /* rows of a forward CTA */
   t->kfwd = hd == 64 ? K_ATT_FWD_TC64 : K_ATT_FWD_TC128;
   t->kbq = hd == 64 ? K_ATT_BWDQ_TC64 : K_ATT_BWDQ_TC128;
   t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64 : K_ATT_BWDKV_TC128;
@@ -89,14 +96,19 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
     }
   }
   /* head_dim 256, CAUSAL (dfl_attn_fwd_wg256): the same structure with K/V tiles of 64 keys (2 K and 2 V
-  ** slots of 32 KB beside 64 KB of Q); without Hopper's wgmma, the CUDA-core kernel */
+  ** slots of 32 KB beside 64 KB of Q); without Hopper's wgmma, the mma.sync kernel dfl_attn_fwd_tc256 (64
+  ** rows a CTA, Q and two stages of 32 keys at 528 bytes a padded row: 99 KB), else the CUDA-core one */
   if (hd == 256) {
     enum { KT = 64, NSTG = 2 }; /* as WG_FWD_KERNEL(dfl_attn_fwd_wg256, ...) */
     size_t sf = 2 * 64 * 512 + 2 * (size_t)NSTG * KT * 512 + 4 * NSTG * 8 + 1024;
-    if (!im->att_wg || !im->tmap_encode || sf > (size_t)im->smax) return 0;
-    t->wg = K_ATT_FWD_WG256;
-    t->sf = sf;
-    return 1;
+    if (im->att_wg && im->tmap_encode && sf <= (size_t)im->smax) {
+      t->wg = K_ATT_FWD_WG256;
+      t->sf = sf;
+      return 1;
+    }
+    t->kfwd = K_ATT_FWD_TC256; t->frows = 64;
+    t->sf = (64 + 4 * 32) * SR2;
+    return t->sf <= (size_t)im->smax && G <= 64;
   }
   t->sf = (128 + 4 * 64) * SR2 + (4 * 128 + 4 * 8) * 4; /* Q (128 rows), 2 stages of K/V, row ranges, warp ranges */
   /* 99 KB parts (RTX PRO 6000, RTX 50, L40S, sm_86): the hd 128 forward with stages of 32 keys fits */
@@ -104,11 +116,22 @@ static int att_tc(dfl_cuda *c, const dfl_op *op, att_tc_t *t) {
     t->kfwd = K_ATT_FWD_TC128S;
     t->sf = (128 + 4 * 32) * SR2 + (4 * 128 + 4 * 8) * 4;
   }
-  /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS (bf16) */
+  /* query-major pass: Q, dO (128 rows), 2 stages of K/V (32 keys), row ranges, lse and D, own-block P and dS
+  ** (bf16); where that does not fit at head_dim 128 (99 KB parts), stages of 16 keys */
   t->sq = (2 * 128 + 4 * 32) * SR2 + (4 * 128 + 2 * 128) * 4 + 2 * 128 * (size_t)a->B * 2;
-  /* key-major pass: K/V of 128 keys, 2 stages of q/dO (64 rows), P^T and dS^T (128 x 72 bf16), row data, block
-  ** list and its anchors, row tables */
-  t->skv = (2 * 128 + 4 * 64) * SR2 + 2 * 128 * 72 * 2 + 6 * 64 * 4 + (2 * (size_t)a->N + 3 + 2 * 128) * 4;
+  if (hd == 128 && t->sq > (size_t)im->smax) {
+    t->kbq = K_ATT_BWDQ_TC128S;
+    t->sq -= 4 * 16 * SR2;
+  }
+  /* key-major pass: 128 keys a CTA of 8 warps, steps of 64 rows; where that does not fit (the A100's 163 KB,
+  ** 99 KB parts), 64 keys a CTA of 4 warps, steps of 32 rows */
+  t->kvkt = 128; t->kvthr = 256;
+  t->skv = bwdkv_smem(SR2, 128, 64, a->N);
+  if (t->skv > (size_t)im->smax) {
+    t->kbkv = hd == 64 ? K_ATT_BWDKV_TC64S : K_ATT_BWDKV_TC128S;
+    t->kvkt = 64; t->kvthr = 128;
+    t->skv = bwdkv_smem(SR2, 64, 32, a->N);
+  }
   if (t->sf > (size_t)im->smax || (bwd && (t->sq > (size_t)im->smax || t->skv > (size_t)im->smax))) return 0;
   /* Hopper: the query-major DFLASH backward by wgmma (dfl_attn_bwdq_wg128, the forward's structure and
   ** tensor maps; one unit per CTA): Q and dO (128 rows), NSTG K and V slots of 128 keys, 4 NSTG
@@ -227,8 +250,8 @@ int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void
         args[5] = &tmaps; /* k2: the tensor maps */
         return launch2(c, tc.wg, units < c->impl->nsm ? units : c->impl->nsm, 1, 384, tc.sf, args);
       }
-      /* 128-row CTAs: DFLASH 128 / (B G) whole blocks, CAUSAL 128 / G positions */
-      int per = dfl ? 128 / (B * G) : 128 / G;
+      /* 128-row CTAs (tc256: 64): DFLASH 128 / (B G) whole blocks, CAUSAL frows / G positions */
+      int per = dfl ? 128 / (B * G) : tc.frows / G;
       int64_t units = (int64_t)batch * (((dfl ? N : S) + per - 1) / per);
       return launch2(c, tc.kfwd, units, nkv, 128, tc.sf, args);
     }
@@ -263,7 +286,8 @@ int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void
       return launch(c, K_ATT_BWDKV_SUM, n / 2, as);
     }
     void *ak[] = {&dkc, &dvc, &q, &k1, &v1, &anc, &keep, &lse, &D, &dout, &batch, &S, &N, &B, &nh, &nkv, &win, &scale};
-    return launch2(c, tc.kbkv, nkt, 1, 256, tc.skv, ak); /* 8 warps */
+    nkt = (int64_t)((S + tc.kvkt - 1) / tc.kvkt) * batch * nkv; /* CTAs of kvkt keys */
+    return launch2(c, tc.kbkv, nkt, 1, tc.kvthr, tc.skv, ak);
   }
   if (!bwd) {
     void *o = P(op->out[0]), *lse = P(op->out[1]);

@@ -81,7 +81,7 @@ static int gpu_pick(int dev, int as_cc, gpu_choice *ch) {
 
 static const char *att_name(int att) {
   return att == DFL_ATT_WGMMA ? "wgmma (head_dim 128; 256 causal forward) + mma.sync (64, 128)"
-       : att == DFL_ATT_MMA   ? "mma.sync (head_dim 64, 128)"
+       : att == DFL_ATT_MMA   ? "mma.sync (head_dim 64, 128; 256 causal forward)"
                               : "CUDA cores";
 }
 /* wg: -1 from the row; 0 the row's wgmma is off (kernels not built for sm_90a, or no tensor-map encoder).
@@ -193,7 +193,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   CU(cudaFuncSetAttribute((const void *)im->k[K_ATT_BWD_KV], cudaFuncAttributeMaxDynamicSharedMemorySize, sneed));
   im->smax = smax;
   TRY(dfl_cu_hybrid_load(c));
-  for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDKV_TC128; k++)
+  for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDQ_TC128S; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   /* the RMSNorm backward's row stages; op RMSNORM_BWD checks a row's fit */
   CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_P], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));

@@ -13,8 +13,9 @@
 ** the reference kernels' (max |diff| / max |ref| per tensor, bf16 tolerance 3e-2). The kernels of the
 ** lost comparisons (the mma.sync ones on Hopper, the separate own-key tile, the shared-memory Q of the
 ** query-major backward; docs/journal/2026-11-performance.md) are deleted, with their switches.
-** Usage: bench_attention [reps] [only]   (DFL_SEED=... fixes the inputs; only: run the configurations
-** whose name contains it, e.g. causal)
+** Usage: bench_attention [--as-cc CC] [reps] [only]   (DFL_SEED=... fixes the inputs; only: run the
+** configurations whose name contains it, e.g. causal; --as-cc: the tensor-core kernels a GPU of compute
+** capability CC gets, picked on this one, docs/gpus.md)
 */
 #include <math.h>
 #include <stdio.h>
@@ -186,6 +187,10 @@ static int bench(const char *name, int dflash, int window, int reps) {
 
 int main(int argc, char **argv) {
   if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
+  int as_cc = argc > 2 && !strcmp(argv[1], "--as-cc") ? atoi(argv[2]) : 0;
+  if (as_cc) argc -= 2, argv += 2;
+  dfl_cuda_set_default_as_cc(as_cc);
+  if (as_cc) printf("as-cc %d: kernels picked as on a GPU of compute capability %d.%d\n", as_cc, as_cc / 10, as_cc % 10);
   int reps = argc > 1 ? atoi(argv[1]) : 10;
   if (reps < 1) reps = 1;
   const char *e = getenv("DFL_SEED");

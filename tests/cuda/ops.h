@@ -26,6 +26,7 @@ static inline double urand(void) { /* splitmix64 */
 static inline int irand(int n) { return (int)(urand() * n) % n; }
 
 extern int fails, cases;
+extern int row_smem;          /* --as-cc: the forced row's shared memory per block (bytes); 0: the device's */
 extern dfl_dtype ACT;
 
 typedef struct { int t; int32_t *vals; } ifill; /* integer inputs the case sets */

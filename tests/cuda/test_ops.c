@@ -18,9 +18,11 @@
 ** by kernel family in test_ops_dense.c, test_ops_attention.c, test_ops_loss_optim.c and
 ** test_ops_hybrid.c (shared declarations: ops.h).
 */
+#include "compiler/emit.h"
 #include "ops.h"
 
 static int graphs_only;                  /* no GPU: run_case records the ops and runs nothing */
+int row_smem;
 static int no_fp8;                       /* --as-cc below 89: the forced row has no FP8 (its cases skip) */
 static unsigned char op_covered[DFL_OP_COUNT]; /* the opcodes of every case's graph */
 
@@ -209,6 +211,8 @@ int main(int argc, char **argv) {
   }
   dfl_cuda_set_default_as_cc(as_cc);
   no_fp8 = as_cc && as_cc < 89;
+  dfl_gpu_arch row;
+  if (as_cc && dfl_emit_gpu_for_cc(as_cc, "--as-cc", &row) == DFL_OK) row_smem = row.smem;
   graphs_only = !dfl_cuda_available();
   if (as_cc) printf("as-cc %d: kernels picked as on a GPU of compute capability %d.%d\n", as_cc, as_cc / 10, as_cc % 10);
   const char *e = getenv("DFL_SEED");
