@@ -13,12 +13,28 @@ static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
   return dfl_cpu_elem_size(t, 0);
 }
 
-/* Bytes of one hidden-state queue slot: features + ids + loss mask + anchors + keep of one
-** micro-batch (features in the activation dtype). */
-static int64_t queue_slot_bytes(const dfl_spec *s, int batch) {
-  int64_t R = (int64_t)batch * s->seq_len;
-  int64_t fe = s->precision == DFL_PREC_BF16 ? 2 : 4;
-  return R * s->n_taps * s->target.hidden * fe + 2 * R * 4 + 2 * (int64_t)batch * s->anchors * 4;
+int64_t dfl_compile_queue_stride(const dfl_spec *s, int batch) {
+  int64_t b = (int64_t)batch * s->seq_len * s->n_taps * s->target.hidden * 4;
+  return (b + 255) / 256 * 256;
+}
+
+/* The hidden-state queue's device slots on target-only GPU device k, as the pipeline runner places them in
+** one process (runtime/pipeline/pipeline.c): slot i on target i mod M, at i / M in its "queue.slots". */
+static int64_t queue_bytes(const dfl_spec *s, int k, int batch) {
+  const dfl_device *dv = &s->devices[k];
+  int M = 0, idx = -1, nd = 0;
+  for (int i = 0; i < s->n_devices; i++) {
+    const dfl_device *e = &s->devices[i];
+    nd += e->runs_drafter && !e->runs_target;
+    if (e->runs_target && !e->runs_drafter) {
+      if (i == k) idx = M;
+      M++;
+    }
+  }
+  if (dv->kind != DFL_DEV_GPU || idx < 0 || nd == 0) return 0;
+  int depth = s->queue_depth > 0 ? s->queue_depth : 2 * M;
+  if (idx >= depth) return 0;
+  return (int64_t)((depth - idx + M - 1) / M) * dfl_compile_queue_stride(s, batch);
 }
 
 static void add_ws(dfl_compiled *c, const char *name, int64_t bytes, dfl_plan_cat cat, int op) {
@@ -125,21 +141,16 @@ int dfl_compile_plan(const dfl_spec *s_all, const dfl_compile_req *o, dfl_compil
   static const dfl_compile_req none;
   if (!o) o = &none;
   const dfl_device *dv = &s_all->devices[c->device];
-  /* pass 5: workspaces and plan. The queue ring lives on the producers: each target-only device
-  ** holds its share of the slots; a drafter-only device holds one landing slot, filled with the
-  ** next micro-batch while the graph's INPUT tensors hold the current one. */
+  /* pass 5: workspaces and plan. The queue's device slots live on the producers: each target-only
+  ** GPU device holds its share (queue_bytes, or what the pipeline runner says it places); the
+  ** drafters read a slot straight into their graph's INPUT tensors. */
   if (c->planned) dfl_plan_free(&c->plan);
   free(c->ws);
   c->planned = c->fits = c->n_ws = 0;
   c->cap_ws = c->g->nops + 4;
   c->ws = calloc((size_t)c->cap_ws, sizeof *c->ws);
   if (!c->ws) return DFL_ENOMEM;
-  int n_tgt = dfl_spec_count_role(s_all, 1, 0), split = !c->trainer && n_tgt > 0 && dfl_spec_count_role(s_all, 0, 1) > 0;
-  if (split && dv->runs_target && !dv->runs_drafter) {
-    int depth = s_all->queue_depth > 0 ? s_all->queue_depth : 2 * n_tgt;
-    add_ws(c, "queue.slots", (int64_t)((depth + n_tgt - 1) / n_tgt) * queue_slot_bytes(s_all, c->batch), DFL_PCAT_QUEUE, -1);
-  } else if (split && dv->runs_drafter && !dv->runs_target)
-    add_ws(c, "queue.landing", queue_slot_bytes(s_all, c->batch), DFL_PCAT_QUEUE, -1);
+  if (!c->trainer) add_ws(c, "queue.slots", o->queue_given ? o->queue_bytes : queue_bytes(s_all, c->device, c->batch), DFL_PCAT_QUEUE, -1);
   c->plan_cpu = o->backend == DFL_COMPILE_BE_CPU || (o->backend == DFL_COMPILE_BE_DEVICE && dv->kind != DFL_DEV_GPU);
   if (!c->plan_cpu) /* the CUDA backend's own list: what it allocates */
     c->n_ws += dfl_plan_cuda_workspaces(c->g, c->ws + c->n_ws);
@@ -185,6 +196,14 @@ void dfl_compiled_move(dfl_compiled *dst, dfl_compiled *src) {
   *dst = *src;
   if (src->g) dst->g = src->g == &src->tg.g ? &dst->tg.g : &dst->tgt;
   memset(src, 0, sizeof *src);
+}
+
+void dfl_compiled_take_target(dfl_compiled *c, dfl_graph *g, dfl_plan *plan, int *planned) {
+  *g = c->tgt;
+  if (c->planned) *plan = c->plan;
+  *planned = c->planned;
+  free(c->ws);
+  memset(c, 0, sizeof *c);
 }
 
 void dfl_compiled_take(dfl_compiled *c, dfl_train_graph *tg, dfl_plan *plan, int *planned) {

@@ -9,9 +9,9 @@
 **                 accumulators, bf16 gradients, the optimizer beside the next target forward)
 **   5. plan       compiler/plan.c: the backend's workspaces, the queue's slots, fitted to the
 **                 device's memory budget (forward ops recomputed where that fits it)
-** `dflc check` (its plan verdict and the weights' names), `dflc plan`, `dflc build` and the
-** single-device `dflc train` all call it, so the plan `dflc plan` prints is the one `dflc train`
-** runs. dfl_compiled_fingerprint names the result: `dflc build` records it in build.json and
+** `dflc check` (its plan verdict and the weights' names), `dflc plan`, `dflc build`, the
+** single-device `dflc train` and the pipeline runner's devices all call it, so the plan `dflc plan`
+** prints is the one `dflc train` runs. dfl_compiled_fingerprint names the result: `dflc build` records it in build.json and
 ** `dflc train DIR` refuses a build whose graph or plan this dflc no longer produces.
 */
 #ifndef DFL_COMPILE_H
@@ -42,6 +42,10 @@ typedef struct dfl_compile_req {
   int no_budget;        /* plan without fitting a budget (evaluation graphs, which the trainer's budget excludes) */
   int64_t device_memory;/* bytes of the GPU a GPU device without a memory_budget runs on (0: unknown): its budget is
                         ** then that less DFL_COMPILE_GPU_RESERVE (the CUDA context, cuBLASLt, graph execs) */
+  int queue_given;      /* the pipeline runner: queue_bytes is what it places of the hidden-state queue in this
+                        ** device's arena (0 across processes: the send slots are its own); else the queue
+                        ** as one process places it (a target-only GPU device's share of the slots) */
+  int64_t queue_bytes;
   int trainer;          /* as the single-device trainer runs the spec, whatever its topology: the whole
                         ** batch, the target colocated (unless drafter_only), the single-device rewrites
                         ** (the same as without it for a one-device spec) */
@@ -92,6 +96,9 @@ int dfl_compiled_matches(const dfl_compiled *c, const dfl_spec *s, int drafter_o
 int64_t dfl_compile_gpu_memory(const char *name);
 /* The names dfl_compile_gpu_memory knows, for messages: "a100-40gb, a100-80gb, ...". */
 const char *dfl_compile_gpu_names(void);
+/* Bytes of one device slot of the hidden-state queue: one micro-batch's features in f32 (the most any
+** features dtype takes), 256-aligned. */
+int64_t dfl_compile_queue_stride(const dfl_spec *s, int batch);
 /* The device that trains the drafter (the first that runs one), or -1. */
 int dfl_compile_drafter_device(const dfl_spec *s);
 void dfl_compiled_free(dfl_compiled *c);
@@ -99,6 +106,8 @@ void dfl_compiled_free(dfl_compiled *c);
 void dfl_compiled_move(dfl_compiled *dst, dfl_compiled *src);
 /* Hands c's graph and plan to a trainer (c keeps nothing of them): tg and plan are moved. */
 void dfl_compiled_take(dfl_compiled *c, dfl_train_graph *tg, dfl_plan *plan, int *planned);
+/* The same for a target-only device's graph. */
+void dfl_compiled_take_target(dfl_compiled *c, dfl_graph *g, dfl_plan *plan, int *planned);
 
 /* 64-bit names of what was compiled, for build.json: the graph (every tensor's name, dtype, kind and
 ** shape; every op's code, phase, attributes and operands, in schedule order) and the plan (the

@@ -3,60 +3,61 @@
 ** replica), plan and backend, the GPU topology and NCCL, the replicas' identity check, the teardown.
 */
 #include "runtime/pipeline/pipeline_internal.h"
+#include "runtime/compile.h"
 
-static int plan_and_alloc(dev_s *d, const int *live, int n_live) {
-  dfl_plan_opts po;
-  memset(&po, 0, sizeof po);
-  po.live_out = live;
-  po.n_live_out = n_live;
-  if (dfl_plan_build_ex(&d->plan, d->g, pipe_cpu_elem, NULL, &po) == DFL_OK) {
-    d->planned = 1;
-    if (dfl_plan_check(&d->plan, d->g) != DFL_OK) {
-      dfl_plan_free(&d->plan);
-      d->planned = 0;
-    }
+/* The device's graph and plan, from the compile entry point (runtime/compile.c: what `dflc plan` shows):
+** the spec with the run's whole batch (p->s holds one device's micro-batch), the queue's device slots as
+** this run places them, and on a GPU device without a memory_budget its share of the card (the logical
+** devices of one process share its GPU). */
+static int compile_dev(pipe_s *p, dev_s *d) {
+  dfl_spec *sc = malloc(sizeof *sc);
+  if (!sc) return DFL_ENOMEM;
+  *sc = p->s;
+  sc->batch = p->G;
+  int64_t mem = d->gpu ? dfl_be_cuda_memory() : 0;
+  if (p->procs <= 1 && p->n_dev > 1) mem /= p->n_dev;
+  dfl_compile_req req = {.queue_given = 1, .queue_bytes = d->gpu ? d->qslot_bytes : 0, .device_memory = mem};
+  dfl_compiled c;
+  int rc = dfl_compile_device(sc, (int)(d->spec_dev - p->s.devices), &req, &c);
+  free(sc);
+  if (rc != DFL_OK && !(rc == DFL_ERR && c.planned)) {
+    fprintf(stderr, "dflc: %s: cannot build its graph\n", d->name);
+    dfl_compiled_free(&c);
+    return rc;
   }
-  int rc = dfl_cpu_init(&d->cpu, d->g, d->planned ? &d->plan : NULL, 0);
-  if (rc) fprintf(stderr, "dflc: %s: cannot allocate the CPU backend state\n", d->name);
-  return rc;
+  if (c.planned && !c.fits)
+    fprintf(p->log, "warning: %s: the plan (%.2f GiB) does not fit the budget %.2f GiB\n", d->name,
+            c.plan.arena_bytes / 1073741824.0, c.budget / 1073741824.0);
+  if (c.planned && c.r.n_ops)
+    fprintf(p->log, "note: %s: %d forward ops recomputed to fit the memory budget (+%.3g FLOP per micro-step)\n",
+            d->name, c.r.n_ops, c.r.flops);
+  if (d->role == R_TARGET) {
+    d->t_ids = c.t_ids;
+    d->t_features = c.t_features;
+    dfl_compiled_take_target(&c, &d->tgt, &d->plan, &d->planned);
+    d->g = &d->tgt;
+  } else {
+    dfl_compiled_take(&c, &d->tg, &d->plan, &d->planned);
+    d->g = &d->tg.g;
+  }
+  return DFL_OK;
 }
 
-/* GPU device: its own CUDA backend on the graph (inputs staged through pinned memory). The
-** target-only graph is planned with its features live at the end (the queue copies them out). */
-static int open_gpu(dev_s *d, const dfl_spec *s, const int *live, int n_live, const int *in, int n_in) {
-  dfl_plan_opts po;
-  memset(&po, 0, sizeof po);
-  po.live_out = live;
-  po.n_live_out = n_live;
-  if (n_live) {
-    /* the backend's own workspaces, plus this target's share of the queue's device slots: the
-    ** plan places them in the one arena (docs/plan.md, `queue.slots`) */
-    dfl_plan_ws *ws = calloc((size_t)d->g->nops + 2, sizeof *ws);
-    if (!ws) return DFL_ENOMEM;
-    int n_ws = dfl_plan_cuda_workspaces(d->g, ws);
-    if (d->qslot_bytes > 0) {
-      snprintf(ws[n_ws].name, sizeof ws[n_ws].name, "queue.slots");
-      ws[n_ws].bytes = d->qslot_bytes;
-      ws[n_ws].cat = DFL_PCAT_QUEUE;
-      ws[n_ws].op = -1;
-      n_ws++;
-    }
-    po.ws = ws;
-    po.n_ws = n_ws;
-    d->planned = dfl_plan_build_ex(&d->plan, d->g, NULL, NULL, &po) == DFL_OK;
-    free(ws);
-  } else d->planned = dfl_be_plan(&d->plan, d->g, DFL_BE_CUDA, d->spec_dev->memory_budget, 0, NULL) == DFL_OK;
-  if (d->planned && dfl_plan_check(&d->plan, d->g) != DFL_OK) {
-    dfl_plan_free(&d->plan);
-    d->planned = 0;
-  }
+/* GPU device: its own CUDA backend on the graph (inputs staged through pinned memory). */
+static int open_gpu(dev_s *d, const dfl_spec *s, const int *in, int n_in, int target) {
   int rc = dfl_be_open_cuda_dev(&d->be, d->g, d->planned ? &d->plan : NULL, in, n_in, &s->opt, d->phys);
   if (rc) {
     fprintf(stderr, "dflc: %s: cannot open the CUDA backend on CUDA device %d\n", d->name, d->phys);
     return rc;
   }
   d->be_open = 1;
-  return dfl_be_load_weights(&d->be, s, n_live ? NULL : s->init_from);
+  return dfl_be_load_weights(&d->be, s, target ? NULL : s->init_from);
+}
+
+static int open_cpu(dev_s *d) {
+  int rc = dfl_cpu_init(&d->cpu, d->g, d->planned ? &d->plan : NULL, 0);
+  if (rc) fprintf(stderr, "dflc: %s: cannot allocate the CPU backend state\n", d->name);
+  return rc;
 }
 
 int64_t pipe_dev_bytes(const dev_s *d) {
@@ -68,22 +69,12 @@ int64_t pipe_dev_bytes(const dev_s *d) {
 }
 
 int pipe_setup_target(pipe_s *p, dev_s *d) {
-  dfl_graph_init(&d->tgt);
-  d->g = &d->tgt;
-  d->g->cur_phase = DFL_PH_TARGET;
-  d->t_ids = dfl_tensor_1d(d->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)p->b * p->S);
-  dfl_target_out out;
-  int rc = dfl_model_target(d->g, &p->s, p->b, p->S, d->t_ids, 0, 0, &out);
-  if (!rc) rc = dfl_fuse_passes(d->g, dfl_model_fuse_flags(&p->s)); /* as colocated */
-  if (rc || out.features < 0) {
-    fprintf(stderr, "dflc: %s: cannot build the target graph\n", d->name);
-    return rc ? rc : DFL_ERR;
-  }
-  d->t_features = out.features;
+  int rc = compile_dev(p, d); /* the target forward, its features live at the end (the queue copies them out) */
+  if (rc) return rc;
   if (d->gpu) {
-    if ((rc = open_gpu(d, &p->s, &d->t_features, 1, &d->t_ids, 1))) return rc;
+    if ((rc = open_gpu(d, &p->s, &d->t_ids, 1, 1))) return rc;
   } else {
-    if ((rc = plan_and_alloc(d, &d->t_features, 1))) return rc;
+    if ((rc = open_cpu(d))) return rc;
     if ((rc = dfl_weights_load_spec(&p->s, &d->cpu, NULL))) return rc;
   }
   d->stage = malloc(sizeof(int32_t) * ((size_t)p->b * p->S + 2 * (size_t)p->b * p->NA));
@@ -91,17 +82,13 @@ int pipe_setup_target(pipe_s *p, dev_s *d) {
 }
 
 int pipe_setup_drafter(pipe_s *p, dev_s *d) {
-  int rc = dfl_model_train_graph(&d->tg, &p->s, d->coloc);
-  if (rc) {
-    fprintf(stderr, "dflc: %s: cannot build the training graph\n", d->name);
-    return rc;
-  }
-  d->g = &d->tg.g;
+  int rc = compile_dev(p, d); /* the drafter step (with the target where colocated) */
+  if (rc) return rc;
   if (d->gpu) {
     int in[4] = {d->tg.ids, d->tg.loss_mask, d->tg.anchors, d->tg.keep};
-    if ((rc = open_gpu(d, &p->s, NULL, 0, in, 4))) return rc;
+    if ((rc = open_gpu(d, &p->s, in, 4, 0))) return rc;
   } else {
-    if ((rc = plan_and_alloc(d, NULL, 0))) return rc;
+    if ((rc = open_cpu(d))) return rc;
     if ((rc = dfl_weights_load_spec(&p->s, &d->cpu, p->s.init_from))) return rc;
   }
   d->den_acc = dfl_tensor_find(d->g, "opt.den");
