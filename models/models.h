@@ -71,4 +71,11 @@ unsigned dfl_model_fuse_flags(const dfl_spec *s);
 /* Evaluation graph: same as training without backward and optimizer. */
 int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated);
 
+/* The target's agreement with the data (runtime/train/accept.c, `dflc eval`'s target line): the whole
+** target forward (every layer, the final norm) over the spec's batch x seq_len, its LM head inside a
+** fused LINEAR_CE that streams the vocabulary (no [rows, V] logits), fused as the training graph's
+** target. INPUTs ids, labels (i32) and weights (f32); OUTPUTs num (the weighted CE sum) and correct. */
+typedef struct { int ids, labels, weights, num, correct; } dfl_agree_io;
+int dfl_model_agree_graph(dfl_graph *g, const dfl_spec *s, dfl_agree_io *io);
+
 #endif

@@ -112,3 +112,36 @@ int dfl_model_eval_graph(dfl_train_graph *tg, const dfl_spec *s, int colocated) 
   dfl_graph *g = &tg->g;
   return dfl_fuse_passes(g, dfl_model_fuse_flags(s));
 }
+
+int dfl_model_agree_graph(dfl_graph *g, const dfl_spec *s, dfl_agree_io *io) {
+  const int b = s->batch, S = s->seq_len;
+  const int64_t R = (int64_t)b * S;
+  g->cur_phase = DFL_PH_TARGET;
+  io->ids = dfl_tensor_1d(g, "input_ids", DFL_I32, DFL_T_INPUT, R);
+  io->labels = dfl_tensor_1d(g, "agree.labels", DFL_I32, DFL_T_INPUT, R);
+  io->weights = dfl_tensor_1d(g, "agree.weights", DFL_F32, DFL_T_INPUT, R);
+  dfl_target_out to;
+  /* all layers and the final norm (all_hidden): the LM head then runs inside LINEAR_CE, which
+  ** streams the vocabulary, so no [rows, V] logits are ever stored (151k columns on Qwen3) */
+  int rc = dfl_model_target(g, s, b, S, io->ids, 1, 0, &to);
+  if (rc) return rc;
+  int y = to.hidden[s->target.layers];
+  const int64_t H = g->t[y].shape[1];
+  int ce[5];
+  ce[0] = io->num = dfl_tensor_1d(g, "agree.num", DFL_F32, DFL_T_OUTPUT, 1);
+  ce[1] = dfl_tensor_1d(g, "agree.ce", DFL_F32, DFL_T_ACT, R);
+  ce[2] = io->correct = dfl_tensor_1d(g, "agree.correct", DFL_F32, DFL_T_OUTPUT, R);
+  ce[3] = dfl_tensor_1d(g, "agree.topk_hit", DFL_F32, DFL_T_ACT, R);
+  ce[4] = dfl_tensor_2d(g, "agree.dy", g->t[y].dtype, DFL_T_ACT, R, H);
+  dfl_attrs at;
+  memset(&at, 0, sizeof at);
+  at.vocab_chunk = s->vocab_chunk > 0 ? s->vocab_chunk : s->target.vocab;
+  /* the target builds no LM head when it computes no logits: the fused head below streams it */
+  int head = to.lm_head >= 0 ? to.lm_head
+                             : dfl_tensor_2d(g, "lm_head.weight", g->t[to.embed].dtype, DFL_T_FROZEN, s->target.vocab, H);
+  int cin[4] = {y, head, io->labels, io->weights};
+  g->cur_label = "agree.head";
+  if (dfl_op_add(g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at) < 0) return DFL_ERR;
+  /* the target forward as the training graph runs it (same rounding) */
+  return dfl_fuse_passes(g, dfl_model_fuse_flags(s)) != DFL_OK ? DFL_ENOMEM : DFL_OK;
+}

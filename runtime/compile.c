@@ -107,7 +107,7 @@ int dfl_compile_graph(const dfl_spec *s_all, int k, const dfl_compile_req *o, df
   snprintf(c->name, sizeof c->name, "node%d.%s%d", dv->node, dv->kind == DFL_DEV_GPU ? "gpu" : "cpu", dv->index);
   int coloc = dv->runs_drafter && (dv->runs_target || o->colocate || c->trainer) && !o->drafter_only;
   c->drafter_only = dv->runs_drafter && !coloc;
-  const int drafts = dv->runs_drafter && o->what != DFL_COMPILE_TARGET;
+  const int drafts = dv->runs_drafter && o->what != DFL_COMPILE_TARGET && o->what != DFL_COMPILE_AGREE;
   c->role = drafts ? (coloc ? "target+drafter" : "drafter") : "target";
   int rc;
   if (drafts && o->what == DFL_COMPILE_EVAL) {
@@ -121,6 +121,10 @@ int dfl_compile_graph(const dfl_spec *s_all, int k, const dfl_compile_req *o, df
     /* the single-device trainer's rewrites; `compile { overlap = false }` keeps the optimizer apart */
     if (rc == DFL_OK && (s_all->n_devices == 1 || o->trainer)) c->span = dfl_model_single_device(c->g, s);
     if (rc == DFL_OK && s->opt.no_overlap) c->span = 0;
+  } else if (o->what == DFL_COMPILE_AGREE) {
+    dfl_graph_init(&c->tgt);
+    c->g = &c->tgt;
+    rc = dfl_model_agree_graph(c->g, s, &c->agree);
   } else {
     dfl_graph_init(&c->tgt);
     c->g = &c->tgt;

@@ -10,7 +10,7 @@
 **   5. plan       compiler/plan.c: the backend's workspaces, the queue's slots, fitted to the
 **                 device's memory budget (forward ops recomputed where that fits it)
 ** `dflc check` (its plan verdict and the weights' names), `dflc plan`, `dflc build`, the
-** single-device `dflc train` and the pipeline runner's devices all call it, so the plan `dflc plan`
+** single-device `dflc train`, the pipeline runner's devices and the agreement check all call it, so the plan `dflc plan`
 ** prints is the one `dflc train` runs. dfl_compiled_fingerprint names the result: `dflc build` records it in build.json and
 ** `dflc train DIR` refuses a build whose graph or plan this dflc no longer produces.
 */
@@ -24,7 +24,7 @@
 #include "models/models.h"
 
 enum { DFL_COMPILE_BE_DEVICE = 0, DFL_COMPILE_BE_CPU = 1, DFL_COMPILE_BE_CUDA = 2 };
-enum { DFL_COMPILE_TRAIN = 0, DFL_COMPILE_EVAL = 1, DFL_COMPILE_TARGET = 2 };
+enum { DFL_COMPILE_TRAIN = 0, DFL_COMPILE_EVAL = 1, DFL_COMPILE_TARGET = 2, DFL_COMPILE_AGREE = 3 };
 
 typedef struct dfl_compile_req {
   int64_t budget;       /* > 0: replaces the device's memory_budget (`dflc plan --budget`) */
@@ -38,7 +38,8 @@ typedef struct dfl_compile_req {
   int what;             /* a drafter device's graph: DFL_COMPILE_TRAIN (the step) or DFL_COMPILE_EVAL (the
                         ** evaluation forward: no backward, no optimizer; the target colocated); on any
                         ** device DFL_COMPILE_TARGET: the target forward alone, as a pipeline's target device
-                        ** runs it, for the spec's whole batch (`dflc bench --target-only`) */
+                        ** runs it, for the spec's whole batch (`dflc bench --target-only`); DFL_COMPILE_AGREE:
+                        ** the target's agreement graph (dfl_model_agree_graph, `dflc eval`) */
   int no_budget;        /* plan without fitting a budget (evaluation graphs, which the trainer's budget excludes) */
   int64_t device_memory;/* bytes of the GPU a GPU device without a memory_budget runs on (0: unknown): its budget is
                         ** then that less DFL_COMPILE_GPU_RESERVE (the CUDA context, cuBLASLt, graph execs) */
@@ -60,6 +61,7 @@ typedef struct dfl_compiled {
   dfl_graph tgt;              /* a target-only device's graph */
   dfl_graph *g;               /* the graph compiled: &tg.g or &tgt */
   int t_ids, t_features;      /* target-only: its INPUT ids and the features the queue copies out */
+  dfl_agree_io agree;         /* DFL_COMPILE_AGREE: the agreement graph's inputs and outputs */
   unsigned span;              /* the plan's span phases (the optimizer beside the next target forward) */
   dfl_plan_ws *ws;            /* the workspaces placed in the arena: cuBLASLt's, the ops', the queue's */
   int n_ws, cap_ws;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "models/models.h"
+#include "runtime/compile.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -135,45 +136,24 @@ int dfl_target_agreement(const dfl_spec *s, dfl_backend_kind kind, const dfl_dat
   memset(st, 0, sizeof *st);
   const int b = s->batch, S = s->seq_len;
   const int64_t R = (int64_t)b * S;
-  dfl_graph g;
-  dfl_graph_init(&g);
-  g.cur_phase = DFL_PH_TARGET;
-  int ids = dfl_tensor_1d(&g, "input_ids", DFL_I32, DFL_T_INPUT, R);
-  int labels = dfl_tensor_1d(&g, "agree.labels", DFL_I32, DFL_T_INPUT, R);
-  int wts = dfl_tensor_1d(&g, "agree.weights", DFL_F32, DFL_T_INPUT, R);
-  dfl_target_out to;
-  /* all layers and the final norm (all_hidden): the LM head then runs inside LINEAR_CE, which
-  ** streams the vocabulary, so no [rows, V] logits are ever stored (151k columns on Qwen3) */
-  int rc = dfl_model_target(&g, s, b, S, ids, 1, 0, &to);
-  if (rc) {
-    dfl_graph_free(&g);
+  /* the graph and plan from the compile entry point (runtime/compile.c, DFL_COMPILE_AGREE) */
+  dfl_compile_req req = {.what = DFL_COMPILE_AGREE, .backend = kind == DFL_BE_CUDA ? DFL_COMPILE_BE_CUDA : DFL_COMPILE_BE_CPU,
+                         .device_memory = kind == DFL_BE_CUDA ? dfl_be_cuda_memory() : 0};
+  dfl_compiled c;
+  int kd = dfl_compile_drafter_device(s);
+  int rc = dfl_compile_device(s, kd < 0 ? 0 : kd, &req, &c);
+  if (rc != DFL_OK && !(rc == DFL_ERR && c.planned)) {
+    dfl_compiled_free(&c);
     fprintf(stderr, "dflc: cannot build the target graph for the agreement check\n");
     return rc;
   }
-  int y = to.hidden[s->target.layers];
-  const int64_t H = g.t[y].shape[1];
-  int ce[5];
-  ce[0] = dfl_tensor_1d(&g, "agree.num", DFL_F32, DFL_T_OUTPUT, 1);
-  ce[1] = dfl_tensor_1d(&g, "agree.ce", DFL_F32, DFL_T_ACT, R);
-  ce[2] = dfl_tensor_1d(&g, "agree.correct", DFL_F32, DFL_T_OUTPUT, R);
-  ce[3] = dfl_tensor_1d(&g, "agree.topk_hit", DFL_F32, DFL_T_ACT, R);
-  ce[4] = dfl_tensor_2d(&g, "agree.dy", g.t[y].dtype, DFL_T_ACT, R, H);
-  dfl_attrs at;
-  memset(&at, 0, sizeof at);
-  at.vocab_chunk = s->vocab_chunk > 0 ? s->vocab_chunk : s->target.vocab;
-  /* the target builds no LM head when it computes no logits: the fused head below streams it */
-  int head = to.lm_head >= 0 ? to.lm_head
-                             : dfl_tensor_2d(&g, "lm_head.weight", g.t[to.embed].dtype, DFL_T_FROZEN, s->target.vocab, H);
-  int cin[4] = {y, head, labels, wts};
-  g.cur_label = "agree.head";
-  dfl_op_add(&g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at);
-  /* the target forward as the training graph runs it (same rounding) */
-  if (dfl_fuse_passes(&g, dfl_model_fuse_flags(s)) != DFL_OK) {
-    dfl_graph_free(&g);
-    return DFL_ENOMEM;
-  }
+  rc = DFL_OK;
+  const dfl_agree_io io = c.agree;
+  const int ids = io.ids, labels = io.labels, wts = io.weights;
+  dfl_graph g;
   dfl_plan plan;
-  int planned = dfl_be_plan(&plan, &g, kind, 0, 0, NULL) == DFL_OK;
+  int planned;
+  dfl_compiled_take_target(&c, &g, &plan, &planned);
   dfl_cpu cpu;
   memset(&cpu, 0, sizeof cpu);
   dfl_backend be;
@@ -212,7 +192,7 @@ int dfl_target_agreement(const dfl_spec *s, dfl_backend_kind kind, const dfl_dat
     }
     float num = 0;
     if ((rc = dfl_be_set_f(&be, wts, w, R)) || (rc = dfl_be_commit_inputs(&be)) || (rc = dfl_be_run(&be, DFL_PH_ALL)) ||
-        (rc = dfl_be_get_f(&be, ce[2], cor, R)) || (rc = dfl_be_get_f(&be, ce[0], &num, 1)))
+        (rc = dfl_be_get_f(&be, io.correct, cor, R)) || (rc = dfl_be_get_f(&be, io.num, &num, 1)))
       break;
     for (int64_t i = 0; i < R; i++) {
       if (w[i] <= 0) continue;
