@@ -25,6 +25,7 @@
 #include "compiler/graph.h"
 #include "compiler/status.h"
 #include "runtime/cuda/cuda.h"
+#include "tests/cuda/as_cc.h"
 #include "tests/cuda/bench_util.h"
 
 static unsigned long long rng_s;
@@ -187,10 +188,10 @@ static int bench(const char *name, int dflash, int window, int reps) {
 
 int main(int argc, char **argv) {
   if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
-  int as_cc = argc > 2 && !strcmp(argv[1], "--as-cc") ? atoi(argv[2]) : 0;
-  if (as_cc) argc -= 2, argv += 2;
-  dfl_cuda_set_default_as_cc(as_cc);
-  if (as_cc) printf("as-cc %d: kernels picked as on a GPU of compute capability %d.%d\n", as_cc, as_cc / 10, as_cc % 10);
+  if (dfl_test_as_cc(&argc, &argv) < 0) {
+    fprintf(stderr, "usage: bench_attention [--as-cc CC] [reps] [only]\n");
+    return 2;
+  }
   int reps = argc > 1 ? atoi(argv[1]) : 10;
   if (reps < 1) reps = 1;
   const char *e = getenv("DFL_SEED");

@@ -19,6 +19,7 @@
 ** test_ops_hybrid.c (shared declarations: ops.h).
 */
 #include "compiler/emit.h"
+#include "as_cc.h"
 #include "ops.h"
 
 static int graphs_only;                  /* no GPU: run_case records the ops and runs nothing */
@@ -203,18 +204,15 @@ void rand_anchors(int batch, int S, int N, int B, int32_t *anc, int32_t *keep, i
 }
 
 int main(int argc, char **argv) {
-  /* --as-cc CC: the kernels a GPU of compute capability CC gets, picked on this one (docs/gpus.md) */
-  int as_cc = argc > 2 && !strcmp(argv[1], "--as-cc") ? atoi(argv[2]) : 0;
-  if (argc > 1 && (!as_cc || argc != 3)) {
+  int as_cc = dfl_test_as_cc(&argc, &argv);
+  if (as_cc < 0 || argc > 1) {
     fprintf(stderr, "usage: cuda_ops [--as-cc CC]\n");
     return 2;
   }
-  dfl_cuda_set_default_as_cc(as_cc);
   no_fp8 = as_cc && as_cc < 89;
   dfl_gpu_arch row;
   if (as_cc && dfl_emit_gpu_for_cc(as_cc, "--as-cc", &row) == DFL_OK) row_smem = row.smem;
   graphs_only = !dfl_cuda_available();
-  if (as_cc) printf("as-cc %d: kernels picked as on a GPU of compute capability %d.%d\n", as_cc, as_cc / 10, as_cc % 10);
   const char *e = getenv("DFL_SEED");
   rng_s = e ? strtoull(e, NULL, 10) : (unsigned long long)time(NULL);
   printf("seed %llu (DFL_SEED=%llu reproduces)\n", rng_s, rng_s);

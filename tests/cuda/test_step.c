@@ -26,6 +26,7 @@
 #include "runtime/io/weights.h"
 #include "runtime/cpu/cpu.h"
 #include "runtime/cuda/cuda.h"
+#include "tests/cuda/as_cc.h"
 #include "runtime/io/data.h"
 
 static int fails;
@@ -215,13 +216,11 @@ out:
 }
 
 int main(int argc, char **argv) {
-  /* --as-cc CC: the step with the kernels a GPU of compute capability CC gets (docs/gpus.md) */
-  int as_cc = argc > 2 && !strcmp(argv[1], "--as-cc") ? atoi(argv[2]) : 0;
-  if (argc > 1 && (!as_cc || argc != 3)) {
+  int as_cc = dfl_test_as_cc(&argc, &argv); /* the step with the kernels a GPU of compute capability CC gets */
+  if (as_cc < 0 || argc > 1) {
     fprintf(stderr, "usage: cuda_step [--as-cc CC]\n");
     return 2;
   }
-  dfl_cuda_set_default_as_cc(as_cc);
   if (!dfl_cuda_available()) { printf("SKIP: no CUDA device\n"); return 77; }
   const char *e = getenv("DFL_SEED");
   uint64_t seed = e ? strtoull(e, NULL, 10) : (uint64_t)time(NULL);
