@@ -10,9 +10,10 @@
 **   5. plan       compiler/plan.c: the backend's workspaces, the queue's slots, fitted to the
 **                 device's memory budget (forward ops recomputed where that fits it)
 ** `dflc check` (its plan verdict and the weights' names), `dflc plan`, `dflc build`, the
-** single-device `dflc train`, the pipeline runner's devices and the agreement check all call it, so the plan `dflc plan`
-** prints is the one `dflc train` runs. dfl_compiled_fingerprint names the result: `dflc build` records it in build.json and
-** `dflc train DIR` refuses a build whose graph or plan this dflc no longer produces.
+** single-device `dflc train`, the pipeline runner's devices and the agreement check all call it, so
+** the plan `dflc plan` prints is the one `dflc train` runs. dfl_compiled_fingerprint names the
+** result: `dflc build` records it in build.json and `dflc train DIR` refuses a build whose graph or
+** plan this dflc no longer produces.
 */
 #ifndef DFL_COMPILE_H
 #define DFL_COMPILE_H

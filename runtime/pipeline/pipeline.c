@@ -6,6 +6,7 @@
 ** device's graph, plan and GPU, and the teardown: pipeline_setup.c.
 */
 #include "runtime/pipeline/pipeline_internal.h"
+#include "runtime/compile.h"
 
 double pipe_now_s(void) {
   struct timespec ts;
@@ -36,12 +37,9 @@ int dfl_pipe_wants(const dfl_spec *s) {
   return n > 1;
 }
 
-/* Bytes between two device slots of the hidden-state queue: one micro-batch's features (fp32,
-** the most any features dtype takes), 256-aligned. */
-static int64_t qslot_stride(const pipe_s *p) {
-  int64_t b = (int64_t)p->b * p->S * p->s.n_taps * p->s.target.hidden * 4;
-  return (b + 255) / 256 * 256;
-}
+/* Bytes between two device slots of the hidden-state queue (the compile entry point's, so that the
+** plan holds what this run places). */
+static int64_t qslot_stride(const pipe_s *p) { return dfl_compile_queue_stride(&p->s, p->b); }
 
 int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_result *res) {
   static pipe_s P;   /* large (the diag and queue samples): off the stack; one run at a time */
