@@ -21,14 +21,14 @@ add_custom_command(
   DEPENDS ${DFL_KERNEL_SOURCES} ${CMAKE_SOURCE_DIR}/cmake/embed_kernels.cmake
   COMMENT "Embedding kernels/*.cuh")
 
-add_library(dfl_emit STATIC compiler/emit.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
+add_library(dfl_emit STATIC compiler/emit.c compiler/codegen.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
 target_include_directories(dfl_emit PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
 # Plain library files, not the CUDA:: imported targets: those add the libcuda stub to the link.
 find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_emit PUBLIC dfl_ir ${DFL_NVRTC_LIB})
 
-add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/attention.c runtime/cuda/gemm.c runtime/cuda/hybrid.c runtime/cuda/loss.c runtime/cuda/rope.c)
+add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/attention.c runtime/cuda/gemm.c runtime/cuda/hybrid.c runtime/cuda/loss.c runtime/cuda/pointwise.c runtime/cuda/rope.c)
 find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_cuda PUBLIC dfl_emit dfl_plan_core ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads)
 
@@ -50,6 +50,8 @@ foreach(part families sm_80 sm_86 sm_89 sm_100a sm_120a)
   add_test(NAME cuda_nvrtc_${part} COMMAND $<TARGET_FILE:cuda_nvrtc> ${part} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(cuda_nvrtc_${part} PROPERTIES LABELS cuda ENVIRONMENT "${DFL_TEST_ENV}" TIMEOUT 900)
 endforeach()
+# the generated source of pointwise fusion groups: its golden file, NVRTC for sm_80 and sm_90a (seconds)
+dfl_add_test(cuda_codegen SOURCES tests/cuda/test_codegen.c LIBS dfl_emit LABELS emit)
 add_test(NAME cuda_nvrtc_table COMMAND $<TARGET_FILE:cuda_nvrtc> table WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cuda_nvrtc_table PROPERTIES LABELS emit TIMEOUT 60)
 

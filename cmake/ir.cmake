@@ -5,6 +5,7 @@ add_library(dfl_ir STATIC
   compiler/autodiff.c
   compiler/optim.c
   compiler/fuse.c
+  compiler/lower.c
   compiler/sched.c
   compiler/file.c)
 target_link_libraries(dfl_ir PUBLIC m)

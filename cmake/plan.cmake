@@ -11,3 +11,5 @@ dfl_add_test(plan_planned_cpu SOURCES tests/plan/test_planned_cpu.c LIBS dfl_pla
 dfl_add_test(plan_lce SOURCES tests/plan/test_lce.c LIBS dfl_plan_core LABELS plan)
 # `dflc plan` on every example (the dflc target comes from cli.cmake)
 dfl_add_test(plan_examples SOURCES tests/plan/test_examples.c LIBS dfl_plan_core LABELS plan)
+# compiler/lower.c: the pointwise fusion groups, and the plan's liveness over them
+dfl_add_test(ir_lower SOURCES tests/ir/test_lower.c LIBS dfl_plan_core LABELS ir)

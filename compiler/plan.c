@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "compiler/plan.h"
+#include "compiler/lower.h"
 #include "compiler/status.h"
 
 static const size_t dtype_bytes[DFL_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1};
@@ -69,21 +70,26 @@ const char *dfl_plan_buf_name(const dfl_plan *p, const dfl_graph *g, int i) {
   return p->ws[i - p->nt].name;
 }
 
-/* First and last op touching each ACT tensor (-1, -1 when no op touches it). */
-static void liveness(const dfl_graph *g, int *first, int *last) {
+/* First and last op touching each ACT tensor (-1, -1 when no op touches it). An op of a pointwise
+** fusion group (compiler/lower.h) touches its tensors over the whole group: one kernel computes it,
+** so no other tensor may take their bytes in between. */
+static int liveness(const dfl_graph *g, int *first, int *last) {
+  int *sf = malloc(sizeof(int) * (g->nops + 1)), *sl = malloc(sizeof(int) * (g->nops + 1));
+  if (!sf || !sl || dfl_lower_span(g, sf, sl)) { free(sf); free(sl); return DFL_ENOMEM; }
   for (int t = 0; t < g->nt; t++) first[t] = last[t] = -1;
   for (int i = 0; i < g->nops; i++) {
     const dfl_op *op = &g->ops[i];
     for (int k = 0; k < op->n_in + op->n_out; k++) {
       int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
       if (t < 0 || t >= g->nt || g->t[t].kind != DFL_T_ACT) continue;
-      if (first[t] < 0) first[t] = i;
-      last[t] = i;
+      if (first[t] < 0) first[t] = sf[i];
+      if (sl[i] > last[t]) last[t] = sl[i];
     }
   }
+  free(sf);
+  free(sl);
+  return DFL_OK;
 }
-
-/* --- placement ---------------------------------------------------------------------------- */
 
 typedef struct { int64_t size; int first, last; int64_t off; } group;
 typedef struct { int64_t off, end; } span;
@@ -177,7 +183,11 @@ int dfl_plan_build_ex(dfl_plan *p, const dfl_graph *g, dfl_plan_elem_fn elem, vo
   if (o->n_ws) memcpy(p->ws, o->ws, sizeof(dfl_plan_ws) * o->n_ws);
 
   /* sizes, categories, liveness */
-  liveness(g, p->first, p->last);
+  if (liveness(g, p->first, p->last)) {
+    free(taken); free(gid); free(gr); free(order); free(best_order); free(tmp); free(live);
+    dfl_plan_free(p);
+    return DFL_ENOMEM;
+  }
   for (int t = 0; t < nt; t++) {
     const dfl_tensor *x = &g->t[t];
     p->size[t] = align_up(dfl_tensor_numel(x) * (int64_t)elem(x, ctx), p->alignment);
@@ -323,8 +333,7 @@ int dfl_plan_check(const dfl_plan *p, const dfl_graph *g) {
   }
   int *first = malloc(sizeof(int) * (g->nt + 1)), *last = malloc(sizeof(int) * (g->nt + 1));
   if (!first || !last) { free(first); free(last); return DFL_ENOMEM; }
-  liveness(g, first, last);
-  int rc = DFL_OK;
+  int rc = liveness(g, first, last);
   for (int b = 0; b < p->nbuf && rc == DFL_OK; b++) {
     const char *nm = dfl_plan_buf_name(p, g, b);
     int used = b >= p->nt || first[b] >= 0 || g->t[b].kind != DFL_T_ACT;

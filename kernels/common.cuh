@@ -156,6 +156,16 @@ __device__ __forceinline__ float block_max(float v, float *red) {
   return v;
 }
 
+/* 1 / (1 + e^-g). FAST: by the approximate reciprocal (MUFU.RCP and a multiply, about 1 ulp) for
+** graphs that round h to bf16 or f16 anyway; the IEEE division expands to a reciprocal, four FMAs
+** and a range check per element, and the SwiGLU kernels were partly issue-bound (ncu, session 12:
+** 63% of issue slots busy in the target's quantized SwiGLU; 94 -> 68 us a layer with FAST, session
+** 14). f32 graphs keep the division: their values stay those the fixtures were checked with.
+** g -> -inf: e^-g = inf, and __fdividef(1, inf) = 0, the sigmoid's limit. */
+template <bool FAST>
+__device__ __forceinline__ float dfl_sigm(float g) {
+  return FAST ? __fdividef(1.f, 1.f + __expf(-g)) : 1.f / (1.f + __expf(-g));
+}
 /* x as stored in dtype dt and read back (a fused kernel's intermediate, as the unfused graph stored it) */
 __device__ __forceinline__ float dfl_round_to(float x, int dt) {
   return dt == DT_BF16 ? dfl_bf2f(dfl_f2bf(x)) : dt == DT_F16 ? dfl_h2f(dfl_f2h(x)) : x;

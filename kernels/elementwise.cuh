@@ -1,72 +1,19 @@
 /*
-** elementwise.cuh: IOTA_MOD, ADD, SCALE, COPY, SWIGLU (and its quantized form) (+BWD), ACCUM, and the deterministic
-** two-level reductions behind SUM and SUMSQ_ACC (partials per block, then one block adds them in a
-** fixed order, so a replayed step gives bit-identical sums).
-** ADD, SWIGLU, SWIGLU_BWD (the big ones: [tokens, intermediate] bf16) take 8 elements per thread
-** with 16-byte loads and stores when n % 8 == 0 and every pointer is 16-byte aligned (the plan's
-** offsets are); each thread loads all its inputs before storing, so in-place aliasing is safe.
+** elementwise.cuh: IOTA_MOD, COPY's conversions outside a fusion group, SWIGLU's quantized form, the
+** row-quantizing kernels, CONCAT_COLS, and the deterministic two-level reductions behind SUM and
+** SUMSQ_ACC (partials per block, then one block adds them in a fixed order, so a replayed step gives
+** bit-identical sums). The pointwise ops (ADD, SCALE, COPY, FILL, SWIGLU, SWIGLU_BWD, ACCUM, ...) are
+** generated per graph from compiler/pointwise.def (compiler/codegen.c), not written here.
 */
 extern "C" __global__ void dfl_iota_mod(int *out, ll n, int m) {
   GRID_STRIDE(i, n) out[i] = (int)(i % m);
 }
-extern "C" __global__ void dfl_add(void *out, int dto, const void *x, int dtx, const void *y, int dty, ll n) {
-  if ((n & 7) == 0 && vec_ok(out) && vec_ok(x) && vec_ok(y)) {
-    GRID_STRIDE(j, n >> 3) {
-      float a[8], b[8];
-      ld8(x, dtx, j * 8, a); ld8(y, dty, j * 8, b);
-#pragma unroll
-      for (int k = 0; k < 8; k++) a[k] += b[k];
-      st8(out, dto, j * 8, a);
-    }
-    return;
-  }
-  GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i) + ldf(y, dty, i));
-}
-/* out = x * (s ? s[0] : 1) * alpha */
-extern "C" __global__ void dfl_scale(void *out, int dto, const void *x, int dtx, const void *s, int dts,
-                                     float alpha, ll n) {
-  float f = alpha * (s ? ldf(s, dts, 0) : 1.f);
-  GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i) * f);
-}
 extern "C" __global__ void dfl_copy(void *out, int dto, const void *x, int dtx, ll n) {
   GRID_STRIDE(i, n) stf(out, dto, i, ldf(x, dtx, i));
 }
-/* 1 / (1 + e^-g). FAST: by the approximate reciprocal (MUFU.RCP and a multiply, about 1 ulp) for
-** graphs that round h to bf16 or f16 anyway; the IEEE division expands to a reciprocal, four FMAs
-** and a range check per element, and the SwiGLU kernels were partly issue-bound (ncu, session 12:
-** 63% of issue slots busy in the target's quantized SwiGLU; 94 -> 68 us a layer with FAST, session
-** 14). f32 graphs keep the division: their values stay those the fixtures were checked with.
-** g -> -inf: e^-g = inf, and __fdividef(1, inf) = 0, the sigmoid's limit. */
-template <bool FAST>
-__device__ __forceinline__ float dfl_sigm(float g) {
-  return FAST ? __fdividef(1.f, 1.f + __expf(-g)) : 1.f / (1.f + __expf(-g));
-}
 __device__ __forceinline__ float dfl_sigmoid(float g) { return dfl_sigm<false>(g); }
-template <bool FAST>
-__device__ __forceinline__ void swiglu_body(void *out, int dto, const void *g, int dtg, const void *u, int dtu, ll n) {
-  if ((n & 7) == 0 && vec_ok(out) && vec_ok(g) && vec_ok(u)) {
-    GRID_STRIDE(j, n >> 3) {
-      float a[8], b[8];
-      ld8(g, dtg, j * 8, a); ld8(u, dtu, j * 8, b);
-#pragma unroll
-      for (int k = 0; k < 8; k++) a[k] = a[k] * dfl_sigm<FAST>(a[k]) * b[k];
-      st8(out, dto, j * 8, a);
-    }
-    return;
-  }
-  GRID_STRIDE(i, n) {
-    float a = ldf(g, dtg, i);
-    stf(out, dto, i, a * dfl_sigm<FAST>(a) * ldf(u, dtu, i));
-  }
-}
-/* FAST when no tensor is f32; 8 CTAs an SM (32 registers): runtime/cuda.c's grid-stride launches */
-extern "C" __global__ void __launch_bounds__(256, 8) dfl_swiglu(void *out, int dto, const void *g, int dtg,
-                                                                const void *u, int dtu, ll n) {
-  if (dto == DT_F32 || dtg == DT_F32 || dtu == DT_F32) swiglu_body<false>(out, dto, g, dtg, u, dtu, n);
-  else swiglu_body<true>(out, dto, g, dtg, u, dtu, n);
-}
 /* SWIGLU's quantized form (dfl_fuse_quant; an FP8 target's input of its down projection): a block
-** per row (common.cuh rowq_store), h = silu(g) u with the IEEE division (dfl_swiglu and the pipelined
+** per row (common.cuh rowq_store), h = silu(g) u with the IEEE division (the generated SWIGLU and the pipelined
 ** kernel below take the approximate reciprocal in bf16 graphs: h's last bits may differ from this
 ** kernel's, which takes the rows it cannot): g and u read once, one
 ** byte written per feature, h never stored (9 bytes an element unfused in bf16, 5 fused). */
@@ -212,40 +159,6 @@ extern "C" __global__ void __launch_bounds__(384, 2) dfl_quant_f8r(unsigned char
                                                                   int C) {
   rowq_pipe<0>(q, s, x, x, rows, C);
 }
-/* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))); FAST as dfl_swiglu */
-template <bool FAST>
-__device__ __forceinline__ void swiglu_bwd_body(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
-                                                const void *u, int dtu, const void *dy, int dtdy, ll n) {
-  if ((n & 7) == 0 && vec_ok(dg) && vec_ok(du) && vec_ok(g) && vec_ok(u) && vec_ok(dy)) {
-    GRID_STRIDE(j, n >> 3) {
-      float a[8], b[8], d[8], og[8], ou[8];
-      ld8(g, dtg, j * 8, a); ld8(u, dtu, j * 8, b); ld8(dy, dtdy, j * 8, d);
-#pragma unroll
-      for (int k = 0; k < 8; k++) {
-        float sg = dfl_sigm<FAST>(a[k]);
-        og[k] = d[k] * b[k] * sg * (1.f + a[k] * (1.f - sg));
-        ou[k] = d[k] * a[k] * sg;
-      }
-      st8(dg, dtdg, j * 8, og); st8(du, dtdu, j * 8, ou);
-    }
-    return;
-  }
-  GRID_STRIDE(i, n) {
-    float a = ldf(g, dtg, i), b = ldf(u, dtu, i), d = ldf(dy, dtdy, i);
-    float sg = dfl_sigm<FAST>(a);
-    stf(dg, dtdg, i, d * b * sg * (1.f + a * (1.f - sg)));
-    stf(du, dtdu, i, d * a * sg);
-  }
-}
-extern "C" __global__ void dfl_swiglu_bwd(void *dg, int dtdg, void *du, int dtdu, const void *g, int dtg,
-                                         const void *u, int dtu, const void *dy, int dtdy, ll n) {
-  if (dtdg == DT_F32 || dtdu == DT_F32 || dtg == DT_F32 || dtu == DT_F32 || dtdy == DT_F32)
-    swiglu_bwd_body<false>(dg, dtdg, du, dtdu, g, dtg, u, dtu, dy, dtdy, n);
-  else swiglu_bwd_body<true>(dg, dtdg, du, dtdu, g, dtg, u, dtu, dy, dtdy, n);
-}
-extern "C" __global__ void dfl_accum(void *acc, int dta, const void *x, int dtx, ll n) {
-  GRID_STRIDE(i, n) stf(acc, dta, i, ldf(acc, dta, i) + ldf(x, dtx, i));
-}
 /* Stage 1 of a reduction: part[blockIdx.x] = sum (squared when sq) over a grid-stride slice. */
 extern "C" __global__ void dfl_reduce_part(float *part, const void *x, int dtx, ll n, int sq) {
   float s = 0.f;
@@ -259,9 +172,6 @@ extern "C" __global__ void dfl_reduce_final(void *out, int dto, const float *par
   for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
   s = block_sum(s);
   if (threadIdx.x == 0) stf(out, dto, 0, (acc ? ldf(out, dto, 0) : 0.f) + s);
-}
-extern "C" __global__ void dfl_fill(void *out, int dto, ll n, float v) {
-  GRID_STRIDE(i, n) stf(out, dto, i, v);
 }
 /* CONCAT_COLS, one input at a time: out[r, off + c] = x[r, c] for c < C. */
 extern "C" __global__ void dfl_copy_cols(void *out, int dto, ll ldo, ll off, const void *x, int dtx, ll R, ll C) {

@@ -1,7 +1,8 @@
 // hybrid.cuh: the hybrid (Gated DeltaNet + gated attention) target's forward kernels: causal conv
-// with SiLU, per-head L2 norm, the GDN gates, the chunked gated delta rule, the gated RMSNorm, the
-// sigmoid output gate and partial RoPE. Contracts: compiler/ops.def. Rows come in sequences of S
-// (row r belongs to sequence r / S): the conv window and the recurrent state restart at each start.
+// with SiLU, per-head L2 norm, the chunked gated delta rule, the gated RMSNorm and partial RoPE (the
+// GDN gates and the sigmoid output gate are pointwise: generated, compiler/pointwise.def). Contracts:
+// compiler/ops.def. Rows come in sequences of S (row r belongs to sequence r / S): the conv window
+// and the recurrent state restart at each start.
 // Row kernels load through ldf/stf (any float dtype per tensor), sum in f32 and round once at the store.
 
 __device__ __forceinline__ float hy_silu(float x) { return x / (1.f + expf(-x)); }
@@ -233,23 +234,6 @@ extern "C" __global__ void dfl_norm_gate(void *y, int dty, const void *x, int dt
   }
 }
 
-/* g = -exp(A_log[h]) softplus(a + dt_bias[h]) (torch's softplus: x above 20), beta = sigmoid(b) */
-extern "C" __global__ void dfl_gdn_gates(float *g, float *beta, const void *a, int dta, const void *b, int dtb,
-                                         const void *alog, int dtl, const void *dtbias, int dtd, ll n, int H) {
-  GRID_STRIDE(i, n) {
-    const int h = (int)(i % H);
-    const float xa = ldf(a, dta, i) + ldf(dtbias, dtd, h);
-    const float sp = xa > 20.f ? xa : log1pf(expf(xa));
-    g[i] = -expf(ldf(alog, dtl, h)) * sp;
-    beta[i] = 1.f / (1.f + expf(-ldf(b, dtb, i)));
-  }
-}
-
-/* y = x sigmoid(g): the gated attention's output gate */
-extern "C" __global__ void dfl_sigmoid_mul(void *y, int dty, const void *x, int dtx, const void *gt, int dtg, ll n) {
-  GRID_STRIDE(i, n) stf(y, dty, i, ldf(x, dtx, i) / (1.f + expf(-ldf(gt, dtg, i))));
-}
-
 /* Partial rotary (ROPE with 0 < rot_dim < hd): per (row, head), item i < rd / 2 rotates the NeoX pair
 ** (i, i + rd / 2) by pos theta^(-2i/rd) (the angle in double, as dfl_rope), the other items copy dims
 ** rd .. hd - 1. The target's RoPE is a few percent of its bytes: one simple kernel serves it. */
@@ -277,16 +261,6 @@ extern "C" __global__ void dfl_rope_part(void *out, int dto, const void *x, int 
 ** hd % 8 == 0 and rd % 16 == 0: the first rd / 16 threads of a row rotate 8 NeoX pairs each (both halves)
 ** in every head, the rest copy. The per-element kernels ran at 0.5-1.5 TB/s; a thread per (row, head)
 ** forming its own 8 angles took twice as long as they did (the double pow and sincos). */
-extern "C" __global__ void dfl_sigmoid_mul_v8(void *y, int dty, const void *x, int dtx, const void *gt, int dtg, ll n8) {
-  GRID_STRIDE(i, n8) {
-    float a[8], b[8];
-    ld8(x, dtx, i * 8, a);
-    ld8(gt, dtg, i * 8, b);
-#pragma unroll
-    for (int k = 0; k < 8; k++) a[k] = a[k] / (1.f + expf(-b[k]));
-    st8(y, dty, i * 8, a);
-  }
-}
 extern "C" __global__ void dfl_rope_part_v8(void *out, int dto, const void *x, int dtx, const int *pos, ll rows, int nh,
                                             int hd, int rd, double theta, int inverse) {
   /* a thread per (row, 8 dims) walks the row's heads: the 8 angles (double sincos and pow, as dfl_rope)

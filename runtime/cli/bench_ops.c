@@ -50,8 +50,8 @@ static int prof_cmp(const void *a, const void *b) {
   double x = ((const prof_row *)a)->ms, y = ((const prof_row *)b)->ms;
   return (x < y) - (x > y);
 }
-/* Op i of the step, launched (GPU) or run (CPU) alone; a multi-tensor optimizer group's first op
-** launches the whole group, as the step's graphs do. */
+/* Op i of the step, launched (GPU) or run (CPU) alone; the first op of a multi-tensor optimizer group
+** or of a pointwise fusion group (compiler/lower.h) launches the whole group, as the step's graphs do. */
 static int run_op_be(dfl_backend *be, int i) {
 #ifdef DFL_HAVE_CUDA
   dfl_cuda *c = dfl_be_cuda_state(be);
@@ -67,7 +67,8 @@ static int time_ops(dfl_backend *be, const dfl_graph *g, int reps, double *ms, c
 #ifdef DFL_HAVE_CUDA
   dfl_cuda *c = dfl_be_cuda_state(be);
   if (c) {
-    *how = "each op launched alone between CUDA events; a multi-tensor optimizer group as one launch, timed on its first op";
+    *how = "each op launched alone between CUDA events; a multi-tensor optimizer group or a pointwise fusion group as "
+           "one launch, timed on its first op";
     cudaStream_t st = (cudaStream_t)dfl_cuda_stream(c);
     cudaEvent_t *ev = malloc(sizeof(cudaEvent_t) * (size_t)(g->nops + 1));
     int nev = 0;

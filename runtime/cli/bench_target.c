@@ -19,6 +19,9 @@
 #ifdef DFL_HAVE_CUDA
 #include "runtime/cuda/cuda.h"
 #endif
+#ifdef DFL_HAVE_CUDA
+#include "runtime/cuda/cuda.h"
+#endif
 
 int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, int64_t warmup, int reps, int ops, int gemms,
                      int cpu, const char *json) {
@@ -93,6 +96,11 @@ int dfl_bench_target(const dfl_spec *s, const char *spec_file, int64_t steps, in
     printf("forward: %" PRId64 " runs in %.3f s: %.2f ms each, %.0f sequence tokens/s\n", steps, dt, ms, tps);
     printf("FLOPs/forward: %.2f TFLOP (GEMMs %.2f, %.1f%%); achieved %.1f TFLOP/s\n", flops / 1e12, gemm_fl / 1e12,
            100 * gemm_fl / flops, flops / (ms * 1e-3) / 1e12);
+#ifdef DFL_HAVE_CUDA
+    dfl_cuda *cu = dfl_be_cuda_state(&be);
+    int other = 0, kernels = cu ? dfl_cuda_graph_nodes(cu, DFL_PH_ALL, &other) : -1;
+    if (kernels >= 0) printf("kernel launches per forward: %d (and %d copy or memset nodes)\n", kernels, other);
+#endif
     if (ops) rc = dfl_bench_op_profile_be(&be, gp, reps, gemms);
     if (rc) status = 1;
     if (json && !rc) {

@@ -421,6 +421,21 @@ int dfl_cmd_bench(int argc, char **argv) {
   for (int p = drafter_only ? 1 : 0; p < DFL_PH_COUNT; p++)
     printf("  %-16s %8.2f ms  %6.1f TFLOP/s\n", dfl_bench_phase_name[p], ms_ph[p], ms_ph[p] > 0 ? fl[p] / (ms_ph[p] * 1e-3) / 1e12 : 0);
   printf("  %-16s %8.2f ms\n", "sum", sum_ph);
+#ifdef DFL_HAVE_CUDA
+  dfl_cuda *cu = dfl_be_cuda_state(&tr->be);
+  if (cu) { /* the per-phase graphs the timing run captured: every launch of a step is in one of them */
+    int total = 0, other = 0, o;
+    printf("kernel launches (the phase graphs' kernel nodes):");
+    for (int p = drafter_only ? 1 : 0; p < DFL_PH_COUNT; p++) {
+      int k = dfl_cuda_graph_nodes(cu, 1u << p, &o);
+      if (k < 0) continue;
+      int times = p == DFL_PH_OPTIMIZER ? 1 : accum;
+      printf(" %s %d,", dfl_bench_phase_name[p], k);
+      total += k * times, other += o * times;
+    }
+    printf(" per step %d (and %d copy or memset nodes)\n", total, other);
+  }
+#endif
   if (tr->overlap) /* the previous step's optimizer with the target forward, then the rest of the step */
     printf("graph launches per step: %d (optimizer + target forward, drafter%s), plus %d async copies and 3 memsets; "
            "the phases above run alone, so their sum exceeds the step by what the overlap hides\n",

@@ -6,6 +6,8 @@
 **   DIR/schedule.txt   the op list in schedule order: phase, op, label, output shape, FLOPs
 **   DIR/kernels.cu     the CUDA source the runtime compiles, byte for byte (every kernel family)
 **   DIR/kernels.txt    every op of the graph and the kernel family that runs it
+**   DIR/groups.cu      the kernels generated for this graph's pointwise fusion groups (compiler/codegen.c),
+**                      byte for byte what the runtime compiles beside kernels.cu
 **   DIR/cubin/         the NVRTC cubin cache of kernels.cu for the target arch: `dflc train DIR`
 **                      points the cache here, so it starts without compiling
 ** `dflc train DIR` trains the spec recorded in DIR/build.json.
@@ -26,7 +28,9 @@
 #include "runtime/compile.h"
 #include "runtime/io/checkpoint.h"
 #ifdef DFL_HAVE_CUDA
+#include "compiler/codegen.h"
 #include "compiler/emit.h"
+#include "compiler/lower.h"
 #endif
 
 static int write_bytes(const char *path, const void *p, size_t n) {
@@ -65,6 +69,10 @@ static int write_schedule(const char *path, const dfl_graph *g) {
   fprintf(f, "\n");
   return fclose(f) ? DFL_EIO : DFL_OK;
 }
+
+#ifdef DFL_HAVE_CUDA
+static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_plan *plan);
+#endif
 
 int dfl_cmd_build(int argc, char **argv) {
   const char *spec_file = NULL, *out = NULL, *arch = "sm_90a"; /* what the runtime compiles for on sm_90 */
@@ -184,6 +192,7 @@ int dfl_cmd_build(int argc, char **argv) {
     free(table);
     free(cubin);
     if (rc == DFL_OK) printf("cubin: %s/ (%s, %zu bytes)\n", path, arch, n);
+    if (rc == DFL_OK) rc = write_groups(out, arch, &tg->g, planned ? &plan : NULL);
   }
 #else
   fprintf(stderr, "dflc build: this build has no CUDA toolkit: kernels.cu and cubins not written\n");
@@ -222,6 +231,34 @@ int dfl_cmd_build(int argc, char **argv) {
   free(s);
   return rc == DFL_OK ? 0 : 1;
 }
+
+#ifdef DFL_HAVE_CUDA
+/* DIR/groups.cu: the fusion groups under the plan's offsets, as the CUDA backend forms them
+** (runtime/cuda/pointwise.c), and their cubin into DIR/cubin beside the library's. */
+static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_plan *plan) {
+  dfl_groups gs;
+  char path[DFL_PATH_MAX + 64], *src = NULL;
+  void *cubin = NULL;
+  size_t len = 0, n = 0;
+  int rc = dfl_lower_groups(g, plan ? plan->offset : NULL, plan ? plan->size : NULL, &gs);
+  if (rc == DFL_OK) rc = dfl_codegen_source(g, &gs, &src, &len);
+  snprintf(path, sizeof path, "%s/groups.cu", out);
+  if (rc == DFL_OK) {
+    static const char none[] = "// this graph has no pointwise op: no generated kernel\n";
+    rc = src ? write_bytes(path, src, len) : write_bytes(path, none, sizeof none - 1);
+  }
+  snprintf(path, sizeof path, "%s/cubin", out);
+  if (rc == DFL_OK && src) rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
+  if (rc == DFL_OK && src) rc = dfl_nvrtc_cache_put(src, arch, path, cubin, n);
+  int nops = 0;
+  for (int k = 0; k < gs.n; k++) nops += gs.g[k].n;
+  if (rc == DFL_OK) printf("groups: %d fusion groups of %d pointwise ops -> %s/groups.cu\n", gs.n, nops, out);
+  free(src);
+  free(cubin);
+  dfl_groups_free(&gs);
+  return rc;
+}
+#endif
 
 /* `dflc train DIR`: the spec recorded by `dflc build`, and its cubin cache. */
 int dfl_build_resolve(const char *arg, char *spec, unsigned long n, int *is_dir) {

@@ -476,6 +476,7 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   LT(cublasLtCreate(&im->lt));
   memtrace("init: cuBLASLt handle");
   TRY(load_kernels(c, arch));
+  TRY(dfl_cu_pw_load(c, plan));
   memtrace("init: kernels loaded");
   for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
   mt_group(c);
@@ -578,6 +579,7 @@ void dfl_cuda_free(dfl_cuda *c) {
     }
     if (im->lt) cublasLtDestroy(im->lt);
     if (im->lib) cudaLibraryUnload(im->lib);
+    dfl_cu_pw_free(c);
     if (im->stream) cudaStreamDestroy(im->stream);
     if (im->hi) cudaStreamDestroy(im->hi);
     if (im->lo) cudaStreamDestroy(im->lo);
@@ -671,20 +673,10 @@ static int exec_op(dfl_cuda *c, int i) {
   long long n = op->n_out > 0 ? (long long)numel(c, op->out[0]) : 0;
   int d0 = op->n_out > 0 ? dt(c, op->out[0]) : 0, d1 = op->n_in > 0 && op->in[0] >= 0 ? dt(c, op->in[0]) : 0;
   void *o0 = op->n_out > 0 ? P(op->out[0]) : NULL, *i0 = op->n_in > 0 && op->in[0] >= 0 ? P(op->in[0]) : NULL;
+  if (im->pw.of_op && im->pw.of_op[i] >= 0) return dfl_cu_pw_run(c, i); /* a generated fusion group */
   switch (op->code) {
   case DFL_OP_IOTA_MOD: { int m = at->n; void *a[] = {&o0, &n, &m}; return launch(c, K_IOTA, n, a); }
-  case DFL_OP_ADD: {
-    void *y = P(op->in[1]); int d2 = dt(c, op->in[1]);
-    void *a[] = {&o0, &d0, &i0, &d1, &y, &d2, &n}; return launch(c, K_ADD, n, a);
-  }
-  case DFL_OP_SCALE: {
-    void *s = op->n_in >= 2 && op->in[1] >= 0 ? P(op->in[1]) : NULL;
-    int ds = s ? dt(c, op->in[1]) : 0;
-    float al = at->alpha == 0 ? 1.f : (float)at->alpha;
-    void *a[] = {&o0, &d0, &i0, &d1, &s, &ds, &al, &n}; return launch(c, K_SCALE, n, a);
-  }
   case DFL_OP_COPY: return copy_conv(c, o0, d0, i0, d1, n); /* same dtype: a plain device copy */
-  case DFL_OP_FILL: { float v = (float)at->alpha; void *a[] = {&o0, &d0, &n, &v}; return launch(c, K_FILL, n, a); }
   case DFL_OP_CONCAT_COLS: {
     long long R = T(c, op->out[0])->shape[0], C = T(c, op->out[0])->shape[1], off = 0;
     for (int k = 0; k < op->n_in; k++) {
@@ -713,16 +705,7 @@ static int exec_op(dfl_cuda *c, int i) {
       return nch ? launch2(c, nch == 2 ? K_SWIGLU_Q2 : K_SWIGLU_Q4, T(c, op->in[0])->shape[0], 1, C / (8 * nch), 0, a)
                  : DFL_ESHAPE;
     }
-    void *a[] = {&o0, &d0, &i0, &d1, &u, &du, &n}; return launch(c, K_SWIGLU, n, a);
-  }
-  case DFL_OP_SWIGLU_BWD: {
-    void *o1 = P(op->out[1]), *u = P(op->in[1]), *dy = P(op->in[2]);
-    int do1 = dt(c, op->out[1]), du = dt(c, op->in[1]), ddy = dt(c, op->in[2]);
-    void *a[] = {&o0, &d0, &o1, &do1, &i0, &d1, &u, &du, &dy, &ddy, &n}; return launch(c, K_SWIGLU_BWD, n, a);
-  }
-  case DFL_OP_ACCUM: {
-    void *x = P(op->in[1]); int dx = dt(c, op->in[1]);
-    void *a[] = {&o0, &d0, &x, &dx, &n}; return launch(c, K_ACCUM, n, a);
+    break;
   }
   case DFL_OP_SUM: return reduce(c, (float *)im->ops[i].scratch, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
   case DFL_OP_SUMSQ_ACC:
@@ -828,10 +811,8 @@ static int exec_op(dfl_cuda *c, int i) {
   case DFL_OP_ROPE: return dfl_cu_rope(c, op);
   case DFL_OP_CONV1D_SILU: return dfl_cu_conv1d_silu(c, op);
   case DFL_OP_L2NORM: return dfl_cu_l2norm(c, op);
-  case DFL_OP_GDN_GATES: return dfl_cu_gdn_gates(c, op);
   case DFL_OP_GATED_DELTA: return dfl_cu_gated_delta(c, op);
   case DFL_OP_NORM_GATE: return dfl_cu_norm_gate(c, op);
-  case DFL_OP_SIGMOID_MUL: return dfl_cu_sigmoid_mul(c, op);
   case DFL_OP_GATHER: {
     const dfl_tensor *tb = T(c, op->in[0]);
     long long R = (long long)numel(c, op->in[1]); int H = (int)tb->shape[1], V = (int)tb->shape[0];
@@ -888,6 +869,10 @@ static int exec_op(dfl_cuda *c, int i) {
     fprintf(stderr, "dflc: cuda backend: op %s (%s) is not implemented\n", dfl_opcode_name(op->code), op->label);
     return DFL_ERR;
   }
+  /* a pointwise op (compiler/pointwise.def) that no fusion group took: a form or dtype it lacks */
+  fprintf(stderr, "dflc: cuda backend: op %s (%s): not lowered to a fusion group (compiler/lower.c "
+                  "dfl_lower_pointwise: dtypes f32, bf16, f16, f64, i32)\n", dfl_opcode_name(op->code), op->label);
+  return DFL_ESHAPE;
 }
 
 int dfl_cuda_run_op(dfl_cuda *c, int i) { return exec_op(c, i); }
@@ -961,6 +946,20 @@ int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
     fprintf(stderr, "%s:%d: cudaStreamEndCapture failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
     return DFL_ERR;
   }
+  /* its launches, for `dflc bench` */
+  int kernels = 0, other = 0;
+  size_t nn = 0;
+  CU(cudaGraphGetNodes(graph, NULL, &nn));
+  cudaGraphNode_t *nodes = malloc((nn ? nn : 1) * sizeof *nodes);
+  if (!nodes) { cudaGraphDestroy(graph); return DFL_ENOMEM; }
+  CU(cudaGraphGetNodes(graph, nodes, &nn));
+  for (size_t k = 0; k < nn; k++) {
+    enum cudaGraphNodeType ty;
+    CU(cudaGraphNodeGetType(nodes[k], &ty));
+    if (ty == cudaGraphNodeTypeKernel) kernels++;
+    else if (ty != cudaGraphNodeTypeEmpty) other++;
+  }
+  free(nodes);
   cudaGraphExec_t ex;
   e = cudaGraphInstantiate(&ex, graph, fork ? cudaGraphInstantiateFlagUseNodePriority : 0);
   cudaGraphDestroy(graph);
@@ -969,11 +968,21 @@ int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
     return DFL_ERR;
   }
   im->execs[im->nexec].mask = mask;
+  im->execs[im->nexec].kernels = kernels, im->execs[im->nexec].other = other;
   im->execs[im->nexec++].exec = ex;
   memtrace("run: graph captured");
   CU(cudaGraphLaunch(ex, im->stream));
   memtrace("run: first replay");
   return DFL_OK;
+}
+
+int dfl_cuda_graph_nodes(const dfl_cuda *c, unsigned mask, int *other) {
+  for (int i = 0; c->impl && i < c->impl->nexec; i++)
+    if (c->impl->execs[i].mask == mask) {
+      if (other) *other = c->impl->execs[i].other;
+      return c->impl->execs[i].kernels;
+    }
+  return -1;
 }
 
 int dfl_cuda_sync(dfl_cuda *c) {

@@ -66,6 +66,9 @@ void dfl_cuda_free(dfl_cuda *c);
 /* Enqueue the ops whose phase bit is in phase_mask (runtime/cpu.h DFL_PH_*): the first call for a
 ** mask captures them into a CUDA graph, later calls replay it. Asynchronous. */
 int dfl_cuda_run(dfl_cuda *c, unsigned phase_mask);
+/* The kernel nodes (launches) and the other nodes (copies, memsets) of the graph captured for
+** phase_mask; -1 when none is captured yet. What `dflc bench` reports as launches per step. */
+int dfl_cuda_graph_nodes(const dfl_cuda *c, unsigned phase_mask, int *other);
 /* The same ops launched one by one (no graph): debugging, and the check that capture changes nothing. */
 int dfl_cuda_run_eager(dfl_cuda *c, unsigned phase_mask);
 int dfl_cuda_run_op(dfl_cuda *c, int op_index);

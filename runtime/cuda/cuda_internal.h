@@ -12,6 +12,7 @@
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/cuda_check.h"
 #include "compiler/plan.h"
+#include "compiler/lower.h"
 #include "compiler/status.h"
 
 /* Every CUDA call goes through DFL_CU: it names the call and file:line (llm.c style). */
@@ -83,7 +84,7 @@ struct dfl_cuda_impl {
   char gpu[64];     /* the device's name, for messages */
   int tf32;         /* dfl_cuda_opts.tf32 (compile { tf32 = true }): f32 GEMMs on TF32 tensor cores */
   PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
-  struct { unsigned mask; cudaGraphExec_t exec; } execs[MAX_EXECS];
+  struct { unsigned mask; cudaGraphExec_t exec; int kernels, other; } execs[MAX_EXECS];
   int nexec;
   cudaStream_t hi, lo;  /* DFL_RUN_OVERLAP_OPT capture: the main branch, the optimizer's branch */
   /* dfl_cuda_unshared: the planned pointers, op scratch and tensor maps, and the private allocation */
@@ -92,6 +93,11 @@ struct dfl_cuda_impl {
   void **planned_tm;
   char *priv;
   cudaEvent_t fork, join[2];
+  /* the pointwise fusion groups (pointwise.c): their generated kernels and CTAs an SM of each */
+  dfl_groups pw;
+  cudaLibrary_t pwlib;
+  cudaKernel_t *pwk;
+  unsigned char *pwocc;
 };
 
 static inline const dfl_tensor *T(dfl_cuda *c, int t) { return &c->g->t[t]; }
@@ -123,6 +129,10 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
 /* runtime/cuda/cuda.c: shared by the op files */
 int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n);
 int dfl_cu_bf16_vecs(const void *const *p, const int *d, int n);
+/* runtime/cuda/pointwise.c: the pointwise ops by generated fusion group */
+int dfl_cu_pw_load(dfl_cuda *c, const dfl_plan *plan); /* at init: the groups, compiled and loaded */
+int dfl_cu_pw_run(dfl_cuda *c, int i);                  /* op i of a group: the group's launch at its first op */
+void dfl_cu_pw_free(dfl_cuda *c);
 /* runtime/cuda/loss.c, rope.c */
 int dfl_cu_block_rows(dfl_cuda *c, int i);
 int dfl_cu_linear_ce(dfl_cuda *c, int i);
@@ -139,10 +149,8 @@ int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void
 int dfl_cu_hybrid_load(dfl_cuda *c);  /* at kernel load: the chunk kernels' shared memory */
 int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op);
 int dfl_cu_l2norm(dfl_cuda *c, const dfl_op *op);
-int dfl_cu_gdn_gates(dfl_cuda *c, const dfl_op *op);
 int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op);
 int dfl_cu_norm_gate(dfl_cuda *c, const dfl_op *op);
-int dfl_cu_sigmoid_mul(dfl_cuda *c, const dfl_op *op);
 int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op);  /* ROPE with 0 < rot_dim < head_dim */
 
 #endif

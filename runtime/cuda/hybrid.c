@@ -124,29 +124,6 @@ int dfl_cu_norm_gate(dfl_cuda *c, const dfl_op *op) {
   return launch_warps(c, K_NORM_GATE, ng, 0, a);
 }
 
-int dfl_cu_gdn_gates(dfl_cuda *c, const dfl_op *op) {
-  void *g = P(op->out[0]), *b = P(op->out[1]);
-  void *xa = P(op->in[0]), *xb = P(op->in[1]), *al = P(op->in[2]), *db = P(op->in[3]);
-  int da = dt(c, op->in[0]), dbb = dt(c, op->in[1]), dl = dt(c, op->in[2]), dd = dt(c, op->in[3]);
-  long long n = numel(c, op->in[0]);
-  int H = (int)T(c, op->in[0])->shape[1];
-  void *a[] = {&g, &b, &xa, &da, &xb, &dbb, &al, &dl, &db, &dd, &n, &H};
-  return launch(c, K_GDN_GATES, n, a);
-}
-
-int dfl_cu_sigmoid_mul(dfl_cuda *c, const dfl_op *op) {
-  void *y = P(op->out[0]), *x = P(op->in[0]), *gt = P(op->in[1]);
-  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtg = dt(c, op->in[1]);
-  long long n = numel(c, op->out[0]);
-  if (n % 8 == 0 && vec16(y, dty) && vec16(x, dtx) && vec16(gt, dtg)) {
-    long long n8 = n / 8;
-    void *a[] = {&y, &dty, &x, &dtx, &gt, &dtg, &n8};
-    return launch(c, K_SIGMOID_MUL_V8, n8, a);
-  }
-  void *a[] = {&y, &dty, &x, &dtx, &gt, &dtg, &n};
-  return launch(c, K_SIGMOID_MUL, n, a);
-}
-
 int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op) {
   const dfl_attrs *at = &op->a;
   void *o = P(op->out[0]), *x = P(op->in[0]), *pos = P(op->in[1]);

@@ -14,7 +14,7 @@ for spec in examples/nano.dfl examples/tiny.dfl examples/qwen3-8b.dfl; do
   if ! "$DFLC" build "$spec" -o "$out" > "$out.log" 2>&1; then
     echo "FAIL: dflc build $spec"; cat "$out.log"; fail=1; continue
   fi
-  for f in build.json plan.yaml schedule.txt kernels.cu kernels.txt; do
+  for f in build.json plan.yaml schedule.txt kernels.cu kernels.txt groups.cu; do
     [ -s "$out/$f" ] || { echo "FAIL: $spec: $f missing or empty"; fail=1; }
   done
   ls "$out"/cubin/* > /dev/null 2>&1 || { echo "FAIL: $spec: no cubin"; fail=1; }

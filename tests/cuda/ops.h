@@ -59,6 +59,7 @@ void case_fp8_fused(int R, int C);
 void case_concat(int R);
 void case_block_rows(int nb, int B, int C);
 void case_elementwise(int R, int C);
+void case_pw_chain(int R, int C);
 void case_rmsnorm(int R, int D, int G, int addend);
 void case_rope(int R, int nh, int hd);
 void case_rope_norm(int R, int nh, int hd);

@@ -224,6 +224,8 @@ int main(int argc, char **argv) {
     case_matmul_addend();
     case_elementwise(19, 77);
     case_elementwise(16, 96);
+    case_pw_chain(19, 77);
+    case_pw_chain(16, 96);
     case_concat(37);
     case_rmsnorm(23, 256, 256, 0);
     case_rmsnorm(23, 256, 64, 0);

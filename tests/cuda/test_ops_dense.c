@@ -195,6 +195,30 @@ void case_elementwise(int R, int C) {
   dfl_graph_free(&g);
 }
 
+/* A vertical fusion group (compiler/lower.c): every op reads the one before it, the values passed in
+** registers rounded as the op-by-op graph stores them (ACT), one of them f32; it ends in the GDN
+** gates (column inputs) beside a SWIGLU_BWD (two outputs). R * C % 8 == 0 takes the 16-byte path. */
+void case_pw_chain(int R, int C) {
+  dfl_graph g; dfl_graph_init(&g);
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), y = t2(&g, "y", ACT, DFL_T_INPUT, R, C);
+  int al = t1(&g, "alog", DFL_F32, DFL_T_PARAM, C), db = t1(&g, "dtb", DFL_F32, DFL_T_PARAM, C);
+  int a = t2(&g, "a", ACT, DFL_T_ACT, R, C), sw = t2(&g, "sw", DFL_F32, DFL_T_ACT, R, C), z = t2(&g, "z", ACT, DFL_T_ACT, R, C);
+  int sm = t2(&g, "sm", ACT, DFL_T_ACT, R, C), gg = t2(&g, "g", DFL_F32, DFL_T_ACT, R, C), be = t2(&g, "beta", DFL_F32, DFL_T_ACT, R, C);
+  int dg = t2(&g, "dg", ACT, DFL_T_ACT, R, C), du = t2(&g, "du", ACT, DFL_T_ACT, R, C);
+  dfl_attrs at = {0};
+  op(&g, DFL_OP_ADD, 2, (int[]){x, y}, 1, &a, &at);
+  op(&g, DFL_OP_SWIGLU, 2, (int[]){a, y}, 1, &sw, &at);
+  at.alpha = 1.5;
+  op(&g, DFL_OP_SCALE, 1, (int[]){sw}, 1, &z, &at);
+  at.alpha = 0;
+  op(&g, DFL_OP_SIGMOID_MUL, 2, (int[]){z, a}, 1, &sm, &at);
+  op(&g, DFL_OP_GDN_GATES, 4, (int[]){sm, z, al, db}, 2, (int[]){gg, be}, &at);
+  op(&g, DFL_OP_SWIGLU_BWD, 3, (int[]){a, z, sm}, 2, (int[]){dg, du}, &at);
+  char nm[40]; snprintf(nm, sizeof nm, "pointwise chain %dx%d", R, C);
+  run_case(nm, &g, NULL, 0, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
 /* The vector kernels take G = 8 L with L a power of two <= 32 (several groups per block) or a
 ** multiple of 32 (one group per block); the others (G = 40 here) take the warp-per-group kernels.
 ** Enough groups for several blocks and grid-stride passes with a partial last one. `addend`: the

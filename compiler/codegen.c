@@ -1,0 +1,210 @@
+/*
+** codegen.c: a fusion group's kernel (codegen.h). Each thread takes 8 consecutive elements (16-byte
+** accesses when every element tensor's pointer is 16-byte aligned; else one element at a time) and
+** walks them grid-stride: it loads the group's inputs, runs the ops' bodies in schedule order with
+** the values passed between them in registers, and stores every output once. Scalar inputs are read
+** before any store; column inputs per element (index % columns).
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compiler/codegen.h"
+#include "compiler/emit.h"
+#include "compiler/status.h"
+
+typedef struct { char *s; size_t n, cap; int oom; } sbuf;
+static void put(sbuf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (w < 0) { b->oom = 1; return; }
+    if (b->s && b->n + (size_t)w < b->cap) { b->n += (size_t)w; return; }
+    size_t cap = (b->cap ? b->cap * 2 : 1 << 16) + (size_t)w;
+    char *s = realloc(b->s, cap);
+    if (!s) { b->oom = 1; return; }
+    b->s = s, b->cap = cap;
+  }
+}
+
+void dfl_codegen_kernel_name(int k, char *buf, size_t cap) { snprintf(buf, cap, "dfl_pw_%d", k); }
+
+static const char *dt_code(dfl_dtype d) {
+  switch (d) {
+  case DFL_BF16: return "DT_BF16";
+  case DFL_F16: return "DT_F16";
+  case DFL_F64: return "DT_F64";
+  case DFL_I32: return "DT_I32";
+  default: return "DT_F32";
+  }
+}
+
+/* a float literal that reads back as v: "1.0f", "-0.5f", "1e-06f" */
+static void flit(char *buf, size_t cap, float v) {
+  if (v != v || v - v != 0) { /* inf, nan: by their bits */
+    unsigned u;
+    memcpy(&u, &v, 4);
+    snprintf(buf, cap, "__int_as_float(0x%08x)", u);
+    return;
+  }
+  snprintf(buf, cap, "%.9g", v);
+  if (!strpbrk(buf, ".en")) strncat(buf, ".0", cap - strlen(buf) - 1);
+  strncat(buf, "f", cap - strlen(buf) - 1);
+}
+
+/* the group's argument index of tensor t */
+static int arg_of(const dfl_pw_group *p, int t) {
+  for (int k = 0; k < p->nt; k++) if (p->t[k] == t) return k;
+  return -1;
+}
+
+/* How the group uses each argument: read as an element before any op writes it (loaded), written
+** (stored), read as a column or scalar, read as an element by an op after the one that wrote it. */
+typedef struct { int elem, load, store, col, scalar; } use;
+
+static void uses(const dfl_graph *g, const dfl_pw_group *p, use *u) {
+  memset(u, 0, sizeof(use) * DFL_PW_MAX_T);
+  int written[DFL_PW_MAX_T] = {0};
+  for (int i = p->first; i < p->first + p->n; i++) {
+    const dfl_op *op = &g->ops[i];
+    const char *ins = dfl_lower_pw_ins(op->code);
+    for (int k = 0; k < op->n_in; k++) {
+      int a = op->in[k] < 0 ? -1 : arg_of(p, op->in[k]);
+      if (a < 0) continue;
+      if (ins[k] == 'e') { u[a].elem = 1; if (!written[a]) u[a].load = 1; }
+      else if (ins[k] == 'c') u[a].col = 1;
+      else u[a].scalar = 1;
+    }
+    for (int k = 0; k < op->n_out; k++) {
+      int a = arg_of(p, op->out[k]);
+      u[a].elem = u[a].store = 1;
+      written[a] = 1;
+    }
+  }
+}
+
+/* Is tensor t read as an element by an op of the group after op i? */
+static int read_after(const dfl_graph *g, const dfl_pw_group *p, int i, int t) {
+  for (int j = i + 1; j < p->first + p->n; j++) {
+    const dfl_op *op = &g->ops[j];
+    const char *ins = dfl_lower_pw_ins(op->code);
+    for (int k = 0; k < op->n_in; k++) if (op->in[k] == t && ins[k] == 'e') return 1;
+  }
+  return 0;
+}
+
+/* The bodies of the group's ops for the element at index e, value k of each argument's array. */
+static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind) {
+  for (int i = p->first; i < p->first + p->n; i++) {
+    const dfl_op *op = &g->ops[i];
+    const char *ins = dfl_lower_pw_ins(op->code), *body = dfl_lower_pw_body(op->code);
+    int fast = 1;
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+      int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+      if (t >= 0 && g->t[t].dtype == DFL_F32) fast = 0;
+    }
+    char A[32], A1[32];
+    flit(A, sizeof A, (float)op->a.alpha);
+    flit(A1, sizeof A1, op->a.alpha == 0 ? 1.f : (float)op->a.alpha);
+    put(b, "%s{ /* op %d %s (%s) */\n", ind, i, dfl_opcode_name(op->code), op->label);
+    put(b, "%s  const float A = %s, A1 = %s;\n%s  (void)A, (void)A1;\n", ind, A, A1, ind);
+    for (int k = 0; ins[k]; k++) {
+      int t = k < op->n_in ? op->in[k] : -1;
+      int a = t < 0 ? -1 : arg_of(p, t);
+      const dfl_tensor *x = t < 0 ? NULL : &g->t[t];
+      if (a < 0) put(b, "%s  const float x%d = 1.f;\n", ind, k);
+      else if (ins[k] == 'e') put(b, "%s  const float x%d = v%d[k];\n", ind, k, a);
+      else if (ins[k] == 's') put(b, "%s  const float x%d = s%d;\n", ind, k, a);
+      else put(b, "%s  const float x%d = ldf(t%d, %s, e %% %lldLL);\n", ind, k, a, dt_code(x->dtype), (long long)dfl_tensor_numel(x));
+    }
+    put(b, "%s  float", ind);
+    for (int k = 0; k < op->n_out; k++) put(b, "%s y%d", k ? "," : "", k);
+    put(b, ";\n%s  ", ind);
+    for (const char *s = body; *s; s++) {
+      if (!strncmp(s, "SIGM(", 5)) { put(b, "dfl_sigm<%s>(", fast ? "true" : "false"); s += 4; }
+      else put(b, "%c", *s);
+    }
+    put(b, "\n");
+    for (int k = 0; k < op->n_out; k++) {
+      int t = op->out[k], a = arg_of(p, t);
+      dfl_dtype d = g->t[t].dtype;
+      if (!read_after(g, p, i, t) || d == DFL_F32 || d == DFL_F64) put(b, "%s  v%d[k] = y%d;\n", ind, a, k);
+      else if (d == DFL_I32) put(b, "%s  v%d[k] = (float)(int)y%d;\n", ind, a, k);
+      else put(b, "%s  v%d[k] = dfl_round_to(y%d, %s);\n", ind, a, k, dt_code(d)); /* as the next op reads it */
+    }
+    put(b, "%s}\n", ind);
+  }
+}
+
+static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int gi) {
+  use u[DFL_PW_MAX_T];
+  uses(g, p, u);
+  char name[32];
+  dfl_codegen_kernel_name(gi, name, sizeof name);
+  put(b, "\n/* group %d: op%s %d", gi, p->n > 1 ? "s" : "", p->first);
+  if (p->n > 1) put(b, "..%d", p->first + p->n - 1);
+  put(b, " (%s), %lld elements\n", dfl_phase_name(g->ops[p->first].phase), (long long)p->numel);
+  for (int k = 0; k < p->nt; k++) {
+    const dfl_tensor *x = &g->t[p->t[k]];
+    put(b, "**   t%d %%%d %s %s%s%s%s%s\n", k, p->t[k], x->name, dfl_dtype_name(x->dtype), u[k].load ? " load" : "",
+        u[k].store ? " store" : "", u[k].col ? " column" : "", u[k].scalar ? " scalar" : "");
+  }
+  put(b, "*/\nextern \"C\" __global__ void __launch_bounds__(256) %s(", name);
+  for (int k = 0; k < p->nt; k++) put(b, "%svoid *t%d", k ? ", " : "", k);
+  put(b, ") {\n  const ll N = %lldLL;\n", (long long)p->numel);
+  for (int k = 0; k < p->nt; k++)
+    if (u[k].scalar) put(b, "  const float s%d = ldf(t%d, %s, 0);\n", k, k, dt_code(g->t[p->t[k]].dtype));
+  for (int pass = p->vec == 8 ? 0 : 1; pass < 2; pass++) {
+    const int V = pass == 0 ? 8 : 1;
+    if (pass == 0) {
+      put(b, "  if (1");
+      for (int k = 0; k < p->nt; k++) if (u[k].elem) put(b, " && vec_ok(t%d)", k);
+      put(b, ") {\n    GRID_STRIDE(j, N / 8) {\n      const ll i = j * 8;\n");
+    } else {
+      put(b, "  GRID_STRIDE(i, N) {\n");
+    }
+    const char *ind = pass == 0 ? "      " : "    ";
+    for (int k = 0; k < p->nt; k++) {
+      if (!u[k].elem) continue;
+      const char *d = dt_code(g->t[p->t[k]].dtype);
+      put(b, "%sfloat v%d[%d];\n", ind, k, V);
+      if (u[k].load) {
+        if (V == 8) put(b, "%sld8(t%d, %s, i, v%d);\n", ind, k, d, k);
+        else put(b, "%sv%d[0] = ldf(t%d, %s, i);\n", ind, k, k, d);
+      }
+    }
+    if (V == 8) put(b, "%s#pragma unroll\n%sfor (int k = 0; k < 8; k++) {\n%s  const ll e = i + k;\n%s  (void)e;\n", ind, ind, ind, ind);
+    else put(b, "%s{\n%s  const int k = 0;\n%s  const ll e = i;\n%s  (void)e;\n", ind, ind, ind, ind);
+    char in2[16];
+    snprintf(in2, sizeof in2, "%s  ", ind);
+    bodies(b, g, p, in2);
+    put(b, "%s}\n", ind);
+    for (int k = 0; k < p->nt; k++) {
+      if (!u[k].store) continue;
+      const char *d = dt_code(g->t[p->t[k]].dtype);
+      if (V == 8) put(b, "%sst8(t%d, %s, i, v%d);\n", ind, k, d, k);
+      else put(b, "%sstf(t%d, %s, i, v%d[0]);\n", ind, k, d, k);
+    }
+    if (pass == 0) put(b, "    }\n    return;\n  }\n");
+    else put(b, "  }\n");
+  }
+  put(b, "}\n");
+}
+
+int dfl_codegen_source(const dfl_graph *g, const dfl_groups *gs, char **src, size_t *len) {
+  *src = NULL;
+  if (len) *len = 0;
+  if (gs->n == 0) return DFL_OK;
+  sbuf b = {0};
+  put(&b, "// Generated by dflc (compiler/codegen.c) from compiler/pointwise.def: the pointwise fusion\n"
+          "// groups of one graph, after kernels/common.cuh. Do not edit: `dflc build` writes it again.\n");
+  put(&b, "%s", dfl_emit_family_source(DFL_KF_COMMON));
+  for (int k = 0; k < gs->n; k++) group_kernel(&b, g, &gs->g[k], k);
+  if (b.oom) { free(b.s); return DFL_ENOMEM; }
+  *src = b.s;
+  if (len) *len = b.n;
+  return DFL_OK;
+}

@@ -1,0 +1,131 @@
+/*
+** test_codegen: the generated CUDA of pointwise fusion groups (compiler/codegen.c), without a GPU.
+**   - a chain of pointwise ops (every row of compiler/pointwise.def: element, column and scalar
+**     inputs, two-output ops, an in-place accumulator, an f32 value between bf16 ones, an odd
+**     element count beside a multiple of 8) generates exactly tests/cuda/codegen_chain.cu (the
+**     golden file: `cuda_codegen --update` writes it again after a deliberate change);
+**   - that source compiles with NVRTC for sm_80 and sm_90a, and each group's kernel is in the cubin;
+**   - a graph without a pointwise op generates nothing.
+** The kernels' numbers are checked against the CPU on the GPU machine (cuda_ops: every pointwise
+** case runs through its group; case_pw_chain is a vertical one).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compiler/codegen.h"
+#include "compiler/emit.h"
+#include "compiler/lower.h"
+#include "compiler/status.h"
+
+static int fails;
+#define CHECK_FAILED fails++
+#include "tests/common/check.h"
+
+#define GOLDEN "tests/cuda/codegen_chain.cu"
+
+static int has(const void *bin, size_t n, const char *name) {
+  size_t l = strlen(name) + 1;
+  for (size_t i = 0; i + l <= n; i++)
+    if (!memcmp((const char *)bin + i, name, l)) return 1;
+  return 0;
+}
+
+static void build(dfl_graph *g) {
+  dfl_graph_init(g);
+  const int64_t R = 4, C = 48;
+  int x = dfl_tensor_2d(g, "x", DFL_BF16, DFL_T_INPUT, R, C), y = dfl_tensor_2d(g, "y", DFL_BF16, DFL_T_INPUT, R, C);
+  int s = dfl_tensor_1d(g, "s", DFL_F32, DFL_T_INPUT, 1);
+  int al = dfl_tensor_1d(g, "A_log", DFL_F32, DFL_T_FROZEN, C), db = dfl_tensor_1d(g, "dt_bias", DFL_F32, DFL_T_FROZEN, C);
+  int acc = dfl_tensor_2d(g, "acc", DFL_F32, DFL_T_STATE, R, C);
+  int a = dfl_tensor_2d(g, "a", DFL_BF16, DFL_T_ACT, R, C), sw = dfl_tensor_2d(g, "sw", DFL_F32, DFL_T_ACT, R, C);
+  int z = dfl_tensor_2d(g, "z", DFL_BF16, DFL_T_ACT, R, C), sm = dfl_tensor_2d(g, "sm", DFL_BF16, DFL_T_ACT, R, C);
+  int ga = dfl_tensor_2d(g, "g", DFL_F32, DFL_T_ACT, R, C), be = dfl_tensor_2d(g, "beta", DFL_F32, DFL_T_ACT, R, C);
+  int dg = dfl_tensor_2d(g, "dg", DFL_BF16, DFL_T_ACT, R, C), du = dfl_tensor_2d(g, "du", DFL_BF16, DFL_T_ACT, R, C);
+  int cp = dfl_tensor_2d(g, "cp", DFL_F32, DFL_T_ACT, R, C);
+  dfl_attrs at;
+  memset(&at, 0, sizeof at);
+  dfl_op_add(g, DFL_OP_ADD, (int[]){x, y}, 2, &a, 1, &at);
+  dfl_op_add(g, DFL_OP_SWIGLU, (int[]){a, y}, 2, &sw, 1, &at);
+  at.alpha = -0.75;
+  dfl_op_add(g, DFL_OP_SCALE, (int[]){sw, s}, 2, &z, 1, &at);
+  at.alpha = 0;
+  dfl_op_add(g, DFL_OP_SIGMOID_MUL, (int[]){z, a}, 2, &sm, 1, &at);
+  dfl_op_add(g, DFL_OP_GDN_GATES, (int[]){sm, z, al, db}, 4, (int[]){ga, be}, 2, &at);
+  dfl_op_add(g, DFL_OP_SWIGLU_BWD, (int[]){a, z, sm}, 3, (int[]){dg, du}, 2, &at);
+  dfl_op_add(g, DFL_OP_ACCUM, (int[]){acc, ga}, 2, &acc, 1, &at);
+  dfl_op_add(g, DFL_OP_COPY, &dg, 1, &cp, 1, &at);
+  /* a second group: 7 elements (the element-at-a-time path), FILL and a COPY of it */
+  int f = dfl_tensor_1d(g, "f", DFL_F32, DFL_T_ACT, 7), f2 = dfl_tensor_1d(g, "f16", DFL_F16, DFL_T_OUTPUT, 7);
+  at.alpha = 0.1;
+  g->cur_phase = DFL_PH_LOSS;
+  dfl_op_add(g, DFL_OP_FILL, NULL, 0, &f, 1, &at);
+  dfl_op_add(g, DFL_OP_COPY, &f, 1, &f2, 1, &at);
+}
+
+static char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long m = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)m + 1);
+  *n = s ? fread(s, 1, (size_t)m, f) : 0;
+  if (s) s[*n] = 0;
+  fclose(f);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  int update = argc > 1 && !strcmp(argv[1], "--update");
+  dfl_graph g;
+  build(&g);
+  dfl_groups gs;
+  CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == DFL_OK);
+  CHECK(gs.n == 2 && gs.g[0].n == 8 && gs.g[1].n == 2, "%d groups", gs.n);
+  char *src = NULL;
+  size_t len = 0;
+  CHECK(dfl_codegen_source(&g, &gs, &src, &len) == DFL_OK && src && len == strlen(src));
+  if (src && update) {
+    FILE *f = fopen(GOLDEN, "wb");
+    CHECK(f && fwrite(src, 1, len, f) == len && !fclose(f), "cannot write " GOLDEN);
+    printf("wrote %s\n", GOLDEN);
+  } else if (src) {
+    size_t glen = 0;
+    char *want = slurp(GOLDEN, &glen);
+    CHECK(want, "cannot read %s (run from the repository root)", GOLDEN);
+    if (want && (glen != len || memcmp(want, src, len))) {
+      size_t i = 0;
+      while (i < len && i < glen && want[i] == src[i]) i++;
+      CHECK(0, "the generated source differs from %s at byte %zu: `cuda_codegen --update` after a deliberate change", GOLDEN, i);
+    }
+    free(want);
+  }
+  const char *archs[] = {"sm_80", "sm_90a"};
+  for (int k = 0; src && k < 2; k++) {
+    void *bin = NULL;
+    size_t n = 0;
+    CHECK(dfl_nvrtc_compile(src, archs[k], "", &bin, &n, NULL) == DFL_OK, "NVRTC compile for %s", archs[k]);
+    for (int m = 0; bin && m < gs.n; m++) {
+      char name[32];
+      dfl_codegen_kernel_name(m, name, sizeof name);
+      CHECK(has(bin, n, name), "%s missing from the %s cubin", name, archs[k]);
+    }
+    free(bin);
+  }
+  free(src);
+  dfl_groups_free(&gs);
+  dfl_graph_free(&g);
+
+  /* nothing pointwise: no source */
+  dfl_graph_init(&g);
+  int x = dfl_tensor_2d(&g, "x", DFL_BF16, DFL_T_INPUT, 4, 8), w = dfl_tensor_2d(&g, "w", DFL_BF16, DFL_T_FROZEN, 8, 8);
+  dfl_matmul(&g, x, w, 0, 1, DFL_BF16, "y");
+  CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == DFL_OK && gs.n == 0);
+  src = (char *)1;
+  CHECK(dfl_codegen_source(&g, &gs, &src, &len) == DFL_OK && src == NULL && len == 0);
+  dfl_groups_free(&gs);
+  dfl_graph_free(&g);
+  if (fails) fprintf(stderr, "cuda_codegen: %d failure(s)\n", fails);
+  else printf("cuda_codegen: ok\n");
+  return fails != 0;
+}
