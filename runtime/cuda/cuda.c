@@ -1,6 +1,8 @@
 /*
-** cuda.c: the CUDA backend (see cuda.h). One stream; every op is one or a few kernel launches or
-** cuBLASLt calls whose descriptors, algorithms and workspace were fixed at init.
+** cuda.c: the CUDA backend (see cuda.h): the arena, the kernels' load, each op's setup and launch.
+** One stream; every op is one or a few kernel launches or cuBLASLt calls whose descriptors,
+** algorithms and workspace were fixed at init (the pointwise ops: their fusion group's generated
+** kernel, pointwise.c); capture.c records them into the graphs that dfl_cuda_run replays.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,7 +363,7 @@ static int mt_run(dfl_cuda *c, int i0) {
 
 /* DFL_MEMTRACE=1: device memory in use at each stage of init and of the first replays, to tell
 ** the plan's arena from what the driver and libraries take for themselves. */
-static void memtrace(const char *what) {
+void dfl_cu_memtrace(const char *what) {
   static int on = -1;
   if (on < 0) on = getenv("DFL_MEMTRACE") != NULL;
   if (!on) return;
@@ -454,7 +456,7 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
     fprintf(stderr, "dflc: cuda backend: note: the plan lacks the backend's workspaces (dfl_plan_cuda_workspaces); "
                     "%.1f MiB are allocated beyond it\n", (double)(extra_blas + scratch) / 1048576.0);
   c->arena_bytes = tb + extra_blas + scratch;
-  memtrace("init: before the arena");
+  dfl_cu_memtrace("init: before the arena");
   cudaError_t ae = cudaMalloc((void **)&c->arena, c->arena_bytes); /* the one allocation */
   if (ae != cudaSuccess) {
     cudaGetLastError();
@@ -464,7 +466,7 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
     dfl_plan_oom(stderr, "cuda backend", (int64_t)c->arena_bytes, plan);
     return DFL_ENOMEM;
   }
-  memtrace("init: arena allocated");
+  dfl_cu_memtrace("init: arena allocated");
   CU(cudaMemset(c->arena, 0, tb));
   for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];
   free(off);
@@ -474,13 +476,13 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   free(scr_off);
   CU(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
   LT(cublasLtCreate(&im->lt));
-  memtrace("init: cuBLASLt handle");
+  dfl_cu_memtrace("init: cuBLASLt handle");
   TRY(load_kernels(c, arch));
   TRY(dfl_cu_pw_load(c, plan));
-  memtrace("init: kernels loaded");
+  dfl_cu_memtrace("init: kernels loaded");
   for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
   mt_group(c);
-  memtrace("init: ops set up");
+  dfl_cu_memtrace("init: ops set up");
   return DFL_OK;
 }
 
@@ -880,109 +882,6 @@ int dfl_cuda_run_op(dfl_cuda *c, int i) { return exec_op(c, i); }
 int dfl_cuda_run_op_grouped(dfl_cuda *c, int i) {
   int grp = c->impl->ops[i].group;
   return grp == 0 ? DFL_OK : grp > 0 ? mt_run(c, i) : exec_op(c, i);
-}
-
-int dfl_cuda_run_eager(dfl_cuda *c, unsigned mask) {
-  for (int i = 0; i < c->g->nops; i++)
-    if (mask & (1u << c->g->ops[i].phase)) {
-      int rc = dfl_cuda_run_op_grouped(c, i);
-      if (rc) {
-        fprintf(stderr, "dflc: cuda backend: op %d %s (%s) failed\n", i, dfl_opcode_name(c->g->ops[i].code), c->g->ops[i].label);
-        return rc;
-      }
-    }
-  return DFL_OK;
-}
-
-/* DFL_RUN_OVERLAP_OPT, inside a capture: the optimizer ops as a branch on a low-priority stream,
-** the rest on a high-priority one, both joined back. The optimizer's memory-bound kernels take the
-** SMs the target's GEMMs leave idle (wave tails, small kernels) without delaying them; the nodes
-** keep their streams' priorities (cudaGraphInstantiateFlagUseNodePriority). */
-static int run_forked(dfl_cuda *c, unsigned side, unsigned rest) {
-  struct dfl_cuda_impl *im = c->impl;
-  cudaStream_t origin = im->stream;
-  if (!im->hi) {
-    int least = 0, greatest = 0;
-    CU(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CU(cudaStreamCreateWithPriority(&im->hi, cudaStreamNonBlocking, greatest));
-    CU(cudaStreamCreateWithPriority(&im->lo, cudaStreamNonBlocking, least));
-    CU(cudaEventCreateWithFlags(&im->fork, cudaEventDisableTiming));
-    for (int k = 0; k < 2; k++) CU(cudaEventCreateWithFlags(&im->join[k], cudaEventDisableTiming));
-  }
-  CU(cudaEventRecord(im->fork, origin));
-  CU(cudaStreamWaitEvent(im->lo, im->fork, 0));
-  CU(cudaStreamWaitEvent(im->hi, im->fork, 0));
-  im->stream = im->lo;
-  int rc = dfl_cuda_run_eager(c, side);
-  im->stream = im->hi;
-  if (rc == DFL_OK) rc = dfl_cuda_run_eager(c, rest);
-  im->stream = origin;
-  /* joined even after a failure, so that the capture can end */
-  CU(cudaEventRecord(im->join[0], im->lo));
-  CU(cudaEventRecord(im->join[1], im->hi));
-  CU(cudaStreamWaitEvent(origin, im->join[0], 0));
-  CU(cudaStreamWaitEvent(origin, im->join[1], 0));
-  return rc;
-}
-
-int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
-  struct dfl_cuda_impl *im = c->impl;
-  for (int i = 0; i < im->nexec; i++)
-    if (im->execs[i].mask == mask) { CU(cudaGraphLaunch(im->execs[i].exec, im->stream)); return DFL_OK; }
-  if (im->nexec == MAX_EXECS) {
-    fprintf(stderr, "dflc: cuda backend: more than %d distinct phase masks captured\n", MAX_EXECS);
-    return DFL_ERR;
-  }
-  unsigned phases = mask & ~DFL_RUN_OVERLAP_OPT, opt = 1u << DFL_PH_OPTIMIZER;
-  /* Concurrent branches need their own scratch: without a plan's per-op workspaces every op shares
-  ** one buffer, so the mask runs in order then. */
-  int fork = (mask & DFL_RUN_OVERLAP_OPT) && (phases & opt) && (phases & ~opt) && im->scratch_bytes == 0;
-  cudaGraph_t graph;
-  CU(cudaStreamBeginCapture(im->stream, cudaStreamCaptureModeThreadLocal));
-  int rc = fork ? run_forked(c, phases & opt, phases & ~opt) : dfl_cuda_run_eager(c, phases);
-  cudaError_t e = cudaStreamEndCapture(im->stream, &graph);
-  if (rc) { if (e == cudaSuccess) cudaGraphDestroy(graph); return rc; }
-  if (e != cudaSuccess) {
-    fprintf(stderr, "%s:%d: cudaStreamEndCapture failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
-    return DFL_ERR;
-  }
-  /* its launches, for `dflc bench` */
-  int kernels = 0, other = 0;
-  size_t nn = 0;
-  CU(cudaGraphGetNodes(graph, NULL, &nn));
-  cudaGraphNode_t *nodes = malloc((nn ? nn : 1) * sizeof *nodes);
-  if (!nodes) { cudaGraphDestroy(graph); return DFL_ENOMEM; }
-  CU(cudaGraphGetNodes(graph, nodes, &nn));
-  for (size_t k = 0; k < nn; k++) {
-    enum cudaGraphNodeType ty;
-    CU(cudaGraphNodeGetType(nodes[k], &ty));
-    if (ty == cudaGraphNodeTypeKernel) kernels++;
-    else if (ty != cudaGraphNodeTypeEmpty) other++;
-  }
-  free(nodes);
-  cudaGraphExec_t ex;
-  e = cudaGraphInstantiate(&ex, graph, fork ? cudaGraphInstantiateFlagUseNodePriority : 0);
-  cudaGraphDestroy(graph);
-  if (e != cudaSuccess) {
-    fprintf(stderr, "%s:%d: cudaGraphInstantiate failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
-    return DFL_ERR;
-  }
-  im->execs[im->nexec].mask = mask;
-  im->execs[im->nexec].kernels = kernels, im->execs[im->nexec].other = other;
-  im->execs[im->nexec++].exec = ex;
-  memtrace("run: graph captured");
-  CU(cudaGraphLaunch(ex, im->stream));
-  memtrace("run: first replay");
-  return DFL_OK;
-}
-
-int dfl_cuda_graph_nodes(const dfl_cuda *c, unsigned mask, int *other) {
-  for (int i = 0; c->impl && i < c->impl->nexec; i++)
-    if (c->impl->execs[i].mask == mask) {
-      if (other) *other = c->impl->execs[i].other;
-      return c->impl->execs[i].kernels;
-    }
-  return -1;
 }
 
 int dfl_cuda_sync(dfl_cuda *c) {

@@ -127,6 +127,7 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
 }
 
 /* runtime/cuda/cuda.c: shared by the op files */
+void dfl_cu_memtrace(const char *what); /* DFL_MEMTRACE: device memory in use at a stage of setup */
 int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n);
 int dfl_cu_bf16_vecs(const void *const *p, const int *d, int n);
 /* runtime/cuda/pointwise.c: the pointwise ops by generated fusion group */
