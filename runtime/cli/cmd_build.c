@@ -27,10 +27,10 @@
 #include "runtime/backend.h"
 #include "runtime/compile.h"
 #include "runtime/io/checkpoint.h"
+#include "compiler/lower.h"
 #ifdef DFL_HAVE_CUDA
 #include "compiler/codegen.h"
 #include "compiler/emit.h"
-#include "compiler/lower.h"
 #endif
 
 static int write_bytes(const char *path, const void *p, size_t n) {
@@ -41,7 +41,7 @@ static int write_bytes(const char *path, const void *p, size_t n) {
   return ok ? DFL_OK : DFL_EIO;
 }
 
-static int write_schedule(const char *path, const dfl_graph *g) {
+static int write_schedule(const char *path, const dfl_graph *g, const dfl_groups *gs) {
   static const char *ph[] = {"target", "forward", "loss", "backward", "optimizer"};
   FILE *f = fopen(path, "w");
   if (!f) {
@@ -49,7 +49,7 @@ static int write_schedule(const char *path, const dfl_graph *g) {
     return DFL_EIO;
   }
   double tot[DFL_PH_COUNT] = {0};
-  fprintf(f, "# op  phase      opcode           label -> output [shape] dtype  GFLOP\n");
+  fprintf(f, "# op  phase      opcode           label -> output [shape] dtype  GFLOP  (pointwise fusion group: groups.cu)\n");
   for (int i = 0; i < g->nops; i++) {
     const dfl_op *op = &g->ops[i];
     double fl = dfl_op_flops(g, op);
@@ -62,7 +62,9 @@ static int write_schedule(const char *path, const dfl_graph *g) {
       for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%" PRId64, d ? "," : "", t->shape[d]);
       fprintf(f, "]");
     }
-    fprintf(f, "  %.3f\n", fl / 1e9);
+    fprintf(f, "  %.3f", fl / 1e9);
+    if (gs->of_op && gs->of_op[i] >= 0) fprintf(f, "  group %d", gs->of_op[i]);
+    fprintf(f, "\n");
   }
   fprintf(f, "# TFLOP per micro-step by phase:");
   for (int p = 0; p < DFL_PH_COUNT; p++) fprintf(f, " %s %.3f", ph[p], tot[p] / 1e12);
@@ -71,7 +73,7 @@ static int write_schedule(const char *path, const dfl_graph *g) {
 }
 
 #ifdef DFL_HAVE_CUDA
-static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_plan *plan);
+static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_groups *gs);
 #endif
 
 int dfl_cmd_build(int argc, char **argv) {
@@ -137,6 +139,9 @@ int dfl_cmd_build(int argc, char **argv) {
   }
   dfl_train_graph *tg = &cp->tg;
   dfl_plan plan = cp->plan;
+  /* the pointwise fusion groups under the plan's offsets (schedule.txt, groups.cu) */
+  dfl_groups gs = {0};
+  if (rc == DFL_OK) rc = dfl_lower_groups(&tg->g, planned ? plan.offset : NULL, planned ? plan.size : NULL, &gs);
   char kernels_hash[24] = "";   /* the library's source and arch (CUDA builds) */
   char path[DFL_PATH_MAX + 64], abs_spec[DFL_PATH_MAX];
   if (rc == DFL_OK && dfl_mkdirs(out)) {
@@ -162,7 +167,7 @@ int dfl_cmd_build(int argc, char **argv) {
   }
   if (rc == DFL_OK) {
     snprintf(path, sizeof path, "%s/schedule.txt", out);
-    rc = write_schedule(path, &tg->g);
+    rc = write_schedule(path, &tg->g, &gs);
   }
 #ifdef DFL_HAVE_CUDA
   if (rc == DFL_OK) {
@@ -192,7 +197,7 @@ int dfl_cmd_build(int argc, char **argv) {
     free(table);
     free(cubin);
     if (rc == DFL_OK) printf("cubin: %s/ (%s, %zu bytes)\n", path, arch, n);
-    if (rc == DFL_OK) rc = write_groups(out, arch, &tg->g, planned ? &plan : NULL);
+    if (rc == DFL_OK) rc = write_groups(out, arch, &tg->g, &gs);
   }
 #else
   fprintf(stderr, "dflc build: this build has no CUDA toolkit: kernels.cu and cubins not written\n");
@@ -223,9 +228,10 @@ int dfl_cmd_build(int argc, char **argv) {
     }
     json_decref(o);
     if (rc == DFL_OK)
-      printf("built %s: %d ops, %d tensors, arena %.1f MiB -> %s/{build.json,plan.yaml,schedule.txt,kernels.cu,kernels.txt,cubin/}\n",
+      printf("built %s: %d ops, %d tensors, arena %.1f MiB -> %s/{build.json,plan.yaml,schedule.txt,kernels.cu,kernels.txt,groups.cu,cubin/}\n",
              spec_file, tg->g.nops, tg->g.nt, planned ? plan.arena_bytes / 1048576.0 : 0.0, out);
   }
+  dfl_groups_free(&gs);
   dfl_compiled_free(cp);
   free(cp);
   free(s);
@@ -233,15 +239,13 @@ int dfl_cmd_build(int argc, char **argv) {
 }
 
 #ifdef DFL_HAVE_CUDA
-/* DIR/groups.cu: the fusion groups under the plan's offsets, as the CUDA backend forms them
-** (runtime/cuda/pointwise.c), and their cubin into DIR/cubin beside the library's. */
-static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_plan *plan) {
-  dfl_groups gs;
+/* DIR/groups.cu: the kernels of the fusion groups (formed under the plan's offsets, as the CUDA
+** backend forms them: runtime/cuda/pointwise.c), and their cubin into DIR/cubin beside the library's. */
+static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_groups *gs) {
   char path[DFL_PATH_MAX + 64], *src = NULL;
   void *cubin = NULL;
   size_t len = 0, n = 0;
-  int rc = dfl_lower_groups(g, plan ? plan->offset : NULL, plan ? plan->size : NULL, &gs);
-  if (rc == DFL_OK) rc = dfl_codegen_source(g, &gs, &src, &len);
+  int rc = dfl_codegen_source(g, gs, &src, &len);
   snprintf(path, sizeof path, "%s/groups.cu", out);
   if (rc == DFL_OK) {
     static const char none[] = "// this graph has no pointwise op: no generated kernel\n";
@@ -251,11 +255,10 @@ static int write_groups(const char *out, const char *arch, const dfl_graph *g, c
   if (rc == DFL_OK && src) rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
   if (rc == DFL_OK && src) rc = dfl_nvrtc_cache_put(src, arch, path, cubin, n);
   int nops = 0;
-  for (int k = 0; k < gs.n; k++) nops += gs.g[k].n;
-  if (rc == DFL_OK) printf("groups: %d fusion groups of %d pointwise ops -> %s/groups.cu\n", gs.n, nops, out);
+  for (int k = 0; k < gs->n; k++) nops += gs->g[k].n;
+  if (rc == DFL_OK) printf("groups: %d fusion groups of %d pointwise ops -> %s/groups.cu\n", gs->n, nops, out);
   free(src);
   free(cubin);
-  dfl_groups_free(&gs);
   return rc;
 }
 #endif

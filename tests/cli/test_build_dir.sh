@@ -29,12 +29,22 @@ done
 ops=$(sed -n 's/^ *"ops": \([0-9]*\),$/\1/p' "$T/b/build.json")
 [ -z "$(fp "$T/b" kernels)" ] || [ "$(grep -c '^\*\* *[0-9]' "$T/b/kernels.txt")" = "$ops" ] ||
   fail "kernels.txt lists $(grep -c '^\*\* *[0-9]' "$T/b/kernels.txt") ops, build.json $ops"
+# groups.cu: a kernel per pointwise fusion group, each naming its ops; its cubin beside the library's
+if [ -n "$(fp "$T/b" kernels)" ]; then
+  ng=$(grep -c '^extern "C" __global__ void __launch_bounds__(256) dfl_pw_[0-9]*(' "$T/b/groups.cu")
+  [ "$ng" -gt 0 ] && [ "$(grep -c '^/\* group [0-9]*: op' "$T/b/groups.cu")" = "$ng" ] ||
+    fail "groups.cu holds $ng generated kernels, or a kernel without its group's comment"
+  grep -q "groups: $ng fusion groups" "$T/build.log" || fail "dflc build did not report the $ng groups"
+  [ "$(ls "$T/b/cubin" | wc -l)" -ge 2 ] || fail "DIR/cubin lacks the groups' cubin beside the library's"
+fi
 # the same spec builds to the same names (nothing machine- or run-dependent in them)
 "$DFLC" build "$T/nano.dfl" -o "$T/b2" > "$T/build2.log" 2>&1 || fail "second dflc build exited $?"
 for k in graph plan kernels; do
   [ "$(fp "$T/b" $k)" = "$(fp "$T/b2" $k)" ] ||
     fail "fingerprint.$k differs between two builds of one spec"
 done
+cmp -s "$T/b/groups.cu" "$T/b2/groups.cu" 2>/dev/null || [ -z "$(fp "$T/b" kernels)" ] ||
+  fail "groups.cu differs between two builds of one spec"
 
 # what was built trains
 "$DFLC" train "$T/b" --cpu --no-eval --stop-at 1 -o "$T/run1" > "$T/train1.log" 2>&1 \
