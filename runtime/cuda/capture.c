@@ -73,20 +73,23 @@ int dfl_cuda_run(dfl_cuda *c, unsigned mask) {
     fprintf(stderr, "%s:%d: cudaStreamEndCapture failed: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));
     return DFL_ERR;
   }
-  /* its launches, for `dflc bench` */
+  /* its launches, for `dflc bench` (a mask without ops captures an empty graph, whose node list
+  ** cudaGraphGetNodes refuses to fill: nothing to count) */
   int kernels = 0, other = 0;
   size_t nn = 0;
   CU(cudaGraphGetNodes(graph, NULL, &nn));
-  cudaGraphNode_t *nodes = malloc((nn ? nn : 1) * sizeof *nodes);
-  if (!nodes) { cudaGraphDestroy(graph); return DFL_ENOMEM; }
-  CU(cudaGraphGetNodes(graph, nodes, &nn));
-  for (size_t k = 0; k < nn; k++) {
-    enum cudaGraphNodeType ty;
-    CU(cudaGraphNodeGetType(nodes[k], &ty));
-    if (ty == cudaGraphNodeTypeKernel) kernels++;
-    else if (ty != cudaGraphNodeTypeEmpty) other++;
+  if (nn > 0) {
+    cudaGraphNode_t *nodes = malloc(nn * sizeof *nodes);
+    if (!nodes) { cudaGraphDestroy(graph); return DFL_ENOMEM; }
+    CU(cudaGraphGetNodes(graph, nodes, &nn));
+    for (size_t k = 0; k < nn; k++) {
+      enum cudaGraphNodeType ty;
+      CU(cudaGraphNodeGetType(nodes[k], &ty));
+      if (ty == cudaGraphNodeTypeKernel) kernels++;
+      else if (ty != cudaGraphNodeTypeEmpty) other++;
+    }
+    free(nodes);
   }
-  free(nodes);
   cudaGraphExec_t ex;
   e = cudaGraphInstantiate(&ex, graph, fork ? cudaGraphInstantiateFlagUseNodePriority : 0);
   cudaGraphDestroy(graph);

@@ -208,6 +208,14 @@ static void run_mode(dfl_precision prec, uint64_t seed, int fp8) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("  %s: captured nano step replay %.1f us/step\n", mode, ((t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3) / 50);
   }
+  /* the captured graphs' launches (`dflc bench`): the step has some; a mask without ops (a drafter
+  ** alone has no target phase) captures an empty graph, counted as none, not an error */
+  {
+    int other = -1, k = dfl_cuda_graph_nodes(&g, DFL_PH_STEP, &other);
+    CHECK(k > 0 && other >= 0, "%s: the step graph's kernel nodes: %d", mode, k);
+    CHECK(dfl_cuda_run(&g, 0) == DFL_OK && dfl_cuda_sync(&g) == DFL_OK, "%s: an empty mask's capture", mode);
+    CHECK(dfl_cuda_graph_nodes(&g, 0, &other) == 0 && other == 0, "%s: the empty graph's nodes", mode);
+  }
   dfl_cuda_free(&g);
 out:
   dfl_cpu_free(&c);
