@@ -126,6 +126,12 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
   return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
 }
 
+/* Dynamic shared memory of the pipelined RMSNorm backward (kernels/rmsnorm.cuh rmsnorm_bwd_p), at most:
+** its two row stages take 96 KB for rows of 8192 with the addend; 1 KB left for its static array. */
+#define RBP_SMEM(smax) ((smax) - 1024)
+
+/* runtime/cuda/ops.c: op i's launches (its fusion group's, or its cu_<name>) */
+int dfl_cu_exec_op(dfl_cuda *c, int i);
 /* runtime/cuda/cuda.c: shared by the op files */
 void dfl_cu_memtrace(const char *what); /* DFL_MEMTRACE: device memory in use at a stage of setup */
 int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n);

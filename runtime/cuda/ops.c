@@ -1,0 +1,429 @@
+/*
+** ops.c: each op's launch on the CUDA backend, cu_<name> for the op <name> of compiler/ops.def, and
+** the table (cu_ops) generated from ops.def that dfl_cu_exec_op dispatches through: an op added to
+** ops.def without its function here does not compile. The choices among an op's kernels follow from
+** its shapes, dtypes and the architecture's row; the attention, the hybrid's mixers, RoPE, the loss
+** head and the GEMMs have their own files (attention.c, hybrid.c, rope.c, loss.c, gemm.c); the
+** pointwise ops run as their fusion group's generated kernel (pointwise.c).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/cuda/cuda_internal.h"
+
+static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
+  if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }
+  void *a[] = {&out, &dto, &x, &dtx, &n};
+  return launch(c, K_COPY, n, a);
+}
+/* SUM / SUMSQ: partials into scratch, one block adds them in a fixed order (deterministic). */
+static int reduce(dfl_cuda *c, float *part, void *out, int dto, const void *x, int dtx, long long n, int sq, int acc) {
+  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
+  if ((n + 255) / 256 < np) np = (int)((n + 255) / 256);
+  if (np < 1) np = 1;
+  void *a1[] = {&part, &x, &dtx, &n, &sq};
+  TRY(launch2(c, K_RED_PART, np, 1, 256, 0, a1));
+  void *a2[] = {&out, &dto, &part, &np, &acc};
+  return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
+}
+
+/* Block size of the vector RMSNorm kernels (kernels/rmsnorm.cuh) for group size G, 0 when they do
+** not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per block) or a
+** multiple of 32 <= 1024 (one group per block). */
+static int rms_vec_block(int G, const void *const *p, const int *d, int n) {
+  int L = G / 8;
+  if (G % 8 || L < 1 || !dfl_cu_vec_dtypes(p, d, n)) return 0;
+  if (L <= 32) return (L & (L - 1)) ? 0 : 512;
+  return L % 32 == 0 && L <= 1024 ? L : 0;
+}
+
+/* The quantized RMSNORM kernels' chunks of 8 per thread for rows of C: 2 (C <= 16384) or 4
+** (C <= 32768), with C % (256 chunks) == 0 so the block is whole warps; 0 (and why) otherwise. */
+static int rowq_nch(int C, const dfl_op *op) {
+  if (C % 512 == 0 && C <= 16384) return 2;
+  if (C % 1024 == 0 && C <= 32768) return 4;
+  fprintf(stderr, "dflc: cuda backend: %s: a quantized %s needs rows of a multiple of 512 features up to 16384, or "
+                  "of 1024 up to 32768, not %d\n", op->label, dfl_opcode_name(op->code), C);
+  return 0;
+}
+
+/* The warp-per-row RMSNORM kernels (kernels/rmsnorm.cuh rmsnorm_w / _wq): bf16 tensors (the
+** quantized form: x and w bf16, the removed intermediate bf16), rows of G = 256 V features with
+** V <= 32, 16-byte aligned pointers; their K_ index (VMAX 8, 16, 24, 32; q: the quantized form), or
+** -1 (then the block kernels run). */
+static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int n) {
+  int V = G / 256;
+  if (G % 256 || V < 1 || V > 32 || !dfl_cu_bf16_vecs(p, d, n)) return -1;
+  return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
+}
+
+/* The pipelined RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_p): bf16 tensors, 16-byte
+** aligned pointers, and groups of whole rows of G = 512 V features (G <= 8192), or of G = 8 L features
+** with L a power of two <= 32 (the q/k head norms), which the kernel takes in rows of C = 4096 .. 512
+** (the largest that divides the tensor). Returns the kernel's row C, or 0 (then dfl_rmsnorm_bwd_v
+** runs). */
+static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d, int n) {
+  int L = G / 8;
+  if (!dfl_cu_bf16_vecs(p, d, n)) return 0;
+  if (G % 512 == 0) return G <= 8192 ? G : 0;
+  if (G % 8 || L < 1 || L > 32 || (L & (L - 1))) return 0;
+  for (int C = 4096; C >= 512; C /= 2)
+    if (numel % C == 0) return C;
+  return 0;
+}
+
+/* The pipelined row kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr, dfl_rmsnorm_qr,
+** dfl_quant_f8r, and the unquantized bf16 norm dfl_rmsnorm_r) take rows of C % 1024 == 0 features,
+** C <= 12288 (C / 32 threads), their tensors bf16 and 16-byte aligned. */
+static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
+  return C % 1024 == 0 && C / 32 <= 384 && dfl_cu_bf16_vecs(p, d, n);
+}
+/* Launches one of them: C / 32 threads a CTA, about 768 threads an SM (two CTAs of the 8B's 384-thread
+** SwiGLU rows, six of its 128-thread quantized rows) and never more CTAs than rows; each CTA walks rows */
+static int rowq_pipe_launch(dfl_cuda *c, int k, long long rows, int C, void **args) {
+  int per = 768 / (C / 32);
+  long long nb = (long long)c->impl->nsm * (per < 2 ? 2 : per);
+  return launch2(c, k, rows < nb ? rows : nb, 1, C / 32, 0, args);
+}
+
+/* Each op's launch, cu_<name> (its name in compiler/ops.def), reached through cu_ops, the table
+** generated from ops.def: an op without its function does not compile. A pointwise op runs as its
+** fusion group's generated kernel (pointwise.c); its function here is reached only for a form or a
+** dtype compiler/pointwise.def lacks. */
+#define OP_LOCALS                                                                                           \
+  const dfl_op *op = &c->g->ops[i];                                                                        \
+  const dfl_attrs *at = &op->a;                                                                            \
+  struct dfl_cuda_impl *im = c->impl;                                                                      \
+  long long n = op->n_out > 0 ? (long long)numel(c, op->out[0]) : 0;                                       \
+  int d0 = op->n_out > 0 ? dt(c, op->out[0]) : 0;                                                          \
+  int d1 = op->n_in > 0 && op->in[0] >= 0 ? dt(c, op->in[0]) : 0;                                          \
+  void *o0 = op->n_out > 0 ? P(op->out[0]) : NULL, *i0 = op->n_in > 0 && op->in[0] >= 0 ? P(op->in[0]) : NULL; \
+  (void)op, (void)at, (void)im, (void)n, (void)d0, (void)d1, (void)o0, (void)i0
+
+static int not_lowered(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  fprintf(stderr, "dflc: cuda backend: op %s (%s): not lowered to a fusion group (compiler/lower.c "
+                  "dfl_lower_pointwise: dtypes f32, bf16, f16, f64, i32)\n", dfl_opcode_name(op->code), op->label);
+  return DFL_ESHAPE;
+}
+
+static int cu_iota_mod(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  int m = at->n; void *a[] = {&o0, &n, &m}; return launch(c, K_IOTA, n, a);
+}
+
+static int cu_copy(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return copy_conv(c, o0, d0, i0, d1, n); /* same dtype: a plain device copy */
+}
+
+static int cu_concat_cols(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  long long R = T(c, op->out[0])->shape[0], C = T(c, op->out[0])->shape[1], off = 0;
+  for (int k = 0; k < op->n_in; k++) {
+    const dfl_tensor *X = T(c, op->in[k]);
+    long long ck = X->shape[X->ndim - 1];
+    void *x = P(op->in[k]); int dx = (int)X->dtype;
+    void *a[] = {&o0, &d0, &C, &off, &x, &dx, &R, &ck};
+    TRY(launch(c, K_COPY_COLS, R * ck, a));
+    off += ck;
+  }
+  return DFL_OK;
+}
+
+static int cu_swiglu(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  void *u = P(op->in[1]); int du = dt(c, op->in[1]);
+  if (op->n_out == 2) { /* quantized form (dfl_fuse_quant): a block per row */
+    void *sc = P(op->out[1]);
+    int C = (int)T(c, op->in[0])->shape[1], mid = at->mid_dtype;
+    long long rows = T(c, op->in[0])->shape[0];
+    if (mid == DFL_BF16 && rowq_pipe(C, (const void *[]){i0, u}, (const int[]){d1, du}, 2)) {
+      /* CTAs walk rows, the next row's loads in flight (kernels/elementwise.cuh rowq_pipe) */
+      void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};
+      return rowq_pipe_launch(c, K_SWIGLU_QR, rows, C, ar);
+    }
+    int nch = rowq_nch(C, op);
+    void *a[] = {&o0, &sc, &i0, &d1, &u, &du, &C, &mid};
+    return nch ? launch2(c, nch == 2 ? K_SWIGLU_Q2 : K_SWIGLU_Q4, T(c, op->in[0])->shape[0], 1, C / (8 * nch), 0, a)
+               : DFL_ESHAPE;
+  }
+  return not_lowered(c, i);
+}
+
+static int cu_sum(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return reduce(c, (float *)im->ops[i].scratch, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
+}
+
+static int cu_sumsq_acc(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return reduce(c, (float *)im->ops[i].scratch, o0, d0, P(op->in[1]), dt(c, op->in[1]), (long long)numel(c, op->in[1]), 1, 1);
+}
+
+static int cu_matmul(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  /* beta 1: C = in[2], the accumulator (== out, dfl_fuse) or the addend (dfl_fuse_add) */
+  return dfl_cu_mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 3 && at->beta != 0 ? P(op->in[2]) : o0, o0);
+}
+
+static int cu_matmul_f8(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  /* beta 1: C = in[4], the addend (dfl_fuse_add) */
+  return dfl_cu_mm_run_cd(c, &im->ops[i].mm[0], i0, P(op->in[1]), op->n_in == 5 && at->beta != 0 ? P(op->in[4]) : o0, o0);
+}
+
+static int cu_quant_f8(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  void *sc = P(op->out[1]);
+  int C = (int)T(c, op->in[0])->shape[1];
+  long long rows = T(c, op->in[0])->shape[0];
+  if (rowq_pipe(C, (const void *[]){i0}, (const int[]){d1}, 1)) {
+    void *ar[] = {&o0, &sc, &i0, &rows, &C};
+    return rowq_pipe_launch(c, K_QUANT_F8R, rows, C, ar);
+  }
+  void *a[] = {&o0, &sc, &i0, &d1, &C};
+  return launch2(c, K_QUANT_F8, rows, 1, 256, 0, a);
+}
+
+static int cu_rmsnorm(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  long long G = at->group, ng = (long long)numel(c, op->in[0]) / G;
+  int Gi = (int)G, dw = dt(c, op->in[1]), V = Gi / 256; /* V: the warp kernels' vectors a lane */
+  void *w = P(op->in[1]), *rs = P(op->out[1]);
+  float eps = (float)at->eps;
+  if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a warp or a block per row */
+    void *sc = P(op->out[2]);
+    int mid = at->mid_dtype;
+    if (mid == DFL_BF16 && rowq_pipe(Gi, (const void *[]){i0, w}, (const int[]){d1, dw}, 2)) {
+      void *ar[] = {&o0, &sc, &rs, &i0, &w, &ng, &Gi, &eps};
+      return rowq_pipe_launch(c, K_RMSNORM_QR, ng, Gi, ar);
+    }
+    int kw = mid == DFL_BF16 ? rms_warp_kernel(Gi, 1, (const void *[]){i0, w}, (const int[]){d1, dw}, 2) : -1;
+    if (kw >= 0) {
+      void *aw[] = {&o0, &sc, &rs, &i0, &w, &ng, &V, &eps};
+      return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
+    }
+    int nch = rowq_nch(Gi, op);
+    void *a[] = {&o0, &sc, &rs, &i0, &d1, &w, &dw, &Gi, &eps, &mid};
+    return nch ? launch2(c, nch == 2 ? K_RMSNORM_Q2 : K_RMSNORM_Q4, ng, 1, Gi / (8 * nch), 0, a) : DFL_ESHAPE;
+  }
+  if (rowq_pipe(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3)) { /* rows walked, pipelined */
+    void *ar[] = {&o0, &rs, &i0, &w, &ng, &Gi, &eps};
+    return rowq_pipe_launch(c, K_RMSNORM_R, ng, Gi, ar);
+  }
+  int kw = rms_warp_kernel(Gi, 0, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
+  if (kw >= 0) {
+    void *aw[] = {&o0, &rs, &i0, &w, &ng, &V, &eps};
+    return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
+  }
+  void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps};
+  int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
+  if (blk) {
+    int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = (int64_t)im->nsm * (2048 / blk);
+    return launch2(c, K_RMSNORM_V, nb < cap ? nb : cap, 1, blk, 0, a);
+  }
+  return launch_warps(c, K_RMSNORM, ng, 0, a);
+}
+
+static int cu_rmsnorm_bwd(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  int Gi = at->group; long long ng = (long long)numel(c, op->in[0]) / Gi;
+  void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->ops[i].scratch;
+  void *ad = op->n_in == 5 ? P(op->in[4]) : NULL; /* the addend (dfl_fuse_add) */
+  int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]), dad = ad ? dt(c, op->in[4]) : d0;
+  void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
+  const void *pp[] = {o0, i0, w, dy, ad ? ad : o0};
+  const int pd[] = {d0, d1, dtw, ddy, dad};
+  int C = rms_bwd_row(Gi, (int64_t)ng * Gi, pp, pd, 5);
+  size_t stg = (size_t)((ad ? 192 : 128) + (C != Gi ? 32 : 0)) * (C / 16); /* two row stages (+ dw sums) */
+  if (stg > (size_t)RBP_SMEM(im->smax)) C = 0; /* they do not fit */
+  int blk = C ? 0 : rms_vec_block(Gi, pp, pd, 5);
+  /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic. */
+  int cap = DFL_RMS_PARTS, np;
+  if (C) { /* blocks of C / 16 threads walk rows of C, as many blocks as the SMs hold */
+    long long nr = ng * Gi / C;
+    int k = ad ? K_RMSNORM_BWD_PA : K_RMSNORM_BWD_P, occ = 0;
+    CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)im->k[k], C / 16, stg));
+    if (occ < 1) occ = 1;
+    /* parts: at most as many blocks as 128 SMs hold, rounded down to a power of two. A block then
+    ** walks one part: more parts than resident blocks left some blocks two parts, the rest one (the
+    ** 27B's rows of 5120 with the addend: 3 blocks an SM, 396 for 512 parts, 107.2 us; 384 parts
+    ** 97.4, 256 parts 95.4: bench_memops). 128, not the device's SM count: the parts, and so the
+    ** sums' order, stay the same on every Hopper part. */
+    if (cap > 128 * occ)
+      for (cap = 1; 2 * cap <= 128 * occ;) cap *= 2; /* a power of two: equal parts of 2^k rows */
+    np = (int)(nr < cap ? nr : cap);
+    int64_t nb = (int64_t)im->nsm * occ;
+    void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &nr, &np, &C, &Gi}, *ap[] = {&o0, &dw, &i0, &w, &rs, &dy, &nr, &np, &C, &Gi};
+    TRY(launch2(c, k, nb < np ? nb : np, 1, C / 16, stg, ad ? ar : ap));
+  } else if (blk) {
+    /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
+    ** the SMs' threads) */
+    int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per;
+    np = (int)(nb < cap ? nb : cap);
+    TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
+  } else {
+    np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS); /* the general kernel: a block per group, as many parts */
+    TRY(launch2(c, K_RMSNORM_BWD, np, 1, 256, 0, a));
+  }
+  void *wout = P(op->out[1]);
+  int dto = dt(c, op->out[1]);
+  void *a2[] = {&wout, &dto, &dw, &np, &Gi};
+  return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 1024, 0, a2);
+}
+
+static int cu_rope(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_rope(c, op);
+}
+
+static int cu_conv1d_silu(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_conv1d_silu(c, op);
+}
+
+static int cu_l2norm(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_l2norm(c, op);
+}
+
+static int cu_gated_delta(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_gated_delta(c, op);
+}
+
+static int cu_norm_gate(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_norm_gate(c, op);
+}
+
+static int cu_gather(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  const dfl_tensor *tb = T(c, op->in[0]);
+  long long R = (long long)numel(c, op->in[1]); int H = (int)tb->shape[1], V = (int)tb->shape[0];
+  void *ids = P(op->in[1]);
+  void *a[] = {&o0, &d0, &i0, &d1, &ids, &R, &H, &V}; return launch(c, K_GATHER, R * H, a);
+}
+
+static int cu_scatter_add(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  const dfl_tensor *to = T(c, op->out[0]);
+  long long R = (long long)numel(c, op->in[1]); int H = (int)to->shape[1], V = (int)to->shape[0];
+  float *acc = d0 == DFL_F32 ? (float *)o0 : (float *)im->ops[i].scratch;
+  void *ids = P(op->in[1]);
+  CU(cudaMemsetAsync(acc, 0, (size_t)V * H * 4, im->stream));
+  void *a[] = {&acc, &i0, &d1, &ids, &R, &H, &V};
+  TRY(launch(c, K_SCATTER, R * H, a));
+  return d0 == DFL_F32 ? DFL_OK : copy_conv(c, o0, d0, acc, DFL_F32, (long long)V * H);
+}
+
+static int cu_block_rows(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_block_rows(c, i);
+}
+
+static int cu_block_expand(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_block_rows(c, i);
+}
+
+static int cu_block_expand_bwd(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_block_rows(c, i);
+}
+
+static int cu_block_drop(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_block_rows(c, i);
+}
+
+static int cu_block_undrop(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_block_rows(c, i);
+}
+
+static int cu_dflash_blocks(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  void *pos = P(op->out[1]), *lab = P(op->out[2]), *w = P(op->out[3]), *lm = P(op->in[1]), *anc = P(op->in[2]),
+       *kp = P(op->in[3]);
+  int batch = at->batch, S = at->S, N = at->N, B = at->B, mid = at->mask_id;
+  float gm = (float)at->gamma;
+  void *a[] = {&o0, &pos, &lab, &w, &i0, &lm, &anc, &kp, &batch, &S, &N, &B, &mid, &gm};
+  return launch(c, K_BLOCKS, (int64_t)batch * N * B, a);
+}
+
+static int cu_dflash_metrics(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  void *w = P(op->in[1]), *hit = P(op->in[2]), *kp = P(op->in[3]);
+  int batch = at->batch, N = at->N, B = at->B;
+  void *a[] = {&o0, &i0, &w, &hit, &kp, &batch, &N, &B};
+  return launch2(c, K_METRICS, 1, 1, 256, (size_t)(5 + 2 * B) * 4, a);
+}
+
+static int cu_attention(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_attention(c, op, 0, NULL, im->ops[i].tmaps);
+}
+
+static int cu_attention_bwd(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_attention(c, op, 1, im->ops[i].scratch, im->ops[i].tmaps);
+}
+
+static int cu_linear_ce(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  return dfl_cu_linear_ce(c, i);
+}
+
+static int cu_opt_prep(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  void *sq = P(op->in[0]), *den = P(op->in[1]); int dd = dt(c, op->in[1]);
+  float lr = (float)at->lr, clip = (float)at->clip, b1 = (float)at->beta1, b2 = (float)at->beta2;
+  long long wu = at->warmup, tot = at->total; int sch = at->schedule;
+  void *a[] = {&o0, &sq, &den, &dd, &lr, &wu, &tot, &sch, &clip, &b1, &b2};
+  return launch2(c, K_OPT_PREP, 1, 1, 32, 0, a);
+}
+
+static int cu_adamw(dfl_cuda *c, int i) {
+  OP_LOCALS;
+  void *ms = P(op->in[1]), *m = P(op->in[2]), *v = P(op->in[3]), *gr = P(op->in[4]), *st = P(op->in[5]);
+  int dg = dt(c, op->in[4]);
+  float b1 = (float)at->beta1, b2 = (float)at->beta2, eps = (float)at->eps, wd = (float)at->wd;
+  long long np = (long long)numel(c, op->in[0]);
+  int keep = at->keep_grad;
+  void *a[] = {&i0, &d1, &ms, &m, &v, &gr, &dg, &st, &b1, &b2, &eps, &wd, &np, &keep};
+  return launch(c, K_ADAMW, np, a);
+}
+
+
+static int cu_add(dfl_cuda *c, int i) { return not_lowered(c, i); } /* pointwise: its group */
+
+static int cu_swiglu_bwd(dfl_cuda *c, int i) { return not_lowered(c, i); } /* pointwise: its group */
+
+static int cu_scale(dfl_cuda *c, int i) { return not_lowered(c, i); } /* pointwise: its group */
+
+static int cu_accum(dfl_cuda *c, int i) { return not_lowered(c, i); } /* pointwise: its group */
+
+static int cu_fill(dfl_cuda *c, int i) { return not_lowered(c, i); } /* pointwise: its group */
+
+static int cu_gdn_gates(dfl_cuda *c, int i) { return not_lowered(c, i); } /* pointwise: its group */
+
+static int cu_sigmoid_mul(dfl_cuda *c, int i) { return not_lowered(c, i); } /* pointwise: its group */
+
+typedef int (*cu_op_fn)(dfl_cuda *c, int i);
+static const cu_op_fn cu_ops[DFL_OP_COUNT] = {
+#define DFL_OP(NAME, name, family, diff) [DFL_OP_##NAME] = cu_##name,
+#include "compiler/ops.def"
+#undef DFL_OP
+};
+
+int dfl_cu_exec_op(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  if (c->impl->pw.of_op && c->impl->pw.of_op[i] >= 0) return dfl_cu_pw_run(c, i); /* a generated fusion group */
+  if ((unsigned)op->code >= DFL_OP_COUNT) {
+    fprintf(stderr, "dflc: cuda backend: op %d (%s): no such opcode\n", (int)op->code, op->label);
+    return DFL_ERR;
+  }
+  return cu_ops[op->code](c, i);
+}
