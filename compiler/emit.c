@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <nvrtc.h>
 #include "compiler/emit.h"
+#include "compiler/hash.h"
 #include "compiler/spec.h"
 
 /* Every NVRTC call goes through this: it names the call and where it was made. */
@@ -123,12 +124,7 @@ int dfl_emit_write(const dfl_graph *g, const char *path) {
   return DFL_OK;
 }
 
-uint64_t dfl_emit_hash(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  if (!h) h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
-  return h;
-}
+uint64_t dfl_emit_hash(uint64_t h, const void *data, size_t n) { return dfl_hash(h ? h : DFL_HASH_INIT, data, n); }
 
 static int read_file(const char *path, void **data, size_t *size) {
   FILE *f = fopen(path, "rb");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/compile.h"
+#include "compiler/hash.h"
 #include "runtime/cpu/cpu.h"
 
 static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
@@ -218,13 +219,10 @@ void dfl_compiled_take(dfl_compiled *c, dfl_train_graph *tg, dfl_plan *plan, int
   memset(c, 0, sizeof *c);
 }
 
-/* --- fingerprints: FNV-1a over values written out field by field (no struct padding, no pointers) --- */
+/* --- fingerprints: compiler/hash.h over values written out field by field (no struct padding, no pointers) --- */
 
 typedef struct { uint64_t h; } fnv;
-static void h_bytes(fnv *f, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) { f->h ^= b[i]; f->h *= 1099511628211ull; }
-}
+static void h_bytes(fnv *f, const void *p, size_t n) { f->h = dfl_hash(f->h, p, n); }
 static void h_i64(fnv *f, int64_t v) {
   unsigned char b[8];
   for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));   /* little-endian on any host */
@@ -248,7 +246,7 @@ static void h_attrs(fnv *f, const dfl_attrs *a) {
 }
 
 uint64_t dfl_compiled_graph_hash(const dfl_compiled *c) {
-  fnv f = {1469598103934665603ull};
+  fnv f = {DFL_HASH_INIT};
   const dfl_graph *g = c->g;
   if (!g) return 0;
   h_i64(&f, g->nt);
@@ -270,7 +268,7 @@ uint64_t dfl_compiled_graph_hash(const dfl_compiled *c) {
 }
 
 uint64_t dfl_compiled_plan_hash(const dfl_compiled *c) {
-  fnv f = {1469598103934665603ull};
+  fnv f = {DFL_HASH_INIT};
   if (!c->planned) return 0;
   const dfl_plan *p = &c->plan;
   h_i64(&f, p->arena_bytes), h_i64(&f, p->persistent_bytes), h_i64(&f, p->nbuf), h_i64(&f, c->span);

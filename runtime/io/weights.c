@@ -2,6 +2,7 @@
 ** weights.c: loading FROZEN/PARAM tensors from safetensors by name, HF initialisation, masters,
 ** and reading HF config.json into a dfl_arch.
 */
+#include "compiler/hash.h"
 #include "runtime/io/weights.h"
 
 #include <jansson.h>
@@ -317,11 +318,7 @@ int dfl_weights_load_path(dfl_cpu *c, const char *path, unsigned kind_mask, cons
   return rc;
 }
 
-static uint64_t fnv1a(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
-  return h;
-}
+static uint64_t fnv1a(const char *s) { return dfl_hash(DFL_HASH_INIT, s, strlen(s)); }
 
 /* One RNG stream per tensor, seeded from (seed, name), so tensors are independent: host threads
 ** take whole tensors (values identical to one thread's). A fresh 27B-shaped drafter is 1.7 B values,
