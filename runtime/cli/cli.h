@@ -44,11 +44,17 @@ typedef struct dfl_deep_opts {
 } dfl_deep_opts;
 struct dfl_spec_where;
 void dfl_check_deep(const struct dfl_spec *s, const struct dfl_spec_where *w, void *opts);
-/* `dflc train DIR`: the spec a `dflc build` directory records (else arg itself; *is_dir says which);
-** cmd_build.c */
-int dfl_build_resolve(const char *arg, char *spec, unsigned long n, int *is_dir);
+/* What `dflc train DIR` reads of DIR/build.json, once (cmd_build.c): the spec, and the fingerprints
+** and arch recorded (empty strings where build.json has none). */
+typedef struct dfl_build_info {
+  int is_dir;                   /* the argument was a build directory (else a spec, copied to spec) */
+  char spec[4096];
+  char graph[24], plan[24], kernels[24], arch[32];
+  int has_fingerprint;
+} dfl_build_info;
+int dfl_build_resolve(const char *arg, dfl_build_info *b);
 /* `dflc train DIR`: refuses (1, with what to do) when this dflc compiles the spec to another graph, plan
-** or kernel library than DIR/build.json records; c: the spec compiled as the build compiled it (its plan
-** compared when c is planned). 0 when they agree. */
-int dfl_build_verify(const char *dir, const struct dfl_compiled *c);
+** or kernel library than b (DIR/build.json) records; c: the spec compiled as the build compiled it (its
+** plan compared when c is planned). 0 when they agree. */
+int dfl_build_verify(const char *dir, const dfl_build_info *b, const struct dfl_compiled *c);
 #endif

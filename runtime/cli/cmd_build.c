@@ -263,15 +263,20 @@ static int write_groups(const char *out, const char *arch, const dfl_graph *g, c
 }
 #endif
 
-/* `dflc train DIR`: the spec recorded by `dflc build`, and its cubin cache. */
-int dfl_build_resolve(const char *arg, char *spec, unsigned long n, int *is_dir) {
+/* `dflc train DIR`: the spec recorded by `dflc build`, its fingerprints, and its cubin cache. */
+static void copy_str(char *dst, size_t n, json_t *v) { snprintf(dst, n, "%s", json_string_value(v) ? json_string_value(v) : ""); }
+int dfl_build_resolve(const char *arg, dfl_build_info *b) {
   struct stat st;
-  *is_dir = 0;
+  memset(b, 0, sizeof *b);
   if (stat(arg, &st) || !S_ISDIR(st.st_mode)) {
-    snprintf(spec, n, "%s", arg);
+    if (strlen(arg) >= sizeof b->spec) {
+      fprintf(stderr, "dflc train: %s: the path is longer than %zu bytes\n", arg, sizeof b->spec - 1);
+      return DFL_EFORMAT;
+    }
+    snprintf(b->spec, sizeof b->spec, "%s", arg);
     return DFL_OK;
   }
-  *is_dir = 1;
+  b->is_dir = 1;
   char path[DFL_PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/build.json", arg);
   if (stat(path, &st)) {
@@ -296,11 +301,18 @@ int dfl_build_resolve(const char *arg, char *spec, unsigned long n, int *is_dir)
   } else if (!sp || !*sp) {
     fprintf(stderr, "%s: no \"spec\" string: rebuild with `dflc build SPEC -o %s`\n", path, arg);
     rc = DFL_EFORMAT;
-  } else if (strlen(sp) >= n) {
-    fprintf(stderr, "%s: the spec's path is longer than %lu bytes\n", path, n - 1);
+  } else if (strlen(sp) >= sizeof b->spec) {
+    fprintf(stderr, "%s: the spec's path is longer than %zu bytes\n", path, sizeof b->spec - 1);
     rc = DFL_EFORMAT;
   } else {
-    snprintf(spec, n, "%s", sp);
+    snprintf(b->spec, sizeof b->spec, "%s", sp);
+    json_t *f = json_object_get(o, "fingerprint");
+    b->has_fingerprint = json_string_value(json_object_get(f, "graph")) && json_string_value(json_object_get(f, "plan")) &&
+                         json_string_value(json_object_get(f, "kernels"));
+    copy_str(b->graph, sizeof b->graph, json_object_get(f, "graph"));
+    copy_str(b->plan, sizeof b->plan, json_object_get(f, "plan"));
+    copy_str(b->kernels, sizeof b->kernels, json_object_get(f, "kernels"));
+    copy_str(b->arch, sizeof b->arch, json_object_get(o, "arch"));
   }
   json_decref(o);
   if (rc) return rc;
@@ -309,16 +321,13 @@ int dfl_build_resolve(const char *arg, char *spec, unsigned long n, int *is_dir)
   return DFL_OK;
 }
 
-int dfl_build_verify(const char *dir, const dfl_compiled *c) {
+int dfl_build_verify(const char *dir, const dfl_build_info *b, const dfl_compiled *c) {
   char path[DFL_PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/build.json", dir);
-  json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);   /* read once already: dfl_build_resolve */
-  json_t *f = json_object_get(o, "fingerprint");
-  const char *gh = json_string_value(json_object_get(f, "graph")), *ph = json_string_value(json_object_get(f, "plan"));
-  const char *kh = json_string_value(json_object_get(f, "kernels")), *arch = json_string_value(json_object_get(o, "arch"));
+  const char *gh = b->graph, *ph = b->plan, *kh = b->kernels, *arch = b->arch[0] ? b->arch : NULL;
   char mine[24];
   int bad = 0;
-  if (!gh || !ph || !kh) {
+  if (!b->has_fingerprint) {
     fprintf(stderr, "%s: no \"fingerprint\" (written by an earlier dflc): rebuild with `dflc build SPEC -o %s`\n", path, dir);
     bad = 1;
   }
@@ -349,6 +358,5 @@ int dfl_build_verify(const char *dir, const dfl_compiled *c) {
   }
   free(src);
 #endif
-  json_decref(o);
   return bad;
 }

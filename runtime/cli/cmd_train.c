@@ -151,9 +151,10 @@ int dfl_cmd_train(int argc, char **argv) {
     fprintf(stderr, "dflc train: --restart starts a fresh run; --resume continues one: pass one of them\n");
     return 2;
   }
-  char spec_path[DFL_PATH_MAX];
-  int from_build = 0;
-  if (dfl_build_resolve(spec_file, spec_path, sizeof spec_path, &from_build)) return 1;
+  static dfl_build_info bi;   /* DIR/build.json, read once */
+  if (dfl_build_resolve(spec_file, &bi)) return 1;
+  const char *spec_path = bi.spec;
+  const int from_build = bi.is_dir;
   dfl_spec *s = malloc(sizeof *s);
   dfl_trainer *tr = malloc(sizeof *tr);
   static dfl_compiled pre;   /* the check's graph and plan, which the trainer takes */
@@ -173,7 +174,7 @@ int dfl_cmd_train(int argc, char **argv) {
       if ((kd < 0 || dfl_compile_device(s, kd, &req, &own) != DFL_OK) && !own.planned) rc = DFL_ERR;
       c = &own;
     }
-    if (rc == DFL_OK && dfl_build_verify(spec_file, c)) rc = DFL_ERR;
+    if (rc == DFL_OK && dfl_build_verify(spec_file, &bi, c)) rc = DFL_ERR;
     dfl_compiled_free(&own);
   }
   o.pre = &pre;
