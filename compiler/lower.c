@@ -24,8 +24,9 @@ const char *dfl_lower_pw_ins(dfl_opcode code) { const pw_row *r = row_of(code); 
 int dfl_lower_pw_outs(dfl_opcode code) { const pw_row *r = row_of(code); return r ? r->outs : 0; }
 const char *dfl_lower_pw_body(dfl_opcode code) { const pw_row *r = row_of(code); return r ? r->body : NULL; }
 
-/* what kernels/common.cuh's ldf and stf read and write exactly (f8 and i64 they do not) */
-static int dtype_ok(dfl_dtype d) { return d == DFL_F32 || d == DFL_BF16 || d == DFL_F16 || d == DFL_F64 || d == DFL_I32; }
+/* the float dtypes an f32 register holds exactly: an f64 or i32 value would pass through a float (a
+** same-dtype COPY of them stays the library's byte copy); f8 and i64 ldf and stf do not read */
+static int dtype_ok(dfl_dtype d) { return d == DFL_F32 || d == DFL_BF16 || d == DFL_F16; }
 
 int dfl_lower_pointwise(const dfl_graph *g, const dfl_op *op) {
   const pw_row *r = row_of(op->code);

@@ -36,7 +36,7 @@ typedef struct dfl_groups {
   int nops;
 } dfl_groups;
 
-/* Is op a pointwise op in a form pointwise.def defines (its dtypes: f32, bf16, f16, f64, i32)? */
+/* Is op a pointwise op in a form pointwise.def defines (its tensors f32, bf16 or f16)? */
 int dfl_lower_pointwise(const dfl_graph *g, const dfl_op *op);
 /* The definition row of code: its input letters, outputs and body; NULL when code is not pointwise. */
 const char *dfl_lower_pw_ins(dfl_opcode code);

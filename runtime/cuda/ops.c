@@ -103,7 +103,7 @@ static int rowq_pipe_launch(dfl_cuda *c, int k, long long rows, int C, void **ar
 static int not_lowered(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   fprintf(stderr, "dflc: cuda backend: op %s (%s): not lowered to a fusion group (compiler/lower.c "
-                  "dfl_lower_pointwise: dtypes f32, bf16, f16, f64, i32)\n", dfl_opcode_name(op->code), op->label);
+                  "dfl_lower_pointwise: f32, bf16 and f16 tensors)\n", dfl_opcode_name(op->code), op->label);
   return DFL_ESHAPE;
 }
 

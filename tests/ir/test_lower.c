@@ -1,6 +1,6 @@
 /* test_lower.c: the pointwise fusion groups (compiler/lower.c) and the plan's liveness over them.
 **   - every row of compiler/pointwise.def is pointwise in its plain form; SWIGLU's quantized form,
-**     an i64 or f8 tensor, a column input of the wrong length are not;
+**     an i64, i32 or f8 tensor, a column input of the wrong length are not;
 **   - a chain of pointwise ops over one iteration space is one group; a phase change, another
 **     element count, a non-pointwise op, a scalar or column input written inside the group, the
 **     op and tensor limits each start a new group;
@@ -75,9 +75,11 @@ static void test_rows(void) {
   dfl_op bad = g.ops[g.nops - 1];
   bad.in[2] = s1;
   CHECK(!dfl_lower_pointwise(&g, &bad));
-  int i8 = dfl_tensor_2d(&g, "i8", DFL_I64, DFL_T_ACT, R, C);
+  int i8 = dfl_tensor_2d(&g, "i8", DFL_I64, DFL_T_ACT, R, C), i32 = dfl_tensor_2d(&g, "i32", DFL_I32, DFL_T_ACT, R, C);
   dfl_op cp = g.ops[n0 + 2];
   cp.in[0] = i8;
+  CHECK(!dfl_lower_pointwise(&g, &cp));
+  cp.in[0] = i32, cp.out[0] = i32; /* a same-dtype i32 COPY: the library's byte copy */
   CHECK(!dfl_lower_pointwise(&g, &cp));
   dfl_graph_free(&g);
 }
