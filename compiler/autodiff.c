@@ -86,6 +86,179 @@ static void bwd_matmul(ad *s, const dfl_op *op, int dc) {
   if (op->n_in == 3 && op->a.beta != 0 && op->in[2] != op->out[0]) contribute(s, op->in[2], dc); /* + r */
 }
 
+/* The gradient rules, grad_<name> for the op <name> of compiler/ops.def, one per op the table marks
+** differentiable: the table below is generated from ops.def, so a differentiable op without its rule
+** does not compile (and a rule for an op marked otherwise is an unused function: a warning). Each gets a copy of the op (emitting ops may
+** move g->ops) and its output y, whose gradient exists. */
+typedef int (*grad_fn)(ad *s, const dfl_op *op, int y);
+static int grad_matmul(ad *s, const dfl_op *op, int y) {
+  bwd_matmul(s, op, real_grad(s, y));
+  return DFL_OK;
+}
+
+static int grad_add(ad *s, const dfl_op *op, int y) {
+  int d = real_grad(s, y);
+  contribute(s, op->in[0], d);
+  contribute(s, op->in[1], d);
+  return DFL_OK;
+}
+
+static int grad_copy(ad *s, const dfl_op *op, int y) {
+  const dfl_graph *g = s->g;
+  int x = op->in[0], d = real_grad(s, y);
+  const dfl_tensor *X = &g->t[x], *D = &g->t[d];
+  int same = X->dtype == D->dtype && X->ndim == D->ndim;
+  for (int k = 0; same && k < X->ndim; k++) same = X->shape[k] == D->shape[k];
+  if (!same && s->want[x]) { /* reshape / convert back */
+    int o = new_like(s, x, ".grad");
+    emit(s, DFL_OP_COPY, &d, 1, &o, 1, NULL);
+    d = o;
+  }
+  contribute(s, x, d);
+  return DFL_OK;
+}
+
+static int grad_scale(ad *s, const dfl_op *op, int y) {
+  if (op->n_in == 2 && op->in[1] >= 0 && s->want[op->in[1]]) {
+    fprintf(stderr, "dflc: autodiff (%s): the gradient of a SCALE factor is not supported\n", op->label);
+    return DFL_ERR;
+  }
+  int x = op->in[0];
+  if (!s->want[x]) return DFL_OK;
+  int d = real_grad(s, y), o = new_like(s, x, ".grad");
+  int in[2] = {d, op->n_in == 2 ? op->in[1] : -1};
+  dfl_attrs a = {0};
+  a.alpha = op->a.alpha == 0 ? 1.0 : op->a.alpha;
+  emit(s, DFL_OP_SCALE, in, 2, &o, 1, &a);
+  contribute(s, x, o);
+  return DFL_OK;
+}
+
+static int grad_sum(ad *s, const dfl_op *op, int y) {
+  /* dx = broadcast(dy): a FILL of 1 scaled by dy (or the FILL itself for the seed) */
+  int x = op->in[0], o = new_like(s, x, ".grad");
+  dfl_attrs a = {0};
+  a.alpha = 1.0;
+  if (s->grad[y] == SEED) {
+    emit(s, DFL_OP_FILL, NULL, 0, &o, 1, &a);
+  } else {
+    int ones = new_like(s, x, ".ones");
+    emit(s, DFL_OP_FILL, NULL, 0, &ones, 1, &a);
+    int in[2] = {ones, s->grad[y]};
+    emit(s, DFL_OP_SCALE, in, 2, &o, 1, &a);
+  }
+  contribute(s, x, o);
+  return DFL_OK;
+}
+
+static int grad_rmsnorm(ad *s, const dfl_op *op, int y) {
+  if (op->n_out == 3) { /* FP8: fusion runs after autodiff, on the frozen target only */
+    fprintf(stderr, "dflc: autodiff (%s): a quantized RMSNORM (dfl_fuse_quant) has no backward\n", op->label);
+    return DFL_ERR;
+  }
+  int x = op->in[0], w = op->in[1], d = real_grad(s, y);
+  int dx = new_like(s, x, ".grad"), dw = new_like(s, w, ".grad");
+  int in[4] = {x, w, op->out[1], d}, out[2] = {dx, dw};
+  emit(s, DFL_OP_RMSNORM_BWD, in, 4, out, 2, &op->a);
+  contribute(s, x, dx);
+  contribute(s, w, dw);
+  return DFL_OK;
+}
+
+static int grad_rope(ad *s, const dfl_op *op, int y) {
+  if (op->n_in == 3) { /* fusion runs after autodiff and keeps differentiated norms apart */
+    fprintf(stderr, "dflc: autodiff (%s): a ROPE with a norm weight (dfl_fuse_norm_rope) has no backward\n", op->label);
+    return DFL_ERR;
+  }
+  int x = op->in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
+  dfl_attrs a = op->a;
+  a.inverse = !a.inverse; /* a rotation's transpose is the rotation by -angle */
+  int in[2] = {d, op->in[1]};
+  emit(s, DFL_OP_ROPE, in, 2, &o, 1, &a);
+  contribute(s, x, o);
+  return DFL_OK;
+}
+
+static int grad_swiglu(ad *s, const dfl_op *op, int y) {
+  if (op->n_out == 2) { /* FP8: fusion runs after autodiff, on the frozen target only */
+    fprintf(stderr, "dflc: autodiff (%s): a quantized SWIGLU (dfl_fuse_quant) has no backward\n", op->label);
+    return DFL_ERR;
+  }
+  int gt = op->in[0], up = op->in[1], d = real_grad(s, y);
+  int dg = new_like(s, gt, ".grad"), du = new_like(s, up, ".grad");
+  int in[3] = {gt, up, d}, out[2] = {dg, du};
+  emit(s, DFL_OP_SWIGLU_BWD, in, 3, out, 2, NULL);
+  contribute(s, gt, dg);
+  contribute(s, up, du);
+  return DFL_OK;
+}
+
+static int grad_gather(ad *s, const dfl_op *op, int y) {
+  int tab = op->in[0];
+  if (!s->want[tab]) return DFL_OK;
+  int d = real_grad(s, y), o = new_like(s, tab, ".grad");
+  int in[2] = {d, op->in[1]};
+  emit(s, DFL_OP_SCATTER_ADD, in, 2, &o, 1, NULL);
+  contribute(s, tab, o);
+  return DFL_OK;
+}
+
+static int grad_block_expand(ad *s, const dfl_op *op, int y) {
+  if (!s->want[op->in[0]]) return DFL_OK;
+  int x = op->in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
+  emit(s, DFL_OP_BLOCK_EXPAND_BWD, &d, 1, &o, 1, &op->a);
+  contribute(s, x, o);
+  return DFL_OK;
+}
+
+static int grad_block_drop(ad *s, const dfl_op *op, int y) {
+  /* each is the other's transpose */
+  if (!s->want[op->in[0]]) return DFL_OK;
+  int x = op->in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
+  emit(s, op->code == DFL_OP_BLOCK_DROP ? DFL_OP_BLOCK_UNDROP : DFL_OP_BLOCK_DROP, &d, 1, &o, 1, &op->a);
+  contribute(s, x, o);
+  return DFL_OK;
+}
+
+static int grad_attention(ad *s, const dfl_op *op, int y) {
+  int nf = op->a.mask == DFL_MASK_DFLASH ? 5 : 3, nfi = op->a.mask == DFL_MASK_DFLASH ? 7 : 3;
+  int in[DFL_MAX_IO], out[5];
+  for (int i = 0; i < nfi; i++) in[i] = op->in[i];
+  in[nfi] = op->out[0], in[nfi + 1] = op->out[1], in[nfi + 2] = real_grad(s, y);
+  for (int i = 0; i < nf; i++) out[i] = new_like(s, op->in[i], ".grad");
+  emit(s, DFL_OP_ATTENTION_BWD, in, nfi + 3, out, nf, &op->a);
+  for (int i = 0; i < nf; i++) contribute(s, op->in[i], out[i]);
+  return DFL_OK;
+}
+
+static int grad_linear_ce(ad *s, const dfl_op *op, int y) {
+  /* d y = dy_saved * d(num) */
+  int yin = op->in[0], dy = op->out[4];
+  if (s->grad[y] == SEED) {
+    contribute(s, yin, dy);
+  } else {
+    int o = new_like(s, yin, ".grad");
+    int in[2] = {dy, s->grad[y]};
+    dfl_attrs a = {0};
+    a.alpha = 1.0;
+    emit(s, DFL_OP_SCALE, in, 2, &o, 1, &a);
+    contribute(s, yin, o);
+  }
+  return DFL_OK;
+}
+
+#define DFL_GRAD_0(name) NULL
+#define DFL_GRAD_1(name) grad_##name
+#define grad_block_undrop grad_block_drop /* each is the other's transpose: one rule */
+static const grad_fn grad_rules[DFL_OP_COUNT] = {
+#define DFL_OP(NAME, name, family, diff) [DFL_OP_##NAME] = DFL_GRAD_##diff(name),
+#include "compiler/ops.def"
+#undef DFL_OP
+};
+#undef DFL_GRAD_0
+#undef DFL_GRAD_1
+#undef grad_block_undrop
+
 static int backward_op(ad *s, int oi) {
   dfl_graph *g = s->g;
   dfl_op op = g->ops[oi]; /* copy: emitting ops may move g->ops */
@@ -95,148 +268,12 @@ static int backward_op(ad *s, int oi) {
   size_t ll = strlen(s->label);
   if (ll + 5 < sizeof s->label) memcpy(s->label + ll, ".bwd", 5);
   g->cur_label = s->label;
-  switch (op.code) {
-  case DFL_OP_MATMUL: bwd_matmul(s, &op, real_grad(s, y)); break;
-  case DFL_OP_ADD: {
-    int d = real_grad(s, y);
-    contribute(s, op.in[0], d);
-    contribute(s, op.in[1], d);
-    break;
-  }
-  case DFL_OP_COPY: {
-    int x = op.in[0], d = real_grad(s, y);
-    const dfl_tensor *X = &g->t[x], *D = &g->t[d];
-    int same = X->dtype == D->dtype && X->ndim == D->ndim;
-    for (int k = 0; same && k < X->ndim; k++) same = X->shape[k] == D->shape[k];
-    if (!same && s->want[x]) { /* reshape / convert back */
-      int o = new_like(s, x, ".grad");
-      emit(s, DFL_OP_COPY, &d, 1, &o, 1, NULL);
-      d = o;
-    }
-    contribute(s, x, d);
-    break;
-  }
-  case DFL_OP_SCALE: {
-    if (op.n_in == 2 && op.in[1] >= 0 && s->want[op.in[1]]) {
-      fprintf(stderr, "dflc: autodiff (%s): the gradient of a SCALE factor is not supported\n", op.label);
-      return DFL_ERR;
-    }
-    int x = op.in[0];
-    if (!s->want[x]) break;
-    int d = real_grad(s, y), o = new_like(s, x, ".grad");
-    int in[2] = {d, op.n_in == 2 ? op.in[1] : -1};
-    dfl_attrs a = {0};
-    a.alpha = op.a.alpha == 0 ? 1.0 : op.a.alpha;
-    emit(s, DFL_OP_SCALE, in, 2, &o, 1, &a);
-    contribute(s, x, o);
-    break;
-  }
-  case DFL_OP_SUM: { /* dx = broadcast(dy): a FILL of 1 scaled by dy (or the FILL itself for the seed) */
-    int x = op.in[0], o = new_like(s, x, ".grad");
-    dfl_attrs a = {0};
-    a.alpha = 1.0;
-    if (s->grad[y] == SEED) {
-      emit(s, DFL_OP_FILL, NULL, 0, &o, 1, &a);
-    } else {
-      int ones = new_like(s, x, ".ones");
-      emit(s, DFL_OP_FILL, NULL, 0, &ones, 1, &a);
-      int in[2] = {ones, s->grad[y]};
-      emit(s, DFL_OP_SCALE, in, 2, &o, 1, &a);
-    }
-    contribute(s, x, o);
-    break;
-  }
-  case DFL_OP_RMSNORM: {
-    if (op.n_out == 3) { /* FP8: fusion runs after autodiff, on the frozen target only */
-      fprintf(stderr, "dflc: autodiff (%s): a quantized RMSNORM (dfl_fuse_quant) has no backward\n", op.label);
-      return DFL_ERR;
-    }
-    int x = op.in[0], w = op.in[1], d = real_grad(s, y);
-    int dx = new_like(s, x, ".grad"), dw = new_like(s, w, ".grad");
-    int in[4] = {x, w, op.out[1], d}, out[2] = {dx, dw};
-    emit(s, DFL_OP_RMSNORM_BWD, in, 4, out, 2, &op.a);
-    contribute(s, x, dx);
-    contribute(s, w, dw);
-    break;
-  }
-  case DFL_OP_ROPE: {
-    if (op.n_in == 3) { /* fusion runs after autodiff and keeps differentiated norms apart */
-      fprintf(stderr, "dflc: autodiff (%s): a ROPE with a norm weight (dfl_fuse_norm_rope) has no backward\n", op.label);
-      return DFL_ERR;
-    }
-    int x = op.in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
-    dfl_attrs a = op.a;
-    a.inverse = !a.inverse; /* a rotation's transpose is the rotation by -angle */
-    int in[2] = {d, op.in[1]};
-    emit(s, DFL_OP_ROPE, in, 2, &o, 1, &a);
-    contribute(s, x, o);
-    break;
-  }
-  case DFL_OP_SWIGLU: {
-    if (op.n_out == 2) { /* FP8: fusion runs after autodiff, on the frozen target only */
-      fprintf(stderr, "dflc: autodiff (%s): a quantized SWIGLU (dfl_fuse_quant) has no backward\n", op.label);
-      return DFL_ERR;
-    }
-    int gt = op.in[0], up = op.in[1], d = real_grad(s, y);
-    int dg = new_like(s, gt, ".grad"), du = new_like(s, up, ".grad");
-    int in[3] = {gt, up, d}, out[2] = {dg, du};
-    emit(s, DFL_OP_SWIGLU_BWD, in, 3, out, 2, NULL);
-    contribute(s, gt, dg);
-    contribute(s, up, du);
-    break;
-  }
-  case DFL_OP_GATHER: {
-    int tab = op.in[0];
-    if (!s->want[tab]) break;
-    int d = real_grad(s, y), o = new_like(s, tab, ".grad");
-    int in[2] = {d, op.in[1]};
-    emit(s, DFL_OP_SCATTER_ADD, in, 2, &o, 1, NULL);
-    contribute(s, tab, o);
-    break;
-  }
-  case DFL_OP_BLOCK_EXPAND: {
-    if (!s->want[op.in[0]]) break;
-    int x = op.in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
-    emit(s, DFL_OP_BLOCK_EXPAND_BWD, &d, 1, &o, 1, &op.a);
-    contribute(s, x, o);
-    break;
-  }
-  case DFL_OP_BLOCK_DROP: case DFL_OP_BLOCK_UNDROP: { /* each is the other's transpose */
-    if (!s->want[op.in[0]]) break;
-    int x = op.in[0], d = real_grad(s, y), o = new_like(s, x, ".grad");
-    emit(s, op.code == DFL_OP_BLOCK_DROP ? DFL_OP_BLOCK_UNDROP : DFL_OP_BLOCK_DROP, &d, 1, &o, 1, &op.a);
-    contribute(s, x, o);
-    break;
-  }
-  case DFL_OP_ATTENTION: {
-    int nf = op.a.mask == DFL_MASK_DFLASH ? 5 : 3, nfi = op.a.mask == DFL_MASK_DFLASH ? 7 : 3;
-    int in[DFL_MAX_IO], out[5];
-    for (int i = 0; i < nfi; i++) in[i] = op.in[i];
-    in[nfi] = op.out[0], in[nfi + 1] = op.out[1], in[nfi + 2] = real_grad(s, y);
-    for (int i = 0; i < nf; i++) out[i] = new_like(s, op.in[i], ".grad");
-    emit(s, DFL_OP_ATTENTION_BWD, in, nfi + 3, out, nf, &op.a);
-    for (int i = 0; i < nf; i++) contribute(s, op.in[i], out[i]);
-    break;
-  }
-  case DFL_OP_LINEAR_CE: { /* d y = dy_saved * d(num) */
-    int yin = op.in[0], dy = op.out[4];
-    if (s->grad[y] == SEED) {
-      contribute(s, yin, dy);
-    } else {
-      int o = new_like(s, yin, ".grad");
-      int in[2] = {dy, s->grad[y]};
-      dfl_attrs a = {0};
-      a.alpha = 1.0;
-      emit(s, DFL_OP_SCALE, in, 2, &o, 1, &a);
-      contribute(s, yin, o);
-    }
-    break;
-  }
-  default:
+  grad_fn rule = (unsigned)op.code < DFL_OP_COUNT ? grad_rules[op.code] : NULL;
+  if (!rule) {
     fprintf(stderr, "dflc: autodiff: op %s (%s) has no backward rule\n", dfl_opcode_name(op.code), op.label);
     return DFL_ERR;
   }
-  return DFL_OK;
+  return rule(s, &op, y);
 }
 
 /* Float inputs of op that carry a gradient path (ATTENTION's anchors/keep, indices never do). */
