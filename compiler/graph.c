@@ -279,51 +279,126 @@ static double attn_pairs(const dfl_attrs *a) {
   return rows * per;
 }
 
+/* FLOPs per op, fl_<name> for the op <name> of compiler/ops.def (n0: its first output's elements),
+** through a table generated from ops.def: an op without its count does not compile. The ops that
+** move or index data, and the step's bookkeeping, count none (fl_zero). */
+static double fl_zero(const dfl_graph *g, const dfl_op *op, double n0) { return 0.0; }
+static double fl_matmul(const dfl_graph *g, const dfl_op *op, double n0) {
+  const dfl_tensor *A = &g->t[op->in[0]];
+  double K = (double)(op->a.trans_a ? A->shape[0] : A->shape[1]);
+  return 2.0 * n0 * K;
+}
+
+static double fl_matmul_f8(const dfl_graph *g, const dfl_op *op, double n0) {
+  return 2.0 * n0 * (double)g->t[op->in[0]].shape[1];
+}
+
+static double fl_attention(const dfl_graph *g, const dfl_op *op, double n0) {
+  /* QK^T and PV */
+  return 4.0 * attn_pairs(&op->a) * op->a.heads * op->a.head_dim;
+}
+
+static double fl_attention_bwd(const dfl_graph *g, const dfl_op *op, double n0) {
+  /* recomputed QK^T, dV, dP, dQ, dK */
+  return 10.0 * attn_pairs(&op->a) * op->a.heads * op->a.head_dim;
+}
+
+static double fl_linear_ce(const dfl_graph *g, const dfl_op *op, double n0) {
+  /* logits and dy: two GEMMs over the vocabulary, anchor rows left out */
+  const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
+  double R = (double)Y->shape[0];
+  if (op->a.B > 1) R -= R / op->a.B;
+  return 4.0 * R * (double)W->shape[0] * (double)Y->shape[1];
+}
+
+static double fl_rope(const dfl_graph *g, const dfl_op *op, double n0) {
+  /* normed: + the norm; pair form: both outputs */
+  return (op->n_in == (op->n_out == 2 ? 5 : 3) ? 8.0 : 4.0) *
+         (n0 + (op->n_out == 2 ? (double)dfl_tensor_numel(&g->t[op->out[1]]) : 0.0));
+}
+
+static double fl_rmsnorm(const dfl_graph *g, const dfl_op *op, double n0) {
+  return 4.0 * n0;
+}
+
+static double fl_rmsnorm_bwd(const dfl_graph *g, const dfl_op *op, double n0) {
+  return (op->n_in == 5 ? 9.0 : 8.0) * n0; /* + the addend */
+}
+
+static double fl_swiglu_bwd(const dfl_graph *g, const dfl_op *op, double n0) {
+  return 8.0 * n0;
+}
+
+static double fl_add(const dfl_graph *g, const dfl_op *op, double n0) {
+  return n0;
+}
+
+static double fl_sum(const dfl_graph *g, const dfl_op *op, double n0) {
+  return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
+}
+
+static double fl_scatter_add(const dfl_graph *g, const dfl_op *op, double n0) {
+  return (double)dfl_tensor_numel(&g->t[op->in[0]]);
+}
+
+static double fl_adamw(const dfl_graph *g, const dfl_op *op, double n0) {
+  return 12.0 * n0;
+}
+
+static double fl_conv1d_silu(const dfl_graph *g, const dfl_op *op, double n0) {
+  /* + the split form's L2 norms of q and k */
+  return (2.0 * (double)g->t[op->in[1]].shape[1] + 4.0) * (double)dfl_tensor_numel(&g->t[op->in[0]]) +
+         (op->n_out == 3 ? 8.0 * n0 : 0);
+}
+
+static double fl_l2norm(const dfl_graph *g, const dfl_op *op, double n0) {
+  return 4.0 * n0;
+}
+
+static double fl_norm_gate(const dfl_graph *g, const dfl_op *op, double n0) {
+  return 8.0 * n0;
+}
+
+static double fl_gdn_gates(const dfl_graph *g, const dfl_op *op, double n0) {
+  return 8.0 * n0;
+}
+
+static double fl_gated_delta(const dfl_graph *g, const dfl_op *op, double n0) {
+  /* the chunked form (chunk 64, reference §3): per row and value head,
+                           ** five 64 x d products (KK^T, W, QK^T: dk; U, PV: dv), three dk x dv ones */
+  double dk = op->a.head_dim, dv = (double)g->t[op->out[0]].shape[1] / op->a.heads;
+  double rows = (double)g->t[op->out[0]].shape[0], c = op->a.S < 64 ? op->a.S : 64;
+  return rows * op->a.heads * (2.0 * c * (3 * dk + 2 * dv) + 6.0 * dk * dv);
+}
+
+#define fl_swiglu fl_rmsnorm
+#define fl_scale fl_add
+#define fl_accum fl_add
+#define fl_sumsq_acc fl_sum
+#define fl_block_expand_bwd fl_scatter_add
+#define fl_sigmoid_mul fl_l2norm
+#define fl_iota_mod fl_zero
+#define fl_dflash_blocks fl_zero
+#define fl_gather fl_zero
+#define fl_dflash_metrics fl_zero
+#define fl_opt_prep fl_zero
+#define fl_copy fl_zero
+#define fl_concat_cols fl_zero
+#define fl_fill fl_zero
+#define fl_quant_f8 fl_zero
+#define fl_block_rows fl_zero
+#define fl_block_expand fl_zero
+#define fl_block_drop fl_zero
+#define fl_block_undrop fl_zero
+static double (*const fl_rules[DFL_OP_COUNT])(const dfl_graph *g, const dfl_op *op, double n0) = {
+#define DFL_OP(NAME, name, family, diff) [DFL_OP_##NAME] = fl_##name,
+#include "compiler/ops.def"
+#undef DFL_OP
+};
+
 double dfl_op_flops(const dfl_graph *g, const dfl_op *op) {
-  const dfl_attrs *a = &op->a;
-  const dfl_tensor *o0 = &g->t[op->out[0]];
-  double n0 = (double)dfl_tensor_numel(o0);
-  switch (op->code) {
-  case DFL_OP_MATMUL: {
-    const dfl_tensor *A = &g->t[op->in[0]];
-    double K = (double)(a->trans_a ? A->shape[0] : A->shape[1]);
-    return 2.0 * n0 * K;
-  }
-  case DFL_OP_MATMUL_F8: return 2.0 * n0 * (double)g->t[op->in[0]].shape[1];
-  case DFL_OP_ATTENTION: /* QK^T and PV */
-    return 4.0 * attn_pairs(a) * a->heads * a->head_dim;
-  case DFL_OP_ATTENTION_BWD: /* recomputed QK^T, dV, dP, dQ, dK */
-    return 10.0 * attn_pairs(a) * a->heads * a->head_dim;
-  case DFL_OP_LINEAR_CE: { /* logits and dy: two GEMMs over the vocabulary, anchor rows left out */
-    const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
-    double R = (double)Y->shape[0];
-    if (op->a.B > 1) R -= R / op->a.B;
-    return 4.0 * R * (double)W->shape[0] * (double)Y->shape[1];
-  }
-  case DFL_OP_ROPE: /* normed: + the norm; pair form: both outputs */
-    return (op->n_in == (op->n_out == 2 ? 5 : 3) ? 8.0 : 4.0) *
-           (n0 + (op->n_out == 2 ? (double)dfl_tensor_numel(&g->t[op->out[1]]) : 0.0));
-  case DFL_OP_RMSNORM: case DFL_OP_SWIGLU: return 4.0 * n0;
-  case DFL_OP_RMSNORM_BWD: return (op->n_in == 5 ? 9.0 : 8.0) * n0; /* + the addend */
-  case DFL_OP_SWIGLU_BWD: return 8.0 * n0;
-  case DFL_OP_ADD: case DFL_OP_SCALE: case DFL_OP_ACCUM: return n0;
-  case DFL_OP_SUM: case DFL_OP_SUMSQ_ACC: return (double)dfl_tensor_numel(&g->t[op->in[op->code == DFL_OP_SUM ? 0 : 1]]) * (op->code == DFL_OP_SUM ? 1 : 2);
-  case DFL_OP_SCATTER_ADD: case DFL_OP_BLOCK_EXPAND_BWD: return (double)dfl_tensor_numel(&g->t[op->in[0]]);
-  case DFL_OP_ADAMW: return 12.0 * n0;
-  case DFL_OP_CONV1D_SILU: /* + the split form's L2 norms of q and k */
-    return (2.0 * (double)g->t[op->in[1]].shape[1] + 4.0) * (double)dfl_tensor_numel(&g->t[op->in[0]]) +
-           (op->n_out == 3 ? 8.0 * n0 : 0);
-  case DFL_OP_L2NORM: case DFL_OP_SIGMOID_MUL: return 4.0 * n0;
-  case DFL_OP_NORM_GATE: return 8.0 * n0;
-  case DFL_OP_GDN_GATES: return 8.0 * n0;
-  case DFL_OP_GATED_DELTA: { /* the chunked form (chunk 64, reference §3): per row and value head,
-                             ** five 64 x d products (KK^T, W, QK^T: dk; U, PV: dv), three dk x dv ones */
-    double dk = op->a.head_dim, dv = (double)g->t[op->out[0]].shape[1] / op->a.heads;
-    double rows = (double)g->t[op->out[0]].shape[0], c = op->a.S < 64 ? op->a.S : 64;
-    return rows * op->a.heads * (2.0 * c * (3 * dk + 2 * dv) + 6.0 * dk * dv);
-  }
-  default: return 0.0;
-  }
+  if ((unsigned)op->code >= DFL_OP_COUNT) return 0.0;
+  return fl_rules[op->code](g, op, (double)dfl_tensor_numel(&g->t[op->out[0]]));
 }
 
 /* --- dump --- */
