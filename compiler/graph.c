@@ -409,6 +409,116 @@ static void dump_tensor(const dfl_tensor *t, int id, FILE *f) {
   fprintf(f, "]%s", dfl_dtype_name(t->dtype));
 }
 
+/* Each op's attributes in the dump, pr_<name> for the op <name> of compiler/ops.def, through a table
+** generated from ops.def (an op without its printer does not compile; pr_none: nothing to show). */
+static void pr_none(FILE *f, const dfl_op *op) {}
+static void pr_matmul(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {ta=%d tb=%d alpha=%g", a->trans_a, a->trans_b, a->alpha);
+  if (a->beta != 0) fprintf(f, " beta=%g", a->beta); /* only fused graphs: unfused dumps unchanged */
+  fprintf(f, "}");
+}
+
+static void pr_rmsnorm(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {group=%d eps=%g}", a->group, a->eps);
+}
+
+static void pr_rope(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {heads=%d hd=%d theta=%g inv=%d", a->heads, a->head_dim, a->theta, a->inverse);
+  if (op->n_out == 2) fprintf(f, " heads2=%d", a->kv_heads);
+  if (op->n_in == (op->n_out == 2 ? 5 : 3)) fprintf(f, " norm eps=%g mid=%s", a->eps, dfl_dtype_name((dfl_dtype)a->mid_dtype));
+  if (a->rot_dim) fprintf(f, " rot=%d", a->rot_dim);
+  fprintf(f, "}");
+}
+
+static void pr_conv1d_silu(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  if (op->n_out == 3) fprintf(f, " {S=%d, q|k|v, l2norm group=%d eps=%g alpha=%g}", a->S, a->group, a->eps, a->alpha);
+  else fprintf(f, " {S=%d}", a->S);
+}
+
+static void pr_l2norm(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {group=%d eps=%g alpha=%g}", a->group, a->eps, a->alpha);
+}
+
+static void pr_norm_gate(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {group=%d eps=%g}", a->group, a->eps);
+}
+
+static void pr_gated_delta(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {heads=%d kv_heads=%d dk=%d S=%d}", a->heads, a->kv_heads, a->head_dim, a->S);
+}
+
+static void pr_attention(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {%s b=%d S=%d N=%d B=%d nh=%d nkv=%d hd=%d W=%d scale=%g}", a->mask == DFL_MASK_DFLASH ? "dflash" : "causal",
+          a->batch, a->S, a->N, a->B, a->heads, a->kv_heads, a->head_dim, a->window, a->scale);
+}
+
+static void pr_linear_ce(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {chunk=%d topk=%d anchors_every=%d}", a->vocab_chunk, a->topk, a->B);
+}
+
+static void pr_scale(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {alpha=%g}", a->alpha);
+}
+
+static void pr_iota_mod(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {n=%d}", a->n);
+}
+
+static void pr_dflash_blocks(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {b=%d S=%d N=%d B=%d mask_id=%d gamma=%g}", a->batch, a->S, a->N, a->B, a->mask_id, a->gamma);
+}
+
+static void pr_opt_prep(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {lr=%g warmup=%lld total=%lld sched=%d clip=%g}", a->lr, (long long)a->warmup, (long long)a->total, a->schedule, a->clip);
+}
+
+static void pr_adamw(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  fprintf(f, " {b1=%g b2=%g eps=%g wd=%g%s}", a->beta1, a->beta2, a->eps, a->wd, a->keep_grad ? " keep_grad" : "");
+}
+
+#define pr_rmsnorm_bwd pr_rmsnorm
+#define pr_attention_bwd pr_attention
+#define pr_fill pr_scale
+#define pr_gather pr_none
+#define pr_add pr_none
+#define pr_swiglu pr_none
+#define pr_scatter_add pr_none
+#define pr_swiglu_bwd pr_none
+#define pr_sum pr_none
+#define pr_dflash_metrics pr_none
+#define pr_accum pr_none
+#define pr_sumsq_acc pr_none
+#define pr_copy pr_none
+#define pr_concat_cols pr_none
+#define pr_quant_f8 pr_none
+#define pr_matmul_f8 pr_none
+#define pr_block_rows pr_none
+#define pr_block_expand pr_none
+#define pr_block_expand_bwd pr_none
+#define pr_block_drop pr_none
+#define pr_block_undrop pr_none
+#define pr_gdn_gates pr_none
+#define pr_sigmoid_mul pr_none
+static void (*const pr_rules[DFL_OP_COUNT])(FILE *f, const dfl_op *op) = {
+#define DFL_OP(NAME, name, family, diff) [DFL_OP_##NAME] = pr_##name,
+#include "compiler/ops.def"
+#undef DFL_OP
+};
+
 void dfl_graph_dump(const dfl_graph *g, FILE *f) {
   fprintf(f, "graph: %d tensors, %d ops\n", g->nt, g->nops);
   for (int i = 0; i < g->nt; i++) {
@@ -431,44 +541,7 @@ void dfl_graph_dump(const dfl_graph *g, FILE *f) {
       fprintf(f, " ");
       dump_tensor(&g->t[op->out[k]], op->out[k], f);
     }
-    const dfl_attrs *a = &op->a;
-    switch (op->code) {
-    case DFL_OP_MATMUL:
-      fprintf(f, " {ta=%d tb=%d alpha=%g", a->trans_a, a->trans_b, a->alpha);
-      if (a->beta != 0) fprintf(f, " beta=%g", a->beta); /* only fused graphs: unfused dumps unchanged */
-      fprintf(f, "}");
-      break;
-    case DFL_OP_RMSNORM: case DFL_OP_RMSNORM_BWD: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
-    case DFL_OP_ROPE:
-      fprintf(f, " {heads=%d hd=%d theta=%g inv=%d", a->heads, a->head_dim, a->theta, a->inverse);
-      if (op->n_out == 2) fprintf(f, " heads2=%d", a->kv_heads);
-      if (op->n_in == (op->n_out == 2 ? 5 : 3)) fprintf(f, " norm eps=%g mid=%s", a->eps, dfl_dtype_name((dfl_dtype)a->mid_dtype));
-      if (a->rot_dim) fprintf(f, " rot=%d", a->rot_dim);
-      fprintf(f, "}");
-      break;
-    case DFL_OP_CONV1D_SILU:
-      if (op->n_out == 3) fprintf(f, " {S=%d, q|k|v, l2norm group=%d eps=%g alpha=%g}", a->S, a->group, a->eps, a->alpha);
-      else fprintf(f, " {S=%d}", a->S);
-      break;
-    case DFL_OP_L2NORM: fprintf(f, " {group=%d eps=%g alpha=%g}", a->group, a->eps, a->alpha); break;
-    case DFL_OP_NORM_GATE: fprintf(f, " {group=%d eps=%g}", a->group, a->eps); break;
-    case DFL_OP_GATED_DELTA:
-      fprintf(f, " {heads=%d kv_heads=%d dk=%d S=%d}", a->heads, a->kv_heads, a->head_dim, a->S);
-      break;
-    case DFL_OP_ATTENTION: case DFL_OP_ATTENTION_BWD:
-      fprintf(f, " {%s b=%d S=%d N=%d B=%d nh=%d nkv=%d hd=%d W=%d scale=%g}", a->mask == DFL_MASK_DFLASH ? "dflash" : "causal",
-              a->batch, a->S, a->N, a->B, a->heads, a->kv_heads, a->head_dim, a->window, a->scale);
-      break;
-    case DFL_OP_LINEAR_CE: fprintf(f, " {chunk=%d topk=%d anchors_every=%d}", a->vocab_chunk, a->topk, a->B); break;
-    case DFL_OP_SCALE: case DFL_OP_FILL: fprintf(f, " {alpha=%g}", a->alpha); break;
-    case DFL_OP_IOTA_MOD: fprintf(f, " {n=%d}", a->n); break;
-    case DFL_OP_DFLASH_BLOCKS: fprintf(f, " {b=%d S=%d N=%d B=%d mask_id=%d gamma=%g}", a->batch, a->S, a->N, a->B, a->mask_id, a->gamma); break;
-    case DFL_OP_OPT_PREP: fprintf(f, " {lr=%g warmup=%lld total=%lld sched=%d clip=%g}", a->lr, (long long)a->warmup, (long long)a->total, a->schedule, a->clip); break;
-    case DFL_OP_ADAMW:
-      fprintf(f, " {b1=%g b2=%g eps=%g wd=%g%s}", a->beta1, a->beta2, a->eps, a->wd, a->keep_grad ? " keep_grad" : "");
-      break;
-    default: break;
-    }
+    if ((unsigned)op->code < DFL_OP_COUNT) pr_rules[op->code](f, op);
     fprintf(f, "\n");
   }
 }
