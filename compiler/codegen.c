@@ -160,8 +160,8 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
   for (int pass = p->vec == 8 ? 0 : 1; pass < 2; pass++) {
     const int V = pass == 0 ? 8 : 1;
     if (pass == 0) {
-      put(b, "  if (1");
-      for (int k = 0; k < p->nt; k++) if (u[k].elem) put(b, " && vec_ok(t%d)", k);
+      put(b, "  if (");
+      for (int k = 0, m = 0; k < p->nt; k++) if (u[k].elem) put(b, "%svec_ok(t%d)", m++ ? " && " : "", k);
       put(b, ") {\n    GRID_STRIDE(j, N / 8) {\n      const ll i = j * 8;\n");
     } else {
       put(b, "  GRID_STRIDE(i, N) {\n");

@@ -258,7 +258,7 @@ __device__ __forceinline__ void rowq_store(unsigned char *q, float *s, ll row, i
 extern "C" __global__ void __launch_bounds__(256) dfl_pw_0(void *t0, void *t1, void *t2, void *t3, void *t4, void *t5, void *t6, void *t7, void *t8, void *t9, void *t10, void *t11, void *t12, void *t13, void *t14) {
   const ll N = 192LL;
   const float s4 = ldf(t4, DT_F32, 0);
-  if (1 && vec_ok(t0) && vec_ok(t1) && vec_ok(t2) && vec_ok(t3) && vec_ok(t5) && vec_ok(t6) && vec_ok(t9) && vec_ok(t10) && vec_ok(t11) && vec_ok(t12) && vec_ok(t13) && vec_ok(t14)) {
+  if (vec_ok(t0) && vec_ok(t1) && vec_ok(t2) && vec_ok(t3) && vec_ok(t5) && vec_ok(t6) && vec_ok(t9) && vec_ok(t10) && vec_ok(t11) && vec_ok(t12) && vec_ok(t13) && vec_ok(t14)) {
     GRID_STRIDE(j, N / 8) {
       const ll i = j * 8;
       float v0[8];
