@@ -146,7 +146,7 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
   dfl_codegen_kernel_name(gi, name, sizeof name);
   put(b, "\n/* group %d: op%s %d", gi, p->n > 1 ? "s" : "", p->first);
   if (p->n > 1) put(b, "..%d", p->first + p->n - 1);
-  put(b, " (%s), %lld elements\n", dfl_phase_name(g->ops[p->first].phase), (long long)p->numel);
+  put(b, " (%s), %lld element%s\n", dfl_phase_name(g->ops[p->first].phase), (long long)p->numel, p->numel == 1 ? "" : "s");
   for (int k = 0; k < p->nt; k++) {
     const dfl_tensor *x = &g->t[p->t[k]];
     put(b, "**   t%d %%%d %s %s%s%s%s%s\n", k, p->t[k], x->name, dfl_dtype_name(x->dtype), u[k].load ? " load" : "",
