@@ -32,6 +32,8 @@ static const dfl_kdef loss_keys[] = {
   {"gamma", K_FLOAT, -1e9, 1e9, 0, 0, 0, "gamma = 7"},
   {"vocab_chunk", K_INT, 1, IMAX, 0, 0, 0, "vocab_chunk = 32768"},
   {"metrics", K_ANY, 0, 0, 0, 0, 0, "metrics = [accuracy, tau, topk(4)]"},
+  {"labels", K_ANY, 0, 0, 0, 0, 0, "labels = mix(0.5)"},
+  {"temperature", K_FLOAT, 0.01, 100, 0, 0, 0, "temperature = 1"},
   {0}};
 
 static const dfl_kdef adamw_keys[] = {
@@ -211,6 +213,35 @@ void dfl_check_data(dfl_check *c) {
                      s->seq_len, (long long)s->target.max_positions);
 }
 
+/* labels = hard | soft | mix(a): what the loss pulls the drafter toward (docs/training.md) */
+static void check_labels(dfl_check *c) {
+  dfl_spec *s = c->spec;
+  dfl_sect *l = c->loss;
+  s->kd_alpha = 0;
+  s->kd_temp = dfl_check_float(l, "temperature", 1.0);
+  dfl_node *e = dfl_check_get(l, "labels");
+  if (e && e->bad) return;
+  if (!e || (e->kind == DFL_V_IDENT && !strcmp(e->s, "hard"))) s->kd_alpha = 0;
+  else if (e->kind == DFL_V_IDENT && !strcmp(e->s, "soft")) s->kd_alpha = 1;
+  else if (e->kind == DFL_V_CALL && !strcmp(e->s, "mix")) {
+    const dfl_node *a = e->nkids == 1 ? e->kids : NULL;
+    double x = !a ? -1 : a->kind == DFL_V_FLOAT ? a->f : a->kind == DFL_V_INT ? (double)a->i : -1;
+    if (!(x > 0 && x < 1)) {
+      dfl_diag_error(e->loc, "`mix` takes the soft part's weight, a number between 0 and 1 (exclusive)");
+      dfl_diag_help("write `labels = mix(0.5)`: half the data's tokens, half the target's distribution");
+      return;
+    }
+    s->kd_alpha = x;
+  } else {
+    dfl_diag_error(e->loc, "`labels` is `hard`, `soft` or `mix(a)`");
+    dfl_diag_help("hard: the data's next tokens (the default); soft: the target's distribution (forward KL at "
+                  "`temperature`); mix(0.5): both, the soft part weighted 0.5");
+    return;
+  }
+  if (s->kd_alpha == 0 && dfl_check_get(l, "temperature"))
+    dfl_diag_warning(dfl_check_where(l, "temperature"), "`temperature` shapes the soft labels only; these are hard");
+}
+
 void dfl_check_loss(dfl_check *c) {
   dfl_spec *s = c->spec;
   dfl_sect *l = c->loss;
@@ -221,6 +252,7 @@ void dfl_check_loss(dfl_check *c) {
     dfl_diag_error(dfl_check_where(l, "vocab_chunk"), "vocab_chunk %d is larger than the vocabulary (%d)", s->vocab_chunk, s->target.vocab);
     dfl_diag_help("vocab_chunk is the number of vocabulary columns per loss chunk: 1..%d", s->target.vocab);
   }
+  check_labels(c);
   dfl_node *m = dfl_check_get(l, "metrics");
   if (!m) { s->metric_accuracy = s->metric_tau = 1; s->topk = 0; return; }
   if (m->bad) return;

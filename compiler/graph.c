@@ -308,7 +308,8 @@ static double fl_linear_ce(const dfl_graph *g, const dfl_op *op, double n0) {
   const dfl_tensor *Y = &g->t[op->in[0]], *W = &g->t[op->in[1]];
   double R = (double)Y->shape[0];
   if (op->a.B > 1) R -= R / op->a.B;
-  return 4.0 * R * (double)W->shape[0] * (double)Y->shape[1];
+  /* soft labels: the target's logits too, in both passes */
+  return (op->n_in == 5 ? 8.0 : 4.0) * R * (double)W->shape[0] * (double)Y->shape[1];
 }
 
 static double fl_rope(const dfl_graph *g, const dfl_op *op, double n0) {
@@ -462,7 +463,9 @@ static void pr_attention(FILE *f, const dfl_op *op) {
 
 static void pr_linear_ce(FILE *f, const dfl_op *op) {
   const dfl_attrs *a = &op->a;
-  fprintf(f, " {chunk=%d topk=%d anchors_every=%d}", a->vocab_chunk, a->topk, a->B);
+  fprintf(f, " {chunk=%d topk=%d anchors_every=%d", a->vocab_chunk, a->topk, a->B);
+  if (op->n_in == 5) fprintf(f, " soft=%g temp=%g", a->kd_alpha, a->kd_temp > 0 ? a->kd_temp : 1.0);
+  fprintf(f, "}");
 }
 
 static void pr_scale(FILE *f, const dfl_op *op) {

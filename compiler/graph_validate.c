@@ -166,7 +166,7 @@ static void vr_iota_mod(const vctx *v, const dfl_attrs *a) {
 }
 
 static void vr_dflash_blocks(const vctx *v, const dfl_attrs *a) {
-  need_io(v, 4, 4);
+  need_io(v, 4, v->n_out == 5 ? 5 : 4);
   if (a->batch <= 0 || a->S <= 0 || a->N <= 0 || a->B <= 0) vfail(v, "batch, S, N, B must be positive");
   int64_t bs = (int64_t)a->batch * a->S, bn = (int64_t)a->batch * a->N, q = bn * a->B;
   for (int i = 0; i < 4; i++) need_i32_in(v, i);
@@ -177,6 +177,7 @@ static void vr_dflash_blocks(const vctx *v, const dfl_attrs *a) {
   for (int i = 0; i < 3; i++) need_i32_out(v, i), need_numel_out(v, i, q);
   need_float_out(v, 3);
   need_numel_out(v, 3, q);
+  if (v->n_out == 5) need_i32_out(v, 4), need_numel_out(v, 4, q);
 }
 
 static void vr_gather(const vctx *v, const dfl_attrs *a) {
@@ -299,7 +300,7 @@ static void vr_swiglu_bwd(const vctx *v, const dfl_attrs *a) {
 }
 
 static void vr_linear_ce(const vctx *v, const dfl_attrs *a) {
-  need_io(v, 4, 5);
+  need_io(v, v->n_in == 5 ? 5 : 4, 5);
   need_float_in(v, 0), need_float_in(v, 1), need_i32_in(v, 2), need_float_in(v, 3);
   need_2d_in(v, 0), need_2d_in(v, 1);
   int64_t R = TI(v, 0)->shape[0], H = TI(v, 0)->shape[1];
@@ -312,6 +313,13 @@ static void vr_linear_ce(const vctx *v, const dfl_attrs *a) {
   if (a->B > 1 && R % a->B) vfail(v, "anchor rows every %d: the row count %lld must be a multiple", a->B, (long long)R);
   need_same_shape_out(v, 4, 0);
   if (a->vocab_chunk < 0 || a->topk < 0) vfail(v, "vocab_chunk and topk must be >= 0");
+  if (v->n_in == 5) { /* soft labels: the target's rows */
+    need_float_in(v, 4);
+    if (TI(v, 4)->ndim != 2 || TI(v, 4)->shape[0] != R || TI(v, 4)->shape[1] != H)
+      vfail(v, "the target's rows (input 4) must be [%lld, %lld] like y", (long long)R, (long long)H);
+    if (!(a->kd_alpha >= 0 && a->kd_alpha <= 1)) vfail(v, "kd_alpha must be in [0, 1]");
+    if (!(a->kd_temp >= 0 && a->kd_temp <= 100)) vfail(v, "kd_temp must be in (0, 100] (0 reads as 1)");
+  } else if (a->kd_alpha != 0) vfail(v, "kd_alpha needs the target's rows (input 4)");
 }
 
 static void vr_scatter_add(const vctx *v, const dfl_attrs *a) {

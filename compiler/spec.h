@@ -116,6 +116,9 @@ typedef struct dfl_spec {
   double gamma;                     /* <= 0: no decay */
   int vocab_chunk;
   int metric_accuracy, metric_tau, topk; /* topk = 0: no top-K hit metric */
+  double kd_alpha;                  /* labels: 0 hard (the data's tokens), 1 soft (the target's
+                                    ** distribution, forward KL), between: mix(a), a the soft part */
+  double kd_temp;                   /* temperature of the soft part (1 unless set) */
 
   /* train */
   int64_t steps;                    /* optimizer steps */

@@ -50,7 +50,7 @@ static int block_op(dfl_graph *g, dfl_opcode code, int x, int B, const char *nam
 }
 
 int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, int ids, int loss_mask,
-                      int anchors, int keep, int embed, int lm_head, dfl_drafter_out *out) {
+                      int anchors, int keep, int embed, int lm_head, int tfinal, dfl_drafter_out *out) {
   const dfl_arch *a = &s->drafter;
   const dfl_dtype dt = act_dtype(s);
   const int H = a->hidden, hd = a->head_dim, nh = a->heads, nkv = a->kv_heads, I = a->intermediate;
@@ -116,7 +116,7 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
 
   /* Blocks: noise ids, query positions, labels and decay weights. */
   g->cur_label = "drafter.blocks";
-  int blk[4];
+  int blk[5];
   blk[0] = dfl_tensor_1d(g, "drafter.noise_ids", DFL_I32, DFL_T_ACT, Q);
   blk[1] = dfl_tensor_1d(g, "drafter.pos_q", DFL_I32, DFL_T_ACT, Q);
   blk[2] = dfl_tensor_1d(g, "drafter.labels", DFL_I32, DFL_T_ACT, Q);
@@ -126,7 +126,8 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   at.mask_id = s->mask_token;
   at.gamma = s->gamma;
   int bin[4] = {ids, loss_mask, anchors, keep};
-  dfl_op_add(g, DFL_OP_DFLASH_BLOCKS, bin, 4, blk, 4, &at);
+  if (tfinal >= 0) blk[4] = dfl_tensor_1d(g, "drafter.target_rows", DFL_I32, DFL_T_ACT, Q);
+  dfl_op_add(g, DFL_OP_DFLASH_BLOCKS, bin, 4, blk, tfinal >= 0 ? 5 : 4, &at);
   const int pos_q = blk[1], labels = blk[2], weights = blk[3];
 
   int X = dfl_gather(g, embed, blk[0], dt, "drafter.x0");
@@ -197,11 +198,15 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   /* With rows0 the last layer dropped the anchor rows: the labels and weights are dropped alike,
   ** and the per-row results put back in place (0 at the anchors) for the metrics. */
   const int64_t Qy = g->t[out->y].shape[0];
-  int lab = labels, wts = weights;
+  int lab = labels, wts = weights, trow = tfinal >= 0 ? blk[4] : -1;
   if (Qy != Q) {
     lab = block_op(g, DFL_OP_BLOCK_DROP, labels, B, "drafter.labels.drop");
     wts = block_op(g, DFL_OP_BLOCK_DROP, weights, B, "drafter.weights.drop");
+    if (trow >= 0) trow = block_op(g, DFL_OP_BLOCK_DROP, trow, B, "drafter.target_rows.drop");
   }
+  /* soft labels: the target's final hidden state at the row before each label (its next-token
+  ** distribution there is what the label row is pulled toward) */
+  const int tsoft = trow >= 0 ? dfl_gather(g, tfinal, trow, g->t[out->y].dtype, "drafter.target_y") : -1;
   int ce[5];
   ce[0] = dfl_tensor_1d(g, "drafter.loss_num", DFL_F32, DFL_T_ACT, 1);
   ce[1] = dfl_tensor_1d(g, "drafter.ce", DFL_F32, DFL_T_ACT, Qy);
@@ -212,8 +217,9 @@ int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, 
   at.vocab_chunk = s->vocab_chunk > 0 ? s->vocab_chunk : a->vocab;
   at.topk = s->topk;
   at.B = Qy == Q ? B : 0; /* block position 0 (the anchor) is never a label: its rows can skip the head */
-  int cin[4] = {out->y, lm_head, lab, wts};
-  dfl_op_add(g, DFL_OP_LINEAR_CE, cin, 4, ce, 5, &at);
+  int cin[5] = {out->y, lm_head, lab, wts, tsoft};
+  if (tsoft >= 0) at.kd_alpha = s->kd_alpha, at.kd_temp = s->kd_temp;
+  dfl_op_add(g, DFL_OP_LINEAR_CE, cin, tsoft >= 0 ? 5 : 4, ce, 5, &at);
   out->num = ce[0];
   if (Qy != Q) {
     ce[2] = block_op(g, DFL_OP_BLOCK_UNDROP, ce[2], B, "drafter.correct.q");

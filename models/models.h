@@ -29,7 +29,9 @@ void dfl_model_target_describe(const dfl_spec *s, char *buf, size_t n);
 ** features: [batch*S, n_taps*H] (INPUT, or a colocated target's output); ids, loss_mask:
 ** [batch*S] i32; anchors, keep: [batch, N] i32; embed, lm_head: FROZEN [V,H] (created if -1, named
 ** as in the target checkpoint: "model.embed_tokens.weight", "lm_head.weight").
-** Drafter PARAMs are named by their export names (§5: "fc.weight", "layers.0.self_attn.q_proj.weight", ...). */
+** Drafter PARAMs are named by their export names (§5: "fc.weight", "layers.0.self_attn.q_proj.weight", ...).
+** tfinal: the target's final normed hidden states [batch*S, H] for soft labels (spec kd_alpha > 0;
+** the loss reads the row before each label), else -1. */
 typedef struct dfl_drafter_out {
   int num;            /* [1] sum w*CE of this micro-step */
   int den;            /* [1] sum w */
@@ -40,7 +42,7 @@ typedef struct dfl_drafter_out {
   int n_params;
 } dfl_drafter_out;
 int dfl_model_drafter(dfl_graph *g, const dfl_spec *s, int batch, int features, int ids, int loss_mask,
-                      int anchors, int keep, int embed, int lm_head, dfl_drafter_out *out);
+                      int anchors, int keep, int embed, int lm_head, int tfinal, dfl_drafter_out *out);
 
 /* The inputs and outputs of a whole training graph for one device. */
 typedef struct dfl_train_graph {

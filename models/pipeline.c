@@ -33,10 +33,16 @@ static int build_common(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
   tg->anchors = dfl_tensor_2d(g, "anchors", DFL_I32, DFL_T_INPUT, tg->batch, tg->N);
   tg->keep = dfl_tensor_2d(g, "keep", DFL_I32, DFL_T_INPUT, tg->batch, tg->N);
 
-  int features, embed = -1, lm_head = -1, rc;
+  int features, embed = -1, lm_head = -1, tfinal = -1, rc;
+  if (s->kd_alpha > 0 && !colocated) {
+    fprintf(stderr, "dfl_model_train_graph: soft labels need the target on the drafter's device (colocated)\n");
+    return DFL_ESHAPE;
+  }
   if (colocated) {
-    rc = dfl_model_target(g, s, tg->batch, tg->S, tg->ids, 0, 0, &tg->target);
+    /* soft labels: every layer and the final norm, whose states the loss reads */
+    rc = dfl_model_target(g, s, tg->batch, tg->S, tg->ids, s->kd_alpha > 0, 0, &tg->target);
     if (rc != DFL_OK) return rc;
+    if (s->kd_alpha > 0) tfinal = tg->target.hidden[s->target.layers];
     features = tg->target.features;
     embed = tg->target.embed;
     lm_head = tg->target.lm_head;
@@ -45,7 +51,7 @@ static int build_common(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
     features = tg->features;
   }
   rc = dfl_model_drafter(g, s, tg->batch, features, tg->ids, tg->loss_mask, tg->anchors, tg->keep, embed,
-                         lm_head, &tg->drafter);
+                         lm_head, tfinal, &tg->drafter);
   if (rc != DFL_OK) return rc;
 
   /* Window sums for logging; after the forward so they never feed the loss. */

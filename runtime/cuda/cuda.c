@@ -216,6 +216,11 @@ static int setup_op(dfl_cuda *c, int i) {
                        (const float *)P(op->in[2]), (const float *)P(op->in[3]), (float)op->a.beta, op->a.fast_accum,
                        op->label);
   }
+  if ((op->code == DFL_OP_LINEAR_CE && op->n_in == 5) || (op->code == DFL_OP_DFLASH_BLOCKS && op->n_out == 5)) {
+    fprintf(stderr, "dflc: cuda backend: %s (%s): soft labels (`loss { labels = soft | mix(a) }`) run on the CPU "
+                    "backend only in this version (docs/training.md)\n", dfl_opcode_name(op->code), op->label);
+    return DFL_ESHAPE;
+  }
   if (op->code == DFL_OP_LINEAR_CE) {
     const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]], *DY = &t[op->out[4]];
     int H = (int)Y->shape[1], V = (int)W->shape[0];

@@ -131,6 +131,35 @@ static void check_linear_ce(int seed_path) {
   dfl_graph_free(&g);
 }
 
+/* Soft labels: LINEAR_CE with the target's rows t (in[4]), the mix a and temperature T drawn fresh;
+** d num / d y against central differences (t, W frozen). */
+typedef struct { ce_ctx ce; int t; } kd_ctx;
+static void fill_kd(dfl_cpu *c, void *p) {
+  kd_ctx *x = p;
+  fill_ce(c, &x->ce);
+  fill_rand(c, x->t, 1.5);
+}
+static void check_linear_ce_soft(double ka) {
+  dfl_graph g;
+  dfl_graph_init(&g);
+  int R = 7, H = 5, V = 23;
+  int y = dfl_tensor_2d(&g, "y", DFL_F64, DFL_T_PARAM, R, H);
+  int w = dfl_tensor_2d(&g, "w_lm", DFL_F64, DFL_T_FROZEN, V, H), t = dfl_tensor_2d(&g, "t", DFL_F64, DFL_T_INPUT, R, H);
+  int lab = dfl_tensor_1d(&g, "labels", DFL_I32, DFL_T_INPUT, R), wt = dfl_tensor_1d(&g, "weights", DFL_F64, DFL_T_INPUT, R);
+  int num = dfl_tensor_1d(&g, "num", DFL_F64, DFL_T_ACT, 1);
+  int ce = dfl_tensor_1d(&g, "ce", DFL_F64, DFL_T_ACT, R), cor = dfl_tensor_1d(&g, "cor", DFL_F64, DFL_T_ACT, R);
+  int hit = dfl_tensor_1d(&g, "hit", DFL_F64, DFL_T_ACT, R), dy = dfl_tensor_2d(&g, "dy", DFL_F64, DFL_T_ACT, R, H);
+  dfl_attrs a = {0};
+  a.vocab_chunk = 6, a.kd_alpha = ka, a.kd_temp = 0.5 + 3 * urand();
+  int in[5] = {y, w, lab, wt, t}, out[5] = {num, ce, cor, hit, dy};
+  dfl_op_add(&g, DFL_OP_LINEAR_CE, in, 5, out, 5, &a);
+  kd_ctx cx = {{lab, wt, R, V, w}, t};
+  char nm[64];
+  snprintf(nm, sizeof nm, "linear_ce soft a=%.2f T=%.2f", ka, a.kd_temp);
+  gradcheck(nm, &g, num, &y, 1, fill_kd, &cx, 1, TOL);
+  dfl_graph_free(&g);
+}
+
 /* A tiny transformer-like chain: the normed input u is read by three projections and the residual
 ** stream is read twice; attention is checked separately. */
 static void check_composite(void) {
@@ -192,7 +221,8 @@ static void matmul_grads(void) {
 }
 OP_CASE(optab_grad_matmul, fails, rng_s, matmul_grads())
 OP_CASE(optab_grad_simple, fails, rng_s, check_simple())
-OP_CASE(optab_grad_linear_ce, fails, rng_s, check_linear_ce(1), check_linear_ce(0))
+OP_CASE(optab_grad_linear_ce, fails, rng_s, check_linear_ce(1), check_linear_ce(0), check_linear_ce_soft(1.0),
+        check_linear_ce_soft(0.2 + 0.6 * urand()))
 OP_CASE(optab_grad_block_rows, fails, rng_s, check_block_expand())
 
 DFL_TEST_MAIN {
@@ -201,6 +231,8 @@ DFL_TEST_MAIN {
   check_simple();
   check_linear_ce(1);
   check_linear_ce(0);
+  check_linear_ce_soft(1.0);
+  check_linear_ce_soft(0.2 + 0.6 * urand());
   check_composite();
   check_block_expand();
   if (fails) { fprintf(stderr, "%d check(s) failed\n", fails); return 1; }

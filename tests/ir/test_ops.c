@@ -215,12 +215,13 @@ static void test_dflash_blocks(void) {
   int ids = dfl_tensor_1d(&g, "ids", DFL_I32, DFL_T_INPUT, 2 * S), lm = dfl_tensor_1d(&g, "lm", DFL_I32, DFL_T_INPUT, 2 * S);
   int an = dfl_tensor_2d(&g, "anchors", DFL_I32, DFL_T_INPUT, 2, N), kp = dfl_tensor_2d(&g, "keep", DFL_I32, DFL_T_INPUT, 2, N);
   int Q = 2 * N * B;
-  int out[4] = {dfl_tensor_1d(&g, "noise", DFL_I32, DFL_T_ACT, Q), dfl_tensor_1d(&g, "posq", DFL_I32, DFL_T_ACT, Q),
-                dfl_tensor_1d(&g, "labels", DFL_I32, DFL_T_ACT, Q), dfl_tensor_1d(&g, "weights", DFL_F32, DFL_T_ACT, Q)};
+  int out[5] = {dfl_tensor_1d(&g, "noise", DFL_I32, DFL_T_ACT, Q), dfl_tensor_1d(&g, "posq", DFL_I32, DFL_T_ACT, Q),
+                dfl_tensor_1d(&g, "labels", DFL_I32, DFL_T_ACT, Q), dfl_tensor_1d(&g, "weights", DFL_F32, DFL_T_ACT, Q),
+                dfl_tensor_1d(&g, "prev", DFL_I32, DFL_T_ACT, Q)};
   int in[4] = {ids, lm, an, kp};
   dfl_attrs a = {0};
   a.batch = 2, a.S = S, a.N = N, a.B = B, a.mask_id = 99, a.gamma = 2;
-  dfl_op_add(&g, DFL_OP_DFLASH_BLOCKS, in, 4, out, 4, &a);
+  CHECK(dfl_op_add(&g, DFL_OP_DFLASH_BLOCKS, in, 4, out, 5, &a) >= 0);
   dfl_cpu c;
   dfl_cpu_init(&c, &g, NULL, 0);
   int vids[12] = {10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25};
@@ -231,6 +232,8 @@ static void test_dflash_blocks(void) {
   static const int noise[12] = {11, 99, 99, 14, 99, 99, 22, 99, 99, 99, 99, 99};
   static const int posq[12] = {1, 2, 3, 4, 5, 6, 2, 3, 4, 0, 1, 2};
   static const int labels[12] = {11, 12, 13, 14, 15, 15, 22, 23, 24, 20, 21, 22};
+  /* the soft labels' target rows: b S + p - 1 for the label at p = min(anchor + j, S - 1), b S at p = 0 */
+  static const int prev[12] = {0, 1, 2, 3, 4, 4, 7, 8, 9, 6, 6, 7};
   double e = exp(-0.5);
   /* block (0,0): j=1 pos 2 lm 1 -> 1; j=2 pos 3 lm 0 -> 0 (no cumprod, but this one is masked)
   ** block (0,1): j=1 pos 5 -> 1; j=2 pos 6 >= S -> 0 (partial tail)
@@ -239,7 +242,7 @@ static void test_dflash_blocks(void) {
   int ok = 1;
   for (int r = 0; r < 12; r++) {
     ok &= dfl_cpu_i32(&c, out[0])[r] == noise[r] && dfl_cpu_i32(&c, out[1])[r] == posq[r] && dfl_cpu_i32(&c, out[2])[r] == labels[r];
-    ok &= fabs(dfl_cpu_f32(&c, out[3])[r] - wref[r]) < 1e-7;
+    ok &= fabs(dfl_cpu_f32(&c, out[3])[r] - wref[r]) < 1e-7 && dfl_cpu_i32(&c, out[4])[r] == prev[r];
     if (!ok) { fprintf(stderr, "dflash_blocks: row %d differs\n", r); break; }
   }
   CHECK(ok);
@@ -346,10 +349,76 @@ static void test_block_rows(int f64) {
   dfl_graph_free(&g);
 }
 
+/* LINEAR_CE with soft labels (in[4]: the target's rows t): num = sum_r w_r ((1 - a) CE_r + a T^2
+** KL(p || q)), p = softmax(t W^T / T), q = softmax(y W^T / T), and dy its gradient, against the
+** definition in f64 over the whole vocabulary (the kernel streams chunks with online rescaling).
+** ce stays the hard CE. a and T drawn fresh: a = 1 (soft alone) and a mix, T from 0.5 to 4. f64: the
+** same sums in another order (1e-11); f32: expf of logits up to ~10, summed over V (1e-4). */
+static void test_linear_ce_soft(int f64, int alone) {
+  dfl_graph g;
+  dfl_graph_init(&g);
+  dfl_dtype dt = f64 ? DFL_F64 : DFL_F32;
+  int R = 260 + irand(40), H = 6, V = 50 + irand(20);
+  int y = dfl_tensor_2d(&g, "y", dt, DFL_T_INPUT, R, H), w = dfl_tensor_2d(&g, "w", dt, DFL_T_INPUT, V, H);
+  int t = dfl_tensor_2d(&g, "t", dt, DFL_T_INPUT, R, H);
+  int lab = dfl_tensor_1d(&g, "lab", DFL_I32, DFL_T_INPUT, R), wt = dfl_tensor_1d(&g, "wt", DFL_F32, DFL_T_INPUT, R);
+  int out[5] = {dfl_tensor_1d(&g, "num", DFL_F32, DFL_T_ACT, 1), dfl_tensor_1d(&g, "ce", DFL_F32, DFL_T_ACT, R),
+                dfl_tensor_1d(&g, "cor", DFL_F32, DFL_T_ACT, R), dfl_tensor_1d(&g, "hit", DFL_F32, DFL_T_ACT, R),
+                dfl_tensor_2d(&g, "dy", dt, DFL_T_ACT, R, H)};
+  int in[5] = {y, w, lab, wt, t};
+  dfl_attrs a = {0};
+  a.vocab_chunk = 16;
+  a.kd_alpha = alone ? 1.0 : 0.2 + 0.6 * urand();
+  a.kd_temp = 0.5 + 3.5 * urand();
+  CHECK(dfl_op_add(&g, DFL_OP_LINEAR_CE, in, 5, out, 5, &a) >= 0);
+  dfl_cpu c;
+  run(&c, &g, f64);
+  fill_rand(&c, y, 2), fill_rand(&c, w, 1), fill_rand(&c, t, 2);
+  double *Wv = get_all(&c, w), *Yv = get_all(&c, y), *Tv = get_all(&c, t);
+  int *L = dfl_cpu_i32(&c, lab);
+  double *wv = malloc(sizeof(double) * R);
+  for (int r = 0; r < R; r++) L[r] = irand(V), wv[r] = irand(4) == 0 ? 0 : urand() + 0.1;
+  dfl_cpu_set_d(&c, wt, wv, R);
+  CHECK(dfl_cpu_run(&c, DFL_PH_ALL) == DFL_OK);
+  const double ka = a.kd_alpha, T = a.kd_temp;
+  double *rce = calloc((size_t)R, sizeof(double)), *rdy = calloc((size_t)(R * H), sizeof(double));
+  double *zy = malloc(sizeof(double) * V), *zt = malloc(sizeof(double) * V), rnum = 0;
+  for (int r = 0; r < R; r++) {
+    if (wv[r] <= 0) continue;
+    for (int v = 0; v < V; v++) {
+      zy[v] = zt[v] = 0;
+      for (int i = 0; i < H; i++) zy[v] += Yv[r * H + i] * Wv[v * H + i], zt[v] += Tv[r * H + i] * Wv[v * H + i];
+    }
+    double s1 = 0, sq = 0, sp = 0;
+    for (int v = 0; v < V; v++) s1 += exp(zy[v]), sq += exp(zy[v] / T), sp += exp(zt[v] / T);
+    double kl = 0;
+    for (int v = 0; v < V; v++) {
+      double p = exp(zt[v] / T) / sp, q = exp(zy[v] / T) / sq;
+      kl += p * (log(p) - log(q));
+    }
+    rce[r] = log(s1) - zy[L[r]];
+    rnum += wv[r] * ((1 - ka) * rce[r] + ka * T * T * kl);
+    for (int v = 0; v < V; v++) {
+      double p = exp(zt[v] / T) / sp, q = exp(zy[v] / T) / sq;
+      double d = wv[r] * ((1 - ka) * (exp(zy[v]) / s1 - (v == L[r])) + ka * T * (q - p));
+      for (int i = 0; i < H; i++) rdy[r * H + i] += d * Wv[v * H + i];
+    }
+  }
+  double tol = f64 ? 1e-11 : 1e-4;
+  double *got = get_all(&c, out[0]);
+  near("linear_ce soft num", got, &rnum, 1, tol, 1e-2), free(got);
+  got = get_all(&c, out[1]), near("linear_ce soft ce (hard)", got, rce, R, tol, 1e-2), free(got);
+  got = get_all(&c, out[4]), near("linear_ce soft dy", got, rdy, R * H, tol, f64 ? 1e-2 : 0.1), free(got);
+  free(rce), free(rdy), free(zy), free(zt), free(wv), free(Wv), free(Yv), free(Tv);
+  dfl_cpu_free(&c);
+  dfl_graph_free(&g);
+}
+
 /* The op table's rows in this file (tests/ir/op_table.h). */
 OP_CASE(optab_ops_matmul, fails, rng_s, test_matmul(0), test_matmul(1))
 OP_CASE(optab_ops_elementwise, fails, rng_s, test_elementwise(0), test_elementwise(1))
-OP_CASE(optab_ops_linear_ce, fails, rng_s, test_linear_ce(0), test_linear_ce(1))
+OP_CASE(optab_ops_linear_ce, fails, rng_s, test_linear_ce(0), test_linear_ce(1), test_linear_ce_soft(1, 0),
+        test_linear_ce_soft(0, 1))
 OP_CASE(optab_ops_block_rows, fails, rng_s, test_block_rows(0), test_block_rows(1))
 OP_CASE(optab_ops_dflash_blocks, fails, rng_s, test_dflash_blocks())
 OP_CASE(optab_ops_dflash_metrics, fails, rng_s, test_dflash_metrics())
@@ -360,6 +429,8 @@ DFL_TEST_MAIN {
     test_matmul(f64);
     test_elementwise(f64);
     test_linear_ce(f64);
+    test_linear_ce_soft(f64, 0);
+    test_linear_ce_soft(f64, 1);
     test_block_rows(f64);
   }
   test_dflash_blocks();
