@@ -3,7 +3,9 @@
 # forward KL) and a mix, at equal steps and data, on examples/nano.dfl (CPU). Each config trains
 # from the same specs but `loss.labels` (and the seeds: drafter.seed and data.seed both = SEED), then
 # its final eval's acceptance length (`accept`: the decoder's count on the held-out eval set) and tau,
-# and the training tok/s, go to OUT/summary.tsv. Two runs at a time (2 cores each take ~1.3).
+# and the training tok/s (two runs share the cores: a rough figure), then the same on held-out text
+# (`dflc eval --data examples/data/tiny_eval.jsonl.gz`, which training never reads), go to
+# OUT/summary.tsv. Two runs at a time (2 cores each take ~1.3).
 set -o pipefail
 R=$(cd "$(dirname "$0")/.." && pwd)
 O=${1:?usage: bench/kd_nano.sh OUT [STEPS] [SEEDS]}
@@ -15,16 +17,18 @@ mkdir -p $O
 one() { # config seed
   local c=$1 s=$2 n=$(echo "$1" | tr -d '()' | tr . _)-s$2
   sed -e "s#\"models/nano\"#\"$R/examples/models/nano\"#" -e "s#\"data/nano_#\"$R/examples/data/nano_#g" \
-      -e "s#\"../runs/nano\"#\"$O/runs/$n\"#" -e "s#^  seed       = 1#  seed       = $s#" -e "s#^  seed    = 0#  seed    = $s#" \
+      -e "s#\"../runs/nano\"#\"$O/ckpt/$n\"#" -e "s#^  seed       = 1#  seed       = $s#" -e "s#^  seed    = 0#  seed    = $s#" \
       -e "s#  metrics     = \[accuracy, tau, topk(4)\]#  metrics     = [accuracy, tau, topk(4)]\n  labels      = $c#" \
       -e "s/steps = 800/steps = $STEPS/" -e "s/every = 200/every = $STEPS/" $R/examples/nano.dfl > $O/$n.dfl
-  $DFLC train $O/$n.dfl > $O/$n.log 2>&1
+  (cd $O && $DFLC train $n.dfl > $O/$n.log 2>&1)   # the run directory (the export): $O/runs/$n
   local ev=$(grep "^eval $STEPS/$STEPS" $O/$n.log | tail -1)
   local acc=$(echo "$ev" | sed -n 's/.* accept \([0-9.]*\).*/\1/p') tau=$(echo "$ev" | sed -n 's/.* tau \([0-9.]*\) .*/\1/p')
   local tps=$(grep "^step " $O/$n.log | tail -5 | sed -n 's/.*tok\/s \([0-9,]*\).*/\1/p' | tr -d , | sort -n | sed -n 3p)
-  printf "%s\t%s\t%s\t%s\t%s\n" "$c" $s "$acc" "$tau" "$tps" >> $O/summary.tsv
+  $DFLC eval $O/$n.dfl --drafter $O/runs/$n/drafter --data $R/examples/data/tiny_eval.jsonl.gz --no-agreement > $O/$n.heldout.log 2>&1
+  local hacc=$(grep -m1 -o 'accept [0-9.]*' $O/$n.heldout.log | cut -d' ' -f2)
+  printf "%s\t%s\t%s\t%s\t%s\t%s\n" "$c" $s "$acc" "$tau" "$tps" "$hacc" >> $O/summary.tsv
 }
-printf "labels\tseed\taccept\ttau\ttok/s\n" > $O/summary.tsv
+printf "labels\tseed\taccept\ttau\ttok/s\theld-out accept\n" > $O/summary.tsv
 jobs=()
 for s in $SEEDS; do for c in $CONFIGS; do
   one "$c" $s &

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# bench/gpu_gdn_session.sh DIR [hf]: the gated delta rule's session on the GPU machine. DIR holds
+# xz-compressed dflc_gpu, dflc_old (the build before the change, for the same-call comparison), cuda_ops
+# and bench_gdn built here (bench_gdn_old: from the sources before the change, run beside it), and DIR/cache/*.cubin.xz (both builds' library cubins); .whl/ holds
+# flash-linear-attention 0.6.0, fla-core 0.6.0 and einops (carried: the machine has no registry).
+# It runs cuda_ops' gated delta cases, FLA's chunk_gated_delta_rule and dflc's GATED_DELTA on the same
+# Qwen3.6-27B inputs (bench/cuda/gdn_fla.py, bench_gdn; ncu's per-kernel times where ncu is installed),
+# then the 27B target forward with this build and the previous one (--ops: the split). With `hf` it runs
+# the Hugging Face + fla anchor (bench/hf_qwen36_target.py) instead of the FLA comparison; KEEP=0 drops
+# the kept hidden states (an 80 GB card). Logs in $OUT.
+set -o pipefail
+cd "$(dirname "$0")/.."
+B=${1:?usage: bench/gpu_gdn_session.sh DIR [hf]}
+for b in dflc_gpu dflc_old cuda_ops bench_gdn bench_gdn_old; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+export DFL_CACHE_DIR=/tmp/dflc-cache
+mkdir -p $DFL_CACHE_DIR
+for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader > $OUT/session.txt 2>&1
+F="forward:|kernel launches|step time|tokens/s|rc|error|refus|GiB"
+T27="examples/qwen36-27b-target.dfl --target-only --steps 3 --warmup 1 --phase-steps 1 --ops"
+if [ "$2" = hf ]; then
+  ( PYTHONUNBUFFERED=1 timeout 300 python3 bench/hf_qwen36_target.py 62 12 4096 ${KEEP:-1}; echo "hf rc $?" ) > $OUT/hf.log 2>&1
+  ( timeout 170 /tmp/dflc_gpu bench $T27; echo "rc $?" ) > $OUT/t27_new.log 2>&1
+  for f in hf t27_new; do echo "== $f"; grep -E "hf anchor|$F" $OUT/$f.log | head -12; done
+  exit 0
+fi
+( DFL_OPS_ONLY=gated_delta timeout 90 /tmp/cuda_ops; echo "rc $?" ) > $OUT/ops_gdn.log 2>&1
+grep -E "FAIL|cases|rc " $OUT/ops_gdn.log | tail -12
+d=/tmp/gdn27
+( PYTHONUNBUFFERED=1 timeout 120 python3 bench/cuda/gdn_fla.py $d 12 4096 16 48 128; echo "fla rc $?"
+  for b in /tmp/bench_gdn /tmp/bench_gdn_old; do [ -x $b ] && { echo "== $(basename $b)"; timeout 60 $b $d 12 4096 16 48 128 20; echo "dflc rc $?"; }; done
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$NCU" ] && timeout 60 $NCU --kernel-name regex:gdn --launch-count 4 --metrics gpu__time_duration.sum \
+    /tmp/bench_gdn $d 12 4096 16 48 128 2 2>&1 | grep -E "dfl_gdn|gpu__time" ) > $OUT/gdn.log 2>&1
+grep -vE "^\s*$" $OUT/gdn.log | tail -14
+( timeout 170 /tmp/dflc_gpu bench $T27; echo "rc $?" ) > $OUT/t27_new.log 2>&1
+( timeout 150 /tmp/dflc_old bench ${T27% --ops}; echo "rc $?" ) > $OUT/t27_old.log 2>&1
+for f in t27_new t27_old; do echo "== $f"; grep -E "$F" $OUT/$f.log | head -10
+  grep -E "^ +[a-z_ ]+ +(gated_delta|conv1d_silu|attention|rmsnorm|swiglu|norm_gate) " $OUT/$f.log; done
