@@ -104,21 +104,28 @@ static void fill_ce(dfl_cpu *c, void *p) {
   }
   fill_rand(c, x->w, 1.0);
 }
+/* y [R, H] (the PARAM checked), the frozen head, labels and weights into one LINEAR_CE, and with t >= 0
+** the target's rows t [R, H] as its soft-label input; returns num and fills cx */
+static int ce_graph(dfl_graph *g, int R, int H, int V, int t, const dfl_attrs *a, int *y, ce_ctx *cx) {
+  *y = dfl_tensor_2d(g, "y", DFL_F64, DFL_T_PARAM, R, H);
+  int w = dfl_tensor_2d(g, "w_lm", DFL_F64, DFL_T_FROZEN, V, H);
+  int lab = dfl_tensor_1d(g, "labels", DFL_I32, DFL_T_INPUT, R), wt = dfl_tensor_1d(g, "weights", DFL_F64, DFL_T_INPUT, R);
+  int num = dfl_tensor_1d(g, "num", DFL_F64, DFL_T_ACT, 1);
+  int ce = dfl_tensor_1d(g, "ce", DFL_F64, DFL_T_ACT, R), cor = dfl_tensor_1d(g, "cor", DFL_F64, DFL_T_ACT, R);
+  int hit = dfl_tensor_1d(g, "hit", DFL_F64, DFL_T_ACT, R), dy = dfl_tensor_2d(g, "dy", DFL_F64, DFL_T_ACT, R, H);
+  int in[5] = {*y, w, lab, wt, t}, out[5] = {num, ce, cor, hit, dy};
+  dfl_op_add(g, DFL_OP_LINEAR_CE, in, t >= 0 ? 5 : 4, out, 5, a);
+  *cx = (ce_ctx){lab, wt, R, V, w};
+  return num;
+}
 static void check_linear_ce(int seed_path) {
   dfl_graph g;
   dfl_graph_init(&g);
-  int R = 7, H = 5, V = 23;
-  int y = dfl_tensor_2d(&g, "y", DFL_F64, DFL_T_PARAM, R, H);
-  int w = dfl_tensor_2d(&g, "w_lm", DFL_F64, DFL_T_FROZEN, V, H);
-  int lab = dfl_tensor_1d(&g, "labels", DFL_I32, DFL_T_INPUT, R), wt = dfl_tensor_1d(&g, "weights", DFL_F64, DFL_T_INPUT, R);
-  int num = dfl_tensor_1d(&g, "num", DFL_F64, DFL_T_ACT, 1);
-  int ce = dfl_tensor_1d(&g, "ce", DFL_F64, DFL_T_ACT, R), cor = dfl_tensor_1d(&g, "cor", DFL_F64, DFL_T_ACT, R);
-  int hit = dfl_tensor_1d(&g, "hit", DFL_F64, DFL_T_ACT, R), dy = dfl_tensor_2d(&g, "dy", DFL_F64, DFL_T_ACT, R, H);
   dfl_attrs a = {0};
   a.vocab_chunk = 6, a.topk = 3;
-  int in[4] = {y, w, lab, wt}, out[5] = {num, ce, cor, hit, dy};
-  dfl_op_add(&g, DFL_OP_LINEAR_CE, in, 4, out, 5, &a);
-  int loss = num;
+  int y;
+  ce_ctx cx;
+  int num = ce_graph(&g, 7, 5, 23, -1, &a, &y, &cx), loss = num;
   if (!seed_path) {
     loss = dfl_tensor_1d(&g, "l", DFL_F64, DFL_T_ACT, 1);
     dfl_attrs s = {0};
@@ -126,7 +133,6 @@ static void check_linear_ce(int seed_path) {
     int sin_[2] = {num, -1};
     dfl_op_add(&g, DFL_OP_SCALE, sin_, 2, &loss, 1, &s);
   }
-  ce_ctx cx = {lab, wt, R, V, w};
   gradcheck(seed_path ? "linear_ce (seed)" : "linear_ce (scaled)", &g, loss, &y, 1, fill_ce, &cx, 1, TOL);
   dfl_graph_free(&g);
 }
@@ -142,18 +148,12 @@ static void fill_kd(dfl_cpu *c, void *p) {
 static void check_linear_ce_soft(double ka) {
   dfl_graph g;
   dfl_graph_init(&g);
-  int R = 7, H = 5, V = 23;
-  int y = dfl_tensor_2d(&g, "y", DFL_F64, DFL_T_PARAM, R, H);
-  int w = dfl_tensor_2d(&g, "w_lm", DFL_F64, DFL_T_FROZEN, V, H), t = dfl_tensor_2d(&g, "t", DFL_F64, DFL_T_INPUT, R, H);
-  int lab = dfl_tensor_1d(&g, "labels", DFL_I32, DFL_T_INPUT, R), wt = dfl_tensor_1d(&g, "weights", DFL_F64, DFL_T_INPUT, R);
-  int num = dfl_tensor_1d(&g, "num", DFL_F64, DFL_T_ACT, 1);
-  int ce = dfl_tensor_1d(&g, "ce", DFL_F64, DFL_T_ACT, R), cor = dfl_tensor_1d(&g, "cor", DFL_F64, DFL_T_ACT, R);
-  int hit = dfl_tensor_1d(&g, "hit", DFL_F64, DFL_T_ACT, R), dy = dfl_tensor_2d(&g, "dy", DFL_F64, DFL_T_ACT, R, H);
+  const int R = 7, H = 5;
   dfl_attrs a = {0};
   a.vocab_chunk = 6, a.kd_alpha = ka, a.kd_temp = 0.5 + 3 * urand();
-  int in[5] = {y, w, lab, wt, t}, out[5] = {num, ce, cor, hit, dy};
-  dfl_op_add(&g, DFL_OP_LINEAR_CE, in, 5, out, 5, &a);
-  kd_ctx cx = {{lab, wt, R, V, w}, t};
+  kd_ctx cx;
+  cx.t = dfl_tensor_2d(&g, "t", DFL_F64, DFL_T_INPUT, R, H);
+  int y, num = ce_graph(&g, R, H, 23, cx.t, &a, &y, &cx.ce);
   char nm[64];
   snprintf(nm, sizeof nm, "linear_ce soft a=%.2f T=%.2f", ka, a.kd_temp);
   gradcheck(nm, &g, num, &y, 1, fill_kd, &cx, 1, TOL);
