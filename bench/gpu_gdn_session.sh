@@ -5,7 +5,8 @@
 # flash-linear-attention 0.6.0, fla-core 0.6.0 and einops (carried: the machine has no registry).
 # It runs cuda_ops' gated delta cases, FLA's chunk_gated_delta_rule and dflc's GATED_DELTA on the same
 # Qwen3.6-27B inputs (bench/cuda/gdn_fla.py, bench_gdn; ncu's per-kernel times where ncu is installed),
-# then the 27B target forward with this build and the previous one (--ops: the split). With `hf` it runs
+# then the 27B target forward with this build and the previous one (--ops: the split). OPS="a b": the
+# cuda_ops cases whose names hold a or b (default gated_delta; all: every case). With `hf` it runs
 # the Hugging Face + fla anchor (bench/hf_qwen36_target.py) instead of the FLA comparison; KEEP=0 drops
 # the kept hidden states (an 80 GB card). Logs in $OUT.
 set -o pipefail
@@ -25,7 +26,10 @@ if [ "$2" = hf ]; then
   for f in hf t27_new; do echo "== $f"; grep -E "hf anchor|$F" $OUT/$f.log | head -12; done
   exit 0
 fi
-( DFL_OPS_ONLY=gated_delta timeout 90 /tmp/cuda_ops; echo "rc $?" ) > $OUT/ops_gdn.log 2>&1
+# OPS: the cuda_ops cases run first, by name substring (DFL_OPS_ONLY), one run each; "all": every case
+for o in ${OPS:-gated_delta}; do
+  if [ "$o" = all ]; then ( timeout 300 /tmp/cuda_ops; echo "rc $?" ); else ( DFL_OPS_ONLY=$o timeout 90 /tmp/cuda_ops; echo "rc $?" ); fi
+done > $OUT/ops_gdn.log 2>&1
 grep -E "FAIL|cases|rc " $OUT/ops_gdn.log | tail -12
 d=/tmp/gdn27
 ( PYTHONUNBUFFERED=1 timeout 120 python3 bench/cuda/gdn_fla.py $d 12 4096 16 48 128; echo "fla rc $?"

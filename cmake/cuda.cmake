@@ -21,7 +21,7 @@ add_custom_command(
   DEPENDS ${DFL_KERNEL_SOURCES} ${CMAKE_SOURCE_DIR}/cmake/embed_kernels.cmake
   COMMENT "Embedding kernels/*.cuh")
 
-add_library(dfl_emit STATIC compiler/emit.c compiler/codegen.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
+add_library(dfl_emit STATIC compiler/emit.c compiler/codegen.c compiler/lower_launch.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
 target_include_directories(dfl_emit PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
 # Plain library files, not the CUDA:: imported targets: those add the libcuda stub to the link.
 find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
@@ -52,6 +52,8 @@ foreach(part families sm_80 sm_86 sm_89 sm_100a sm_120a)
 endforeach()
 # the generated source of pointwise fusion groups: its golden file, NVRTC for sm_80 and sm_90a (seconds)
 dfl_add_test(cuda_codegen SOURCES tests/cuda/test_codegen.c LIBS dfl_emit LABELS emit)
+# the launches chosen at build time (compiler/lower_launch.c), per kernel variant; no NVRTC
+dfl_add_test(cuda_lower_launch SOURCES tests/cuda/test_lower_launch.c LIBS dfl_emit LABELS emit)
 add_test(NAME cuda_nvrtc_table COMMAND $<TARGET_FILE:cuda_nvrtc> table WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cuda_nvrtc_table PROPERTIES LABELS emit TIMEOUT 60)
 

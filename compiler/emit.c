@@ -55,6 +55,8 @@ static int op_family(dfl_opcode c) {
   return (unsigned)c < DFL_OP_COUNT ? f[c] : -1;
 }
 
+int dfl_emit_op_family(dfl_opcode code) { return op_family(code); }
+
 unsigned dfl_emit_families(const dfl_graph *g) {
   unsigned m = (1u << DFL_KF_COMMON) | (1u << DFL_KF_ELEMENTWISE);
   for (int i = 0; g && i < g->nops; i++) {

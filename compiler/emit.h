@@ -28,6 +28,8 @@ const char *dfl_emit_family_source(int family);
 int dfl_emit_kernel_family(int k);
 const char *dfl_emit_kernel_name(int k);
 extern const int DFL_EMIT_KERNELS;
+/* The kernel family (DFL_KF_*) of an op of compiler/ops.def; -1 for the cuBLASLt ones (MATMUL, MATMUL_F8). */
+int dfl_emit_op_family(dfl_opcode code);
 /* Bit set of the kernel families the ops of g need (common and elementwise always). */
 unsigned dfl_emit_families(const dfl_graph *g);
 /* The .cu text for the families in `families`; g (may be NULL) adds the per-op table as comments.

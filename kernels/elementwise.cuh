@@ -54,7 +54,9 @@ DFL_SWIGLU_Q(4, __launch_bounds__(1024))
 ** warp-per-row rmsnorm_w (one row a warp, no loads in flight past it) took 25.8 us for the 8B target's
 ** 4096 x 4096 where this takes 20.2 and a copy of its bytes 19.0 (bench_memops). */
 #define SQ_NCH 4
-template <int SW>
+/* WF (SW >= 2): the norm weight is f32 (the (1 + w) norms of qwen3_5, folded at load), read as two
+** 16-byte words per 8 features; x and y stay bf16 */
+template <int SW, bool WF = false>
 __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void *g, const void *u, ll rows, int C,
                                           float *rstd = 0, float eps = 0.f) {
   __shared__ float red[2][32], rss[2][32];
@@ -99,7 +101,13 @@ __device__ __forceinline__ void rowq_pipe(unsigned char *q, float *s, const void
       if (SW >= 2) {   /* y = x r w, rounded to bf16 (the unfused graph's intermediate) */
         float b[8];
         dfl_bf8(h[c], a);
-        dfl_bf8(__ldg(up + c * blockDim.x), b);
+        if (WF) {
+          const float4 *wp = (const float4 *)u + 2 * (c * blockDim.x + t);
+          const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
+          b[0] = w0.x, b[1] = w0.y, b[2] = w0.z, b[3] = w0.w, b[4] = w1.x, b[5] = w1.y, b[6] = w1.z, b[7] = w1.w;
+        } else {
+          dfl_bf8(__ldg(up + c * blockDim.x), b);
+        }
 #pragma unroll
         for (int k = 0; k < 8; k++) a[k] = a[k] * r * b[k];
         h[c] = dfl_f2bf8(a);
@@ -154,6 +162,16 @@ extern "C" __global__ void __launch_bounds__(384, 2) dfl_rmsnorm_qr(unsigned cha
 extern "C" __global__ void __launch_bounds__(384, 2) dfl_rmsnorm_r(void *y, float *rstd, const void *x, const void *w,
                                                                   ll rows, int C, float eps) {
   rowq_pipe<3>((unsigned char *)y, 0, x, w, rows, C, rstd, eps);
+}
+/* the same with an f32 weight (the hybrid target's norms: the vector kernel took them at 2 TB/s) */
+extern "C" __global__ void __launch_bounds__(384, 2) dfl_rmsnorm_rf(void *y, float *rstd, const void *x,
+                                                                   const void *w, ll rows, int C, float eps) {
+  rowq_pipe<3, true>((unsigned char *)y, 0, x, w, rows, C, rstd, eps);
+}
+extern "C" __global__ void __launch_bounds__(384, 2) dfl_rmsnorm_qrf(unsigned char *q, float *s, float *rstd,
+                                                                    const void *x, const void *w, ll rows, int C,
+                                                                    float eps) {
+  rowq_pipe<2, true>(q, s, x, w, rows, C, rstd, eps);
 }
 extern "C" __global__ void __launch_bounds__(384, 2) dfl_quant_f8r(unsigned char *q, float *s, const void *x, ll rows,
                                                                   int C) {

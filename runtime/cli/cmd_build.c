@@ -31,6 +31,7 @@
 #ifdef DFL_HAVE_CUDA
 #include "compiler/codegen.h"
 #include "compiler/emit.h"
+#include "compiler/lower_launch.h"
 #endif
 
 static int write_bytes(const char *path, const void *p, size_t n) {
@@ -74,6 +75,8 @@ static int write_schedule(const char *path, const dfl_graph *g, const dfl_groups
 
 #ifdef DFL_HAVE_CUDA
 static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_groups *gs);
+static int write_launches(const char *path, const char *arch, const dfl_graph *g, const dfl_groups *gs,
+                          const int64_t *offset);
 #endif
 
 int dfl_cmd_build(int argc, char **argv) {
@@ -175,26 +178,23 @@ int dfl_cmd_build(int argc, char **argv) {
     ** DIR/cubin, the cache `dflc train DIR` uses), and kernels.txt: which family runs each op. The
     ** cubin is compiled through the user's cache ($DFL_CACHE_DIR, else ~/.cache/dflc), so building a
     ** second spec, or the same kernels again, copies it instead of compiling (minutes of CPU). */
-    char *src = NULL, *table = NULL;
+    char *src = NULL;
     void *cubin = NULL;
-    size_t n = 0, len = 0, tlen = 0;
+    size_t n = 0, len = 0;
     if ((rc = dfl_emit_source(NULL, DFL_KF_ALL, &src, &len)) == DFL_OK) {
       snprintf(kernels_hash, sizeof kernels_hash, "%016llx",
                (unsigned long long)dfl_emit_hash(dfl_emit_hash(0, src, len), arch, strlen(arch)));
       snprintf(path, sizeof path, "%s/kernels.cu", out);
       rc = write_bytes(path, src, len);
     }
-    if (rc == DFL_OK && (rc = dfl_emit_source(&tg->g, 0, &table, &tlen)) == DFL_OK) {
-      /* the emitter's op table is the comment that opens a graph's source */
-      char *end = strstr(table, "\n*/\n");
+    if (rc == DFL_OK) {
       snprintf(path, sizeof path, "%s/kernels.txt", out);
-      rc = write_bytes(path, table, end ? (size_t)(end + 4 - table) : tlen);
+      rc = write_launches(path, arch, &tg->g, &gs, planned ? plan.offset : NULL);
     }
     snprintf(path, sizeof path, "%s/cubin", out);
     if (rc == DFL_OK) rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
     if (rc == DFL_OK) rc = dfl_nvrtc_cache_put(src, arch, path, cubin, n);
     free(src);
-    free(table);
     free(cubin);
     if (rc == DFL_OK) printf("cubin: %s/ (%s, %zu bytes)\n", path, arch, n);
     if (rc == DFL_OK) rc = write_groups(out, arch, &tg->g, &gs);
@@ -241,6 +241,55 @@ int dfl_cmd_build(int argc, char **argv) {
 #ifdef DFL_HAVE_CUDA
 /* DIR/groups.cu: the kernels of the fusion groups (formed under the plan's offsets, as the CUDA
 ** backend forms them: runtime/cuda/pointwise.c), and their cubin into DIR/cubin beside the library's. */
+/* kernels.txt: every op and what runs it: its launches as compiler/lower_launch.c chose them, its
+** generated fusion group, cuBLASLt, or (for the ops not lowered yet) the family whose launch the
+** runtime still chooses. */
+static int write_launches(const char *path, const char *arch, const dfl_graph *g, const dfl_groups *gs,
+                          const int64_t *offset) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "dflc build: cannot write %s: %s\n", path, strerror(errno));
+    return DFL_EIO;
+  }
+  dfl_lower_env env = {offset};
+  dfl_launch l[DFL_LAUNCH_MAX];
+  int nl = 0, ngr = 0, nblas = 0, nrt = 0, rc = DFL_OK;
+  fprintf(f, "# dflc build (%s): every op and what runs it. Launches were chosen here (compiler/lower_launch.c);\n"
+             "# a grid marked <= is capped at launch at what the device's SMs hold (docs/codegen.md).\n"
+             "#    op phase     opcode           label: how\n", arch);
+  for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
+    const dfl_op *op = &g->ops[i];
+    fprintf(f, "%7d %-9s %-16s %s: ", i, dfl_phase_name(op->phase), dfl_opcode_name(op->code), op->label);
+    int fam = dfl_emit_op_family(op->code), n = 0;
+    if (gs->of_op && gs->of_op[i] >= 0) {
+      fprintf(f, "fusion group %d (groups.cu)\n", gs->of_op[i]);
+      ngr++;
+    } else if (fam < 0) {
+      fprintf(f, "cuBLASLt (its heuristic's first algorithm, at init)\n");
+      nblas++;
+    } else if ((n = dfl_lower_launch(g, i, &env, l)) > 0) {
+      for (int k = 0; k < n; k++) {
+        char buf[160];
+        dfl_lower_launch_str(&l[k], buf, sizeof buf);
+        fprintf(f, "%s%s", k ? "; " : "", buf);
+      }
+      fputc('\n', f);
+      nl++;
+    } else if (n == 0) {
+      fprintf(f, "%s family, chosen at run time (not lowered yet)\n", dfl_emit_family_name(fam));
+      nrt++;
+    } else {
+      rc = n;
+    }
+  }
+  fprintf(f, "# %d ops: %d lowered here, %d in fusion groups, %d cuBLASLt, %d chosen at run time\n", g->nops, nl, ngr,
+          nblas, nrt);
+  if (fclose(f) && rc == DFL_OK) rc = DFL_EIO;
+  if (rc == DFL_OK) printf("launches: %d ops lowered, %d in fusion groups, %d cuBLASLt, %d chosen at run time -> kernels.txt\n",
+                           nl, ngr, nblas, nrt);
+  return rc;
+}
+
 static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_groups *gs) {
   char path[DFL_PATH_MAX + 64], *src = NULL;
   void *cubin = NULL;

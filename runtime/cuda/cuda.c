@@ -199,6 +199,50 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   return DFL_OK;
 }
 
+/* Each op's launches, chosen from its shapes, dtypes and placed offsets (compiler/lower_launch.c, the
+** choice `dflc build` lists in kernels.txt). A pointwise op of a fusion group launches its group. */
+static int lower_ops(dfl_cuda *c, const int64_t *off) {
+  dfl_lower_env env = {off};
+  dfl_launch l[DFL_LAUNCH_MAX];
+  for (int i = 0; i < c->g->nops; i++) {
+    int n = dfl_lower_launch(c->g, i, &env, l);
+    if (n < 0) return n;
+    if (n == 0) continue;
+    opstate *os = &c->impl->ops[i];
+    if (!(os->l = malloc(sizeof *l * (size_t)n))) return DFL_ENOMEM;
+    memcpy(os->l, l, sizeof *l * (size_t)n);
+    os->nl = n;
+  }
+  return DFL_OK;
+}
+
+const dfl_launch *dfl_cu_lowered(dfl_cuda *c, int i, int n) {
+  const opstate *os = &c->impl->ops[i];
+  if (os->nl >= n && os->l) return os->l;
+  fprintf(stderr, "dflc: cuda backend: op %s (%s): %d lowered launches, %d expected (compiler/lower_launch.c)\n",
+          c->g->ops[i].label, dfl_opcode_name(c->g->ops[i].code), os->nl, n);
+  return NULL;
+}
+
+int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args) {
+  struct dfl_cuda_impl *im = c->impl;
+  const dfl_op *op = &c->g->ops[i];
+  if (l->vec) /* chosen from the plan's offsets: a pointer set since (a view, a private copy) must agree */
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+      int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+      if (t >= 0 && ((uintptr_t)c->ptr[t] & 15)) {
+        fprintf(stderr, "dflc: cuda backend: op %s (%s): %s was lowered for 16-byte aligned tensors, but %s is "
+                        "at %p\n", op->label, dfl_opcode_name(op->code), dfl_emit_kernel_name(l->kernel),
+                c->g->t[t].name, c->ptr[t]);
+        return DFL_ERR;
+      }
+    }
+  int64_t g = l->grid, cap = l->fill == DFL_FILL_OCC ? (int64_t)im->nsm * im->occ[l->kernel]
+                             : l->fill > 0 ? (int64_t)im->nsm * l->fill : g;
+  if (cap < 1) cap = 1;
+  return launch2(c, l->kernel, g < cap ? g : cap, l->grid_y, l->block, (size_t)l->smem, args);
+}
+
 static int setup_op(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   opstate *os = &c->impl->ops[i];
@@ -455,7 +499,9 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   dfl_cu_memtrace("init: arena allocated");
   CU(cudaMemset(c->arena, 0, tb));
   for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];
+  int lrc = lower_ops(c, off);
   free(off);
+  TRY(lrc);
   im->blas_ws = blas_off >= 0 ? c->arena + blas_off : c->arena + tb;
   for (int i = 0; i < g->nops; i++)
     im->ops[i].scratch = scr_off[i] >= 0 ? c->arena + scr_off[i] : c->arena + tb + extra_blas;
@@ -564,6 +610,7 @@ void dfl_cuda_free(dfl_cuda *c) {
     for (int i = 0; im->ops && i < c->g->nops; i++) {
       for (int k = 0; k < 4; k++) dfl_cu_mm_free(&im->ops[i].mm[k]);
       if (im->ops[i].tmaps) cudaFree(im->ops[i].tmaps);
+      free(im->ops[i].l);
     }
     if (im->lt) cublasLtDestroy(im->lt);
     if (im->lib) cudaLibraryUnload(im->lib);

@@ -13,6 +13,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "compiler/plan.h"
 #include "compiler/lower.h"
+#include "compiler/lower_launch.h"
 #include "compiler/status.h"
 
 /* Every CUDA call goes through DFL_CU: it names the call and file:line (llm.c style). */
@@ -63,6 +64,8 @@ typedef struct {
                     ** tensor maps (device memory, att_tmaps) */
   int group;        /* ADAMW / SUMSQ_ACC: > 0 leads a multi-tensor launch over this many consecutive
                     ** ops; 0 member of an earlier op's group (nothing to launch); -1 alone */
+  int nl;           /* its launches as compiler/lower_launch.c chose them at init (0: the op chooses) */
+  dfl_launch *l;
 } opstate;
 
 struct dfl_cuda_impl {
@@ -125,6 +128,12 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
   int64_t g = (rows + 7) / 8, cap = (int64_t)c->impl->nsm * c->impl->occ[k];
   return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
 }
+
+/* Launch l (a lowered launch of op i, lower_launch.h) with args: its grid capped by its fill rule on
+** this device, after checking that op i's pointers are 16-byte aligned where l was chosen for that. */
+int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args);
+/* Op i's lowered launches (im->ops[i].l), or NULL with a message when it has not n of them. */
+const dfl_launch *dfl_cu_lowered(dfl_cuda *c, int i, int n);
 
 /* Dynamic shared memory of the pipelined RMSNorm backward (kernels/rmsnorm.cuh rmsnorm_bwd_p), at most:
 ** its two row stages take 96 KB for rows of 8192 with the addend; 1 KB left for its static array. */

@@ -27,34 +27,14 @@ static int reduce(dfl_cuda *c, float *part, void *out, int dto, const void *x, i
   return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
 }
 
-/* Block size of the vector RMSNorm kernels (kernels/rmsnorm.cuh) for group size G, 0 when they do
-** not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per block) or a
-** multiple of 32 <= 1024 (one group per block). */
+/* Block size of the vector RMSNorm backward (kernels/rmsnorm.cuh dfl_rmsnorm_bwd_v) for group size G,
+** 0 when it does not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per
+** block) or a multiple of 32 <= 1024 (one group per block). */
 static int rms_vec_block(int G, const void *const *p, const int *d, int n) {
   int L = G / 8;
   if (G % 8 || L < 1 || !dfl_cu_vec_dtypes(p, d, n)) return 0;
   if (L <= 32) return (L & (L - 1)) ? 0 : 512;
   return L % 32 == 0 && L <= 1024 ? L : 0;
-}
-
-/* The quantized RMSNORM kernels' chunks of 8 per thread for rows of C: 2 (C <= 16384) or 4
-** (C <= 32768), with C % (256 chunks) == 0 so the block is whole warps; 0 (and why) otherwise. */
-static int rowq_nch(int C, const dfl_op *op) {
-  if (C % 512 == 0 && C <= 16384) return 2;
-  if (C % 1024 == 0 && C <= 32768) return 4;
-  fprintf(stderr, "dflc: cuda backend: %s: a quantized %s needs rows of a multiple of 512 features up to 16384, or "
-                  "of 1024 up to 32768, not %d\n", op->label, dfl_opcode_name(op->code), C);
-  return 0;
-}
-
-/* The warp-per-row RMSNORM kernels (kernels/rmsnorm.cuh rmsnorm_w / _wq): bf16 tensors (the
-** quantized form: x and w bf16, the removed intermediate bf16), rows of G = 256 V features with
-** V <= 32, 16-byte aligned pointers; their K_ index (VMAX 8, 16, 24, 32; q: the quantized form), or
-** -1 (then the block kernels run). */
-static int rms_warp_kernel(int G, int q, const void *const *p, const int *d, int n) {
-  int V = G / 256;
-  if (G % 256 || V < 1 || V > 32 || !dfl_cu_bf16_vecs(p, d, n)) return -1;
-  return K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
 }
 
 /* The pipelined RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_p): bf16 tensors, 16-byte
@@ -70,20 +50,6 @@ static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d,
   for (int C = 4096; C >= 512; C /= 2)
     if (numel % C == 0) return C;
   return 0;
-}
-
-/* The pipelined row kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr, dfl_rmsnorm_qr,
-** dfl_quant_f8r, and the unquantized bf16 norm dfl_rmsnorm_r) take rows of C % 1024 == 0 features,
-** C <= 12288 (C / 32 threads), their tensors bf16 and 16-byte aligned. */
-static int rowq_pipe(int C, const void *const *p, const int *d, int n) {
-  return C % 1024 == 0 && C / 32 <= 384 && dfl_cu_bf16_vecs(p, d, n);
-}
-/* Launches one of them: C / 32 threads a CTA, about 768 threads an SM (two CTAs of the 8B's 384-thread
-** SwiGLU rows, six of its 128-thread quantized rows) and never more CTAs than rows; each CTA walks rows */
-static int rowq_pipe_launch(dfl_cuda *c, int k, long long rows, int C, void **args) {
-  int per = 768 / (C / 32);
-  long long nb = (long long)c->impl->nsm * (per < 2 ? 2 : per);
-  return launch2(c, k, rows < nb ? rows : nb, 1, C / 32, 0, args);
 }
 
 /* Each op's launch, cu_<name> (its name in compiler/ops.def), reached through cu_ops, the table
@@ -107,9 +73,14 @@ static int not_lowered(dfl_cuda *c, int i) {
   return DFL_ESHAPE;
 }
 
+/* An op whose launch compiler/lower_launch.c chose: its one launch */
+#define LOWERED1(args) do { const dfl_launch *l_ = dfl_cu_lowered(c, i, 1); \
+  return l_ ? dfl_cu_launch(c, i, l_, (args)) : DFL_ERR; } while (0)
+
 static int cu_iota_mod(dfl_cuda *c, int i) {
   OP_LOCALS;
-  int m = at->n; void *a[] = {&o0, &n, &m}; return launch(c, K_IOTA, n, a);
+  int m = at->n; void *a[] = {&o0, &n, &m};
+  LOWERED1(a);
 }
 
 static int cu_copy(dfl_cuda *c, int i) {
@@ -120,12 +91,14 @@ static int cu_copy(dfl_cuda *c, int i) {
 static int cu_concat_cols(dfl_cuda *c, int i) {
   OP_LOCALS;
   long long R = T(c, op->out[0])->shape[0], C = T(c, op->out[0])->shape[1], off = 0;
+  const dfl_launch *l = dfl_cu_lowered(c, i, op->n_in);
+  if (!l) return DFL_ERR;
   for (int k = 0; k < op->n_in; k++) {
     const dfl_tensor *X = T(c, op->in[k]);
     long long ck = X->shape[X->ndim - 1];
     void *x = P(op->in[k]); int dx = (int)X->dtype;
     void *a[] = {&o0, &d0, &C, &off, &x, &dx, &R, &ck};
-    TRY(launch(c, K_COPY_COLS, R * ck, a));
+    TRY(dfl_cu_launch(c, i, &l[k], a));
     off += ck;
   }
   return DFL_OK;
@@ -138,15 +111,11 @@ static int cu_swiglu(dfl_cuda *c, int i) {
     void *sc = P(op->out[1]);
     int C = (int)T(c, op->in[0])->shape[1], mid = at->mid_dtype;
     long long rows = T(c, op->in[0])->shape[0];
-    if (mid == DFL_BF16 && rowq_pipe(C, (const void *[]){i0, u}, (const int[]){d1, du}, 2)) {
-      /* CTAs walk rows, the next row's loads in flight (kernels/elementwise.cuh rowq_pipe) */
-      void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};
-      return rowq_pipe_launch(c, K_SWIGLU_QR, rows, C, ar);
-    }
-    int nch = rowq_nch(C, op);
+    const dfl_launch *l = dfl_cu_lowered(c, i, 1);
+    if (!l) return DFL_ERR;
+    void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};  /* dfl_swiglu_qr: CTAs walk rows, the next in flight */
     void *a[] = {&o0, &sc, &i0, &d1, &u, &du, &C, &mid};
-    return nch ? launch2(c, nch == 2 ? K_SWIGLU_Q2 : K_SWIGLU_Q4, T(c, op->in[0])->shape[0], 1, C / (8 * nch), 0, a)
-               : DFL_ESHAPE;
+    return dfl_cu_launch(c, i, l, l->kernel == K_SWIGLU_QR ? ar : a);
   }
   return not_lowered(c, i);
 }
@@ -178,12 +147,10 @@ static int cu_quant_f8(dfl_cuda *c, int i) {
   void *sc = P(op->out[1]);
   int C = (int)T(c, op->in[0])->shape[1];
   long long rows = T(c, op->in[0])->shape[0];
-  if (rowq_pipe(C, (const void *[]){i0}, (const int[]){d1}, 1)) {
-    void *ar[] = {&o0, &sc, &i0, &rows, &C};
-    return rowq_pipe_launch(c, K_QUANT_F8R, rows, C, ar);
-  }
-  void *a[] = {&o0, &sc, &i0, &d1, &C};
-  return launch2(c, K_QUANT_F8, rows, 1, 256, 0, a);
+  const dfl_launch *l = dfl_cu_lowered(c, i, 1);
+  if (!l) return DFL_ERR;
+  void *ar[] = {&o0, &sc, &i0, &rows, &C}, *a[] = {&o0, &sc, &i0, &d1, &C};
+  return dfl_cu_launch(c, i, l, l->kernel == K_QUANT_F8R ? ar : a);
 }
 
 static int cu_rmsnorm(dfl_cuda *c, int i) {
@@ -192,38 +159,21 @@ static int cu_rmsnorm(dfl_cuda *c, int i) {
   int Gi = (int)G, dw = dt(c, op->in[1]), V = Gi / 256; /* V: the warp kernels' vectors a lane */
   void *w = P(op->in[1]), *rs = P(op->out[1]);
   float eps = (float)at->eps;
+  const dfl_launch *l = dfl_cu_lowered(c, i, 1);
+  if (!l) return DFL_ERR;
+  int k = l->kernel;
   if (op->n_out == 3) { /* quantized form (dfl_fuse_quant): a warp or a block per row */
     void *sc = P(op->out[2]);
     int mid = at->mid_dtype;
-    if (mid == DFL_BF16 && rowq_pipe(Gi, (const void *[]){i0, w}, (const int[]){d1, dw}, 2)) {
-      void *ar[] = {&o0, &sc, &rs, &i0, &w, &ng, &Gi, &eps};
-      return rowq_pipe_launch(c, K_RMSNORM_QR, ng, Gi, ar);
-    }
-    int kw = mid == DFL_BF16 ? rms_warp_kernel(Gi, 1, (const void *[]){i0, w}, (const int[]){d1, dw}, 2) : -1;
-    if (kw >= 0) {
-      void *aw[] = {&o0, &sc, &rs, &i0, &w, &ng, &V, &eps};
-      return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
-    }
-    int nch = rowq_nch(Gi, op);
-    void *a[] = {&o0, &sc, &rs, &i0, &d1, &w, &dw, &Gi, &eps, &mid};
-    return nch ? launch2(c, nch == 2 ? K_RMSNORM_Q2 : K_RMSNORM_Q4, ng, 1, Gi / (8 * nch), 0, a) : DFL_ESHAPE;
+    void *ar[] = {&o0, &sc, &rs, &i0, &w, &ng, &Gi, &eps};               /* dfl_rmsnorm_qr */
+    void *aw[] = {&o0, &sc, &rs, &i0, &w, &ng, &V, &eps};                /* dfl_rmsnorm_wq<8 V> */
+    void *a[] = {&o0, &sc, &rs, &i0, &d1, &w, &dw, &Gi, &eps, &mid};     /* dfl_rmsnorm_q2, _q4 */
+    return dfl_cu_launch(c, i, l, k == K_RMSNORM_QR || k == K_RMSNORM_QRF ? ar : k == K_RMSNORM_Q2 || k == K_RMSNORM_Q4 ? a : aw);
   }
-  if (rowq_pipe(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3)) { /* rows walked, pipelined */
-    void *ar[] = {&o0, &rs, &i0, &w, &ng, &Gi, &eps};
-    return rowq_pipe_launch(c, K_RMSNORM_R, ng, Gi, ar);
-  }
-  int kw = rms_warp_kernel(Gi, 0, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
-  if (kw >= 0) {
-    void *aw[] = {&o0, &rs, &i0, &w, &ng, &V, &eps};
-    return launch2(c, kw, (ng + 3) / 4, 1, 128, 0, aw);
-  }
-  void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps};
-  int blk = rms_vec_block(Gi, (const void *[]){o0, i0, w}, (const int[]){d0, d1, dw}, 3);
-  if (blk) {
-    int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per, cap = (int64_t)im->nsm * (2048 / blk);
-    return launch2(c, K_RMSNORM_V, nb < cap ? nb : cap, 1, blk, 0, a);
-  }
-  return launch_warps(c, K_RMSNORM, ng, 0, a);
+  void *ar[] = {&o0, &rs, &i0, &w, &ng, &Gi, &eps};                      /* dfl_rmsnorm_r: rows walked, pipelined */
+  void *aw[] = {&o0, &rs, &i0, &w, &ng, &V, &eps};                       /* dfl_rmsnorm_w<8 V> */
+  void *a[] = {&o0, &d0, &rs, &i0, &d1, &w, &dw, &ng, &Gi, &eps};        /* dfl_rmsnorm, dfl_rmsnorm_v */
+  return dfl_cu_launch(c, i, l, k == K_RMSNORM_R || k == K_RMSNORM_RF ? ar : k == K_RMSNORM || k == K_RMSNORM_V ? a : aw);
 }
 
 static int cu_rmsnorm_bwd(dfl_cuda *c, int i) {
@@ -350,7 +300,7 @@ static int cu_dflash_blocks(dfl_cuda *c, int i) {
   int batch = at->batch, S = at->S, N = at->N, B = at->B, mid = at->mask_id;
   float gm = (float)at->gamma;
   void *a[] = {&o0, &pos, &lab, &w, &i0, &lm, &anc, &kp, &batch, &S, &N, &B, &mid, &gm};
-  return launch(c, K_BLOCKS, (int64_t)batch * N * B, a);
+  LOWERED1(a);
 }
 
 static int cu_dflash_metrics(dfl_cuda *c, int i) {
@@ -358,7 +308,7 @@ static int cu_dflash_metrics(dfl_cuda *c, int i) {
   void *w = P(op->in[1]), *hit = P(op->in[2]), *kp = P(op->in[3]);
   int batch = at->batch, N = at->N, B = at->B;
   void *a[] = {&o0, &i0, &w, &hit, &kp, &batch, &N, &B};
-  return launch2(c, K_METRICS, 1, 1, 256, (size_t)(5 + 2 * B) * 4, a);
+  LOWERED1(a);
 }
 
 static int cu_attention(dfl_cuda *c, int i) {
@@ -382,7 +332,7 @@ static int cu_opt_prep(dfl_cuda *c, int i) {
   float lr = (float)at->lr, clip = (float)at->clip, b1 = (float)at->beta1, b2 = (float)at->beta2;
   long long wu = at->warmup, tot = at->total; int sch = at->schedule;
   void *a[] = {&o0, &sq, &den, &dd, &lr, &wu, &tot, &sch, &clip, &b1, &b2};
-  return launch2(c, K_OPT_PREP, 1, 1, 32, 0, a);
+  LOWERED1(a);
 }
 
 static int cu_adamw(dfl_cuda *c, int i) {

@@ -27,8 +27,14 @@ for fam in common elementwise rmsnorm attention hybrid optim; do
     fail "kernels.cu lacks the $fam family"
 done
 ops=$(sed -n 's/^ *"ops": \([0-9]*\),$/\1/p' "$T/b/build.json")
-[ -z "$(fp "$T/b" kernels)" ] || [ "$(grep -c '^\*\* *[0-9]' "$T/b/kernels.txt")" = "$ops" ] ||
-  fail "kernels.txt lists $(grep -c '^\*\* *[0-9]' "$T/b/kernels.txt") ops, build.json $ops"
+if [ -n "$(fp "$T/b" kernels)" ]; then
+  [ "$(grep -cE '^ *[0-9]+ ' "$T/b/kernels.txt")" = "$ops" ] ||
+    fail "kernels.txt lists $(grep -cE '^ *[0-9]+ ' "$T/b/kernels.txt") ops, build.json $ops"
+  # each norm's launch was chosen at build time: a kernel of the rmsnorm variants, with its grid and block
+  grep -E '^ *[0-9]+ +[a-z]+ +rmsnorm ' "$T/b/kernels.txt" | grep -vqE ': dfl_rmsnorm[a-z0-9_]* grid [0-9]+ .*block [0-9]+' &&
+    fail "kernels.txt has a norm without its lowered launch"
+  grep -q "^# $ops ops: [0-9]* lowered here" "$T/b/kernels.txt" || fail "kernels.txt lacks its summary line"
+fi
 # groups.cu: a kernel per pointwise fusion group, each naming its ops; its cubin beside the library's
 if [ -n "$(fp "$T/b" kernels)" ]; then
   ng=$(grep -c '^extern "C" __global__ void __launch_bounds__(256) dfl_pw_[0-9]*(' "$T/b/groups.cu")

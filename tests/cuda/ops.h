@@ -56,6 +56,7 @@ void case_matmul_addend(void);
 void case_fp8_(int R, int K, int N, int addend, int fast);
 void case_fp8(int R, int K, int N, int addend);
 void case_fp8_fused(int R, int C);
+void case_fp8_fused_w(int R, int C, dfl_dtype wdt); /* the norm weight in wdt (f32: the hybrid's) */
 void case_concat(int R);
 void case_block_rows(int nb, int B, int C);
 void case_elementwise(int R, int C);

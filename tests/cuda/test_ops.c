@@ -377,6 +377,9 @@ int main(int argc, char **argv) {
     case_fp8_fused(3, 17408);  /* 4 chunks per thread: 544 threads */
     case_fp8_fused(1601, 2048);
     case_fp8(601, 12288, 16, 0);
+    /* an f32 norm weight (the hybrid's (1 + w) norms): dfl_rmsnorm_qrf; 1601 rows walked */
+    case_fp8_fused_w(1601, 5120, DFL_F32);
+    case_fp8_fused_w(7, 2048, DFL_F32);
     /* more row widths (V 24, V 20 of 24 vectors, V 32, V 16) */
     case_fp8_fused(13, 6144);
     case_fp8_fused(11, 5120);
@@ -411,6 +414,8 @@ int main(int argc, char **argv) {
     case_rope_partial(29, 3, 64, 16);    /* the hybrid test model's */
     case_rope_partial(17, 2, 32, 8);     /* rot_dim 8: the per-element kernel (the others: 16-byte) */
     case_rmsnorm_w32(37, 5120, 5120);
+    case_rmsnorm_w32(1201, 5120, 5120); /* dfl_rmsnorm_rf: more rows than CTAs (4 an SM), each walks several */
+    case_rmsnorm_w32(61, 2048, 2048);
     case_rmsnorm_w32(45, 1536, 256);     /* the 27B's q/k norms: heads of 256 */
     case_rmsnorm_w32(31, 384, 384);
     case_rmsnorm_w32(50, 384, 64);

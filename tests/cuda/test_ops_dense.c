@@ -98,19 +98,20 @@ void case_fp8(int R, int K, int N, int addend) { case_fp8_(R, K, N, addend, 0); 
 
 /* The quantized forms of RMSNORM and SWIGLU (compiler/fuse.c dfl_fuse_quant: whole rows), fused into
 ** the same graph on both backends; R odd. */
-void case_fp8_fused(int R, int C) {
+void case_fp8_fused_w(int R, int C, dfl_dtype wdt) {
   dfl_graph g; dfl_graph_init(&g);
-  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), w = t1(&g, "w", ACT, DFL_T_INPUT, C);
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), w = t1(&g, "w", wdt, DFL_T_INPUT, C);
   int gt = t2(&g, "gate", ACT, DFL_T_INPUT, R, C), up = t2(&g, "up", ACT, DFL_T_INPUT, R, C);
   int y = dfl_rmsnorm(&g, x, w, C, 1e-6, "y"), s1, s2;
   dfl_quant_f8(&g, y, &s1, "norm8");
   dfl_quant_f8(&g, dfl_swiglu(&g, gt, up, "h"), &s2, "swiglu8");
   int nf = dfl_fuse_quant(&g);
   if (nf != 2) { fprintf(stderr, "FAIL fp8 fused norm/swiglu R%d C%d: %d fused, want 2\n", R, C, nf); fails++; }
-  char nm[64]; snprintf(nm, sizeof nm, "fp8 fused norm+swiglu R%d C%d", R, C);
+  char nm[64]; snprintf(nm, sizeof nm, "fp8 fused norm+swiglu R%d C%d w %s", R, C, dfl_dtype_name(wdt));
   run_case(nm, &g, NULL, 0, NULL, NULL);
   dfl_graph_free(&g);
 }
+void case_fp8_fused(int R, int C) { case_fp8_fused_w(R, C, ACT); }
 
 /* CONCAT_COLS with every column count a multiple of 8: the 16-byte path of dfl_copy_cols (16-bit
 ** dtypes; f32 takes the scalar one), as the target's taps are concatenated */

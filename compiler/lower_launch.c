@@ -1,0 +1,160 @@
+/*
+** lower_launch.c: the library kernels' launches, chosen at build time (lower_launch.h). Each rule
+** here is the condition a kernel of kernels/<family>.cuh states in its comment (shapes, dtypes, 16-byte
+** alignment); the CUDA backend (runtime/cuda/ops.c) only gathers each kernel's arguments.
+*/
+#include <stdio.h>
+#include <string.h>
+#include "compiler/lower_launch.h"
+#include "compiler/emit.h"
+#include "compiler/status.h"
+
+typedef struct { const dfl_graph *g; const dfl_lower_env *env; const dfl_op *op; } ctx;
+
+static const dfl_tensor *T(const ctx *c, int t) { return &c->g->t[t]; }
+static int64_t numel(const ctx *c, int t) { return dfl_tensor_numel(T(c, t)); }
+/* 16-byte aligned: the arena's start is (256 bytes), so its offset says */
+static int aligned(const ctx *c, int t) {
+  const int64_t *off = c->env ? c->env->offset : NULL;
+  return !off || off[t] < 0 || off[t] % 16 == 0;
+}
+/* every tensor aligned and f32, bf16 or f16 (bf16 only when bf16): the 16-byte kernels' condition */
+static int vecs(const ctx *c, const int *ts, int n, int bf16) {
+  for (int k = 0; k < n; k++) {
+    dfl_dtype d = T(c, ts[k])->dtype;
+    if (!aligned(c, ts[k])) return 0;
+    if (bf16 ? d != DFL_BF16 : (d != DFL_F32 && d != DFL_BF16 && d != DFL_F16)) return 0;
+  }
+  return 1;
+}
+
+static dfl_launch L(int k, int64_t grid, int block, int smem, int fill, int vec) {
+  dfl_launch l = {k, grid < 1 ? 1 : grid, 1, block, smem, fill, vec};
+  return l;
+}
+/* a thread an element, grid-stride (dfl_cuda launch) */
+static dfl_launch elems(int k, int64_t n) { return L(k, (n + 255) / 256, 256, 0, DFL_FILL_OCC, 0); }
+/* a warp a row (launch_warps) */
+static dfl_launch warps(int k, int64_t rows) { return L(k, (rows + 7) / 8, 256, 0, DFL_FILL_OCC, 0); }
+
+/* The pipelined row kernels (kernels/elementwise.cuh rowq_pipe: dfl_swiglu_qr, dfl_rmsnorm_qr,
+** dfl_quant_f8r, dfl_rmsnorm_r) take rows of C % 1024 == 0 features, C <= 12288 (C / 32 threads), their
+** tensors bf16 and 16-byte aligned; C / 32 threads a CTA, about 768 threads an SM (at least 2 CTAs),
+** never more CTAs than rows, each CTA walking rows. */
+static int rowq_ok(const ctx *c, int C, const int *ts, int n) { return C % 1024 == 0 && C / 32 <= 384 && vecs(c, ts, n, 1); }
+static dfl_launch rowq(int k, int64_t rows, int C) {
+  int per = 768 / (C / 32);
+  return L(k, rows, C / 32, 0, per < 2 ? 2 : per, 1);
+}
+/* The quantized norms' and SwiGLU's chunks of 8 per thread for rows of C: 2 (C <= 16384) or 4
+** (C <= 32768), with C % (256 chunks) == 0 so the block is whole warps; 0 (and why) otherwise. */
+static int rowq_nch(const ctx *c, int C) {
+  if (C % 512 == 0 && C <= 16384) return 2;
+  if (C % 1024 == 0 && C <= 32768) return 4;
+  fprintf(stderr, "dflc: lower: %s: a quantized %s needs rows of a multiple of 512 features up to 16384, or "
+                  "of 1024 up to 32768, not %d\n", c->op->label, dfl_opcode_name(c->op->code), C);
+  return 0;
+}
+/* The warp-per-row norms (kernels/rmsnorm.cuh rmsnorm_w / _wq): bf16, rows of G = 256 V features with
+** V <= 32, 16-byte aligned; 4 rows a CTA of 128 threads. -1: they do not apply. */
+static int rms_warp(const ctx *c, int G, int q, const int *ts, int n) {
+  int V = G / 256;
+  if (G % 256 || V < 1 || V > 32 || !vecs(c, ts, n, 1)) return -1;
+  return DFL_K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
+}
+/* The vector norms (dfl_rmsnorm_v): a group is L = G / 8 threads holding 8 features each, L a power of
+** two <= 32 (512-thread blocks of several groups) or a multiple of 32 <= 1024 (a block a group); 0: no. */
+static int rms_vec_block(const ctx *c, int G, const int *ts, int n) {
+  int L = G / 8;
+  if (G % 8 || L < 1 || !vecs(c, ts, n, 0)) return 0;
+  if (L <= 32) return (L & (L - 1)) ? 0 : 512;
+  return L % 32 == 0 && L <= 1024 ? L : 0;
+}
+
+/* The row norms' pipelined kernels also take an f32 weight (dfl_rmsnorm_rf, _qrf): the hybrid's */
+static int w32_row(const ctx *c, int G, const int *ts, int n, int w) {
+  return T(c, w)->dtype == DFL_F32 && aligned(c, w) && rowq_ok(c, G, ts, n);
+}
+
+static int lower_rmsnorm(const ctx *c, dfl_launch *out) {
+  const dfl_op *op = c->op;
+  int G = (int)op->a.group, x = op->in[0], w = op->in[1], y = op->out[0];
+  int64_t ng = numel(c, x) / G;
+  if (op->n_out == 3) { /* the quantized form (dfl_fuse_quant): its rows go to FP8 with their scales */
+    int mid = op->a.mid_dtype, ts[] = {x, w};
+    if (mid == DFL_BF16 && rowq_ok(c, G, ts, 2)) return out[0] = rowq(DFL_K_RMSNORM_QR, ng, G), 1;
+    if (mid == DFL_BF16 && w32_row(c, G, ts, 1, w)) return out[0] = rowq(DFL_K_RMSNORM_QRF, ng, G), 1;
+    int kw = mid == DFL_BF16 ? rms_warp(c, G, 1, ts, 2) : -1;
+    if (kw >= 0) return out[0] = L(kw, (ng + 3) / 4, 128, 0, DFL_FILL_NONE, 1), 1;
+    int nch = rowq_nch(c, G);
+    if (!nch) return DFL_ESHAPE;
+    return out[0] = L(nch == 2 ? DFL_K_RMSNORM_Q2 : DFL_K_RMSNORM_Q4, ng, G / (8 * nch), 0, DFL_FILL_NONE, 0), 1;
+  }
+  int ts[] = {y, x, w};
+  if (rowq_ok(c, G, ts, 3)) return out[0] = rowq(DFL_K_RMSNORM_R, ng, G), 1;
+  if (w32_row(c, G, ts, 2, w)) return out[0] = rowq(DFL_K_RMSNORM_RF, ng, G), 1;
+  int kw = rms_warp(c, G, 0, ts, 3);
+  if (kw >= 0) return out[0] = L(kw, (ng + 3) / 4, 128, 0, DFL_FILL_NONE, 1), 1;
+  int blk = rms_vec_block(c, G, ts, 3);
+  if (blk) {
+    int64_t per = blk / (G / 8);
+    return out[0] = L(DFL_K_RMSNORM_V, (ng + per - 1) / per, blk, 0, 2048 / blk, 1), 1;
+  }
+  return out[0] = warps(DFL_K_RMSNORM, ng), 1;
+}
+
+static int lower_quant_f8(const ctx *c, dfl_launch *out) {
+  int x = c->op->in[0], C = (int)T(c, x)->shape[1];
+  int64_t rows = T(c, x)->shape[0];
+  if (rowq_ok(c, C, &x, 1)) return out[0] = rowq(DFL_K_QUANT_F8R, rows, C), 1;
+  return out[0] = L(DFL_K_QUANT_F8, rows, 256, 0, DFL_FILL_NONE, 0), 1;
+}
+
+/* SWIGLU's quantized form (its plain form is a generated pointwise group) */
+static int lower_swiglu(const ctx *c, dfl_launch *out) {
+  const dfl_op *op = c->op;
+  if (op->n_out != 2) return 0;
+  int g = op->in[0], u = op->in[1], ts[] = {g, u}, C = (int)T(c, g)->shape[1];
+  int64_t rows = T(c, g)->shape[0];
+  if (op->a.mid_dtype == DFL_BF16 && rowq_ok(c, C, ts, 2)) return out[0] = rowq(DFL_K_SWIGLU_QR, rows, C), 1;
+  int nch = rowq_nch(c, C);
+  if (!nch) return DFL_ESHAPE;
+  return out[0] = L(nch == 2 ? DFL_K_SWIGLU_Q2 : DFL_K_SWIGLU_Q4, rows, C / (8 * nch), 0, DFL_FILL_NONE, 0), 1;
+}
+
+static int lower_concat_cols(const ctx *c, dfl_launch *out) {
+  const dfl_op *op = c->op;
+  int64_t R = T(c, op->out[0])->shape[0];
+  for (int k = 0; k < op->n_in; k++) {
+    const dfl_tensor *X = T(c, op->in[k]);
+    out[k] = elems(DFL_K_COPY_COLS, R * X->shape[X->ndim - 1]);
+  }
+  return op->n_in;
+}
+
+int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
+  ctx c = {g, env, &g->ops[i]};
+  const dfl_op *op = c.op;
+  const dfl_attrs *a = &op->a;
+  switch (op->code) {
+  case DFL_OP_RMSNORM: return lower_rmsnorm(&c, out);
+  case DFL_OP_QUANT_F8: return lower_quant_f8(&c, out);
+  case DFL_OP_SWIGLU: return lower_swiglu(&c, out);
+  case DFL_OP_CONCAT_COLS: return lower_concat_cols(&c, out);
+  case DFL_OP_IOTA_MOD: return out[0] = elems(DFL_K_IOTA, numel(&c, op->out[0])), 1;
+  case DFL_OP_DFLASH_BLOCKS: return out[0] = elems(DFL_K_BLOCKS, (int64_t)a->batch * a->N * a->B), 1;
+  case DFL_OP_DFLASH_METRICS: return out[0] = L(DFL_K_METRICS, 1, 256, (5 + 2 * a->B) * 4, DFL_FILL_NONE, 0), 1;
+  case DFL_OP_OPT_PREP: return out[0] = L(DFL_K_OPT_PREP, 1, 32, 0, DFL_FILL_NONE, 0), 1;
+  default: return 0;
+  }
+}
+
+void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n) {
+  char fill[32] = "";
+  if (l->fill == DFL_FILL_OCC) snprintf(fill, sizeof fill, " (<= resident)");
+  else if (l->fill > 0) snprintf(fill, sizeof fill, " (<= %d/SM)", l->fill);
+  char gy[24] = "";
+  if (l->grid_y > 1) snprintf(gy, sizeof gy, " x %d", l->grid_y);
+  snprintf(buf, n, "%s grid %lld%s%s block %d smem %d%s", dfl_emit_kernel_name(l->kernel), (long long)l->grid, gy,
+           fill, l->block, l->smem, l->vec ? " vec16" : "");
+}

@@ -1,0 +1,59 @@
+/*
+** lower_launch.h: the library kernels' launches, chosen at build time. For an op of a scheduled,
+** placed graph: which kernel of kernels/kernels.def runs it, with which block, grid and dynamic shared
+** memory, from its shapes, dtypes, its tensors' byte offsets (16-byte alignment) and the target
+** architecture's row. `dflc build` writes the list (DIR/kernels.txt); the CUDA backend lowers its own
+** graph with the same function at init and launches what it says, checking only that its pointers
+** have the alignment the choice assumed.
+**
+** What stays with the device: a grid-stride kernel's grid is capped at the CTAs the device's SMs hold
+** at once (fill), so the SM count and the kernel's measured occupancy are applied at launch. Ops this
+** stage does not cover yet (the GEMMs, which cuBLASLt's heuristic picks; attention, the hybrid's mixers,
+** RoPE, the loss head, the optimizer, the sums and the norm's backward) still choose in the runtime,
+** and kernels.txt says so per op (docs/codegen.md).
+*/
+#ifndef DFL_LOWER_LAUNCH_H
+#define DFL_LOWER_LAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "compiler/graph.h"
+
+/* The kernels' ids: K_<ID> in the CUDA backend, the same order. */
+enum {
+#define DFL_KERNEL(id, sym, fam) DFL_K_##id,
+#include "kernels/kernels.def"
+#undef DFL_KERNEL
+  DFL_K_COUNT
+};
+
+#define DFL_LAUNCH_MAX 12 /* launches one op makes at most (CONCAT_COLS: one per input, DFL_MAX_IO) */
+
+enum {
+  DFL_FILL_NONE = 0,  /* the grid as recorded */
+  DFL_FILL_OCC = -1,  /* at most the CTAs the device's SMs hold at once (the kernel's occupancy at its block) */
+  /* n > 0: at most n CTAs an SM */
+};
+
+typedef struct dfl_launch {
+  int kernel;     /* DFL_K_* */
+  int64_t grid;   /* CTAs along x: one per unit of work; capped at launch by fill */
+  int grid_y;
+  int block;      /* threads a CTA */
+  int smem;       /* dynamic shared memory, bytes */
+  int fill;       /* DFL_FILL_NONE, DFL_FILL_OCC or n > 0 CTAs an SM */
+  int vec;        /* 1: chosen for 16-byte aligned tensors (the backend checks its pointers) */
+} dfl_launch;
+
+typedef struct dfl_lower_env {
+  const int64_t *offset; /* each tensor's byte offset from the arena's start (256-aligned); NULL or < 0:
+                         ** its own allocation (aligned) */
+} dfl_lower_env;
+
+/* Op i's launches into out[0 .. n): n, or 0 when the op is not lowered here (see above), or a status
+** < 0 with a message naming the op when no kernel takes its shape. */
+int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
+/* One launch as text: "dfl_rmsnorm_r grid 49152 (<= 4/SM) x 160 smem 0" */
+void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,126 @@
+/* test_lower_launch.c: the launches compiler/lower_launch.c chooses at build time, per variant.
+**   - RMSNORM: bf16 rows of 1024 k take the pipelined row kernel (bf16 weight: _r; f32 weight: _rf),
+**     rows of 256 V the warp kernels, groups of 8 L the vector kernel (one group a block above 32
+**     lanes), anything else the warp-per-group kernel; a tensor placed off 16 bytes leaves the 16-byte
+**     kernels; the quantized form's kernels likewise, and a row no quantized kernel takes is refused;
+**   - the grid rules: rows (capped by CTAs an SM), warps, one CTA;
+**   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
+**   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "compiler/graph.h"
+#include "compiler/lower_launch.h"
+#include "compiler/emit.h"
+#include "compiler/status.h"
+
+static int failures;
+#include "tests/common/check.h"
+
+/* one RMSNORM over R x D in dtype dt, groups of G, weight in wdt; quantized: the fused FP8 form */
+static int norm_graph(dfl_graph *g, int64_t R, int D, int G, dfl_dtype dt, dfl_dtype wdt, int quant) {
+  dfl_graph_init(g);
+  int x = dfl_tensor_2d(g, "x", dt, DFL_T_INPUT, R, D), w = dfl_tensor_1d(g, "w", wdt, DFL_T_PARAM, G);
+  int rs = dfl_tensor_1d(g, "rstd", DFL_F32, DFL_T_ACT, R * D / G);
+  dfl_attrs a;
+  memset(&a, 0, sizeof a);
+  a.group = G, a.eps = 1e-6;
+  if (quant) {
+    int q = dfl_tensor_2d(g, "q", DFL_F8E4M3, DFL_T_ACT, R, D), s = dfl_tensor_1d(g, "s", DFL_F32, DFL_T_ACT, R);
+    a.mid_dtype = DFL_BF16;
+    return dfl_op_add(g, DFL_OP_RMSNORM, (int[]){x, w}, 2, (int[]){q, rs, s}, 3, &a);
+  }
+  int y = dfl_tensor_2d(g, "y", dt, DFL_T_ACT, R, D);
+  return dfl_op_add(g, DFL_OP_RMSNORM, (int[]){x, w}, 2, (int[]){y, rs}, 2, &a);
+}
+
+/* the one launch of op i, with tensor `shift` (>= 0) placed 8 bytes off alignment */
+static dfl_launch one(const dfl_graph *g, int i, int shift, int *n) {
+  int64_t off[16];
+  for (int t = 0; t < g->nt && t < 16; t++) off[t] = 256 * (int64_t)t;
+  if (shift >= 0) off[shift] += 8;
+  dfl_lower_env env = {off};
+  dfl_launch l[DFL_LAUNCH_MAX];
+  memset(l, 0, sizeof l);
+  *n = dfl_lower_launch(g, i, &env, l);
+  return l[0];
+}
+
+static void expect(int64_t R, int D, int G, dfl_dtype dt, dfl_dtype wdt, int quant, int shift, int kernel,
+                   int64_t grid, int block, int fill, int vec) {
+  dfl_graph g;
+  int i = norm_graph(&g, R, D, G, dt, wdt, quant), n;
+  dfl_launch l = one(&g, i, shift, &n);
+  CHECK(n == 1 && l.kernel == kernel && l.grid == grid && l.block == block && l.fill == fill && l.vec == vec,
+        ": R %lld D %d G %d %s w %s%s shift %d: n %d, %s grid %lld block %d fill %d vec %d; want %s grid %lld "
+        "block %d fill %d vec %d", (long long)R, D, G, dfl_dtype_name(dt), dfl_dtype_name(wdt), quant ? " quant" : "",
+        shift, n, dfl_emit_kernel_name(l.kernel), (long long)l.grid, l.block, l.fill, l.vec,
+        dfl_emit_kernel_name(kernel), (long long)grid, block, fill, vec);
+  dfl_graph_free(&g);
+}
+
+int main(void) {
+  /* tensors: 0 x, 1 w, 2 rstd, 3 y (or q, s) */
+  expect(49152, 5120, 5120, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM_R, 49152, 160, 4, 1);
+  expect(49152, 5120, 5120, DFL_BF16, DFL_F32, 0, -1, DFL_K_RMSNORM_RF, 49152, 160, 4, 1);  /* the hybrid's */
+  expect(100, 2048, 2048, DFL_BF16, DFL_F32, 0, -1, DFL_K_RMSNORM_RF, 100, 64, 12, 1);
+  expect(100, 12288, 12288, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM_R, 100, 384, 2, 1);
+  expect(10, 256, 256, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM_W8, 3, 128, 0, 1);            /* V 1 */
+  expect(10, 5376, 5376, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM_W24, 3, 128, 0, 1);         /* V 21 (5376 % 1024 != 0) */
+  expect(10, 5120, 5120, DFL_F32, DFL_F32, 0, -1, DFL_K_RMSNORM_V, 10, 640, 3, 1);            /* f32: one group a block */
+  expect(73728, 6144, 256, DFL_BF16, DFL_F32, 0, -1, DFL_K_RMSNORM_V, 73728 * 24 / 16, 512, 4, 1); /* q norm: 16 heads a block */
+  expect(31, 200, 40, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM, 20, 256, DFL_FILL_OCC, 0);    /* L 5: a warp a group, 155 */
+  expect(49152, 5120, 5120, DFL_BF16, DFL_F32, 0, 0, DFL_K_RMSNORM, 6144, 256, DFL_FILL_OCC, 0);  /* x off 16 bytes */
+  expect(49152, 5120, 5120, DFL_BF16, DFL_F32, 0, 1, DFL_K_RMSNORM, 6144, 256, DFL_FILL_OCC, 0);  /* w off 16 bytes */
+  expect(21, 4096, 4096, DFL_BF16, DFL_BF16, 1, -1, DFL_K_RMSNORM_QR, 21, 128, 6, 1);
+  expect(21, 4096, 4096, DFL_BF16, DFL_F32, 1, -1, DFL_K_RMSNORM_QRF, 21, 128, 6, 1);
+  expect(37, 512, 512, DFL_BF16, DFL_BF16, 1, -1, DFL_K_RMSNORM_WQ8, 10, 128, 0, 1);
+  expect(3, 17408, 17408, DFL_BF16, DFL_BF16, 1, -1, DFL_K_RMSNORM_Q4, 3, 544, 0, 0);
+  expect(37, 512, 512, DFL_BF16, DFL_F32, 1, -1, DFL_K_RMSNORM_Q2, 37, 32, 0, 0);            /* f32 w, not a row kernel */
+
+  /* a quantized row no kernel takes: refused at lowering, with the op named */
+  {
+    dfl_graph g;
+    int i = norm_graph(&g, 5, 300, 300, DFL_BF16, DFL_F32, 1), n;
+    fprintf(stderr, "(a refusal follows)\n");
+    one(&g, i, -1, &n);
+    CHECK(n == DFL_ESHAPE, ": a quantized norm of rows of 300 lowered (%d)", n);
+    dfl_graph_free(&g);
+  }
+  /* CONCAT_COLS: one launch per input; a GEMM, a pointwise op: not lowered here */
+  {
+    dfl_graph g;
+    dfl_graph_init(&g);
+    int a = dfl_tensor_2d(&g, "a", DFL_BF16, DFL_T_INPUT, 9, 64), b = dfl_tensor_2d(&g, "b", DFL_BF16, DFL_T_INPUT, 9, 128);
+    int c = dfl_tensor_2d(&g, "c", DFL_BF16, DFL_T_ACT, 9, 192), w = dfl_tensor_2d(&g, "w", DFL_BF16, DFL_T_PARAM, 32, 192);
+    dfl_attrs at;
+    memset(&at, 0, sizeof at);
+    int k = dfl_op_add(&g, DFL_OP_CONCAT_COLS, (int[]){a, b}, 2, &c, 1, &at);
+    int m = g.nops;
+    dfl_matmul(&g, c, w, 0, 1, DFL_BF16, "m");
+    int s = dfl_tensor_2d(&g, "s", DFL_BF16, DFL_T_ACT, 9, 192);
+    int p = dfl_op_add(&g, DFL_OP_ADD, (int[]){c, c}, 2, &s, 1, &at);
+    dfl_lower_env env = {NULL};
+    dfl_launch l[DFL_LAUNCH_MAX];
+    int n = dfl_lower_launch(&g, k, &env, l);
+    CHECK(n == 2 && l[0].kernel == DFL_K_COPY_COLS && l[0].grid == (9 * 64 + 255) / 256 && l[1].grid == (9 * 128 + 255) / 256 &&
+          l[0].fill == DFL_FILL_OCC, ": concat: %d launches", n);
+    CHECK(dfl_lower_launch(&g, m, &env, l) == 0, ": a GEMM lowered here");
+    CHECK(dfl_lower_launch(&g, p, &env, l) == 0, ": a pointwise op lowered here (its fusion group runs it)");
+    dfl_graph_free(&g);
+  }
+  /* the text form */
+  {
+    dfl_launch l = {DFL_K_RMSNORM_RF, 49152, 1, 160, 0, 4, 1};
+    char buf[160];
+    dfl_lower_launch_str(&l, buf, sizeof buf);
+    CHECK(!strcmp(buf, "dfl_rmsnorm_rf grid 49152 (<= 4/SM) block 160 smem 0 vec16"), ": text '%s'", buf);
+    dfl_launch o = {DFL_K_COPY_COLS, 3, 2, 256, 64, DFL_FILL_OCC, 0};
+    dfl_lower_launch_str(&o, buf, sizeof buf);
+    CHECK(!strcmp(buf, "dfl_copy_cols grid 3 x 2 (<= resident) block 256 smem 64"), ": text '%s'", buf);
+  }
+  /* the ids follow kernels.def as the emitter's table does */
+  CHECK(DFL_K_COUNT == DFL_EMIT_KERNELS && !strcmp(dfl_emit_kernel_name(DFL_K_RMSNORM_QRF), "dfl_rmsnorm_qrf"));
+  if (!failures) printf("lower_launch: all passed\n");
+  return failures != 0;
+}
