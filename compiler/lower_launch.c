@@ -132,6 +132,50 @@ static int lower_concat_cols(const ctx *c, dfl_launch *out) {
   return op->n_in;
 }
 
+/* The hybrid's 16-byte kernels (kernels/hybrid.cuh *_v8) take 16-bit tensors only */
+static int v16(const ctx *c, int t) {
+  dfl_dtype d = T(c, t)->dtype;
+  return (d == DFL_BF16 || d == DFL_F16) && aligned(c, t);
+}
+/* groups of G = 8 L features, L a power of two <= 32: a group is L lanes of one warp */
+static int lanes_ok(int G) { int L = G / 8; return G >= 8 && G % 8 == 0 && L <= 32 && !(L & (L - 1)); }
+
+/* CONV1D_SILU: kernel 4 over 16-byte rows takes dfl_conv1d_silu_qkv_v8 (a thread per 8 channels x 32
+** rows, 128-thread CTAs, three an SM: 151 registers), the split form (q|k|v, q and k L2-normalized)
+** with each head's lanes inside one warp; else a warp a row (split) or a thread an element. */
+static int lower_conv1d(const ctx *c, dfl_launch *out) {
+  const dfl_op *op = c->op;
+  int x = op->in[0], w = op->in[1];
+  int64_t R = T(c, x)->shape[0];
+  int C = (int)T(c, x)->shape[1], K = (int)T(c, w)->shape[1];
+  int64_t n = (R + 31) / 32 * (C / 8);
+  if (op->n_out == 3) {
+    int q = op->out[0], k = op->out[1], v = op->out[2], D = (int)T(c, q)->shape[1], G = op->a.group;
+    if (T(c, k)->dtype != T(c, q)->dtype || T(c, v)->dtype != T(c, q)->dtype) {
+      fprintf(stderr, "dflc: lower: conv1d_silu (%s): q, k and v must share a dtype\n", op->label);
+      return DFL_ESHAPE;
+    }
+    if (K == 4 && lanes_ok(G) && C % G == 0 && D % G == 0 && v16(c, x) && v16(c, q) && v16(c, k) && v16(c, v))
+      return out[0] = L(DFL_K_CONV_QKV_V8, (n + 127) / 128, 128, 0, 3, 1), 1;
+    return out[0] = warps(DFL_K_CONV_QKV, R), 1;
+  }
+  int y = op->out[0];
+  if (K == 4 && C % 8 == 0 && v16(c, y) && v16(c, x)) return out[0] = L(DFL_K_CONV_QKV_V8, (n + 127) / 128, 128, 0, 3, 1), 1;
+  return out[0] = elems(DFL_K_CONV1D_SILU, R * C), 1;
+}
+
+/* L2NORM and NORM_GATE: groups of 8 L (lanes_ok) over 16-byte tensors take the _v8 kernels (a thread
+** per 8 features), else a warp a group */
+static int lower_lanes(const ctx *c, dfl_launch *out, int kv8, int kw, int n16) {
+  const dfl_op *op = c->op;
+  int G = op->a.group;
+  int64_t ng = numel(c, op->in[0]) / G;
+  int ok = lanes_ok(G) && v16(c, op->out[0]);
+  for (int k = 0; k < n16; k++) ok = ok && v16(c, op->in[k]);
+  if (ok) return out[0] = L(kv8, (ng * (G / 8) + 255) / 256, 256, 0, DFL_FILL_OCC, 1), 1;
+  return out[0] = warps(kw, ng), 1;
+}
+
 int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
   ctx c = {g, env, &g->ops[i]};
   const dfl_op *op = c.op;
@@ -141,6 +185,9 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_QUANT_F8: return lower_quant_f8(&c, out);
   case DFL_OP_SWIGLU: return lower_swiglu(&c, out);
   case DFL_OP_CONCAT_COLS: return lower_concat_cols(&c, out);
+  case DFL_OP_CONV1D_SILU: return lower_conv1d(&c, out);
+  case DFL_OP_L2NORM: return lower_lanes(&c, out, DFL_K_L2NORM_V8, DFL_K_L2NORM, 1);
+  case DFL_OP_NORM_GATE: return lower_lanes(&c, out, DFL_K_NORM_GATE_V8, DFL_K_NORM_GATE, 2);
   case DFL_OP_IOTA_MOD: return out[0] = elems(DFL_K_IOTA, numel(&c, op->out[0])), 1;
   case DFL_OP_DFLASH_BLOCKS: return out[0] = elems(DFL_K_BLOCKS, (int64_t)a->batch * a->N * a->B), 1;
   case DFL_OP_DFLASH_METRICS: return out[0] = L(DFL_K_METRICS, 1, 256, (5 + 2 * a->B) * 4, DFL_FILL_NONE, 0), 1;

@@ -163,10 +163,10 @@ int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void
 
 /* runtime/cuda/hybrid.c: the hybrid target's ops (compiler/ops.def HYBRID family) and partial RoPE */
 int dfl_cu_hybrid_load(dfl_cuda *c);  /* at kernel load: the chunk kernels' shared memory */
-int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op);
-int dfl_cu_l2norm(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_conv1d_silu(dfl_cuda *c, int i);  /* op i, by its lowered launch (compiler/lower_launch.c) */
+int dfl_cu_l2norm(dfl_cuda *c, int i);
 int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op);
-int dfl_cu_norm_gate(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_norm_gate(dfl_cuda *c, int i);
 int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op);  /* ROPE with 0 < rot_dim < head_dim */
 
 #endif

@@ -51,77 +51,57 @@ int dfl_cu_hybrid_load(dfl_cuda *c) {
 /* A tensor the 16-byte kernels take: bf16 or f16, 16-byte aligned (ld8/st8's packed path). */
 static int vec16(const void *p, int dt) { return (dt == DFL_BF16 || dt == DFL_F16) && !((uintptr_t)p & 15); }
 
-/* The split form: q|k|v in one pass, q and k L2-normalized in registers (compiler/ops.def). */
-static int conv_qkv(dfl_cuda *c, const dfl_op *op) {
-  void *q = P(op->out[0]), *k = P(op->out[1]), *v = P(op->out[2]), *x = P(op->in[0]), *w = P(op->in[1]);
-  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
-  long long R = T(c, op->in[0])->shape[0];
-  int C = (int)T(c, op->in[0])->shape[1], D = (int)T(c, op->out[0])->shape[1], K = (int)T(c, op->in[1])->shape[1];
-  int S = op->a.S, G = op->a.group, L = G / 8;
-  float eps = (float)op->a.eps, alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
-  if (dt(c, op->out[1]) != dty || dt(c, op->out[2]) != dty) {
-    fprintf(stderr, "dflc: cuda backend: conv1d_silu (%s): q, k and v must share a dtype\n", op->label);
-    return DFL_ESHAPE;
-  }
-  /* 16-byte rows, an L-lane group per head inside one run of rows: a thread per 8 channels x 32 rows,
-  ** 128-thread CTAs, three an SM (151 registers) */
-  if (K == 4 && G % 8 == 0 && L <= 32 && !(L & (L - 1)) && C % G == 0 && D % G == 0 && vec16(x, dtx) &&
-      vec16(q, dty) && vec16(k, dty) && vec16(v, dty)) {
-    void *a[] = {&q, &k, &v, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &S, &L, &eps, &alpha};
-    int64_t n = (R + 31) / 32 * (C / 8), g = (n + 127) / 128, cap = (int64_t)c->impl->nsm * 3;
-    return launch2(c, K_CONV_QKV_V8, g < cap ? g : cap, 1, 128, 0, a);
-  }
-  void *a[] = {&q, &k, &v, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &K, &S, &G, &eps, &alpha};
-  return launch_warps(c, K_CONV_QKV, R, 0, a);
-}
-
-int dfl_cu_conv1d_silu(dfl_cuda *c, const dfl_op *op) {
-  if (op->n_out == 3) return conv_qkv(c, op);
-  void *y = P(op->out[0]), *x = P(op->in[0]), *w = P(op->in[1]);
-  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
+/* CONV1D_SILU, L2NORM, NORM_GATE: the kernel compiler/lower_launch.c chose, with its arguments */
+int dfl_cu_conv1d_silu(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const dfl_launch *l = dfl_cu_lowered(c, i, 1);
+  if (!l) return DFL_ERR;
+  void *x = P(op->in[0]), *w = P(op->in[1]);
+  int dtx = dt(c, op->in[0]), dtw = dt(c, op->in[1]);
   long long R = T(c, op->in[0])->shape[0];
   int C = (int)T(c, op->in[0])->shape[1], K = (int)T(c, op->in[1])->shape[1], S = op->a.S;
-  if (K == 4 && C % 8 == 0 && vec16(y, dty) && vec16(x, dtx)) {
-    /* 16-byte rows: the split form's kernel with no q or k (D = 0: every channel is v's; L = 1, unused) */
-    int D = 0, L = 1;
-    float eps = 0.f, alpha = 1.f;
-    void *a[] = {&y, &y, &y, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &S, &L, &eps, &alpha};
-    int64_t n = (R + 31) / 32 * (C / 8), g = (n + 127) / 128, cap = (int64_t)c->impl->nsm * 3;
-    return launch2(c, K_CONV_QKV_V8, g < cap ? g : cap, 1, 128, 0, a);
+  if (op->n_out == 3) { /* the split form: q|k|v in one pass, q and k L2-normalized in registers */
+    void *q = P(op->out[0]), *k = P(op->out[1]), *v = P(op->out[2]);
+    int dty = dt(c, op->out[0]), D = (int)T(c, op->out[0])->shape[1], G = op->a.group, L = G / 8;
+    float eps = (float)op->a.eps, alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
+    void *a8[] = {&q, &k, &v, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &S, &L, &eps, &alpha};
+    void *a[] = {&q, &k, &v, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &K, &S, &G, &eps, &alpha};
+    return dfl_cu_launch(c, i, l, l->kernel == K_CONV_QKV_V8 ? a8 : a);
   }
+  void *y = P(op->out[0]);
+  int dty = dt(c, op->out[0]);
+  /* 16-byte rows: the split form's kernel with no q or k (D = 0: every channel is v's; L = 1, unused) */
+  int D = 0, L = 1;
+  float eps = 0.f, alpha = 1.f;
+  void *a8[] = {&y, &y, &y, &dty, &x, &dtx, &w, &dtw, &R, &C, &D, &S, &L, &eps, &alpha};
   void *a[] = {&y, &dty, &x, &dtx, &w, &dtw, &R, &C, &K, &S};
-  return launch(c, K_CONV1D_SILU, R * C, a);
+  return dfl_cu_launch(c, i, l, l->kernel == K_CONV_QKV_V8 ? a8 : a);
 }
 
-int dfl_cu_l2norm(dfl_cuda *c, const dfl_op *op) {
+int dfl_cu_l2norm(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const dfl_launch *l = dfl_cu_lowered(c, i, 1);
+  if (!l) return DFL_ERR;
   void *y = P(op->out[0]), *x = P(op->in[0]);
-  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), G = op->a.group;
-  long long ng = (long long)numel(c, op->in[0]) / G;
+  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), G = op->a.group, L = G / 8;
+  long long ng = (long long)numel(c, op->in[0]) / G, n8 = ng * L;
   float eps = (float)op->a.eps, alpha = op->a.alpha == 0 ? 1.f : (float)op->a.alpha;
-  int L = G / 8;
-  if (G % 8 == 0 && L <= 32 && !(L & (L - 1)) && vec16(y, dty) && vec16(x, dtx)) {
-    long long n8 = ng * L;
-    void *a[] = {&y, &dty, &x, &dtx, &n8, &L, &eps, &alpha};
-    return launch(c, K_L2NORM_V8, n8, a);
-  }
-  void *a[] = {&y, &dty, &x, &dtx, &ng, &G, &eps, &alpha};
-  return launch_warps(c, K_L2NORM, ng, 0, a);
+  void *a8[] = {&y, &dty, &x, &dtx, &n8, &L, &eps, &alpha}, *a[] = {&y, &dty, &x, &dtx, &ng, &G, &eps, &alpha};
+  return dfl_cu_launch(c, i, l, l->kernel == K_L2NORM_V8 ? a8 : a);
 }
 
-int dfl_cu_norm_gate(dfl_cuda *c, const dfl_op *op) {
+int dfl_cu_norm_gate(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
+  const dfl_launch *l = dfl_cu_lowered(c, i, 1);
+  if (!l) return DFL_ERR;
   void *y = P(op->out[0]), *x = P(op->in[0]), *z = P(op->in[1]), *w = P(op->in[2]);
   int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtz = dt(c, op->in[1]), dtw = dt(c, op->in[2]);
-  int G = op->a.group;
-  long long ng = (long long)numel(c, op->in[0]) / G;
+  int G = op->a.group, L = G / 8;
+  long long ng = (long long)numel(c, op->in[0]) / G, n8 = ng * L;
   float eps = (float)op->a.eps;
-  int L = G / 8;
-  if (G % 8 == 0 && L <= 32 && !(L & (L - 1)) && vec16(y, dty) && vec16(x, dtx) && vec16(z, dtz)) {
-    long long n8 = ng * L;
-    void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &n8, &L, &eps};
-    return launch(c, K_NORM_GATE_V8, n8, a);
-  }
+  void *a8[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &n8, &L, &eps};
   void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &ng, &G, &eps};
-  return launch_warps(c, K_NORM_GATE, ng, 0, a);
+  return dfl_cu_launch(c, i, l, l->kernel == K_NORM_GATE_V8 ? a8 : a);
 }
 
 int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op) {

@@ -230,12 +230,12 @@ static int cu_rope(dfl_cuda *c, int i) {
 
 static int cu_conv1d_silu(dfl_cuda *c, int i) {
   OP_LOCALS;
-  return dfl_cu_conv1d_silu(c, op);
+  return dfl_cu_conv1d_silu(c, i);
 }
 
 static int cu_l2norm(dfl_cuda *c, int i) {
   OP_LOCALS;
-  return dfl_cu_l2norm(c, op);
+  return dfl_cu_l2norm(c, i);
 }
 
 static int cu_gated_delta(dfl_cuda *c, int i) {
@@ -245,7 +245,7 @@ static int cu_gated_delta(dfl_cuda *c, int i) {
 
 static int cu_norm_gate(dfl_cuda *c, int i) {
   OP_LOCALS;
-  return dfl_cu_norm_gate(c, op);
+  return dfl_cu_norm_gate(c, i);
 }
 
 static int cu_gather(dfl_cuda *c, int i) {

@@ -4,6 +4,7 @@
 **     lanes), anything else the warp-per-group kernel; a tensor placed off 16 bytes leaves the 16-byte
 **     kernels; the quantized form's kernels likewise, and a row no quantized kernel takes is refused;
 **   - the grid rules: rows (capped by CTAs an SM), warps, one CTA;
+**   - the hybrid's conv (split form), L2NORM and NORM_GATE: the 16-byte kernels for 16-bit tensors;
 **   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
 **   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
 #include <stdio.h>
@@ -36,8 +37,8 @@ static int norm_graph(dfl_graph *g, int64_t R, int D, int G, dfl_dtype dt, dfl_d
 
 /* the one launch of op i, with tensor `shift` (>= 0) placed 8 bytes off alignment */
 static dfl_launch one(const dfl_graph *g, int i, int shift, int *n) {
-  int64_t off[16];
-  for (int t = 0; t < g->nt && t < 16; t++) off[t] = 256 * (int64_t)t;
+  int64_t off[32];
+  for (int t = 0; t < g->nt && t < 32; t++) off[t] = 256 * (int64_t)t;
   if (shift >= 0) off[shift] += 8;
   dfl_lower_env env = {off};
   dfl_launch l[DFL_LAUNCH_MAX];
@@ -107,6 +108,42 @@ int main(void) {
           l[0].fill == DFL_FILL_OCC, ": concat: %d launches", n);
     CHECK(dfl_lower_launch(&g, m, &env, l) == 0, ": a GEMM lowered here");
     CHECK(dfl_lower_launch(&g, p, &env, l) == 0, ": a pointwise op lowered here (its fusion group runs it)");
+    dfl_graph_free(&g);
+  }
+  /* the hybrid's: the split conv (q|k|v) and L2NORM, NORM_GATE on 16-bit 16-byte tensors take the _v8
+  ** kernels; f32, or a head that is not a power-of-two lane count, the warp kernels */
+  for (int f32 = 0; f32 < 2; f32++) {
+    dfl_dtype dt = f32 ? DFL_F32 : DFL_BF16;
+    dfl_graph g;
+    dfl_graph_init(&g);
+    int64_t R = 1000;
+    int x = dfl_tensor_2d(&g, "x", dt, DFL_T_INPUT, R, 1024), w = dfl_tensor_2d(&g, "w", dt, DFL_T_PARAM, 1024, 4);
+    int q = dfl_tensor_2d(&g, "q", dt, DFL_T_ACT, R, 256), k = dfl_tensor_2d(&g, "k", dt, DFL_T_ACT, R, 256);
+    int v = dfl_tensor_2d(&g, "v", dt, DFL_T_ACT, R, 512);
+    dfl_attrs at;
+    memset(&at, 0, sizeof at);
+    at.S = 500, at.group = 128, at.eps = 1e-6;
+    int cv = dfl_op_add(&g, DFL_OP_CONV1D_SILU, (int[]){x, w}, 2, (int[]){q, k, v}, 3, &at);
+    int y = dfl_tensor_2d(&g, "y", dt, DFL_T_ACT, R, 256), z = dfl_tensor_2d(&g, "z", dt, DFL_T_INPUT, R, 512);
+    int o = dfl_tensor_2d(&g, "o", dt, DFL_T_ACT, R, 512), nw = dfl_tensor_1d(&g, "nw", DFL_F32, DFL_T_PARAM, 128);
+    int l2 = dfl_op_add(&g, DFL_OP_L2NORM, &q, 1, &y, 1, &at);
+    int ngt = dfl_op_add(&g, DFL_OP_NORM_GATE, (int[]){v, z, nw}, 3, &o, 1, &at);
+    at.group = 40;
+    int y2 = dfl_tensor_2d(&g, "y2", dt, DFL_T_ACT, R, 280), x2 = dfl_tensor_2d(&g, "x2", dt, DFL_T_INPUT, R, 280);
+    int l2w = dfl_op_add(&g, DFL_OP_L2NORM, &x2, 1, &y2, 1, &at);
+    int n;
+    dfl_launch l = one(&g, cv, -1, &n);
+    CHECK(n == 1 && (f32 ? l.kernel == DFL_K_CONV_QKV && l.grid == (R + 7) / 8
+                         : l.kernel == DFL_K_CONV_QKV_V8 && l.grid == ((R + 31) / 32 * 128 + 127) / 128 && l.fill == 3),
+          ": conv %s: %s grid %lld", dfl_dtype_name(dt), dfl_emit_kernel_name(l.kernel), (long long)l.grid);
+    l = one(&g, l2, -1, &n);
+    CHECK(n == 1 && l.kernel == (f32 ? DFL_K_L2NORM : DFL_K_L2NORM_V8) && l.grid == (f32 ? (R * 2 + 7) / 8 : (R * 2 * 16 + 255) / 256),
+          ": l2norm %s: %s grid %lld", dfl_dtype_name(dt), dfl_emit_kernel_name(l.kernel), (long long)l.grid);
+    l = one(&g, ngt, -1, &n);
+    CHECK(n == 1 && l.kernel == (f32 ? DFL_K_NORM_GATE : DFL_K_NORM_GATE_V8), ": norm_gate %s: %s", dfl_dtype_name(dt),
+          dfl_emit_kernel_name(l.kernel));
+    l = one(&g, l2w, -1, &n);
+    CHECK(n == 1 && l.kernel == DFL_K_L2NORM, ": l2norm of 40-wide groups: %s", dfl_emit_kernel_name(l.kernel));
     dfl_graph_free(&g);
   }
   /* the text form */
