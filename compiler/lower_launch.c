@@ -176,6 +176,66 @@ static int lower_lanes(const ctx *c, dfl_launch *out, int kv8, int kw, int n16) 
   return out[0] = warps(kw, ng), 1;
 }
 
+/* ROPE (kernels/rope.cuh). head_dim hd = 16 x a power of two, at most 512: a (row, head)'s hd / 16
+** threads are aligned lanes of one warp (the normed form reduces across them by shuffles). */
+static int rope_hd16(int hd) { return hd % 16 == 0 && (hd / 16 & (hd / 16 - 1)) == 0 && hd <= 512; }
+/* ROPE on one tensor x (nh heads) into o; wn: the normed form's weight (-1: plain). */
+static int rope_one(const ctx *c, int o, int x, int wn, dfl_launch *out) {
+  const dfl_attrs *a = &c->op->a;
+  int hd = a->head_dim;
+  int64_t rows = numel(c, c->op->in[0]) / ((int64_t)a->heads * hd);
+  int ts[] = {o, x, wn >= 0 ? wn : o};
+  if (wn >= 0 && (!rope_hd16(hd) || !vecs(c, ts, 3, 0))) {
+    fprintf(stderr, "dflc: lower: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, and "
+                    "the tensors bf16/f16/f32, 16-byte aligned\n", c->op->label, hd);
+    return DFL_ESHAPE;
+  }
+  if (rope_hd16(hd) && vecs(c, ts, 3, 1) && (wn < 0 || a->mid_dtype == DFL_BF16)) {
+    /* a row's hd / 16 threads walk its heads (dfl_rope_r); two CTAs an SM at most */
+    int rb = 256 / (hd / 16);
+    *out = L(DFL_K_ROPE_R, (rows + rb - 1) / rb, 256, hd / 2 * 8, 2, 1);
+    return 1;
+  }
+  if (hd % 16 == 0 && hd <= 1024 && vecs(c, ts, 2, 0)) {
+    /* 4 rows a CTA and pass, their angle table in shared memory after the hd / 2 inverse frequencies
+    ** (double): 20 KiB at hd 1024, within what a launch gets without opting in */
+    int ni = hd / 16;
+    *out = L(DFL_K_ROPE_V, (rows + 3) / 4, 256 / ni * ni, 5 * (hd / 2) * 8, 8, 1);
+    return 1;
+  }
+  *out = elems(DFL_K_ROPE, rows * (int64_t)(o == c->op->out[0] ? a->heads : a->kv_heads) * (hd / 2));
+  return 1;
+}
+/* ROPE: partial rotary (qwen3_5: its own kernels), single, normed (in[2] the norm weight) or the pair
+** form (x2 and its weight after the single form's inputs, a.kv_heads heads, out[1]). bf16 rows of
+** rope_hd16 take the item kernel (dfl_rope_p8: 8 heads an item, both tensors in one launch); the rest
+** rope_one's kernels, one launch per tensor. */
+static int lower_rope(const ctx *c, dfl_launch *out) {
+  const dfl_op *op = c->op;
+  const dfl_attrs *a = &op->a;
+  int hd = a->head_dim, nh = a->heads, o0 = op->out[0], i0 = op->in[0];
+  int64_t rows = numel(c, i0) / ((int64_t)nh * hd);
+  if (a->rot_dim && a->rot_dim != hd) {
+    int rd = a->rot_dim;
+    if (hd % 8 == 0 && rd % 16 == 0 && v16(c, o0) && v16(c, i0))
+      return out[0] = elems(DFL_K_ROPE_PART_V8, rows * (hd / 8 - rd / 16)), out[0].vec = 1, 1;
+    return out[0] = elems(DFL_K_ROPE_PART, rows * nh * (rd / 2 + hd - rd)), 1;
+  }
+  int pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3), nh2 = pair ? a->kv_heads : 0;
+  int wn = normed ? op->in[2] : -1, o1 = pair ? op->out[1] : -1, i1 = pair ? op->in[normed ? 3 : 2] : -1;
+  int wn1 = pair && normed ? op->in[4] : -1;
+  int ts[] = {o0, i0, wn >= 0 ? wn : o0, pair ? o1 : o0, pair ? i1 : o0, wn1 >= 0 ? wn1 : o0};
+  if (rope_hd16(hd) && vecs(c, ts, 6, 1) && (wn < 0 || a->mid_dtype == DFL_BF16)) {
+    /* at most the CTAs the SMs hold at once (two): each forms its inverse frequencies (double pow) once */
+    int64_t items = rows * ((nh + 7) / 8 + (nh2 + 7) / 8), ipb = 256 / (hd / 16);
+    return out[0] = L(DFL_K_ROPE_P8, (items + ipb - 1) / ipb, 256, hd / 2 * 8, 2, 1), 1;
+  }
+  int rc = rope_one(c, o0, i0, wn, &out[0]);
+  if (rc < 0 || !pair) return rc;
+  rc = rope_one(c, o1, i1, wn1, &out[1]);
+  return rc < 0 ? rc : 2;
+}
+
 int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
   ctx c = {g, env, &g->ops[i]};
   const dfl_op *op = c.op;
@@ -186,6 +246,7 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_SWIGLU: return lower_swiglu(&c, out);
   case DFL_OP_CONCAT_COLS: return lower_concat_cols(&c, out);
   case DFL_OP_CONV1D_SILU: return lower_conv1d(&c, out);
+  case DFL_OP_ROPE: return lower_rope(&c, out);
   case DFL_OP_L2NORM: return lower_lanes(&c, out, DFL_K_L2NORM_V8, DFL_K_L2NORM, 1);
   case DFL_OP_NORM_GATE: return lower_lanes(&c, out, DFL_K_NORM_GATE_V8, DFL_K_NORM_GATE, 2);
   case DFL_OP_IOTA_MOD: return out[0] = elems(DFL_K_IOTA, numel(&c, op->out[0])), 1;

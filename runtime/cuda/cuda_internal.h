@@ -152,7 +152,7 @@ void dfl_cu_pw_free(dfl_cuda *c);
 /* runtime/cuda/loss.c, rope.c */
 int dfl_cu_block_rows(dfl_cuda *c, int i);
 int dfl_cu_linear_ce(dfl_cuda *c, int i);
-int dfl_cu_rope(dfl_cuda *c, const dfl_op *op);
+int dfl_cu_rope(dfl_cuda *c, int i);
 
 /* runtime/cuda/attention.c: ATTENTION and ATTENTION_BWD */
 int dfl_cu_att_wgmma(dfl_cuda *c, const dfl_op *op, int *qdo); /* 1: a wgmma kernel, which needs tensor maps */
@@ -167,6 +167,6 @@ int dfl_cu_conv1d_silu(dfl_cuda *c, int i);  /* op i, by its lowered launch (com
 int dfl_cu_l2norm(dfl_cuda *c, int i);
 int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op);
 int dfl_cu_norm_gate(dfl_cuda *c, int i);
-int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op);  /* ROPE with 0 < rot_dim < head_dim */
+int dfl_cu_rope_part(dfl_cuda *c, int i);  /* ROPE with 0 < rot_dim < head_dim */
 
 #endif

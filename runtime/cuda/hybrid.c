@@ -104,17 +104,18 @@ int dfl_cu_norm_gate(dfl_cuda *c, int i) {
   return dfl_cu_launch(c, i, l, l->kernel == K_NORM_GATE_V8 ? a8 : a);
 }
 
-int dfl_cu_rope_part(dfl_cuda *c, const dfl_op *op) {
+int dfl_cu_rope_part(dfl_cuda *c, int i) {
+  const dfl_op *op = &c->g->ops[i];
   const dfl_attrs *at = &op->a;
+  const dfl_launch *l = dfl_cu_lowered(c, i, 1);
+  if (!l) return DFL_ERR;
   void *o = P(op->out[0]), *x = P(op->in[0]), *pos = P(op->in[1]);
   int dto = dt(c, op->out[0]), dtx = dt(c, op->in[0]), nh = at->heads, hd = at->head_dim, rd = at->rot_dim;
   int inv = at->inverse;
   long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
   double th = at->theta;
-  void *a[] = {&o, &dto, &x, &dtx, &pos, &rows, &nh, &hd, &rd, &th, &inv};
-  if (hd % 8 == 0 && rd % 16 == 0 && vec16(o, dto) && vec16(x, dtx))
-    return launch(c, K_ROPE_PART_V8, rows * (hd / 8 - rd / 16), a);
-  return launch(c, K_ROPE_PART, rows * nh * (rd / 2 + hd - rd), a);
+  void *a[] = {&o, &dto, &x, &dtx, &pos, &rows, &nh, &hd, &rd, &th, &inv}; /* both kernels' */
+  return dfl_cu_launch(c, i, l, a);
 }
 
 /* GATED_DELTA: bf16 q, k, v with dk in {32, 64, 128}, dv = dk or 2 dk and 16-byte aligned rows take the chunk path

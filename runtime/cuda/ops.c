@@ -225,7 +225,7 @@ static int cu_rmsnorm_bwd(dfl_cuda *c, int i) {
 
 static int cu_rope(dfl_cuda *c, int i) {
   OP_LOCALS;
-  return dfl_cu_rope(c, op);
+  return dfl_cu_rope(c, i);
 }
 
 static int cu_conv1d_silu(dfl_cuda *c, int i) {

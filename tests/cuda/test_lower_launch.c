@@ -5,6 +5,7 @@
 **     kernels; the quantized form's kernels likewise, and a row no quantized kernel takes is refused;
 **   - the grid rules: rows (capped by CTAs an SM), warps, one CTA;
 **   - the hybrid's conv (split form), L2NORM and NORM_GATE: the 16-byte kernels for 16-bit tensors;
+**   - ROPE: partial, the normed pair (one launch), f32 pairs (one a tensor), the element kernel;
 **   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
 **   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
 #include <stdio.h>
@@ -144,6 +145,48 @@ int main(void) {
           dfl_emit_kernel_name(l.kernel));
     l = one(&g, l2w, -1, &n);
     CHECK(n == 1 && l.kernel == DFL_K_L2NORM, ": l2norm of 40-wide groups: %s", dfl_emit_kernel_name(l.kernel));
+    dfl_graph_free(&g);
+  }
+  /* ROPE: partial rotary (the 27B's 64 of 256) on bf16 takes the 16-byte kernel; the normed pair form
+  ** (the 8B's q and k) the item kernel, in one launch; f32 pairs one dfl_rope_v launch a tensor; a
+  ** head_dim not a multiple of 16 the element kernel, with its heads */
+  {
+    dfl_graph g;
+    dfl_graph_init(&g);
+    int64_t R = 512;
+    int pos = dfl_tensor_1d(&g, "pos", DFL_I32, DFL_T_INPUT, R);
+    int xq = dfl_tensor_2d(&g, "xq", DFL_BF16, DFL_T_INPUT, R, 6 * 256), oq = dfl_tensor_2d(&g, "oq", DFL_BF16, DFL_T_ACT, R, 6 * 256);
+    dfl_attrs at;
+    memset(&at, 0, sizeof at);
+    at.heads = 6, at.head_dim = 256, at.rot_dim = 64, at.theta = 1e7;
+    int part = dfl_op_add(&g, DFL_OP_ROPE, (int[]){xq, pos}, 2, &oq, 1, &at);
+    int q = dfl_tensor_2d(&g, "q", DFL_BF16, DFL_T_INPUT, R, 32 * 128), k = dfl_tensor_2d(&g, "k", DFL_BF16, DFL_T_INPUT, R, 8 * 128);
+    int wq = dfl_tensor_1d(&g, "wq", DFL_BF16, DFL_T_PARAM, 128), wk = dfl_tensor_1d(&g, "wk", DFL_BF16, DFL_T_PARAM, 128);
+    int qo = dfl_tensor_2d(&g, "qo", DFL_BF16, DFL_T_ACT, R, 32 * 128), ko = dfl_tensor_2d(&g, "ko", DFL_BF16, DFL_T_ACT, R, 8 * 128);
+    memset(&at, 0, sizeof at);
+    at.heads = 32, at.kv_heads = 8, at.head_dim = 128, at.theta = 1e6, at.eps = 1e-6, at.mid_dtype = DFL_BF16;
+    int pr = dfl_op_add(&g, DFL_OP_ROPE, (int[]){q, pos, wq, k, wk}, 5, (int[]){qo, ko}, 2, &at);
+    int qf = dfl_tensor_2d(&g, "qf", DFL_F32, DFL_T_INPUT, R, 32 * 128), kf = dfl_tensor_2d(&g, "kf", DFL_F32, DFL_T_INPUT, R, 8 * 128);
+    int qfo = dfl_tensor_2d(&g, "qfo", DFL_F32, DFL_T_ACT, R, 32 * 128), kfo = dfl_tensor_2d(&g, "kfo", DFL_F32, DFL_T_ACT, R, 8 * 128);
+    int pf = dfl_op_add(&g, DFL_OP_ROPE, (int[]){qf, pos, kf}, 3, (int[]){qfo, kfo}, 2, &at);
+    int x5 = dfl_tensor_2d(&g, "x5", DFL_F32, DFL_T_INPUT, R, 3 * 40), o5 = dfl_tensor_2d(&g, "o5", DFL_F32, DFL_T_ACT, R, 3 * 40);
+    memset(&at, 0, sizeof at);
+    at.heads = 3, at.head_dim = 40, at.theta = 1e4;
+    int pe = dfl_op_add(&g, DFL_OP_ROPE, (int[]){x5, pos}, 2, &o5, 1, &at);
+    dfl_lower_env env = {NULL};
+    dfl_launch l[DFL_LAUNCH_MAX];
+    int n = dfl_lower_launch(&g, part, &env, l);
+    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PART_V8 && l[0].grid == (R * (32 - 4) + 255) / 256 && l[0].vec,
+          ": partial rope: %d, %s grid %lld", n, dfl_emit_kernel_name(l[0].kernel), (long long)l[0].grid);
+    n = dfl_lower_launch(&g, pr, &env, l);
+    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_P8 && l[0].grid == (R * 5 + 31) / 32 && l[0].smem == 64 * 8 && l[0].fill == 2,
+          ": normed pair: %d, %s grid %lld", n, dfl_emit_kernel_name(l[0].kernel), (long long)l[0].grid);
+    n = dfl_lower_launch(&g, pf, &env, l);
+    CHECK(n == 2 && l[0].kernel == DFL_K_ROPE_V && l[1].kernel == DFL_K_ROPE_V && l[0].grid == R / 4 && l[0].block == 256,
+          ": f32 pair: %d, %s", n, dfl_emit_kernel_name(l[0].kernel));
+    n = dfl_lower_launch(&g, pe, &env, l);
+    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE && l[0].grid == (R * 3 * 20 + 255) / 256, ": head_dim 40: %d, %s grid %lld", n,
+          dfl_emit_kernel_name(l[0].kernel), (long long)l[0].grid);
     dfl_graph_free(&g);
   }
   /* the text form */
