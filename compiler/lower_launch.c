@@ -7,6 +7,7 @@
 #include <string.h>
 #include "compiler/lower_launch.h"
 #include "compiler/emit.h"
+#include "compiler/plan.h"
 #include "compiler/status.h"
 
 typedef struct { const dfl_graph *g; const dfl_lower_env *env; const dfl_op *op; } ctx;
@@ -29,7 +30,7 @@ static int vecs(const ctx *c, const int *ts, int n, int bf16) {
 }
 
 static dfl_launch L(int k, int64_t grid, int block, int smem, int fill, int vec) {
-  dfl_launch l = {k, grid < 1 ? 1 : grid, 1, block, smem, fill, vec};
+  dfl_launch l = {k, grid < 1 ? 1 : grid, 1, block, smem, fill, vec, 0};
   return l;
 }
 /* a thread an element, grid-stride (dfl_cuda launch) */
@@ -236,6 +237,40 @@ static int lower_rope(const ctx *c, dfl_launch *out) {
   return rc < 0 ? rc : 2;
 }
 
+/* The block-row ops (BLOCK_ROWS, _EXPAND, _EXPAND_BWD, _DROP, _UNDROP): dfl_block_copy moves rows in
+** 16-, 4- or 2-byte units (arg), the widest the row bytes and both pointers allow, a CTA a row;
+** EXPAND_BWD then sums each block's mask rows by columns in dfl_block_parts(Q) parts (8 columns a
+** thread over 16-byte rows: arg 1) and adds the parts in order (deterministic). */
+static int lower_block_rows(const ctx *c, dfl_launch *out) {
+  const dfl_op *op = c->op;
+  dfl_opcode code = op->code;
+  int bwd = code == DFL_OP_BLOCK_EXPAND_BWD, outfull = code == DFL_OP_BLOCK_EXPAND || code == DFL_OP_BLOCK_UNDROP;
+  int o = op->out[0], x = op->in[0];
+  const dfl_tensor *full = T(c, outfull ? o : x);
+  int64_t Q = full->shape[0], C = full->ndim == 2 ? full->shape[1] : 1, rowb = C * (int64_t)dfl_dtype_size(full->dtype);
+  int64_t nrows = bwd ? Q / op->a.B : T(c, o)->shape[0];
+  const int64_t *off = c->env ? c->env->offset : NULL;
+  int64_t ox = off && off[o] >= 0 ? off[o] : 0, xx = off && off[x] >= 0 ? off[x] : 0;
+  out[0] = L(DFL_K_BLOCK_COPY, nrows, 256, 0, DFL_FILL_OCC, 0);
+  out[0].arg = rowb % 16 == 0 && ((ox | xx) & 15) == 0 ? 16 : rowb % 4 == 0 && ((ox | xx) & 3) == 0 ? 4 : 2;
+  if (!bwd) return 1;
+  dfl_dtype di = T(c, x)->dtype;
+  int v = C % 8 == 0 && aligned(c, x) && (di == DFL_BF16 || di == DFL_F16 || di == DFL_F32), cols = 32 * (v ? 8 : 1);
+  out[1] = L(DFL_K_BLOCK_COLSUM, (C + cols - 1) / cols, 256, 0, DFL_FILL_NONE, 0);
+  out[1].grid_y = dfl_block_parts(Q), out[1].arg = v;
+  out[2] = elems(DFL_K_BLOCK_COLFIN, C);
+  return 3;
+}
+
+/* SUM: partials by a grid of at most 4 CTAs an SM (and DFL_RED_PARTS, and one
+** per 256 elements), then one CTA adds them in order */
+static int lower_sum(const ctx *c, dfl_launch *out) {
+  int64_t n = numel(c, c->op->in[0]), np = (n + 255) / 256;
+  out[0] = L(DFL_K_RED_PART, np < DFL_RED_PARTS ? np : DFL_RED_PARTS, 256, 0, 4, 0);
+  out[1] = L(DFL_K_RED_FINAL, 1, 1024, 0, DFL_FILL_NONE, 0);
+  return 2;
+}
+
 int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
   ctx c = {g, env, &g->ops[i]};
   const dfl_op *op = c.op;
@@ -247,6 +282,13 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_CONCAT_COLS: return lower_concat_cols(&c, out);
   case DFL_OP_CONV1D_SILU: return lower_conv1d(&c, out);
   case DFL_OP_ROPE: return lower_rope(&c, out);
+  case DFL_OP_BLOCK_ROWS:
+  case DFL_OP_BLOCK_EXPAND:
+  case DFL_OP_BLOCK_EXPAND_BWD:
+  case DFL_OP_BLOCK_DROP:
+  case DFL_OP_BLOCK_UNDROP: return lower_block_rows(&c, out);
+  case DFL_OP_SUM: return lower_sum(&c, out);
+  case DFL_OP_GATHER: return out[0] = elems(DFL_K_GATHER, numel(&c, op->in[1]) * T(&c, op->in[0])->shape[1]), 1;
   case DFL_OP_L2NORM: return lower_lanes(&c, out, DFL_K_L2NORM_V8, DFL_K_L2NORM, 1);
   case DFL_OP_NORM_GATE: return lower_lanes(&c, out, DFL_K_NORM_GATE_V8, DFL_K_NORM_GATE, 2);
   case DFL_OP_IOTA_MOD: return out[0] = elems(DFL_K_IOTA, numel(&c, op->out[0])), 1;
@@ -261,8 +303,9 @@ void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n) {
   char fill[32] = "";
   if (l->fill == DFL_FILL_OCC) snprintf(fill, sizeof fill, " (<= resident)");
   else if (l->fill > 0) snprintf(fill, sizeof fill, " (<= %d/SM)", l->fill);
-  char gy[24] = "";
+  char gy[24] = "", arg[24] = "";
   if (l->grid_y > 1) snprintf(gy, sizeof gy, " x %d", l->grid_y);
-  snprintf(buf, n, "%s grid %lld%s%s block %d smem %d%s", dfl_emit_kernel_name(l->kernel), (long long)l->grid, gy,
-           fill, l->block, l->smem, l->vec ? " vec16" : "");
+  if (l->arg) snprintf(arg, sizeof arg, " arg %d", l->arg);
+  snprintf(buf, n, "%s grid %lld%s%s block %d smem %d%s%s", dfl_emit_kernel_name(l->kernel), (long long)l->grid, gy,
+           fill, l->block, l->smem, l->vec ? " vec16" : "", arg);
 }

@@ -43,6 +43,7 @@ typedef struct dfl_launch {
   int smem;       /* dynamic shared memory, bytes */
   int fill;       /* DFL_FILL_NONE, DFL_FILL_OCC or n > 0 CTAs an SM */
   int vec;        /* 1: chosen for 16-byte aligned tensors (the backend checks its pointers) */
+  int arg;        /* a variant the kernel takes as an argument (the block-row copies' access bytes), else 0 */
 } dfl_launch;
 
 typedef struct dfl_lower_env {

@@ -237,10 +237,16 @@ int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args) {
         return DFL_ERR;
       }
     }
+  (void)im;
+  return launch2(c, l->kernel, dfl_cu_grid(c, l), l->grid_y, l->block, (size_t)l->smem, args);
+}
+
+int64_t dfl_cu_grid(const dfl_cuda *c, const dfl_launch *l) {
+  const struct dfl_cuda_impl *im = c->impl;
   int64_t g = l->grid, cap = l->fill == DFL_FILL_OCC ? (int64_t)im->nsm * im->occ[l->kernel]
                              : l->fill > 0 ? (int64_t)im->nsm * l->fill : g;
   if (cap < 1) cap = 1;
-  return launch2(c, l->kernel, g < cap ? g : cap, l->grid_y, l->block, (size_t)l->smem, args);
+  return g < cap ? g : cap;
 }
 
 static int setup_op(dfl_cuda *c, int i) {

@@ -132,6 +132,8 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
 /* Launch l (a lowered launch of op i, lower_launch.h) with args: its grid capped by its fill rule on
 ** this device, after checking that op i's pointers are 16-byte aligned where l was chosen for that. */
 int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args);
+/* l's grid (x) on this device, after its fill cap: what dfl_cu_launch launches */
+int64_t dfl_cu_grid(const dfl_cuda *c, const dfl_launch *l);
 /* Op i's lowered launches (im->ops[i].l), or NULL with a message when it has not n of them. */
 const dfl_launch *dfl_cu_lowered(dfl_cuda *c, int i, int n);
 

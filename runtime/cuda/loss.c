@@ -23,22 +23,31 @@ int dfl_cu_block_rows(dfl_cuda *c, int i) {
   int Q = (int)full->shape[0], C = full->ndim == 2 ? (int)full->shape[1] : 1, B = op->a.B, R = Q / B;
   int dto = dt(c, op->out[0]);
   void *o = P(op->out[0]), *x = P(op->in[0]);
+  const dfl_launch *l = dfl_cu_lowered(c, i, bwd ? 3 : 1); /* compiler/lower_launch.c lower_block_rows */
+  if (!l) return DFL_ERR;
   long long rowb = (long long)C * (long long)dfl_dtype_size(full->dtype);
-  int u = rowb % 16 == 0 && (((uintptr_t)o | (uintptr_t)x) & 15) == 0 ? 16 : rowb % 4 == 0 && (((uintptr_t)o | (uintptr_t)x) & 3) == 0 ? 4 : 2;
+  int u = l[0].arg;
+  if (((uintptr_t)o | (uintptr_t)x) & (u - 1)) {
+    fprintf(stderr, "dflc: cuda backend: %s (%s): lowered for %d-byte units, its pointers are not\n", op->label,
+            dfl_opcode_name(code), u);
+    return DFL_ERR;
+  }
   int nrows = (int)T(c, op->out[0])->shape[0], mode = code == DFL_OP_BLOCK_EXPAND ? 1 : code == DFL_OP_BLOCK_DROP ? 2
                                                     : code == DFL_OP_BLOCK_UNDROP ? 3 : 0;
   if (bwd) nrows = R; /* the head rows by BLOCK_ROWS's copy; then the MASK rows' sums */
   void *a[] = {&o, &x, &nrows, &rowb, &B, &R, &mode, &u};
-  int64_t cap = (int64_t)c->impl->nsm * c->impl->occ[K_BLOCK_COPY];
-  TRY(launch2(c, K_BLOCK_COPY, nrows < cap ? nrows : cap, 1, 256, 0, a));
+  TRY(dfl_cu_launch(c, i, &l[0], a));
   if (!bwd) return DFL_OK;
   float *part = (float *)c->impl->ops[i].scratch;
-  int Pn = dfl_block_parts(Q), rpp = (Q + Pn - 1) / Pn, dti = dt(c, op->in[0]);
-  int v = C % 8 == 0 && ((uintptr_t)x & 15) == 0 && (dti == DFL_BF16 || dti == DFL_F16 || dti == DFL_F32);
+  int Pn = l[1].grid_y, rpp = (Q + Pn - 1) / Pn, dti = dt(c, op->in[0]), v = l[1].arg;
+  if (v && ((uintptr_t)x & 15)) {
+    fprintf(stderr, "dflc: cuda backend: %s (%s): lowered for 16-byte rows, x is not\n", op->label, dfl_opcode_name(code));
+    return DFL_ERR;
+  }
   void *a1[] = {&part, &x, &dti, &Q, &C, &B, &rpp, &v};
-  TRY(launch2(c, K_BLOCK_COLSUM, (C + 32 * (v ? 8 : 1) - 1) / (32 * (v ? 8 : 1)), Pn, 256, 0, a1));
+  TRY(dfl_cu_launch(c, i, &l[1], a1));
   void *a2[] = {&o, &dto, &part, &Pn, &R, &C};
-  return launch(c, K_BLOCK_COLFIN, C, a2);
+  return dfl_cu_launch(c, i, &l[2], a2);
 }
 
 int dfl_cu_linear_ce(dfl_cuda *c, int i) {

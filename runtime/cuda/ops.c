@@ -122,7 +122,14 @@ static int cu_swiglu(dfl_cuda *c, int i) {
 
 static int cu_sum(dfl_cuda *c, int i) {
   OP_LOCALS;
-  return reduce(c, (float *)im->ops[i].scratch, o0, d0, i0, d1, (long long)numel(c, op->in[0]), 0, 0);
+  const dfl_launch *l = dfl_cu_lowered(c, i, 2);
+  if (!l) return DFL_ERR;
+  float *part = (float *)im->ops[i].scratch;
+  long long nx = (long long)numel(c, op->in[0]);
+  int np = (int)dfl_cu_grid(c, &l[0]), sq = 0, acc = 0;
+  void *a1[] = {&part, &i0, &d1, &nx, &sq}, *a2[] = {&o0, &d0, &part, &np, &acc};
+  TRY(dfl_cu_launch(c, i, &l[0], a1));
+  return dfl_cu_launch(c, i, &l[1], a2);
 }
 
 static int cu_sumsq_acc(dfl_cuda *c, int i) {
@@ -253,7 +260,8 @@ static int cu_gather(dfl_cuda *c, int i) {
   const dfl_tensor *tb = T(c, op->in[0]);
   long long R = (long long)numel(c, op->in[1]); int H = (int)tb->shape[1], V = (int)tb->shape[0];
   void *ids = P(op->in[1]);
-  void *a[] = {&o0, &d0, &i0, &d1, &ids, &R, &H, &V}; return launch(c, K_GATHER, R * H, a);
+  void *a[] = {&o0, &d0, &i0, &d1, &ids, &R, &H, &V};
+  LOWERED1(a);
 }
 
 static int cu_scatter_add(dfl_cuda *c, int i) {

@@ -6,6 +6,7 @@
 **   - the grid rules: rows (capped by CTAs an SM), warps, one CTA;
 **   - the hybrid's conv (split form), L2NORM and NORM_GATE: the 16-byte kernels for 16-bit tensors;
 **   - ROPE: partial, the normed pair (one launch), f32 pairs (one a tensor), the element kernel;
+**   - the block-row ops' access unit and column-sum parts, SUM's partials, GATHER;
 **   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
 **   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
 #include <stdio.h>
@@ -14,9 +15,11 @@
 #include "compiler/graph.h"
 #include "compiler/lower_launch.h"
 #include "compiler/emit.h"
+#include "compiler/plan.h"
 #include "compiler/status.h"
 
 static int failures;
+static int dfl_block_parts_test(int64_t Q) { return dfl_block_parts(Q); }
 #include "tests/common/check.h"
 
 /* one RMSNORM over R x D in dtype dt, groups of G, weight in wdt; quantized: the fused FP8 form */
@@ -189,15 +192,57 @@ int main(void) {
           dfl_emit_kernel_name(l[0].kernel), (long long)l[0].grid);
     dfl_graph_free(&g);
   }
+  /* BLOCK_EXPAND_BWD: the copy in the widest unit the rows and offsets allow (16 bytes; 4 when a
+  ** pointer is 8 bytes off; 2 for rows of 5 bf16), then the column sums in dfl_block_parts parts (8
+  ** columns a thread on 16-byte rows) and their in-order sum; SUM's partials capped at 4 an SM; GATHER */
+  {
+    for (int shape = 0; shape < 3; shape++) {
+      dfl_graph g;
+      dfl_graph_init(&g);
+      int C = shape == 2 ? 5 : 64, B = 16, nb = 40;
+      int d = dfl_tensor_2d(&g, "d", DFL_BF16, DFL_T_INPUT, nb * B, C), s = dfl_tensor_2d(&g, "s", DFL_BF16, DFL_T_ACT, nb + 2, C);
+      dfl_attrs at;
+      memset(&at, 0, sizeof at);
+      at.B = B;
+      int e = dfl_op_add(&g, DFL_OP_BLOCK_EXPAND_BWD, &d, 1, &s, 1, &at), n;
+      int64_t off[2] = {0, shape == 1 ? 1032 : 1024};
+      dfl_lower_env env = {off};
+      dfl_launch l[DFL_LAUNCH_MAX];
+      n = dfl_lower_launch(&g, e, &env, l);
+      int unit = shape == 0 ? 16 : shape == 1 ? 4 : 2, v = shape != 2;
+      CHECK(n == 3 && l[0].kernel == DFL_K_BLOCK_COPY && l[0].grid == nb && l[0].arg == unit && l[1].kernel == DFL_K_BLOCK_COLSUM &&
+            l[1].grid_y == dfl_block_parts_test(nb * B) && l[1].arg == v && l[1].grid == (C + (v ? 255 : 31)) / (v ? 256 : 32) &&
+            l[2].kernel == DFL_K_BLOCK_COLFIN, ": expand_bwd C %d shape %d: n %d unit %d v %d parts %d", C, shape, n,
+            l[0].arg, l[1].arg, l[1].grid_y);
+      dfl_graph_free(&g);
+    }
+    dfl_graph g;
+    dfl_graph_init(&g);
+    int x = dfl_tensor_2d(&g, "x", DFL_F32, DFL_T_INPUT, 1000, 1000), y = dfl_tensor_1d(&g, "y", DFL_F32, DFL_T_OUTPUT, 1);
+    dfl_attrs at;
+    memset(&at, 0, sizeof at);
+    int sm = dfl_op_add(&g, DFL_OP_SUM, &x, 1, &y, 1, &at);
+    int tb = dfl_tensor_2d(&g, "table", DFL_BF16, DFL_T_PARAM, 500, 64), ids = dfl_tensor_1d(&g, "ids", DFL_I32, DFL_T_INPUT, 300);
+    int gy = dfl_tensor_2d(&g, "gy", DFL_BF16, DFL_T_ACT, 300, 64);
+    int ga = dfl_op_add(&g, DFL_OP_GATHER, (int[]){tb, ids}, 2, &gy, 1, &at);
+    dfl_lower_env env = {NULL};
+    dfl_launch l[DFL_LAUNCH_MAX];
+    int n = dfl_lower_launch(&g, sm, &env, l);
+    CHECK(n == 2 && l[0].kernel == DFL_K_RED_PART && l[0].grid == 1024 && l[0].fill == 4 && l[1].kernel == DFL_K_RED_FINAL &&
+          l[1].grid == 1, ": sum: %d, grid %lld", n, (long long)l[0].grid);
+    n = dfl_lower_launch(&g, ga, &env, l);
+    CHECK(n == 1 && l[0].kernel == DFL_K_GATHER && l[0].grid == (300 * 64 + 255) / 256, ": gather: %d", n);
+    dfl_graph_free(&g);
+  }
   /* the text form */
   {
-    dfl_launch l = {DFL_K_RMSNORM_RF, 49152, 1, 160, 0, 4, 1};
+    dfl_launch l = {DFL_K_RMSNORM_RF, 49152, 1, 160, 0, 4, 1, 0};
     char buf[160];
     dfl_lower_launch_str(&l, buf, sizeof buf);
     CHECK(!strcmp(buf, "dfl_rmsnorm_rf grid 49152 (<= 4/SM) block 160 smem 0 vec16"), ": text '%s'", buf);
-    dfl_launch o = {DFL_K_COPY_COLS, 3, 2, 256, 64, DFL_FILL_OCC, 0};
+    dfl_launch o = {DFL_K_COPY_COLS, 3, 2, 256, 64, DFL_FILL_OCC, 0, 4};
     dfl_lower_launch_str(&o, buf, sizeof buf);
-    CHECK(!strcmp(buf, "dfl_copy_cols grid 3 x 2 (<= resident) block 256 smem 64"), ": text '%s'", buf);
+    CHECK(!strcmp(buf, "dfl_copy_cols grid 3 x 2 (<= resident) block 256 smem 64 arg 4"), ": text '%s'", buf);
   }
   /* the ids follow kernels.def as the emitter's table does */
   CHECK(DFL_K_COUNT == DFL_EMIT_KERNELS && !strcmp(dfl_emit_kernel_name(DFL_K_RMSNORM_QRF), "dfl_rmsnorm_qrf"));
