@@ -271,6 +271,58 @@ static int lower_sum(const ctx *c, dfl_launch *out) {
   return 2;
 }
 
+/* Multi-tensor groups: runs of consecutive ADAMW ops (same phase, state, hyper-parameters, dtypes; f32
+** master and moments) and of SUMSQ_ACC ops into the same sum, at most DFL_MT_MAX each; the group's
+** first op launches for all of them, the others launch nothing. */
+static int mt_ok(const dfl_graph *g, const dfl_op *a) {
+  if (a->code == DFL_OP_SUMSQ_ACC) return 1;
+  if (a->code != DFL_OP_ADAMW) return 0;
+  for (int k = 1; k <= 3; k++) if (g->t[a->in[k]].dtype != DFL_F32) return 0;
+  return 1;
+}
+static int mt_same(const dfl_graph *g, const dfl_op *a, const dfl_op *b) {
+  if (!mt_ok(g, a) || !mt_ok(g, b) || a->code != b->code || a->phase != b->phase) return 0;
+  if (a->code == DFL_OP_SUMSQ_ACC) return a->out[0] == b->out[0] && g->t[a->in[1]].dtype == g->t[b->in[1]].dtype;
+  return a->in[5] == b->in[5] && g->t[a->in[0]].dtype == g->t[b->in[0]].dtype &&
+         g->t[a->in[4]].dtype == g->t[b->in[4]].dtype && a->a.beta1 == b->a.beta1 && a->a.beta2 == b->a.beta2 &&
+         a->a.eps == b->a.eps && a->a.wd == b->a.wd && a->a.keep_grad == b->a.keep_grad;
+}
+static int lower_mt(const ctx *c, int i, dfl_launch *out) {
+  const dfl_graph *g = c->g;
+  int j = i;
+  while (j > 0 && mt_same(g, &g->ops[j - 1], &g->ops[j])) j--;
+  int lead = j + (i - j) / DFL_MT_MAX * DFL_MT_MAX, n = 1;
+  if (lead != i) {
+    out[0] = L(DFL_LAUNCH_GROUPED, 0, 0, 0, DFL_FILL_NONE, 0);
+    out[0].grid = 0, out[0].arg = lead;
+    return 1;
+  }
+  while (i + n < g->nops && n < DFL_MT_MAX && mt_same(g, &g->ops[i + n - 1], &g->ops[i + n])) n++;
+  int adam = c->op->code == DFL_OP_ADAMW, gi = adam ? 4 : 1;
+  int64_t units = 0;
+  for (int k = 0; k < n; k++) units += (numel(c, g->ops[i + k].in[gi]) + 3) / 4;
+  if (adam) { /* one unit (4 values) a thread, 128-thread blocks, no grid-stride cap: short blocks fill SMs
+              ** beside an overlapped target forward for microseconds, not for the whole kernel */
+    out[0] = L(DFL_K_ADAMW_MT, (units + 127) / 128, 128, 0, DFL_FILL_NONE, 0);
+    out[0].arg = n;
+    return 1;
+  }
+  /* gradients end to end in the arena (the plan places a model's in op order), f32 or bf16: one flat
+  ** array of 16-byte loads; else the table of tensors */
+  const int64_t *off = c->env ? c->env->offset : NULL;
+  dfl_dtype dg = T(c, c->op->in[1])->dtype;
+  int flat = off && (dg == DFL_BF16 || dg == DFL_F32) && aligned(c, c->op->in[1]);
+  for (int k = 1; k < n && flat; k++) {
+    int a = g->ops[i + k - 1].in[1], b = g->ops[i + k].in[1];
+    flat = off[a] >= 0 && off[b] == off[a] + numel(c, a) * (int64_t)dfl_dtype_size(dg);
+  }
+  int64_t np = (units + 255) / 256;
+  out[0] = L(flat ? DFL_K_SUMSQ_FLAT : DFL_K_SUMSQ_MT, np < DFL_RED_PARTS ? np : DFL_RED_PARTS, 256, 0, 4, flat);
+  out[0].arg = n;
+  out[1] = L(DFL_K_RED_FINAL, 1, 1024, 0, DFL_FILL_NONE, 0);
+  return 2;
+}
+
 int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
   ctx c = {g, env, &g->ops[i]};
   const dfl_op *op = c.op;
@@ -288,6 +340,10 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_BLOCK_DROP:
   case DFL_OP_BLOCK_UNDROP: return lower_block_rows(&c, out);
   case DFL_OP_SUM: return lower_sum(&c, out);
+  case DFL_OP_SUMSQ_ACC: return lower_mt(&c, i, out);
+  case DFL_OP_ADAMW:
+    if (mt_ok(g, op)) return lower_mt(&c, i, out);
+    return out[0] = elems(DFL_K_ADAMW, numel(&c, op->in[0])), 1;
   case DFL_OP_GATHER: return out[0] = elems(DFL_K_GATHER, numel(&c, op->in[1]) * T(&c, op->in[0])->shape[1]), 1;
   case DFL_OP_L2NORM: return lower_lanes(&c, out, DFL_K_L2NORM_V8, DFL_K_L2NORM, 1);
   case DFL_OP_NORM_GATE: return lower_lanes(&c, out, DFL_K_NORM_GATE_V8, DFL_K_NORM_GATE, 2);
@@ -300,6 +356,10 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
 }
 
 void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n) {
+  if (l->kernel == DFL_LAUNCH_GROUPED) {
+    snprintf(buf, n, "in op %d's multi-tensor launch", l->arg);
+    return;
+  }
   char fill[32] = "";
   if (l->fill == DFL_FILL_OCC) snprintf(fill, sizeof fill, " (<= resident)");
   else if (l->fill > 0) snprintf(fill, sizeof fill, " (<= %d/SM)", l->fill);

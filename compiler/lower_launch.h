@@ -27,6 +27,9 @@ enum {
   DFL_K_COUNT
 };
 
+#define DFL_MT_MAX 48 /* tensors a multi-tensor AdamW or sum-of-squares launch takes (kernels/optim.cuh) */
+/* kernel of the one record of an op that a multi-tensor group's leader launches for (arg: the leader) */
+#define DFL_LAUNCH_GROUPED (-1)
 #define DFL_LAUNCH_MAX 12 /* launches one op makes at most (CONCAT_COLS: one per input, DFL_MAX_IO) */
 
 enum {
@@ -43,7 +46,8 @@ typedef struct dfl_launch {
   int smem;       /* dynamic shared memory, bytes */
   int fill;       /* DFL_FILL_NONE, DFL_FILL_OCC or n > 0 CTAs an SM */
   int vec;        /* 1: chosen for 16-byte aligned tensors (the backend checks its pointers) */
-  int arg;        /* a variant the kernel takes as an argument (the block-row copies' access bytes), else 0 */
+  int arg;        /* a variant the kernel takes as an argument (the block-row copies' access bytes); a
+                  ** multi-tensor group's first launch: the ops it covers; DFL_LAUNCH_GROUPED: the leader */
 } dfl_launch;
 
 typedef struct dfl_lower_env {

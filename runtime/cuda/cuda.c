@@ -28,7 +28,7 @@ static const char *kname[] = {
 };
 
 /* kernels/optim.cuh struct dfl_mt, by value: the multi-tensor AdamW / grad-norm launches */
-#define MT_MAX 48
+#define MT_MAX DFL_MT_MAX
 typedef struct {
   void *p[MT_MAX];
   float *ms[MT_MAX], *m[MT_MAX], *v[MT_MAX];
@@ -307,32 +307,14 @@ static int setup_op(dfl_cuda *c, int i) {
   return DFL_OK;
 }
 
-/* Multi-tensor groups: runs of consecutive ADAMW ops (same phase, state, hyper-parameters, dtypes;
-** f32 master and moments) and of SUMSQ_ACC ops into the same sum, at most MT_MAX each. */
-static int mt_same(const dfl_graph *g, const dfl_op *a, const dfl_op *b) {
-  if (a->code != b->code || a->phase != b->phase) return 0;
-  if (a->code == DFL_OP_SUMSQ_ACC) return a->out[0] == b->out[0] && g->t[a->in[1]].dtype == g->t[b->in[1]].dtype;
-  for (int k = 1; k <= 3; k++) if (g->t[a->in[k]].dtype != DFL_F32 || g->t[b->in[k]].dtype != DFL_F32) return 0;
-  return a->in[5] == b->in[5] && g->t[a->in[0]].dtype == g->t[b->in[0]].dtype &&
-         g->t[a->in[4]].dtype == g->t[b->in[4]].dtype && a->a.beta1 == b->a.beta1 && a->a.beta2 == b->a.beta2 &&
-         a->a.eps == b->a.eps && a->a.wd == b->a.wd && a->a.keep_grad == b->a.keep_grad;
-}
+/* Multi-tensor groups (compiler/lower_launch.c lower_mt): a group's first op launches for its ops, the
+** others launch nothing. */
 static void mt_group(dfl_cuda *c) {
-  const dfl_graph *g = c->g;
-  for (int i = 0; i < g->nops; i++) c->impl->ops[i].group = -1;
-  for (int i = 0; i < g->nops;) {
-    const dfl_op *op = &g->ops[i];
-    if (op->code != DFL_OP_ADAMW && op->code != DFL_OP_SUMSQ_ACC) { i++; continue; }
-    if (op->code == DFL_OP_ADAMW) {
-      int ok = 1;
-      for (int k = 1; k <= 3; k++) ok &= g->t[op->in[k]].dtype == DFL_F32;
-      if (!ok) { i++; continue; }
-    }
-    int n = 1;
-    while (i + n < g->nops && n < MT_MAX && mt_same(g, op, &g->ops[i + n])) n++;
-    c->impl->ops[i].group = n;
-    for (int k = 1; k < n; k++) c->impl->ops[i + k].group = 0;
-    i += n;
+  for (int i = 0; i < c->g->nops; i++) {
+    const opstate *os = &c->impl->ops[i];
+    dfl_opcode code = c->g->ops[i].code;
+    c->impl->ops[i].group = os->nl < 1 ? -1 : os->l[0].kernel == DFL_LAUNCH_GROUPED ? 0
+                            : (code == DFL_OP_ADAMW || code == DFL_OP_SUMSQ_ACC) && os->l[0].arg > 0 ? os->l[0].arg : -1;
   }
 }
 static void mt_fill(dfl_cuda *c, int i0, int n, mt_args *t) {
@@ -359,42 +341,39 @@ static void mt_fill(dfl_cuda *c, int i0, int n, mt_args *t) {
 ** to the leader's output (partials in the leader's scratch, then dfl_reduce_final). */
 static int mt_run(dfl_cuda *c, int i0) {
   const dfl_op *op = &c->g->ops[i0];
+  const dfl_launch *l = dfl_cu_lowered(c, i0, op->code == DFL_OP_ADAMW ? 1 : 2);
+  if (!l) return DFL_ERR;
   mt_args t;
   mt_fill(c, i0, c->impl->ops[i0].group, &t);
-  long long units = t.ustart[t.nt];
   if (op->code == DFL_OP_ADAMW) {
     void *st = P(op->in[5]);
     float b1 = (float)op->a.beta1, b2 = (float)op->a.beta2, eps = (float)op->a.eps, wd = (float)op->a.wd;
     void *a[] = {&t, &st, &b1, &b2, &eps, &wd};
-    /* one unit per thread, no grid-stride cap: short blocks, so that when the optimizer runs beside
-    ** the next target forward (DFL_RUN_OVERLAP_OPT) its blocks fill SMs for microseconds, not for
-    ** the whole kernel. 128 threads: as fast as 256 with today's kernel (4.12 TB/s, bench_optim on
-    ** the 27B drafter), 3% faster with session 7's. */
-    int tpb = 128;
-    return launch2(c, K_ADAMW_MT, (units + tpb - 1) / tpb, 1, tpb, 0, a);
+    return dfl_cu_launch(c, i0, &l[0], a);
   }
   float *part = (float *)c->impl->ops[i0].scratch;
-  int np = c->impl->nsm * 4 < DFL_RED_PARTS ? c->impl->nsm * 4 : DFL_RED_PARTS;
-  if ((units + 255) / 256 < np) np = (int)((units + 255) / 256);
-  if (np < 1) np = 1;
-  /* gradients end to end (the plan places a model's in op order, 256-byte multiples), f32 or bf16:
-  ** one flat array, 16-byte loads (27B drafter: 1.9 TB/s through the table, bench_optim) */
-  long long flat = t.dtg == DFL_BF16 || t.dtg == DFL_F32 ? t.n[0] : -1;
-  size_t es = dfl_dtype_size((dfl_dtype)t.dtg);
-  for (int k = 1; k < t.nt && flat >= 0; k++)
-    flat = (char *)t.g[k] == (char *)t.g[k - 1] + (size_t)t.n[k - 1] * es ? flat + t.n[k] : -1;
-  if (flat >= 0 && ((uintptr_t)t.g[0] & 15) == 0) {
+  int np = (int)dfl_cu_grid(c, &l[0]);
+  if (l[0].kernel == K_SUMSQ_FLAT) { /* lowered for gradients end to end: they must still be */
+    long long flat = t.n[0];
+    size_t es = dfl_dtype_size((dfl_dtype)t.dtg);
+    for (int k = 1; k < t.nt && flat >= 0; k++)
+      flat = (char *)t.g[k] == (char *)t.g[k - 1] + (size_t)t.n[k - 1] * es ? flat + t.n[k] : -1;
+    if (flat < 0) {
+      fprintf(stderr, "dflc: cuda backend: %s: the gradients' sum of squares was lowered for gradients end to end "
+                      "in memory, and they are not\n", op->label);
+      return DFL_ERR;
+    }
     int dtg = t.dtg;
     void *g0 = t.g[0], *a0[] = {&part, &g0, &dtg, &flat};
-    TRY(launch2(c, K_SUMSQ_FLAT, np, 1, 256, 0, a0));
+    TRY(dfl_cu_launch(c, i0, &l[0], a0));
   } else {
     void *a1[] = {&part, &t};
-    TRY(launch2(c, K_SUMSQ_MT, np, 1, 256, 0, a1));
+    TRY(dfl_cu_launch(c, i0, &l[0], a1));
   }
   void *out = P(op->out[0]);
   int dto = dt(c, op->out[0]), acc = 1;
   void *a2[] = {&out, &dto, &part, &np, &acc};
-  return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
+  return dfl_cu_launch(c, i0, &l[1], a2);
 }
 
 /* DFL_MEMTRACE=1: device memory in use at each stage of init and of the first replays, to tell

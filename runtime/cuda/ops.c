@@ -351,7 +351,10 @@ static int cu_adamw(dfl_cuda *c, int i) {
   long long np = (long long)numel(c, op->in[0]);
   int keep = at->keep_grad;
   void *a[] = {&i0, &d1, &ms, &m, &v, &gr, &dg, &st, &b1, &b2, &eps, &wd, &np, &keep};
-  return launch(c, K_ADAMW, np, a);
+  if (im->ops[i].group >= 0) { /* a multi-tensor group's op, run alone (dfl_cuda_run_op) */
+    return launch(c, K_ADAMW, np, a);
+  }
+  LOWERED1(a);
 }
 
 

@@ -7,6 +7,7 @@
 **   - the hybrid's conv (split form), L2NORM and NORM_GATE: the 16-byte kernels for 16-bit tensors;
 **   - ROPE: partial, the normed pair (one launch), f32 pairs (one a tensor), the element kernel;
 **   - the block-row ops' access unit and column-sum parts, SUM's partials, GATHER;
+**   - multi-tensor groups (SUMSQ_ACC, ADAMW): their size limit, the flat and table kernels, members;
 **   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
 **   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
 #include <stdio.h>
@@ -233,6 +234,59 @@ int main(void) {
     n = dfl_lower_launch(&g, ga, &env, l);
     CHECK(n == 1 && l[0].kernel == DFL_K_GATHER && l[0].grid == (300 * 64 + 255) / 256, ": gather: %d", n);
     dfl_graph_free(&g);
+  }
+  /* multi-tensor groups: 50 SUMSQ_ACC into one sum are a group of 48 and one of 2, each launched by its
+  ** first op (the flat kernel when the gradients lie end to end, the table when not); the others launch
+  ** nothing. ADAMW with f32 moments groups the same way; with a bf16 moment it runs alone. */
+  {
+    dfl_graph g;
+    dfl_graph_init(&g);
+    int acc = dfl_tensor_1d(&g, "sumsq", DFL_F32, DFL_T_STATE, 1), gr[50], first = g.nops;
+    dfl_attrs at;
+    memset(&at, 0, sizeof at);
+    for (int k = 0; k < 50; k++) {
+      char nm[16];
+      snprintf(nm, sizeof nm, "g%d", k);
+      gr[k] = dfl_tensor_1d(&g, nm, DFL_BF16, DFL_T_INPUT, 1024);
+      dfl_op_add(&g, DFL_OP_SUMSQ_ACC, (int[]){acc, gr[k]}, 2, &acc, 1, &at);
+    }
+    int64_t off[64];
+    for (int t = 0; t < g.nt && t < 64; t++) off[t] = 2048 * (int64_t)t; /* each gradient right after the last */
+    for (int gap = 0; gap < 2; gap++) {
+      if (gap) off[gr[7]] += 256;
+      dfl_lower_env env = {off};
+      dfl_launch l[DFL_LAUNCH_MAX];
+      int n = dfl_lower_launch(&g, first, &env, l);
+      CHECK(n == 2 && l[0].kernel == (gap ? DFL_K_SUMSQ_MT : DFL_K_SUMSQ_FLAT) && l[0].arg == 48 &&
+            l[0].grid == 48 * 256 / 256 && l[0].fill == 4 && l[1].kernel == DFL_K_RED_FINAL,
+            ": sumsq leader (gap %d): %d, %s arg %d grid %lld", gap, n, dfl_emit_kernel_name(l[0].kernel), l[0].arg,
+            (long long)l[0].grid);
+      n = dfl_lower_launch(&g, first + 47, &env, l);
+      CHECK(n == 1 && l[0].kernel == DFL_LAUNCH_GROUPED && l[0].arg == first, ": sumsq member: %d, arg %d", n, l[0].arg);
+      n = dfl_lower_launch(&g, first + 48, &env, l);
+      CHECK(n == 2 && l[0].arg == 2, ": second group: %d, arg %d", n, l[0].arg);
+    }
+    dfl_graph_free(&g);
+    for (int bf = 0; bf < 2; bf++) {
+      dfl_graph_init(&g);
+      int st = dfl_tensor_1d(&g, "state", DFL_F32, DFL_T_STATE, 6), lead = g.nops;
+      for (int k = 0; k < 3; k++) {
+        int p = dfl_tensor_1d(&g, "p", DFL_BF16, DFL_T_PARAM, 4096), ms = dfl_tensor_1d(&g, "ms", DFL_F32, DFL_T_STATE, 4096);
+        int m = dfl_tensor_1d(&g, "m", bf ? DFL_BF16 : DFL_F32, DFL_T_STATE, 4096), v = dfl_tensor_1d(&g, "v", DFL_F32, DFL_T_STATE, 4096);
+        int gg = dfl_tensor_1d(&g, "g", DFL_BF16, DFL_T_STATE, 4096);
+        at.beta1 = 0.9, at.beta2 = 0.95, at.eps = 1e-8;
+        dfl_op_add(&g, DFL_OP_ADAMW, (int[]){p, ms, m, v, gg, st}, 6, (int[]){p, ms, m, v, gg}, 5, &at);
+      }
+      dfl_lower_env env = {NULL};
+      dfl_launch l[DFL_LAUNCH_MAX];
+      int n = dfl_lower_launch(&g, lead, &env, l), n1 = dfl_lower_launch(&g, lead + 1, &env, l + 1);
+      CHECK(bf ? n == 1 && l[0].kernel == DFL_K_ADAMW && l[0].arg == 0 && n1 == 1 && l[1].kernel == DFL_K_ADAMW
+               : n == 1 && l[0].kernel == DFL_K_ADAMW_MT && l[0].arg == 3 && l[0].grid == (3 * 1024 + 127) / 128 &&
+                     n1 == 1 && l[1].kernel == DFL_LAUNCH_GROUPED,
+            ": adamw (bf16 moment %d): %d %s arg %d, then %s", bf, n, dfl_emit_kernel_name(l[0].kernel), l[0].arg,
+            l[1].kernel == DFL_LAUNCH_GROUPED ? "grouped" : dfl_emit_kernel_name(l[1].kernel));
+      dfl_graph_free(&g);
+    }
   }
   /* the text form */
   {
