@@ -400,10 +400,10 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
   l->rows_used = R;
   if (ch > V) ch = V;
   /* logits in the head's dtype (bf16 as the reference's matmul rounds them; the sums are f32) */
-  int64_t es = (int64_t)dfl_dtype_size(W->dtype);
-  int64_t rc = R * (ch + H) * 4 / (V > 0 ? V * es : 1);
+  int64_t es = (int64_t)dfl_dtype_size(W->dtype), kd = op->n_in == 5 ? 2 : 1; /* soft labels: two logits */
+  int64_t rc = R * (ch + H) * 4 / (V > 0 ? kd * V * es : 1);
   if (per) { /* logits and staging rows within what the knob allowed for all R0 rows */
-    int64_t cap = R0 * (ch + H) * 4 / (V * es + H * est);
+    int64_t cap = R0 * (ch + H) * 4 / (kd * V * es + H * est);
     if (rc > cap) rc = cap;
   }
   /* DFL_LCE_ROWS forces the rows per chunk: tests cover several chunks and a short last one */
@@ -424,6 +424,13 @@ void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l) {
   l->bytes = ws_align(rc * V * es);
   l->st_off = l->bytes;
   if (per) l->bytes += ws_align(rc * H * est);
+  l->tl_off = l->lr_off = -1;
+  if (kd == 2) {
+    l->tl_off = l->bytes;
+    l->bytes += ws_align(rc * V * es);
+    l->lr_off = l->bytes;
+    l->bytes += ws_align(R0 * 4);
+  }
 }
 
 int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {

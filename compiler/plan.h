@@ -122,7 +122,9 @@ typedef struct dfl_lce_ws {
   int64_t period;         /* > 1: the anchor rows (r % period == 0) are left out (LINEAR_CE a.B);
                           ** the chunks run over the others, gathered into a staging buffer */
   int64_t rows_used;      /* rows the chunks cover: R, or R - R / period */
-  int64_t st_off;         /* staging rows [rows, H] (y in, then dy out), when period > 1 */
+  int64_t st_off;         /* staging rows [rows, H] (y in, then the target's rows, then dy out), when period > 1 */
+  int64_t tl_off;         /* soft labels (5 inputs): the target's logits of the chunk's rows, as the logits */
+  int64_t lr_off;         /* soft labels: each row's loss (1 - a) ce + a T^2 KL, [R] f32 */
 } dfl_lce_ws;
 void dfl_plan_lce_ws(const dfl_graph *g, const dfl_op *op, dfl_lce_ws *l);
 /* Bytes of scratch op needs on the CUDA backend (0: none). */

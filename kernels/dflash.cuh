@@ -4,7 +4,7 @@
 */
 extern "C" __global__ void dfl_dflash_blocks(int *noise, int *pos_q, int *labels, float *weights, const int *ids,
                                              const int *loss_mask, const int *anchors, const int *keep, int batch,
-                                             int S, int N, int B, int mask_id, float gamma) {
+                                             int S, int N, int B, int mask_id, float gamma, int *prev) {
   ll Q = (ll)N * B;
   GRID_STRIDE(t, batch * Q) {
     ll b = t / Q; int q = (int)(t % Q), n = q / B, j = q % B;
@@ -13,6 +13,7 @@ extern "C" __global__ void dfl_dflash_blocks(int *noise, int *pos_q, int *labels
     noise[t] = (j == 0 && k) ? ids[b * S + a] : mask_id;
     pos_q[t] = a + j;
     labels[t] = ids[b * S + idx];
+    if (prev) prev[t] = (int)(b * S + (idx > 0 ? idx - 1 : 0)); /* soft labels: the target row before the label */
     int m = k && a + j < S && j >= 1 && loss_mask[b * S + idx] != 0;
     weights[t] = m ? (gamma > 0.f ? expf(-(float)(j > 1 ? j - 1 : 0) / gamma) : 1.f) : 0.f;
   }

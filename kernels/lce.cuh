@@ -103,6 +103,123 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(void *logits, ll
     }
   }
 }
+/* Soft labels (LINEAR_CE with the target's rows, a.kd_alpha = a, a.kd_temp = T): the host also writes
+** the target's logits of the same rows into tlogits (same layout). One CTA a row: the first read keeps
+** the hard statistics of z (as dfl_lce_row), the online log-sum-exps of z / T (q) and of t / T (p), and
+** p's sum of (t - z) / T rescaled with p's running max, so KL(p || q) = E_p[(t - z) / T] - lse_p +
+** lse_q; the row's loss (1 - a) ce + a T^2 KL goes to lrow (ce, correct and topk_hit stay the hard
+** ones); the second read writes dlogits = w ((1 - a)(softmax(z) - onehot) + a T (q - p)) over z. */
+struct lce_kd {
+  float mq, sq;      /* z / T: running max, sum of exp */
+  float mp, sp, ep;  /* t / T: running max, sum of exp, sum of exp * (t - z) / T */
+};
+__device__ __forceinline__ void kd_add(lce_kd *a, float zq, float zp) {
+  if (zq > a->mq) { a->sq = (a->mq == DFL_NINF ? 0.f : a->sq * exp2f((a->mq - zq) * LCE_L2E)) + 1.f; a->mq = zq; }
+  else a->sq += exp2f((zq - a->mq) * LCE_L2E);
+  if (zp > a->mp) {
+    const float f = a->mp == DFL_NINF ? 0.f : exp2f((a->mp - zp) * LCE_L2E);
+    a->sp = a->sp * f + 1.f, a->ep = a->ep * f + (zp - zq), a->mp = zp;
+  } else {
+    const float e = exp2f((zp - a->mp) * LCE_L2E);
+    a->sp += e, a->ep += e * (zp - zq);
+  }
+}
+__device__ __forceinline__ void kd_merge(lce_kd *a, float mq, float sq, float mp, float sp, float ep) {
+  float mn = fmaxf(a->mq, mq);
+  if (mn != DFL_NINF) a->sq = (a->mq == DFL_NINF ? 0.f : a->sq * exp2f((a->mq - mn) * LCE_L2E)) +
+                              (mq == DFL_NINF ? 0.f : sq * exp2f((mq - mn) * LCE_L2E));
+  a->mq = mn;
+  mn = fmaxf(a->mp, mp);
+  if (mn != DFL_NINF) {
+    const float f1 = a->mp == DFL_NINF ? 0.f : exp2f((a->mp - mn) * LCE_L2E), f2 = mp == DFL_NINF ? 0.f : exp2f((mp - mn) * LCE_L2E);
+    a->sp = a->sp * f1 + sp * f2, a->ep = a->ep * f1 + ep * f2;
+  }
+  a->mp = mn;
+}
+extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row_kd(void *logits, const void *tlogits, ll ld, int V, int r0,
+                                                                   const int *labels, const float *w, float *ce,
+                                                                   float *correct, float *topk_hit, float *lrow, int topk,
+                                                                   int dtl, int vec, int period, float alpha, float temp) {
+  __shared__ float sm[32], ss[32], sc[32], kq[32], ks[32], kp[32], kz[32], ke[32];
+  __shared__ int si[32];
+  __shared__ float s_lse, s_lq, s_lp;
+  int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5, nw = blockDim.x >> 5;
+  ll r = blockIdx.x, row = r0 + r, base = r * ld;
+  if (period > 1) row = row / (period - 1) * period + row % (period - 1) + 1;
+  float wr = w[row];
+  int lab = labels[row];
+  if (!(wr > 0.f)) {
+    for (int c = tid; c < V; c += blockDim.x) stf(logits, dtl, base + c, 0.f);
+    if (tid == 0) ce[row] = correct[row] = topk_hit[row] = lrow[row] = 0.f;
+    return;
+  }
+  const float iT = 1.f / temp;
+  float xl = lab >= 0 && lab < V ? ldf(logits, dtl, base + lab) : DFL_NINF;
+  lce_acc a = {DFL_NINF, 0.f, 0.f, 0x7fffffff};
+  lce_kd k = {DFL_NINF, 0.f, DFL_NINF, 0.f, 0.f};
+  if (vec) {
+    for (int f = tid; f < V / 8; f += blockDim.x) {
+      float v[8], t[8];
+      ld8(logits, dtl, base + 8 * f, v);
+      ld8(tlogits, dtl, base + 8 * f, t);
+#pragma unroll
+      for (int j = 0; j < 8; j++) { lce_add(&a, v[j], 8 * f + j, xl); kd_add(&k, v[j] * iT, t[j] * iT); }
+    }
+  } else {
+    for (int c = tid; c < V; c += blockDim.x) {
+      float v = ldf(logits, dtl, base + c);
+      lce_add(&a, v, c, xl);
+      kd_add(&k, v * iT, ldf(tlogits, dtl, base + c) * iT);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    lce_merge(&a, __shfl_xor_sync(0xffffffffu, a.m, o), __shfl_xor_sync(0xffffffffu, a.s, o),
+              __shfl_xor_sync(0xffffffffu, a.i, o), __shfl_xor_sync(0xffffffffu, a.cnt, o));
+    kd_merge(&k, __shfl_xor_sync(0xffffffffu, k.mq, o), __shfl_xor_sync(0xffffffffu, k.sq, o),
+             __shfl_xor_sync(0xffffffffu, k.mp, o), __shfl_xor_sync(0xffffffffu, k.sp, o),
+             __shfl_xor_sync(0xffffffffu, k.ep, o));
+  }
+  if (lane == 0) {
+    sm[wp] = a.m; ss[wp] = a.s; si[wp] = a.i; sc[wp] = a.cnt;
+    kq[wp] = k.mq; ks[wp] = k.sq; kp[wp] = k.mp; kz[wp] = k.sp; ke[wp] = k.ep;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    lce_acc b = {DFL_NINF, 0.f, 0.f, 0x7fffffff};
+    lce_kd d = {DFL_NINF, 0.f, DFL_NINF, 0.f, 0.f};
+    for (int j = 0; j < nw; j++) { /* fixed order */
+      lce_merge(&b, sm[j], ss[j], si[j], sc[j]);
+      kd_merge(&d, kq[j], ks[j], kp[j], kz[j], ke[j]);
+    }
+    float lse = b.m + logf(b.s), lq = d.mq + logf(d.sq), lp = d.mp + logf(d.sp);
+    float kl = d.ep / d.sp - lp + lq; /* KL(p || q) >= 0; rounding may leave a hair below */
+    s_lse = lse, s_lq = lq, s_lp = lp;
+    ce[row] = lse - xl;
+    lrow[row] = (1.f - alpha) * (lse - xl) + alpha * temp * temp * fmaxf(kl, 0.f);
+    correct[row] = b.i == lab ? 1.f : 0.f;
+    topk_hit[row] = topk > 0 && b.cnt < (float)topk ? 1.f : 0.f;
+  }
+  __syncthreads();
+  const float lse = s_lse, lq = s_lq, lp = s_lp, a1 = wr * (1.f - alpha), aT = wr * alpha * temp;
+  if (vec) {
+    for (int f = tid; f < V / 8; f += blockDim.x) {
+      float v[8], t[8];
+      ld8(logits, dtl, base + 8 * f, v);
+      ld8(tlogits, dtl, base + 8 * f, t);
+#pragma unroll
+      for (int j = 0; j < 8; j++)
+        v[j] = a1 * (exp2f((v[j] - lse) * LCE_L2E) - (8 * f + j == lab ? 1.f : 0.f)) +
+               aT * (exp2f((v[j] * iT - lq) * LCE_L2E) - exp2f((t[j] * iT - lp) * LCE_L2E));
+      st8(logits, dtl, base + 8 * f, v);
+    }
+  } else {
+    for (int c = tid; c < V; c += blockDim.x) {
+      float v = ldf(logits, dtl, base + c), t = ldf(tlogits, dtl, base + c);
+      stf(logits, dtl, base + c, a1 * (exp2f((v - lse) * LCE_L2E) - (c == lab ? 1.f : 0.f)) +
+                                 aT * (exp2f((v * iT - lq) * LCE_L2E) - exp2f((t * iT - lp) * LCE_L2E)));
+    }
+  }
+}
 /* Chunk rows r0 .. r0 + gridDim.x of the compact layout (anchor rows left out, see above) from the
 ** full layout into the staging buffer (scatter 0), or back (scatter 1): rows of `words` 16-byte words. */
 extern "C" __global__ void dfl_lce_rows(char *full, char *stage, ll r0, int words, int period, int scatter) {

@@ -266,10 +266,13 @@ static int setup_op(dfl_cuda *c, int i) {
                        (const float *)P(op->in[2]), (const float *)P(op->in[3]), (float)op->a.beta, op->a.fast_accum,
                        op->label);
   }
-  if ((op->code == DFL_OP_LINEAR_CE && op->n_in == 5) || (op->code == DFL_OP_DFLASH_BLOCKS && op->n_out == 5)) {
-    fprintf(stderr, "dflc: cuda backend: %s (%s): soft labels (`loss { labels = soft | mix(a) }`) run on the CPU "
-                    "backend only in this version (docs/training.md)\n", dfl_opcode_name(op->code), op->label);
-    return DFL_ESHAPE;
+  if (op->code == DFL_OP_LINEAR_CE && op->n_in == 5) { /* soft labels: the target's rows as y, same GEMMs */
+    const dfl_tensor *Y = &t[op->in[0]], *Tg = &t[op->in[4]];
+    if (Tg->dtype != Y->dtype || Tg->ndim != 2 || Tg->shape[0] != Y->shape[0] || Tg->shape[1] != Y->shape[1]) {
+      fprintf(stderr, "dflc: cuda backend: linear_ce (%s): the target's rows must be y's shape and dtype (%s)\n",
+              op->label, dfl_dtype_name(Y->dtype));
+      return DFL_ESHAPE;
+    }
   }
   if (op->code == DFL_OP_LINEAR_CE) {
     const dfl_tensor *Y = &t[op->in[0]], *W = &t[op->in[1]], *DY = &t[op->out[4]];

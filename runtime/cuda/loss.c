@@ -68,7 +68,13 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
   size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
   struct dfl_cuda_impl *im = c->impl;
   int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16), gth = 0, sct = 1;
+  /* soft labels: the target's rows t (in[4], as y), their logits beside y's, each row's loss */
+  char *tg = op->n_in == 5 ? P(op->in[4]) : NULL;
+  void *tlogits = tg ? os->scratch + os->lce.tl_off : NULL;
+  float *lrow = tg ? (float *)(os->scratch + os->lce.lr_off) : NULL;
+  float alpha = (float)op->a.kd_alpha, temp = op->a.kd_temp > 0 ? (float)op->a.kd_temp : 1.f;
   if (per > 1) { /* the anchor rows are not computed: their outputs are 0 */
+    if (lrow) CU(cudaMemsetAsync(lrow, 0, (size_t)R * 4, im->stream));
     CU(cudaMemsetAsync(ce, 0, (size_t)R * 4, im->stream));
     CU(cudaMemsetAsync(cor, 0, (size_t)R * 4, im->stream));
     CU(cudaMemsetAsync(hit, 0, (size_t)R * 4, im->stream));
@@ -84,15 +90,31 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
       ysrc = stage;
     }
     TRY(dfl_cu_mm_run(c, &os->mm[full ? 0 : 1], ysrc, wl, logits));
-    void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec, &per};
-    TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
+    if (tg) { /* the target's logits of the same rows: the same GEMM on t (through the staging rows, free
+              ** again once y's GEMM has read them) */
+      const void *tsrc = tg + (size_t)r0 * H * ey;
+      if (per > 1) {
+        void *ag[] = {&tg, &stage, &r0l, &wy, &per, &gth};
+        TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, ag));
+        tsrc = stage;
+      }
+      TRY(dfl_cu_mm_run(c, &os->mm[full ? 0 : 1], tsrc, wl, tlogits));
+      int tvec = vec && ((uintptr_t)tlogits & 15) == 0;
+      void *ak[] = {&logits, &tlogits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &lrow, &topk, &dtl, &tvec, &per,
+                    &alpha, &temp};
+      TRY(launch2(c, K_LCE_ROW_KD, rn, 1, 512, 0, ak));
+    } else {
+      void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec, &per};
+      TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
+    }
     TRY(dfl_cu_mm_run(c, &os->mm[full ? 2 : 3], logits, wl, per > 1 ? (void *)stage : (void *)(dy + (size_t)r0 * H * ed)));
     if (per > 1) {
       void *as[] = {&dy, &stage, &r0l, &wd, &per, &sct};
       TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, as));
     }
   }
-  void *an[] = {&num, &ce, &w, &R};
+  float *lsum = lrow ? lrow : ce; /* soft labels: the weighted sum of each row's (1 - a) ce + a T^2 KL */
+  void *an[] = {&num, &lsum, &w, &R};
   return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);
 }
 

@@ -304,10 +304,10 @@ static int cu_block_undrop(dfl_cuda *c, int i) {
 static int cu_dflash_blocks(dfl_cuda *c, int i) {
   OP_LOCALS;
   void *pos = P(op->out[1]), *lab = P(op->out[2]), *w = P(op->out[3]), *lm = P(op->in[1]), *anc = P(op->in[2]),
-       *kp = P(op->in[3]);
+       *kp = P(op->in[3]), *prev = op->n_out == 5 ? P(op->out[4]) : NULL; /* soft labels: the target's row */
   int batch = at->batch, S = at->S, N = at->N, B = at->B, mid = at->mask_id;
   float gm = (float)at->gamma;
-  void *a[] = {&o0, &pos, &lab, &w, &i0, &lm, &anc, &kp, &batch, &S, &N, &B, &mid, &gm};
+  void *a[] = {&o0, &pos, &lab, &w, &i0, &lm, &anc, &kp, &batch, &S, &N, &B, &mid, &gm, &prev};
   LOWERED1(a);
 }
 

@@ -66,10 +66,11 @@ void case_rope(int R, int nh, int hd);
 void case_rope_norm(int R, int nh, int hd);
 void case_rope_pair(int R, int nh, int nh2, int hd, int normed);
 void case_gather(void);
-void case_dflash_data(void);
+void case_dflash_data(int soft); /* soft: DFLASH_BLOCKS's fifth output, the target rows */
 void case_attention(int dflash, int window, int hd, int nh, int nkv);
 void case_attention_tc(int dflash, int S, int N, int B, int window, int hd, int nh, int nkv, int amode);
 void case_linear_ce(int mode);
+void case_linear_ce_kd(int mode); /* soft labels: the target's rows as a fifth input */
 void case_optimizer(void);
 void case_optimizer_mt(int keep);
 void case_conv1d(int nseq, int S, int C, int wf32);

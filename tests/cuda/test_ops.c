@@ -287,7 +287,8 @@ int main(int argc, char **argv) {
     case_block_rows(70, 16, 264);   /* 1120 rows: 9 parts, the last of 96 */
     case_block_rows(300, 4, 1024);
     case_block_rows(9, 2, 6);
-    case_dflash_data();
+    case_dflash_data(0);
+    case_dflash_data(1);
     case_attention(0, 0, 64, 4, 2);
     case_attention(0, 9, 32, 2, 2);
     case_attention(1, 0, 64, 4, 1);
@@ -355,6 +356,9 @@ int main(int argc, char **argv) {
     case_linear_ce(2);
     case_linear_ce(3);
     case_linear_ce(4);
+    case_linear_ce_kd(0);
+    case_linear_ce_kd(1);
+    case_linear_ce_kd(2);
     case_optimizer();
     case_optimizer_mt(0);
     case_optimizer_mt(1);

@@ -313,7 +313,7 @@ void case_gather(void) {
   dfl_graph_free(&g);
 }
 
-void case_dflash_data(void) {
+void case_dflash_data(int soft) {
   dfl_graph g; dfl_graph_init(&g);
   int batch = 3, S = 40, N = 7, B = 5, Q = N * B;
   int ids = t1(&g, "ids", DFL_I32, DFL_T_INPUT, batch * S), lm = t1(&g, "loss_mask", DFL_I32, DFL_T_INPUT, batch * S);
@@ -321,7 +321,8 @@ void case_dflash_data(void) {
   int noise = t1(&g, "noise", DFL_I32, DFL_T_ACT, batch * Q), pq = t1(&g, "pos_q", DFL_I32, DFL_T_ACT, batch * Q);
   int lab = t1(&g, "labels", DFL_I32, DFL_T_ACT, batch * Q), w = t1(&g, "weights", DFL_F32, DFL_T_ACT, batch * Q);
   dfl_attrs a = {0}; a.batch = batch; a.S = S; a.N = N; a.B = B; a.mask_id = 999; a.gamma = 7;
-  op(&g, DFL_OP_DFLASH_BLOCKS, 4, (int[]){ids, lm, anc, kp}, 4, (int[]){noise, pq, lab, w}, &a);
+  int prev = t1(&g, "prev", DFL_I32, DFL_T_ACT, batch * Q); /* soft labels: the target's row before each label */
+  op(&g, DFL_OP_DFLASH_BLOCKS, 4, (int[]){ids, lm, anc, kp}, soft ? 5 : 4, (int[]){noise, pq, lab, w, prev}, &a);
   int cor = t1(&g, "correct", DFL_F32, DFL_T_INPUT, batch * Q), hit = t1(&g, "topk_hit", DFL_F32, DFL_T_INPUT, batch * Q);
   int met = t1(&g, "metrics", DFL_F32, DFL_T_ACT, DFL_METRIC_COUNT + 2 * B);
   op(&g, DFL_OP_DFLASH_METRICS, 4, (int[]){cor, w, hit, kp}, 1, &met, &a);
@@ -330,6 +331,6 @@ void case_dflash_data(void) {
   rand_anchors(batch, S, N, B, va, vk, 0);
   for (int i = 0; i < batch * Q; i++) vc[i] = irand(3) != 0, vh[i] = vc[i] || irand(2);
   ifill f[] = {{ids, vi}, {lm, vm}, {anc, va}, {kp, vk}, {cor, vc}, {hit, vh}};
-  run_case("dflash blocks+metrics", &g, f, 6, NULL, NULL);
+  run_case(soft ? "dflash blocks+metrics, the target's rows (soft labels)" : "dflash blocks+metrics", &g, f, 6, NULL, NULL);
   dfl_graph_free(&g);
 }

@@ -36,6 +36,39 @@ void case_linear_ce(int mode) {
   unsetenv("DFL_LCE_ROWS");
 }
 
+/* Soft labels: LINEAR_CE with the target's rows t (as y) and a.kd_alpha, a.kd_temp: the loss head's
+** second GEMM per chunk and dfl_lce_row_kd against the CPU's streamed evaluation. Modes: 0 soft (a 1,
+** T 2), rows from vocab_chunk; 1 mix(0.5), T 1, 16-row chunks; 2 mix(0.3), T 1.5, V 998 (the element
+** path), anchor rows left out (the staging rows carry y, then t, then dy), 16-row chunks. */
+void case_linear_ce_kd(int mode) {
+  if (mode) setenv("DFL_LCE_ROWS", "16", 1); else unsetenv("DFL_LCE_ROWS");
+  dfl_graph g; dfl_graph_init(&g);
+  int R = mode == 2 ? 72 : 70, H = 64, V = mode == 2 ? 998 : 1000;
+  int y = t2(&g, "y", ACT, DFL_T_INPUT, R, H), W = t2(&g, "w_lm", ACT, DFL_T_FROZEN, V, H);
+  int lab = t1(&g, "labels", DFL_I32, DFL_T_INPUT, R), w = t1(&g, "weights", DFL_F32, DFL_T_INPUT, R);
+  int tg = t2(&g, "target_y", ACT, DFL_T_INPUT, R, H);
+  int num = t1(&g, "num", DFL_F32, DFL_T_ACT, 1), ce = t1(&g, "ce", DFL_F32, DFL_T_ACT, R);
+  int cor = t1(&g, "correct", DFL_F32, DFL_T_ACT, R), hit = t1(&g, "topk_hit", DFL_F32, DFL_T_ACT, R);
+  int dy = t2(&g, "dy", ACT, DFL_T_ACT, R, H);
+  dfl_attrs a = {0}; a.vocab_chunk = 256; a.topk = 8;
+  a.kd_alpha = mode == 0 ? 1.0 : mode == 1 ? 0.5 : 0.3;
+  a.kd_temp = mode == 0 ? 2.0 : mode == 1 ? 1.0 : 1.5;
+  if (mode == 2) a.B = 4;
+  op(&g, DFL_OP_LINEAR_CE, 5, (int[]){y, W, lab, w, tg}, 5, (int[]){num, ce, cor, hit, dy}, &a);
+  int32_t vl[72], vw[72];
+  for (int i = 0; i < R; i++) vl[i] = irand(V), vw[i] = irand(4) && !(mode == 2 && i % 4 == 0) ? 1 + irand(3) : 0;
+  ifill f[] = {{lab, vl}, {w, vw}};
+  int bin[64] = {0};
+  bin[cor] = bin[hit] = 1;
+  double sc[64] = {0};
+  sc[y] = 2, sc[tg] = 2;
+  static const char *nm[] = {"linear_ce soft labels (T 2)", "linear_ce mix(0.5), 16-row chunks",
+                             "linear_ce mix(0.3) T 1.5, V 998, anchor rows left out"};
+  run_case(nm[mode], &g, f, 2, sc, bin);
+  dfl_graph_free(&g);
+  unsetenv("DFL_LCE_ROWS");
+}
+
 void case_optimizer(void) {
   dfl_graph g; dfl_graph_init(&g);
   int n = 300;
