@@ -6,7 +6,8 @@
 # It runs cuda_ops' gated delta cases, FLA's chunk_gated_delta_rule and dflc's GATED_DELTA on the same
 # Qwen3.6-27B inputs (bench/cuda/gdn_fla.py, bench_gdn; ncu's per-kernel times where ncu is installed),
 # then the 27B target forward with this build and the previous one (--ops: the split). OPS="a b": the
-# cuda_ops cases whose names hold a or b (default gated_delta; all: every case). With `hf` it runs
+# cuda_ops cases whose names hold a or b (default gated_delta; all: every case). GDN=0: without the
+# kernel-alone comparison (FLA, bench_gdn). With `hf` it runs
 # the Hugging Face + fla anchor (bench/hf_qwen36_target.py) instead of the FLA comparison; KEEP=0 drops
 # the kept hidden states (an 80 GB card). Logs in $OUT.
 set -o pipefail
@@ -32,7 +33,7 @@ for o in ${OPS:-gated_delta}; do
 done > $OUT/ops_gdn.log 2>&1
 grep -E "FAIL|cases|rc " $OUT/ops_gdn.log | tail -12
 d=/tmp/gdn27
-( PYTHONUNBUFFERED=1 timeout 120 python3 bench/cuda/gdn_fla.py $d 12 4096 16 48 128; echo "fla rc $?"
+[ "${GDN:-1}" = 1 ] && ( PYTHONUNBUFFERED=1 timeout 120 python3 bench/cuda/gdn_fla.py $d 12 4096 16 48 128; echo "fla rc $?"
   for b in /tmp/bench_gdn /tmp/bench_gdn_old; do [ -x $b ] && { echo "== $(basename $b)"; timeout 60 $b $d 12 4096 16 48 128 20; echo "dflc rc $?"; }; done
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$NCU" ] && timeout 60 $NCU --kernel-name regex:gdn --launch-count 4 --metrics gpu__time_duration.sum \
