@@ -356,19 +356,24 @@ static int mt_run(dfl_cuda *c, int i0) {
   }
   float *part = (float *)c->impl->ops[i0].scratch;
   int np = (int)dfl_cu_grid(c, &l[0]);
-  if (l[0].kernel == K_SUMSQ_FLAT) { /* lowered for gradients end to end: they must still be */
-    long long flat = t.n[0];
+  long long flat = -1;
+  if (l[0].kernel == K_SUMSQ_FLAT) { /* lowered for gradients end to end in the plan's arena */
     size_t es = dfl_dtype_size((dfl_dtype)t.dtg);
+    flat = t.n[0];
     for (int k = 1; k < t.nt && flat >= 0; k++)
       flat = (char *)t.g[k] == (char *)t.g[k - 1] + (size_t)t.n[k - 1] * es ? flat + t.n[k] : -1;
-    if (flat < 0) {
-      fprintf(stderr, "dflc: cuda backend: %s: the gradients' sum of squares was lowered for gradients end to end "
-                      "in memory, and they are not\n", op->label);
-      return DFL_ERR;
-    }
+  }
+  if (flat >= 0) {
     int dtg = t.dtg;
     void *g0 = t.g[0], *a0[] = {&part, &g0, &dtg, &flat};
     TRY(dfl_cu_launch(c, i0, &l[0], a0));
+  } else if (l[0].kernel == K_SUMSQ_FLAT) {
+    /* the gradients moved out of the plan's places (dfl_cuda_unshared's private copy, for timing one op):
+    ** the table kernel, the same grid */
+    dfl_launch lt = l[0];
+    lt.kernel = K_SUMSQ_MT;
+    void *a1[] = {&part, &t};
+    TRY(dfl_cu_launch(c, i0, &lt, a1));
   } else {
     void *a1[] = {&part, &t};
     TRY(dfl_cu_launch(c, i0, &l[0], a1));
