@@ -380,19 +380,16 @@ void dfl_check_topology(dfl_check *c) {
     dfl_diag_error(dfl_check_where(c->data, "batch"), "batch %d does not split evenly over %d drafter devices", s->batch, n_drafter);
     dfl_diag_help("`batch` counts sequences per step over all drafter devices; use a multiple of %d", n_drafter);
   }
-  /* soft labels: the target's final hidden states feed the loss on the drafter's own device, which
-  ** the CPU backend computes (the CUDA loss head and the queue do not carry them yet) */
+  /* soft labels: the target's final hidden states feed the loss on the drafter's own device (the CPU
+  ** and CUDA loss heads take them; the pipeline's queue does not carry them yet) */
   for (int i = 0; i < s->n_devices && s->kd_alpha > 0 && dfl_diag_errors() == errors_before_roles; i++) {
     const dfl_device *d = &s->devices[i];
-    if (!d->runs_drafter) continue;
-    if (!d->runs_target || d->kind != DFL_DEV_CPU) {
-      dfl_diag_error(dfl_check_where(c->loss, "labels"), "soft labels need the target beside the drafter on a CPU "
-                     "device in this version; %s%d %s", d->kind == DFL_DEV_GPU ? "gpu" : "cpu", d->index,
-                     d->runs_target ? "is a GPU" : "runs the drafter alone");
-      dfl_diag_help("train with `labels = hard` here, or on one CPU device (no `topology`, or `colocate = true` with "
-                    "target and drafter on one cpu); the GPU loss head is docs/training.md's next step");
-      break;
-    }
+    if (!d->runs_drafter || d->runs_target) continue;
+    dfl_diag_error(dfl_check_where(c->loss, "labels"), "soft labels need the target on the drafter's device in "
+                   "this version; %s%d runs the drafter alone", d->kind == DFL_DEV_GPU ? "gpu" : "cpu", d->index);
+    dfl_diag_help("train with `labels = hard` here, or colocate target and drafter (`colocate = true`, or no "
+                  "`topology`): the pipeline's queue does not carry the target's final rows yet");
+    break;
   }
   free(ns);
   free(ds.s);

@@ -164,6 +164,17 @@ void dfl_model_target_describe(const dfl_spec *s, char *buf, size_t n) {
   int deepest = 0, lin = 0;
   for (int i = 0; i < s->n_taps; i++)
     if (s->taps[i] > deepest) deepest = s->taps[i];
+  if (s->kd_alpha > 0) { /* soft labels: every layer and the final norm (the LM head is the loss head's) */
+    for (int l = 0; l < a->layers; l++) lin += a->family == DFL_FAMILY_QWEN3_5 && a->linear[l];
+    const char *fam = a->family == DFL_FAMILY_QWEN3_5 ? "qwen3_5" : a->family == DFL_FAMILY_LLAMA ? "llama" : "qwen3";
+    int k = snprintf(buf, n, "target forward: %s, all %d layers", fam, a->layers);
+    if (k > 0 && (size_t)k < n && a->family == DFL_FAMILY_QWEN3_5)
+      k += snprintf(buf + k, n - (size_t)k, " (%d Gated DeltaNet, %d gated attention)", lin, a->layers - lin);
+    if (k > 0 && (size_t)k < n)
+      snprintf(buf + k, n - (size_t)k, " and the final norm: soft labels read its last hidden state (the LM head "
+               "runs in the loss head, beside the drafter's)");
+    return;
+  }
   for (int l = 0; l <= deepest && l < a->layers; l++) lin += a->family == DFL_FAMILY_QWEN3_5 && a->linear[l];
   const char *fam = a->family == DFL_FAMILY_QWEN3_5 ? "qwen3_5" : a->family == DFL_FAMILY_LLAMA ? "llama" : "qwen3";
   int k = snprintf(buf, n, "target forward: %s, layers 0..%d of %d", fam, deepest, a->layers);
