@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/kd_nano.sh OUT [STEPS] [SEEDS]: hard labels against soft labels (the target's distribution,
-# forward KL) and a mix, at equal steps and data, on examples/nano.dfl (CPU). Each config trains
+# forward KL) and a mix, at equal steps and data, on examples/$NAME.dfl (CPU; NAME nano, the default,
+# or nano-hybrid: the Qwen3.5 hybrid target's layout). Each config trains
 # from the same specs but `loss.labels` (and the seeds: drafter.seed and data.seed both = SEED), then
 # its final eval's acceptance length (`accept`: the decoder's count on the held-out eval set) and tau,
 # and the training tok/s (two runs share the cores: a rough figure), then the same on held-out text
@@ -13,13 +14,14 @@ STEPS=${2:-400}
 SEEDS=${3:-"1 2 3"}
 CONFIGS=${CONFIGS:-"hard soft mix(0.5)"}
 DFLC=${DFLC:-$R/build/dflc}
+N=${NAME:-nano}
 mkdir -p $O
 one() { # config seed
   local c=$1 s=$2 n=$(echo "$1" | tr -d '()' | tr . _)-s$2
-  sed -e "s#\"models/nano\"#\"$R/examples/models/nano\"#" -e "s#\"data/nano_#\"$R/examples/data/nano_#g" \
-      -e "s#\"../runs/nano\"#\"$O/ckpt/$n\"#" -e "s#^  seed       = 1#  seed       = $s#" -e "s#^  seed    = 0#  seed    = $s#" \
+  sed -e "s#\"models/$N\"#\"$R/examples/models/$N\"#" -e "s#\"data/${N}_#\"$R/examples/data/${N}_#g" \
+      -e "s#\"../runs/$N\"#\"$O/ckpt/$n\"#" -e "s#^  seed       = 1#  seed       = $s#" -e "s#^  seed    = 0#  seed    = $s#" \
       -e "s#  metrics     = \[accuracy, tau, topk(4)\]#  metrics     = [accuracy, tau, topk(4)]\n  labels      = $c#" \
-      -e "s/steps = 800/steps = $STEPS/" -e "s/every = 200/every = $STEPS/" $R/examples/nano.dfl > $O/$n.dfl
+      -e "s/steps = 800/steps = $STEPS/" -e "s/every = 200/every = $STEPS/" $R/examples/$N.dfl > $O/$n.dfl
   (cd $O && $DFLC train $n.dfl > $O/$n.log 2>&1)   # the run directory (the export): $O/runs/$n
   local ev=$(grep "^eval $STEPS/$STEPS" $O/$n.log | tail -1)
   local acc=$(echo "$ev" | sed -n 's/.* accept \([0-9.]*\).*/\1/p') tau=$(echo "$ev" | sed -n 's/.* tau \([0-9.]*\) .*/\1/p')
