@@ -5,7 +5,8 @@
 **   DIR/plan.yaml      the memory plan (the planner's report API, as `dflc plan --yaml`)
 **   DIR/schedule.txt   the op list in schedule order: phase, op, label, output shape, FLOPs
 **   DIR/kernels.cu     the CUDA source the runtime compiles, byte for byte (every kernel family)
-**   DIR/kernels.txt    every op of the graph and the kernel family that runs it
+**   DIR/kernels.txt    every op of the graph and what runs it: its launches (compiler/lower_launch.c),
+**                      its fusion group, cuBLASLt, or the family still choosing at run time
 **   DIR/groups.cu      the kernels generated for this graph's pointwise fusion groups (compiler/codegen.c),
 **                      byte for byte what the runtime compiles beside kernels.cu
 **   DIR/cubin/         the NVRTC cubin cache of kernels.cu for the target arch: `dflc train DIR`
@@ -175,7 +176,7 @@ int dfl_cmd_build(int argc, char **argv) {
 #ifdef DFL_HAVE_CUDA
   if (rc == DFL_OK) {
     /* kernels.cu: byte for byte the source the runtime compiles (every family; its cubin goes into
-    ** DIR/cubin, the cache `dflc train DIR` uses), and kernels.txt: which family runs each op. The
+    ** DIR/cubin, the cache `dflc train DIR` uses), and kernels.txt: what runs each op. The
     ** cubin is compiled through the user's cache ($DFL_CACHE_DIR, else ~/.cache/dflc), so building a
     ** second spec, or the same kernels again, copies it instead of compiling (minutes of CPU). */
     char *src = NULL;
