@@ -18,6 +18,11 @@
 #define LCE_T 512
 #define LCE_L2E 1.4426950408889634f
 
+/* The full layout's row of chunk row c: with period > 1 the chunks leave out the blocks' anchor rows */
+__device__ __forceinline__ ll lce_row_of(ll c, int period) {
+  return period > 1 ? c / (period - 1) * period + c % (period - 1) + 1 : c;
+}
+
 struct lce_acc {
   float m, s, cnt; /* running max, sum of exp2((x - m) log2e), logits above the label's */
   int i;           /* argmax (lowest index among ties) */
@@ -50,8 +55,7 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(void *logits, ll
   __shared__ int si[32];
   __shared__ float s_lse;
   int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5, nw = blockDim.x >> 5;
-  ll r = blockIdx.x, row = r0 + r, base = r * ld;
-  if (period > 1) row = row / (period - 1) * period + row % (period - 1) + 1;
+  ll r = blockIdx.x, row = lce_row_of(r0 + r, period), base = r * ld;
   float wr = w[row];
   int lab = labels[row];
   if (!(wr > 0.f)) {
@@ -144,8 +148,7 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row_kd(void *logits,
   __shared__ int si[32];
   __shared__ float s_lse, s_lq, s_lp;
   int tid = threadIdx.x, lane = tid & 31, wp = tid >> 5, nw = blockDim.x >> 5;
-  ll r = blockIdx.x, row = r0 + r, base = r * ld;
-  if (period > 1) row = row / (period - 1) * period + row % (period - 1) + 1;
+  ll r = blockIdx.x, row = lce_row_of(r0 + r, period), base = r * ld;
   float wr = w[row];
   int lab = labels[row];
   if (!(wr > 0.f)) {
@@ -223,7 +226,7 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row_kd(void *logits,
 /* Chunk rows r0 .. r0 + gridDim.x of the compact layout (anchor rows left out, see above) from the
 ** full layout into the staging buffer (scatter 0), or back (scatter 1): rows of `words` 16-byte words. */
 extern "C" __global__ void dfl_lce_rows(char *full, char *stage, ll r0, int words, int period, int scatter) {
-  ll c = r0 + blockIdx.x, f = c / (period - 1) * period + c % (period - 1) + 1;
+  ll f = lce_row_of(r0 + blockIdx.x, period);
   uint4 *pf = (uint4 *)(full + f * words * 16), *ps = (uint4 *)(stage + (ll)blockIdx.x * words * 16);
   for (int k = threadIdx.x; k < words; k += blockDim.x) {
     if (scatter) pf[k] = ps[k];

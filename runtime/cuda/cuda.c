@@ -225,7 +225,6 @@ const dfl_launch *dfl_cu_lowered(dfl_cuda *c, int i, int n) {
 }
 
 int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args) {
-  struct dfl_cuda_impl *im = c->impl;
   const dfl_op *op = &c->g->ops[i];
   if (l->vec) /* chosen from the plan's offsets: a pointer set since (a view, a private copy) must agree */
     for (int k = 0; k < op->n_in + op->n_out; k++) {
@@ -237,7 +236,6 @@ int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args) {
         return DFL_ERR;
       }
     }
-  (void)im;
   return launch2(c, l->kernel, dfl_cu_grid(c, l), l->grid_y, l->block, (size_t)l->smem, args);
 }
 

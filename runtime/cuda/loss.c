@@ -50,6 +50,13 @@ int dfl_cu_block_rows(dfl_cuda *c, int i) {
   return dfl_cu_launch(c, i, &l[2], a2);
 }
 
+/* Chunk rows r0 .. r0 + rn of the compact layout (anchor rows left out) between a full-layout tensor of
+** rows of `words` 16-byte words and the staging rows: gathered into them (scatter 0) or back (1). */
+static int lce_stage(dfl_cuda *c, char *full, char *stage, long long r0, int rn, int words, int per, int scatter) {
+  void *a[] = {&full, &stage, &r0, &words, &per, &scatter};
+  return launch2(c, K_LCE_ROWS, rn, 1, 256, 0, a);
+}
+
 int dfl_cu_linear_ce(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   opstate *os = &c->impl->ops[i];
@@ -67,7 +74,7 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
       (dtl == DFL_BF16 || dtl == DFL_F16 || dtl == DFL_F32);
   size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
   struct dfl_cuda_impl *im = c->impl;
-  int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16), gth = 0, sct = 1;
+  int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16);
   /* soft labels: the target's rows t (in[4], as y), their logits beside y's, each row's loss */
   char *tg = op->n_in == 5 ? P(op->in[4]) : NULL;
   void *tlogits = tg ? os->scratch + os->lce.tl_off : NULL;
@@ -82,11 +89,9 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
   }
   for (int r0 = 0; r0 < Ru; r0 += rc) {
     int rn = Ru - r0 < rc ? Ru - r0 : rc, full = rn == rc;
-    long long r0l = r0;
     const void *ysrc = y + (size_t)r0 * H * ey;
     if (per > 1) {
-      void *ag[] = {&y, &stage, &r0l, &wy, &per, &gth};
-      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, ag));
+      TRY(lce_stage(c, y, stage, r0, rn, wy, per, 0));
       ysrc = stage;
     }
     TRY(dfl_cu_mm_run(c, &os->mm[full ? 0 : 1], ysrc, wl, logits));
@@ -94,8 +99,7 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
               ** again once y's GEMM has read them) */
       const void *tsrc = tg + (size_t)r0 * H * ey;
       if (per > 1) {
-        void *ag[] = {&tg, &stage, &r0l, &wy, &per, &gth};
-        TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, ag));
+        TRY(lce_stage(c, tg, stage, r0, rn, wy, per, 0));
         tsrc = stage;
       }
       TRY(dfl_cu_mm_run(c, &os->mm[full ? 0 : 1], tsrc, wl, tlogits));
@@ -108,10 +112,7 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
       TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
     }
     TRY(dfl_cu_mm_run(c, &os->mm[full ? 2 : 3], logits, wl, per > 1 ? (void *)stage : (void *)(dy + (size_t)r0 * H * ed)));
-    if (per > 1) {
-      void *as[] = {&dy, &stage, &r0l, &wd, &per, &sct};
-      TRY(launch2(c, K_LCE_ROWS, rn, 1, 256, 0, as));
-    }
+    if (per > 1) TRY(lce_stage(c, dy, stage, r0, rn, wd, per, 1));
   }
   float *lsum = lrow ? lrow : ce; /* soft labels: the weighted sum of each row's (1 - a) ce + a T^2 KL */
   void *an[] = {&num, &lsum, &w, &R};
