@@ -311,6 +311,11 @@ int dfl_fuse_grads_lowp(dfl_graph *g) {
   return done;
 }
 
+int dfl_fuse_rope_part_ok(int hd, int rd) {
+  int ni = hd / 8;
+  return hd % 8 == 0 && ni <= 32 && !(ni & (ni - 1)) && rd > 0 && rd < hd && rd % 16 == 0;
+}
+
 /*
 **   y = RMSNORM(x, w) {group hd} ; z = ROPE(y, pos) {head_dim hd}      ->      z = ROPE(x, pos, w)
 **
@@ -319,7 +324,8 @@ int dfl_fuse_grads_lowp(dfl_graph *g) {
 ** each head itself: y is never written nor re-read (per element of q and k, bf16: 4 bytes and a
 ** launch saved). Legal when: y is an activation written by that RMSNORM alone and read by that
 ** ROPE alone; the norm's rstd is read by nothing; the norm's group is the rope's head_dim, a
-** multiple of 16 whose 16th is a power of two (the CUDA kernel's lanes per head); same phase; x
+** multiple of 16 whose 16th is a power of two (the CUDA kernel's lanes per head), or with partial
+** rotary a shape dfl_fuse_rope_part_ok takes (qwen3_5's 64 of 256); same phase; x
 ** and w are not written between the two (the norm moves down to the rope's place). Numerics: the
 ** CPU computes the same values (k_rope does k_rmsnorm's arithmetic); the CUDA kernel sums a head's
 ** squares in another order and rounds the normalized head to y's dtype as the unfused graph stored
@@ -331,14 +337,15 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
   if (uses_open(g, &readers, &writers, &drop)) return -1;
   for (int j = 0; j < nops; j++) {
     dfl_op *ro = &g->ops[j];
-    if (ro->code != DFL_OP_ROPE || ro->n_in != 2 || ro->a.rot_dim) continue; /* partial rotary: no fused form */
+    if (ro->code != DFL_OP_ROPE || ro->n_in != 2) continue;
     int y = ro->in[0], i = sole_producer(g, readers, writers, drop, y, j);
     if (i < 0) continue;
     const dfl_op *no = &g->ops[i];
-    int hd = ro->a.head_dim;
+    int hd = ro->a.head_dim, rd = ro->a.rot_dim;
     if (no->code != DFL_OP_RMSNORM || no->n_in != 2 || no->n_out != 2 || no->out[0] != y || no->phase != ro->phase)
       continue;
-    if (no->a.group != hd || hd % 16 || ((hd / 16) & (hd / 16 - 1))) continue;
+    if (no->a.group != hd) continue;
+    if (rd && rd != hd ? !dfl_fuse_rope_part_ok(hd, rd) : hd % 16 || ((hd / 16) & (hd / 16 - 1))) continue;
     int rs = no->out[1], x = no->in[0], w = no->in[1];
     if (rs < 0 || rs >= nt || readers[rs] != 0 || x == y || w == y) continue;
     dfl_dtype md = g->t[y].dtype;
@@ -377,7 +384,8 @@ int dfl_fuse_norm_rope(dfl_graph *g) {
 static int rope_pair_ok(const dfl_graph *g, const int *drop, int i, int j) {
   const dfl_op *a = &g->ops[i], *b = &g->ops[j];
   if (a->code != DFL_OP_ROPE || a->n_out != 1 || b->n_out != 1 || a->n_in != b->n_in || a->phase != b->phase) return 0;
-  if (a->a.rot_dim || b->a.rot_dim) return 0; /* partial rotary: no fused form */
+  if (a->a.rot_dim != b->a.rot_dim) return 0;
+  if (a->a.rot_dim && a->a.rot_dim != a->a.head_dim && !dfl_fuse_rope_part_ok(a->a.head_dim, a->a.rot_dim)) return 0;
   if (a->in[1] != b->in[1] || a->a.head_dim != b->a.head_dim || a->a.theta != b->a.theta || a->a.inverse != b->a.inverse)
     return 0;
   if (a->n_in == 3 && (a->a.eps != b->a.eps || a->a.mid_dtype != b->a.mid_dtype)) return 0;

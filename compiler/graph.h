@@ -226,6 +226,9 @@ int dfl_fuse_add(dfl_graph *g);
 ** q/k norm and the rotation of forward-only graphs (the frozen target, evaluation) in one pass,
 ** without writing y. Graphs that differentiate the norm read its rstd, so theirs stay. Run after
 ** autodiff. Returns the number of pairs fused (>= 0), -1 when out of memory. */
+/* Partial rotary (0 < rd < hd) shapes with a fused form (normed, pair): hd / 8 a power of two <= 32 and
+** rd % 16 == 0, what kernels/hybrid.cuh dfl_rope_pn takes (a head is hd / 8 lanes of a warp). */
+int dfl_fuse_rope_part_ok(int hd, int rd);
 int dfl_fuse_norm_rope(dfl_graph *g);
 
 /* Rewrites two ROPEs of one phase that rotate by the same positions (q and k of a layer, their

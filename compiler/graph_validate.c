@@ -267,7 +267,6 @@ static void vr_rope(const vctx *v, const dfl_attrs *a) {
   if (a->heads <= 0 || a->head_dim <= 0 || a->head_dim % 2) vfail(v, "heads %d, head_dim %d (must be even)", a->heads, a->head_dim);
   if (cols(TI(v, 0)) != (int64_t)a->heads * a->head_dim) vfail(v, "row width must be heads*head_dim = %d", a->heads * a->head_dim);
   if (a->rot_dim < 0 || a->rot_dim % 2 || a->rot_dim > a->head_dim) vfail(v, "rot_dim %d must be even and at most head_dim", a->rot_dim);
-  if (a->rot_dim && a->rot_dim != a->head_dim && (normed || pair)) vfail(v, "partial rotary has no fused form");
   need_numel_in(v, 1, NI(v, 0) / cols(TI(v, 0)));
   need_same_shape_out(v, 0, 0);
 }

@@ -217,9 +217,20 @@ static int lower_rope(const ctx *c, dfl_launch *out) {
   int hd = a->head_dim, nh = a->heads, o0 = op->out[0], i0 = op->in[0];
   int64_t rows = numel(c, i0) / ((int64_t)nh * hd);
   if (a->rot_dim && a->rot_dim != hd) {
-    int rd = a->rot_dim;
-    if (hd % 8 == 0 && rd % 16 == 0 && v16(c, o0) && v16(c, i0))
-      return out[0] = elems(DFL_K_ROPE_PART_V8, rows * (hd / 8 - rd / 16)), out[0].vec = 1, 1;
+    /* partial rotary: dfl_rope_pn (every form; a warp a row, the rd / 2 inverse frequencies in shared
+    ** memory) where its lanes fit, the per-element kernel for a plain ROPE otherwise */
+    int rd = a->rot_dim, pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3);
+    int ts[] = {o0, i0, pair ? op->out[1] : o0, pair ? op->in[normed ? 3 : 2] : o0};
+    int same = !pair || (T(c, ts[2])->dtype == T(c, o0)->dtype && T(c, ts[3])->dtype == T(c, i0)->dtype);
+    if (dfl_fuse_rope_part_ok(hd, rd) && vecs(c, ts, 4, 0) && same &&
+        (!normed || (pair ? T(c, op->in[2])->dtype == T(c, op->in[4])->dtype : 1)))
+      return out[0] = L(DFL_K_ROPE_PN, (rows + 7) / 8, 256, rd / 2 * 8, DFL_FILL_OCC, 1), 1;
+    if (pair || normed) {
+      fprintf(stderr, "dflc: lower: partial rope with a norm or a pair (%s): head_dim %d / 8 must be a power of two "
+                      "<= 32, rot_dim %d a multiple of 16, the tensors bf16/f16/f32, 16-byte aligned, q and k of one "
+                      "dtype\n", op->label, hd, rd);
+      return DFL_ESHAPE;
+    }
     return out[0] = elems(DFL_K_ROPE_PART, rows * nh * (rd / 2 + hd - rd)), 1;
   }
   int pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3), nh2 = pair ? a->kv_heads : 0;

@@ -25,12 +25,13 @@ extern "C" __global__ void dfl_conv1d_silu(void *y, int dty, const void *x, int 
 
 /* 16-byte rows (x and y bf16 or f16, C % 8 == 0, K = 4: what the qwen3_5 checkpoints hold) go to the
 ** split form's kernel below (dfl_conv1d_silu_qkv_v8; the plain form is its D = 0 case, every channel
-** to v): a thread per 8 channels and HY_CRT consecutive rows, the K - 1 previous rows in registers, so
-** each input row is read once (plus 3 halo rows per run); the per-element kernel above read every x K
-** times with 2-byte loads (250 GB/s). Rows are loaded HY_CRB at a time, a batch ahead of its use: one
-** row at a time left two 16-byte loads in flight a thread, too few to cover DRAM latency (1.2 TB/s).
-** Same sum order as above; SiLU through the fast exponential and divide (bf16 output: their error is
-** below its step). */
+** to v): a thread per 8 channels and HY_CRT consecutive rows. Each input row is loaded and decoded once
+** and added to the up to four outputs it reaches (three partial sums in registers, the taps in the
+** per-element kernel's order, so the same sums); x's dtype is a template argument. Rows are loaded
+** HY_CRB at a time, a batch ahead of its use: one row at a time left two 16-byte loads in flight a
+** thread, too few to cover DRAM latency (1.2 TB/s); decoding the 3-row window again for every row
+** (four decodes a row) held the kernel at 1.9 TB/s on the H200. SiLU through the fast exponential and
+** divide (bf16 output: their error is below its step). */
 #define HY_CRT 32
 #define HY_CRB 4
 __device__ __forceinline__ float hy_silu_fast(float x) { return __fdividef(x, 1.f + __expf(-x)); }
@@ -68,20 +69,37 @@ __device__ __forceinline__ void hy_l2norm_v8(void *y, int dty, const void *x, in
     if (ok) st8(y, dty, i * 8, v);
   }
 }
+/* HY_NGU 32-vector chunks a warp per trip, their loads issued together: one chunk a trip left two
+** 16-byte loads in flight a thread (2.4 TB/s on the H200). L divides 32 and every chunk starts at a
+** multiple of 32, so a lane's features (f0) and weights stay the same on every trip. */
+#define HY_NGU 2
 template <int L>
 __device__ __forceinline__ void hy_norm_gate_v8(void *y, int dty, const void *x, int dtx, const void *z, int dtz,
                                                 const void *w, int dtw, ll n8, int G, float eps) {
-  for (ll b = ((ll)blockIdx.x * blockDim.x + threadIdx.x) & ~31ll; b < n8; b += (ll)gridDim.x * blockDim.x) {
-    const ll i = b + (threadIdx.x & 31);
-    const int ok = i < n8, f0 = (int)(i % L) * 8;
-    float v[8], zz[8], ss = 0.f;
-    if (ok) { ld8(x, dtx, i * 8, v); ld8(z, dtz, i * 8, zz); }
+  const int lane = threadIdx.x & 31, f0 = (lane % L) * 8;
+  float wv[8];
 #pragma unroll
-    for (int k = 0; k < 8; k++) ss += ok ? v[k] * v[k] : 0.f;
-    const float r = 1.f / sqrtf(hy_lanes_sum<L>(ss) / (float)G + eps);
+  for (int k = 0; k < 8; k++) wv[k] = ldf(w, dtw, f0 + k);
+  const ll nw = ((ll)gridDim.x * blockDim.x) >> 5, gw = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  for (ll ch = gw * HY_NGU; ch * 32 < n8; ch += nw * HY_NGU) {
+    float v[HY_NGU][8], zz[HY_NGU][8];
 #pragma unroll
-    for (int k = 0; k < 8; k++) v[k] = v[k] * r * ldf(w, dtw, f0 + k) * hy_silu(zz[k]);
-    if (ok) st8(y, dty, i * 8, v);
+    for (int u = 0; u < HY_NGU; u++) {
+      const ll i = (ch + u) * 32 + lane;
+      if (i < n8) { ld8(x, dtx, i * 8, v[u]); ld8(z, dtz, i * 8, zz[u]); }
+    }
+#pragma unroll
+    for (int u = 0; u < HY_NGU; u++) {
+      const ll i = (ch + u) * 32 + lane;
+      const int ok = i < n8;
+      float ss = 0.f;
+#pragma unroll
+      for (int k = 0; k < 8; k++) ss += ok ? v[u][k] * v[u][k] : 0.f;
+      const float r = 1.f / sqrtf(hy_lanes_sum<L>(ss) / (float)G + eps);
+#pragma unroll
+      for (int k = 0; k < 8; k++) v[u][k] = v[u][k] * r * wv[k] * hy_silu_fast(zz[u][k]);
+      if (ok) st8(y, dty, i * 8, v[u]);
+    }
   }
 }
 #define HY_V8_LANES(F, L, ...) \
@@ -91,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_l2norm_v8(void *y, int dty
                                                                  float eps, float alpha) {
   HY_V8_LANES(hy_l2norm_v8, L, y, dty, x, dtx, n8, eps, alpha)
 }
-extern "C" __global__ void __launch_bounds__(256) dfl_norm_gate_v8(void *y, int dty, const void *x, int dtx,
+extern "C" __global__ void __launch_bounds__(256, 3) dfl_norm_gate_v8(void *y, int dty, const void *x, int dtx,
                                                                     const void *z, int dtz, const void *w, int dtw,
                                                                     ll n8, int L, float eps) {
   HY_V8_LANES(hy_norm_gate_v8, L, y, dty, x, dtx, z, dtz, w, dtw, n8, L * 8, eps)
@@ -102,10 +120,9 @@ extern "C" __global__ void __launch_bounds__(256) dfl_norm_gate_v8(void *y, int 
 ** q and k never travel through memory unnormalized. A head of G features is L = G / 8 consecutive
 ** lanes; C % G == 0 and D % G == 0 keep every L-lane group inside one head and one run of rows, so
 ** each group's shuffles see all its lanes (the other lanes of the warp may be in another region). */
-template <int L>
-__device__ __forceinline__ void hy_conv_qkv_v8(void *q, void *k, void *v, int dty, const void *x, int dtx,
-                                               const void *w, int dtw, ll R, int C, int D, int S, float eps,
-                                               float alpha) {
+template <int L, int DTX>
+__device__ __forceinline__ void hy_conv_qkv_v8(void *q, void *k, void *v, int dty, const void *x, const void *w,
+                                               int dtw, ll R, int C, int D, int S, float eps, float alpha) {
   const int C8 = C >> 3, lane = threadIdx.x & 31;
   const unsigned gmask = L == 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & ~(L - 1));
   const ll nt = (R + HY_CRT - 1) / HY_CRT;
@@ -123,44 +140,53 @@ __device__ __forceinline__ void hy_conv_qkv_v8(void *q, void *k, void *v, int dt
 #pragma unroll
       for (int j = 0; j < 4; j++) wk[j][c] = ldf(w, dtw, (ll)(c0 + c) * 4 + j);
     int pos = (int)(r0 % S);
-    uint4 h[3]; /* the 3 previous rows as loaded (zero words: 0 in bf16 and f16), decoded at use */
+    /* p[a]: output row (this row + a)'s sum so far, taps in order 0..3 (the per-element kernel's order):
+    ** each input row is decoded once and added to the four outputs it reaches */
+    float p[3][8];
 #pragma unroll
-    for (int j = 0; j < 3; j++)
-      h[j] = pos - 3 + j >= 0 ? *(const uint4 *)((const unsigned short *)x + (r0 - 3 + j) * C + c0) : make_uint4(0, 0, 0, 0);
+    for (int c = 0; c < 8; c++) p[0][c] = p[1][c] = p[2][c] = 0.f;
+    const unsigned short *xs = (const unsigned short *)x + c0;
+#pragma unroll
+    for (int j = 0; j < 3; j++) /* the halo: the up to 3 rows of r0's sequence before it (p stays 0 before them) */
+      if (pos - 3 + j >= 0) {
+        float xh[8];
+        hy_dec8(*(const uint4 *)(xs + (r0 - 3 + j) * C), DTX, xh);
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+          p[0][c] = fmaf(wk[2][c], xh[c], p[1][c]);
+          p[1][c] = fmaf(wk[1][c], xh[c], p[2][c]);
+          p[2][c] = wk[0][c] * xh[c];
+        }
+      }
     uint4 nxt[HY_CRB];
 #pragma unroll
     for (int b = 0; b < HY_CRB; b++)
-      if (r0 + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (r0 + b) * C + c0);
+      if (r0 + b < r1) nxt[b] = *(const uint4 *)(xs + (r0 + b) * C);
     for (ll rb = r0; rb < r1; rb += HY_CRB) {
       uint4 raw[HY_CRB];
 #pragma unroll
       for (int b = 0; b < HY_CRB; b++) {
         raw[b] = nxt[b];
-        if (rb + HY_CRB + b < r1) nxt[b] = *(const uint4 *)((const unsigned short *)x + (rb + HY_CRB + b) * C + c0);
+        if (rb + HY_CRB + b < r1) nxt[b] = *(const uint4 *)(xs + (rb + HY_CRB + b) * C);
       }
 #pragma unroll
       for (int b = 0; b < HY_CRB; b++) {
         if (rb + b >= r1) break;
-        if (pos == S) {
+        if (pos == S) { /* a new sequence: the rows before it read as 0 */
           pos = 0;
-          h[0] = h[1] = h[2] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+          for (int c = 0; c < 8; c++) p[0][c] = p[1][c] = p[2][c] = 0.f;
         }
-        float o[8], x0[8], x1[8], x2[8], xc[8], ss = 0.f;
-        hy_dec8(h[0], dtx, x0);
-        hy_dec8(h[1], dtx, x1);
-        hy_dec8(h[2], dtx, x2);
-        hy_dec8(raw[b], dtx, xc);
+        float o[8], xc[8], ss = 0.f;
+        hy_dec8(raw[b], DTX, xc);
 #pragma unroll
         for (int c = 0; c < 8; c++) {
-          float acc = 0.f;
-          acc += wk[0][c] * x0[c];
-          acc += wk[1][c] * x1[c];
-          acc += wk[2][c] * x2[c];
-          acc += wk[3][c] * xc[c];
-          o[c] = hy_silu_fast(acc);
+          o[c] = hy_silu_fast(fmaf(wk[3][c], xc[c], p[0][c]));
+          p[0][c] = fmaf(wk[2][c], xc[c], p[1][c]);
+          p[1][c] = fmaf(wk[1][c], xc[c], p[2][c]);
+          p[2][c] = wk[0][c] * xc[c];
           ss += o[c] * o[c];
         }
-        h[0] = h[1], h[1] = h[2], h[2] = raw[b];
         if (part < 2) { /* the group's lanes all take this branch together */
 #pragma unroll
           for (int m = L / 2; m > 0; m >>= 1) ss += __shfl_xor_sync(gmask, ss, m);
@@ -174,11 +200,18 @@ __device__ __forceinline__ void hy_conv_qkv_v8(void *q, void *k, void *v, int dt
     }
   }
 }
+template <int L>
+__device__ __forceinline__ void hy_conv_qkv_dt(void *q, void *k, void *v, int dty, const void *x, int dtx,
+                                               const void *w, int dtw, ll R, int C, int D, int S, float eps,
+                                               float alpha) {
+  if (dtx == DT_BF16) hy_conv_qkv_v8<L, DT_BF16>(q, k, v, dty, x, w, dtw, R, C, D, S, eps, alpha);
+  else hy_conv_qkv_v8<L, DT_F16>(q, k, v, dty, x, w, dtw, R, C, D, S, eps, alpha);
+}
 extern "C" __global__ void __launch_bounds__(128, 3) dfl_conv1d_silu_qkv_v8(void *q, void *k, void *v, int dty,
                                                                           const void *x, int dtx, const void *w,
                                                                           int dtw, ll R, int C, int D, int S, int L,
                                                                           float eps, float alpha) {
-  HY_V8_LANES(hy_conv_qkv_v8, L, q, k, v, dty, x, dtx, w, dtw, R, C, D, S, eps, alpha)
+  HY_V8_LANES(hy_conv_qkv_dt, L, q, k, v, dty, x, dtx, w, dtw, R, C, D, S, eps, alpha)
 }
 /* Any shape and dtype: a warp per row, q and k heads twice over (their sum of squares, then the
 ** normalized values), v once. */
@@ -257,42 +290,71 @@ extern "C" __global__ void dfl_rope_part(void *out, int dto, const void *x, int 
   }
 }
 
-/* 16-byte forms (bf16/f16 tensors, 16-byte aligned): SIGMOID_MUL with n % 8 == 0; partial RoPE with
-** hd % 8 == 0 and rd % 16 == 0: the first rd / 16 threads of a row rotate 8 NeoX pairs each (both halves)
-** in every head, the rest copy. The per-element kernels ran at 0.5-1.5 TB/s; a thread per (row, head)
-** forming its own 8 angles took twice as long as they did (the double pow and sincos). */
-extern "C" __global__ void dfl_rope_part_v8(void *out, int dto, const void *x, int dtx, const int *pos, ll rows, int nh,
-                                            int hd, int rd, double theta, int inverse) {
-  /* a thread per (row, 8 dims) walks the row's heads: the 8 angles (double sincos and pow, as dfl_rope)
-  ** are formed once for all of them */
-  const int half = rd / 2, per = hd / 8 - half / 8;
-  GRID_STRIDE(t, rows * per) {
-    const int c = (int)(t % per);
-    const ll r = t / per;
-    if (c < half / 8) {
-      float co[8], si[8];
+/* Partial RoPE on 16-byte rows (compiler/lower_launch.c: hd / 8 a power of two <= 32, rot_dim % 16 == 0,
+** bf16, f16 or f32 tensors 16-byte aligned), in every form: plain, normed (the per-head q/k RMSNorm in
+** front of it, dfl_fuse_norm_rope) and pair (q and k in one launch, dfl_fuse_rope_pair). A warp per row
+** walks the row's nh + nh2 heads, ROPE_PN_U heads' loads at once; a head is ni = hd / 8 aligned lanes of
+** 8 features. The row's angles are formed once, by the lanes that rotate (li < rd / 8: the pair (i, i + rd
+** / 2) is lanes li and li + rd / 16, which trade values by a shuffle); the normed form's sum of squares
+** is the head's ni lanes reducing by shuffles (rope_norm16's arithmetic: rsqrtf, the weight, the
+** removed intermediate's rounding). The earlier 16-byte kernel (a thread per (row, 8 dims) walking the
+** heads, one 16-byte load at a time, the q/k norms a launch of their own) ran the 27B's q at about a
+** third of memory speed. */
+#define ROPE_PN_U 4
+extern "C" __global__ void __launch_bounds__(256, 2) dfl_rope_pn(void *out, const void *x, const void *wn, int nh,
+                                                              void *out2, const void *x2, const void *wn2, int nh2,
+                                                              int dto, int dtx, int dtw, int mid, const int *pos,
+                                                              ll rows, int hd, int rd, double theta, int inverse,
+                                                              float eps) {
+  extern __shared__ double dfl_rope_sm[]; /* the rd / 2 inverse frequencies */
+  for (int i = threadIdx.x; i < rd / 2; i += blockDim.x) dfl_rope_sm[i] = pow(theta, -2.0 * i / rd);
+  __syncthreads();
+  const int ni = hd / 8, h8 = rd / 16, lane = threadIdx.x & 31, li = lane & (ni - 1), hpw = 32 / ni, hl = lane / ni;
+  const int src = li < h8 ? lane + h8 : li < 2 * h8 ? lane - h8 : lane, rot = li < 2 * h8;
+  float w1[8], w2[8];
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
-        double sn, cs;
-        sincos((double)pos[r] * pow(theta, -2.0 * (8 * c + k) / rd), &sn, &cs);
-        co[k] = (float)cs, si[k] = inverse ? -(float)sn : (float)sn;
-      }
-      for (int h = 0; h < nh; h++) {
-        const ll base = (r * nh + h) * hd + 8 * c;
-        float x1[8], x2[8], o1[8], o2[8];
-        ld8(x, dtx, base, x1);
-        ld8(x, dtx, base + half, x2);
+  for (int k = 0; k < 8; k++) {
+    w1[k] = wn ? ldf(wn, dtw, li * 8 + k) : 1.f;
+    w2[k] = wn2 ? ldf(wn2, dtw, li * 8 + k) : 1.f;
+  }
+  const int nt = nh + nh2;
+  const ll nw = ((ll)gridDim.x * blockDim.x) >> 5;
+  for (ll r = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += nw) {
+    float cs[8], sn[8];
 #pragma unroll
-        for (int k = 0; k < 8; k++) o1[k] = x1[k] * co[k] - x2[k] * si[k], o2[k] = x2[k] * co[k] + x1[k] * si[k];
-        st8(out, dto, base, o1);
-        st8(out, dto, base + half, o2);
+    for (int k = 0; k < 8; k++) cs[k] = 1.f, sn[k] = 0.f;
+    for (int h0 = 0; h0 < nt; h0 += hpw * ROPE_PN_U) {
+      float v[ROPE_PN_U][8];
+#pragma unroll
+      for (int u = 0; u < ROPE_PN_U; u++) {
+        const int h = h0 + u * hpw + hl, sec = h >= nh;
+        if (h < nt) ld8(sec ? x2 : x, dtx, ((r * (sec ? nh2 : nh)) + (sec ? h - nh : h)) * hd + li * 8, v[u]);
+        else
+#pragma unroll
+          for (int k = 0; k < 8; k++) v[u][k] = 0.f;
       }
-    } else {
-      for (int h = 0; h < nh; h++) {
-        const ll e = (r * nh + h) * hd + rd + 8 * (c - half / 8);
-        float v[8];
-        ld8(x, dtx, e, v);
-        st8(out, dto, e, v);
+      if (h0 == 0 && rot) /* the row's angles, while its first loads are in flight */
+        rope_angles8((double)pos[r], dfl_rope_sm, (li % h8) * 8, inverse, cs, sn);
+#pragma unroll
+      for (int u = 0; u < ROPE_PN_U; u++) { /* every lane runs every u: the shuffles */
+        const int h = h0 + u * hpw + hl, sec = h >= nh;
+        if (wn) {
+          float ss = 0.f;
+#pragma unroll
+          for (int k = 0; k < 8; k++) ss += v[u][k] * v[u][k];
+          for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+          const float rs = rsqrtf(ss / hd + eps);
+#pragma unroll
+          for (int k = 0; k < 8; k++) v[u][k] = v[u][k] * rs * (sec ? w2[k] : w1[k]);
+          rope_round8(v[u], mid);
+        }
+        float o[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          const float pv = __shfl_sync(0xffffffffu, v[u][k], src);
+          o[k] = li < h8 ? v[u][k] * cs[k] - pv * sn[k] : rot ? v[u][k] * cs[k] + pv * sn[k] : v[u][k];
+        }
+        if (h < nt) st8(sec ? out2 : out, dto, ((r * (sec ? nh2 : nh)) + (sec ? h - nh : h)) * hd + li * 8, o);
       }
     }
   }

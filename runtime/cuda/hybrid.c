@@ -114,7 +114,16 @@ int dfl_cu_rope_part(dfl_cuda *c, int i) {
   int inv = at->inverse;
   long long rows = (long long)numel(c, op->in[0]) / ((long long)nh * hd);
   double th = at->theta;
-  void *a[] = {&o, &dto, &x, &dtx, &pos, &rows, &nh, &hd, &rd, &th, &inv}; /* both kernels' */
+  if (l->kernel == K_ROPE_PN) { /* every form: plain, normed (in[2]), pair (x2 [, its weight], out[1]) */
+    int pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3), nh2 = pair ? at->kv_heads : 0;
+    void *wn = normed ? P(op->in[2]) : NULL, *o2 = pair ? P(op->out[1]) : NULL;
+    void *x2 = pair ? P(op->in[normed ? 3 : 2]) : NULL, *wn2 = pair && normed ? P(op->in[4]) : NULL;
+    int dtw = normed ? dt(c, op->in[2]) : 0, mid = at->mid_dtype;
+    float eps = (float)at->eps;
+    void *a[] = {&o, &x, &wn, &nh, &o2, &x2, &wn2, &nh2, &dto, &dtx, &dtw, &mid, &pos, &rows, &hd, &rd, &th, &inv, &eps};
+    return dfl_cu_launch(c, i, l, a);
+  }
+  void *a[] = {&o, &dto, &x, &dtx, &pos, &rows, &nh, &hd, &rd, &th, &inv}; /* dfl_rope_part */
   return dfl_cu_launch(c, i, l, a);
 }
 

@@ -164,6 +164,16 @@ int main(void) {
     memset(&at, 0, sizeof at);
     at.heads = 6, at.head_dim = 256, at.rot_dim = 64, at.theta = 1e7;
     int part = dfl_op_add(&g, DFL_OP_ROPE, (int[]){xq, pos}, 2, &oq, 1, &at);
+    /* partial, normed pair (qwen3_5's q/k norms and RoPE: f32 weights), and a rot_dim the 16-byte kernel
+    ** refuses in a fused form (8: pairs half a lane apart) */
+    int xk = dfl_tensor_2d(&g, "xk", DFL_BF16, DFL_T_INPUT, R, 2 * 256), ok2 = dfl_tensor_2d(&g, "ok", DFL_BF16, DFL_T_ACT, R, 2 * 256);
+    int wpq = dfl_tensor_1d(&g, "wpq", DFL_F32, DFL_T_FROZEN, 256), wpk = dfl_tensor_1d(&g, "wpk", DFL_F32, DFL_T_FROZEN, 256);
+    int oq2 = dfl_tensor_2d(&g, "oq2", DFL_BF16, DFL_T_ACT, R, 6 * 256);
+    at.kv_heads = 2, at.eps = 1e-6, at.mid_dtype = DFL_BF16;
+    int partn = dfl_op_add(&g, DFL_OP_ROPE, (int[]){xq, pos, wpq, xk, wpk}, 5, (int[]){oq2, ok2}, 2, &at);
+    int oq3 = dfl_tensor_2d(&g, "oq3", DFL_BF16, DFL_T_ACT, R, 6 * 256);
+    at.kv_heads = 0, at.rot_dim = 8;
+    int partbad = dfl_op_add(&g, DFL_OP_ROPE, (int[]){xq, pos, wpq}, 3, &oq3, 1, &at);
     int q = dfl_tensor_2d(&g, "q", DFL_BF16, DFL_T_INPUT, R, 32 * 128), k = dfl_tensor_2d(&g, "k", DFL_BF16, DFL_T_INPUT, R, 8 * 128);
     int wq = dfl_tensor_1d(&g, "wq", DFL_BF16, DFL_T_PARAM, 128), wk = dfl_tensor_1d(&g, "wk", DFL_BF16, DFL_T_PARAM, 128);
     int qo = dfl_tensor_2d(&g, "qo", DFL_BF16, DFL_T_ACT, R, 32 * 128), ko = dfl_tensor_2d(&g, "ko", DFL_BF16, DFL_T_ACT, R, 8 * 128);
@@ -180,8 +190,14 @@ int main(void) {
     dfl_lower_env env = {NULL};
     dfl_launch l[DFL_LAUNCH_MAX];
     int n = dfl_lower_launch(&g, part, &env, l);
-    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PART_V8 && l[0].grid == (R * (32 - 4) + 255) / 256 && l[0].vec,
-          ": partial rope: %d, %s grid %lld", n, dfl_emit_kernel_name(l[0].kernel), (long long)l[0].grid);
+    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PN && l[0].grid == R / 8 && l[0].smem == 32 * 8 && l[0].vec &&
+          l[0].fill == DFL_FILL_OCC, ": partial rope: %d, %s grid %lld", n, dfl_emit_kernel_name(l[0].kernel),
+          (long long)l[0].grid);
+    n = dfl_lower_launch(&g, partn, &env, l);
+    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PN && l[0].grid == R / 8, ": partial normed pair: %d, %s", n,
+          dfl_emit_kernel_name(l[0].kernel));
+    n = dfl_lower_launch(&g, partbad, &env, l);
+    CHECK(n == DFL_ESHAPE, ": partial normed rope, rot_dim 8: %d (a refusal expected)", n);
     n = dfl_lower_launch(&g, pr, &env, l);
     CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_P8 && l[0].grid == (R * 5 + 31) / 32 && l[0].smem == 64 * 8 && l[0].fill == 2,
           ": normed pair: %d, %s grid %lld", n, dfl_emit_kernel_name(l[0].kernel), (long long)l[0].grid);

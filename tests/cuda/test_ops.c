@@ -417,6 +417,11 @@ int main(int argc, char **argv) {
     case_rope_partial(45, 6, 256, 64);   /* the 27B's attention: 64 of 256 */
     case_rope_partial(29, 3, 64, 16);    /* the hybrid test model's */
     case_rope_partial(17, 2, 32, 8);     /* rot_dim 8: the per-element kernel (the others: 16-byte) */
+    case_rope_partial_fused(45, 24, 4, 256, 64, 1); /* the 27B's q and k with their norms: one launch */
+    case_rope_partial_fused(37, 5, 0, 256, 64, 1);
+    case_rope_partial_fused(29, 3, 2, 64, 16, 1);   /* 4 heads a warp; 5 heads: a partial step */
+    case_rope_partial_fused(61, 6, 3, 128, 32, 0);
+    case_rope_partial_fused(13, 2, 1, 64, 32, 1);   /* rot_dim 32 of 64 */
     case_rmsnorm_w32(37, 5120, 5120);
     case_rmsnorm_w32(1201, 5120, 5120); /* dfl_rmsnorm_rf: more rows than CTAs (4 an SM), each walks several */
     case_rmsnorm_w32(61, 2048, 2048);

@@ -82,6 +82,33 @@ void case_rope_partial(int R, int nh, int hd, int rd) {
   dfl_graph_free(&g);
 }
 
+/* Partial rotary's fused forms (dfl_rope_pn): normed (the q/k norms folded in: dfl_fuse_norm_rope, f32
+** weights as the qwen3_5 checkpoints' folded 1 + w), pair (q and k in one op: dfl_fuse_rope_pair) or both;
+** then the inverse pair, plain. nh + nh2 not a multiple of the kernel's 4 heads a step leaves a partial
+** step; hd 64 puts 4 heads in a warp. */
+void case_rope_partial_fused(int R, int nh, int nh2, int hd, int rd, int normed) {
+  dfl_graph g; dfl_graph_init(&g);
+  int pair = nh2 > 0;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, nh * hd), pos = t1(&g, "pos", DFL_I32, DFL_T_INPUT, R);
+  int x2 = pair ? t2(&g, "x2", ACT, DFL_T_INPUT, R, nh2 * hd) : -1;
+  int w = t1(&g, "wn", DFL_F32, DFL_T_FROZEN, hd), w2 = t1(&g, "wn2", DFL_F32, DFL_T_FROZEN, hd);
+  int y = t2(&g, "y", ACT, DFL_T_ACT, R, nh * hd), z = t2(&g, "z", ACT, DFL_T_ACT, R, nh * hd);
+  int y2 = pair ? t2(&g, "y2", ACT, DFL_T_ACT, R, nh2 * hd) : -1, z2 = pair ? t2(&g, "z2", ACT, DFL_T_ACT, R, nh2 * hd) : -1;
+  dfl_attrs a = {0}; a.heads = nh; a.kv_heads = nh2; a.head_dim = hd; a.rot_dim = rd; a.theta = 1e7;
+  if (normed) a.eps = 1e-6, a.mid_dtype = ACT;
+  if (pair && normed) op(&g, DFL_OP_ROPE, 5, (int[]){x, pos, w, x2, w2}, 2, (int[]){y, y2}, &a);
+  else if (pair) op(&g, DFL_OP_ROPE, 3, (int[]){x, pos, x2}, 2, (int[]){y, y2}, &a);
+  else op(&g, DFL_OP_ROPE, 3, (int[]){x, pos, w}, 1, &y, &a);
+  dfl_attrs b = {0}; b.heads = nh; b.head_dim = hd; b.rot_dim = rd; b.theta = 1e7; b.inverse = 1;
+  if (pair) b.kv_heads = nh2, op(&g, DFL_OP_ROPE, 3, (int[]){y, pos, y2}, 2, (int[]){z, z2}, &b);
+  else op(&g, DFL_OP_ROPE, 2, (int[]){y, pos}, 1, &z, &b);
+  char nm[96];
+  snprintf(nm, sizeof nm, "rope partial%s%s R %d nh %d + %d hd %d rot %d", pair ? " pair" : "", normed ? " with norm" : "",
+           R, nh, nh2, hd, rd);
+  free(rope_run(nm, &g, pos, x, R));
+  dfl_graph_free(&g);
+}
+
 /* RMSNORM with an f32 weight under bf16 x (the (1 + w) norms of qwen3_5, folded at load): forward only */
 void case_rmsnorm_w32(int R, int D, int G) {
   dfl_graph g; dfl_graph_init(&g);

@@ -469,7 +469,8 @@ static void case_add_grad(void) {
 /* dfl_fuse_norm_rope: z = ROPE(RMSNORM(x, w) {group hd}, pos). which: 0 legal (the CPU values of
 ** the fused graph must equal the unfused graph's bit for bit: k_rope does k_rmsnorm's arithmetic),
 ** 1 rstd read by another op, 2 y read twice, 3 norm over the whole row, 4 hd 48 (48/16 not a power
-** of two), 5 the norm in another phase, 6 w written between the two. Returns the pairs fused. */
+** of two), 5 the norm in another phase, 6 w written between the two, 7 partial rotary (16 of 32: legal,
+** qwen3_5's form), 8 partial rotary 8 of 32 (no fused kernel). Returns the pairs fused. */
 static int norm_rope_case(int which) {
   const int R = 7, nh = 3, hd = which == 4 ? 48 : 32;
   dfl_graph g[2];
@@ -494,6 +495,7 @@ static int norm_rope_case(int which) {
       dfl_op_add(&g[m], DFL_OP_SCALE, &w, 1, &w, 1, &a);
     }
     z = dfl_rope(&g[m], y, pos, nh, hd, 1e6, "z");
+    if (which >= 7) g[m].ops[g[m].t[z].producer].a.rot_dim = which == 7 ? 16 : 8;
   }
   int nops0 = g[1].nops;
   nf = dfl_fuse_norm_rope(&g[1]);
@@ -660,8 +662,8 @@ int main(void) {
     int want = w == NADD_LEGAL || w == NADD_SWAPPED, got = norm_add_case(w);
     if (got != want) { fprintf(stderr, "FAIL fuse_add norm case %d: %d fused, want %d\n", w, got, want); fails++; }
   }
-  for (int w = 0; w <= 6; w++) {
-    int got = norm_rope_case(w), want = w == 0;
+  for (int w = 0; w <= 8; w++) {
+    int got = norm_rope_case(w), want = w == 0 || w == 7;
     if (got != want) { fprintf(stderr, "FAIL fuse_norm_rope case %d: %d fused, want %d\n", w, got, want); fails++; }
   }
   for (int w = 0; w <= 7; w++) {
