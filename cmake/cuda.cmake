@@ -21,12 +21,12 @@ add_custom_command(
   DEPENDS ${DFL_KERNEL_SOURCES} ${CMAKE_SOURCE_DIR}/cmake/embed_kernels.cmake
   COMMENT "Embedding kernels/*.cuh")
 
-add_library(dfl_emit STATIC compiler/emit.c compiler/codegen.c compiler/lower_launch.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
+add_library(dfl_emit STATIC compiler/emit.c compiler/codegen.c compiler/lower_launch.c compiler/lower_attn.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
 target_include_directories(dfl_emit PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
 # Plain library files, not the CUDA:: imported targets: those add the libcuda stub to the link.
 find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
-target_link_libraries(dfl_emit PUBLIC dfl_ir ${DFL_NVRTC_LIB})
+target_link_libraries(dfl_emit PUBLIC dfl_ir dfl_plan_core ${DFL_NVRTC_LIB}) # lower_attn.c: an op's planned scratch
 
 add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/capture.c runtime/cuda/attention.c runtime/cuda/gemm.c runtime/cuda/hybrid.c runtime/cuda/loss.c runtime/cuda/ops.c runtime/cuda/pointwise.c runtime/cuda/rope.c)
 find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)

@@ -152,7 +152,7 @@ static void mkdirs(const char *dir) {
 
 /* --- GPU architectures ---
 ** Shared memory per block (the opt-in maximum of the CUDA programming guide's table of compute
-** capabilities): what decides which mma.sync attention kernels fit (runtime/cuda/attention.c att_tc).
+** capabilities): what decides which mma.sync attention kernels fit (compiler/lower_attn.c att_tc).
 ** The backend reads the device's own value; the table's serves a forced row (dfl_cuda_opts.as_cc) and
 ** docs/gpus.md. sm_90a: wgmma, setmaxnreg and TMA exist only in the arch-specific target. sm_100a and
 ** sm_120a: arch-specific too (a cubin for 10.0 / 12.0 exactly); no kernel uses tcgen05 yet, Blackwell

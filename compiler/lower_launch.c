@@ -88,7 +88,7 @@ static int lower_rmsnorm(const ctx *c, dfl_launch *out) {
     int kw = mid == DFL_BF16 ? rms_warp(c, G, 1, ts, 2) : -1;
     if (kw >= 0) return out[0] = L(kw, (ng + 3) / 4, 128, 0, DFL_FILL_NONE, 1), 1;
     int nch = rowq_nch(c, G);
-    if (!nch) return DFL_ESHAPE;
+    if (!nch) return -DFL_ESHAPE;
     return out[0] = L(nch == 2 ? DFL_K_RMSNORM_Q2 : DFL_K_RMSNORM_Q4, ng, G / (8 * nch), 0, DFL_FILL_NONE, 0), 1;
   }
   int ts[] = {y, x, w};
@@ -119,7 +119,7 @@ static int lower_swiglu(const ctx *c, dfl_launch *out) {
   int64_t rows = T(c, g)->shape[0];
   if (op->a.mid_dtype == DFL_BF16 && rowq_ok(c, C, ts, 2)) return out[0] = rowq(DFL_K_SWIGLU_QR, rows, C), 1;
   int nch = rowq_nch(c, C);
-  if (!nch) return DFL_ESHAPE;
+  if (!nch) return -DFL_ESHAPE;
   return out[0] = L(nch == 2 ? DFL_K_SWIGLU_Q2 : DFL_K_SWIGLU_Q4, rows, C / (8 * nch), 0, DFL_FILL_NONE, 0), 1;
 }
 
@@ -154,7 +154,7 @@ static int lower_conv1d(const ctx *c, dfl_launch *out) {
     int q = op->out[0], k = op->out[1], v = op->out[2], D = (int)T(c, q)->shape[1], G = op->a.group;
     if (T(c, k)->dtype != T(c, q)->dtype || T(c, v)->dtype != T(c, q)->dtype) {
       fprintf(stderr, "dflc: lower: conv1d_silu (%s): q, k and v must share a dtype\n", op->label);
-      return DFL_ESHAPE;
+      return -DFL_ESHAPE;
     }
     if (K == 4 && lanes_ok(G) && C % G == 0 && D % G == 0 && v16(c, x) && v16(c, q) && v16(c, k) && v16(c, v))
       return out[0] = L(DFL_K_CONV_QKV_V8, (n + 127) / 128, 128, 0, 3, 1), 1;
@@ -189,7 +189,7 @@ static int rope_one(const ctx *c, int o, int x, int wn, dfl_launch *out) {
   if (wn >= 0 && (!rope_hd16(hd) || !vecs(c, ts, 3, 0))) {
     fprintf(stderr, "dflc: lower: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, and "
                     "the tensors bf16/f16/f32, 16-byte aligned\n", c->op->label, hd);
-    return DFL_ESHAPE;
+    return -DFL_ESHAPE;
   }
   if (rope_hd16(hd) && vecs(c, ts, 3, 1) && (wn < 0 || a->mid_dtype == DFL_BF16)) {
     /* a row's hd / 16 threads walk its heads (dfl_rope_r); two CTAs an SM at most */
@@ -229,7 +229,7 @@ static int lower_rope(const ctx *c, dfl_launch *out) {
       fprintf(stderr, "dflc: lower: partial rope with a norm or a pair (%s): head_dim %d / 8 must be a power of two "
                       "<= 32, rot_dim %d a multiple of 16, the tensors bf16/f16/f32, 16-byte aligned, q and k of one "
                       "dtype\n", op->label, hd, rd);
-      return DFL_ESHAPE;
+      return -DFL_ESHAPE;
     }
     return out[0] = elems(DFL_K_ROPE_PART, rows * nh * (rd / 2 + hd - rd)), 1;
   }
@@ -362,6 +362,8 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_DFLASH_BLOCKS: return out[0] = elems(DFL_K_BLOCKS, (int64_t)a->batch * a->N * a->B), 1;
   case DFL_OP_DFLASH_METRICS: return out[0] = L(DFL_K_METRICS, 1, 256, (5 + 2 * a->B) * 4, DFL_FILL_NONE, 0), 1;
   case DFL_OP_OPT_PREP: return out[0] = L(DFL_K_OPT_PREP, 1, 32, 0, DFL_FILL_NONE, 0), 1;
+  case DFL_OP_ATTENTION:
+  case DFL_OP_ATTENTION_BWD: return dfl_lower_attention(g, i, env, out);
   default: return 0;
   }
 }
@@ -376,7 +378,8 @@ void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n) {
   else if (l->fill > 0) snprintf(fill, sizeof fill, " (<= %d/SM)", l->fill);
   char gy[24] = "", arg[24] = "";
   if (l->grid_y > 1) snprintf(gy, sizeof gy, " x %d", l->grid_y);
-  if (l->arg) snprintf(arg, sizeof arg, " arg %d", l->arg);
+  if (l->arg == DFL_ARG_AT_INIT) snprintf(arg, sizeof arg, " arg at init");
+  else if (l->arg) snprintf(arg, sizeof arg, " arg %d", l->arg);
   snprintf(buf, n, "%s grid %lld%s%s block %d smem %d%s%s", dfl_emit_kernel_name(l->kernel), (long long)l->grid, gy,
            fill, l->block, l->smem, l->vec ? " vec16" : "", arg);
 }

@@ -7,10 +7,11 @@
 ** have the alignment the choice assumed.
 **
 ** What stays with the device: a grid-stride kernel's grid is capped at the CTAs the device's SMs hold
-** at once (fill), so the SM count and the kernel's measured occupancy are applied at launch. Ops this
-** stage does not cover yet (the GEMMs, which cuBLASLt's heuristic picks; attention, the hybrid's mixers,
-** RoPE, the loss head, the optimizer, the sums and the norm's backward) still choose in the runtime,
-** and kernels.txt says so per op (docs/codegen.md).
+** at once (fill), so the SM count and the kernel's measured occupancy are applied at launch; a choice
+** that follows them is DFL_ARG_AT_INIT in a build and the device's value in the backend's lowering.
+** The GEMMs are cuBLASLt's (its heuristic, at init). Ops this stage does not cover yet (the gated delta
+** rule, the loss head, the norm's backward, SCATTER_ADD) still choose in the runtime, and kernels.txt
+** says so per op (docs/codegen.md).
 */
 #ifndef DFL_LOWER_LAUNCH_H
 #define DFL_LOWER_LAUNCH_H
@@ -47,17 +48,38 @@ typedef struct dfl_launch {
   int fill;       /* DFL_FILL_NONE, DFL_FILL_OCC or n > 0 CTAs an SM */
   int vec;        /* 1: chosen for 16-byte aligned tensors (the backend checks its pointers) */
   int arg;        /* a variant the kernel takes as an argument (the block-row copies' access bytes); a
-                  ** multi-tensor group's first launch: the ops it covers; DFL_LAUNCH_GROUPED: the leader */
+                  ** multi-tensor group's first launch: the ops it covers; DFL_LAUNCH_GROUPED: the leader;
+                  ** the wgmma key-major attention backward: its parts (DFL_ARG_AT_INIT: by the SM count) */
 } dfl_launch;
+
+/* arg of a launch whose variant follows the device's SM count or a kernel's measured occupancy: a
+** build (no device) records this; the backend's lowering at init, with the device in its env, the value */
+#define DFL_ARG_AT_INIT (-1)
 
 typedef struct dfl_lower_env {
   const int64_t *offset; /* each tensor's byte offset from the arena's start (256-aligned); NULL or < 0:
                          ** its own allocation (aligned) */
+  int smem;              /* dynamic shared memory a block may opt in to, bytes: the target row's (a build,
+                         ** dfl_lower_env_arch) or the device's (init); attention needs it */
+  int att;               /* the attention kernels the target has (compiler/emit.h dfl_att_family): WGMMA with
+                         ** an sm_90a cubin and a tensor-map encoder; CORES: forced (dfl_cuda_opts.att_ref) */
+  int nsm;               /* the device's SMs; 0 at build time (what follows them is DFL_ARG_AT_INIT) */
+  /* the CTAs of `block` threads with `smem` bytes of dynamic shared memory an SM holds at once of kernel k
+  ** (the device's measured occupancy); NULL at build time */
+  int (*occupancy)(void *ctx, int k, int block, int smem);
+  void *occ_ctx;
 } dfl_lower_env;
 
-/* Op i's launches into out[0 .. n): n, or 0 when the op is not lowered here (see above), or a status
-** < 0 with a message naming the op when no kernel takes its shape. */
+/* Op i's launches into out[0 .. n): n, or 0 when the op is not lowered here (see above), or a negated
+** status (< 0) with a message naming the op when no kernel takes its shape. */
 int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
+/* env's smem and att for the row of architecture arch (sm_90a ...; dflc build --arch), nsm 0 (no device):
+** DFL_ERR with a message for an arch no row covers. Leaves offset and occupancy as they are. */
+int dfl_lower_env_arch(dfl_lower_env *env, const char *arch);
+/* compiler/lower_attn.c: ATTENTION and ATTENTION_BWD (dfl_lower_launch's for them) */
+int dfl_lower_attention(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
+/* The attention family (compiler/emit.h dfl_att_family) of an attention op's launches l[0 .. n) */
+int dfl_lower_att_family(const dfl_launch *l, int n);
 /* One launch as text: "dfl_rmsnorm_r grid 49152 (<= 4/SM) x 160 smem 0" */
 void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n);
 

@@ -440,7 +440,7 @@ int64_t dfl_plan_cuda_op_scratch(const dfl_graph *g, const dfl_op *op) {
   case DFL_OP_SCATTER_ADD:
     return g->t[op->out[0]].dtype == DFL_F32 ? 0 : ws_align(dfl_tensor_numel(&g->t[op->out[0]]) * 4);
   case DFL_OP_ATTENTION_BWD: { /* tensor cores: D = rowsum(dO o), then the split key-major pass's f32 dK/dV
-                                ** slabs (runtime/cuda.c bwdkv_parts), as many as the four gradients' f32 size
+                                ** slabs (compiler/lower_attn.c bwdkv_parts), as many as the four gradients' f32 size
                                 ** holds (the CUDA-core kernels, which once summed into it, need none) */
     int64_t s = 0;
     for (int i = 1; i < op->n_out; i++) s += ws_align(dfl_tensor_numel(&g->t[op->out[i]]) * 4);

@@ -252,7 +252,11 @@ static int write_launches(const char *path, const char *arch, const dfl_graph *g
     fprintf(stderr, "dflc build: cannot write %s: %s\n", path, strerror(errno));
     return DFL_EIO;
   }
-  dfl_lower_env env = {offset};
+  dfl_lower_env env = {.offset = offset};
+  if (dfl_lower_env_arch(&env, arch)) {
+    fclose(f);
+    return DFL_ERR;
+  }
   dfl_launch l[DFL_LAUNCH_MAX];
   int nl = 0, ngr = 0, nblas = 0, nrt = 0, rc = DFL_OK;
   fprintf(f, "# dflc build (%s): every op and what runs it. Launches were chosen here (compiler/lower_launch.c);\n"
@@ -280,7 +284,7 @@ static int write_launches(const char *path, const char *arch, const dfl_graph *g
       fprintf(f, "%s family, chosen at run time (not lowered yet)\n", dfl_emit_family_name(fam));
       nrt++;
     } else {
-      rc = n;
+      rc = -n;
     }
   }
   fprintf(f, "# %d ops: %d lowered here, %d in fusion groups, %d cuBLASLt, %d chosen at run time\n", g->nops, nl, ngr,

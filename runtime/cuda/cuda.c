@@ -134,7 +134,7 @@ int dfl_cuda_describe(const dfl_cuda *c, char *buf, size_t cap) {
   int natt[3] = {0, 0, 0};
   for (int i = 0; i < c->g->nops; i++)
     if (c->g->ops[i].code == DFL_OP_ATTENTION || c->g->ops[i].code == DFL_OP_ATTENTION_BWD)
-      natt[dfl_cu_att_family((dfl_cuda *)c, &c->g->ops[i])]++;
+      natt[dfl_lower_att_family(im->ops[i].l, im->ops[i].nl)]++;
   describe(&ch, im->arch, im->smax, im->att_wg && im->tmap_encode, natt, buf, cap);
   return DFL_OK;
 }
@@ -167,7 +167,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   int smax = 0, dev = 0;
   CU(cudaGetDevice(&dev)); /* the backend's device (dfl_cuda_init_opts), not device 0 */
   CU(cudaDeviceGetAttribute(&smax, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  /* a forced row (dfl_cuda_opts.as_cc) with less shared memory: the kernels that fit there (att_tc) */
+  /* a forced row (dfl_cuda_opts.as_cc) with less shared memory: the kernels that fit there (compiler/lower_attn.c att_tc) */
   if (im->as_cc && im->smax > 0 && im->smax < smax) smax = im->smax;
   int sneed = (2 * 32 * 256 + 2 * 32 * 257 + 2 * 32 * 33 + 64) * 4;
   if (sneed > smax) sneed = smax;
@@ -184,7 +184,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
   /* the wgmma attention kernels where the row has them (Hopper, not forced off) and the cubin holds
-  ** them (sm_90a: elsewhere they are stubs); else the mma.sync ones (attention.c att_tc) */
+  ** them (sm_90a: elsewhere they are stubs); else the mma.sync ones (compiler/lower_attn.c att_tc) */
   im->att_wg = im->att_wg && !strcmp(arch, "sm_90a");
   im->tmap_encode = NULL;
   if (im->att_wg) {
@@ -199,14 +199,29 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   return DFL_OK;
 }
 
+/* The CTAs of block threads with smem bytes of dynamic shared memory an SM holds at once of kernel k:
+** what a lowering that follows the measured occupancy asks (dfl_lower_env.occupancy) */
+static int occupancy(void *ctx, int k, int block, int smem) {
+  struct dfl_cuda_impl *im = ctx;
+  int nb = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, (const void *)im->k[k], block, (size_t)smem) != cudaSuccess)
+    (void)cudaGetLastError(), nb = 0;
+  return nb < 1 ? 1 : nb;
+}
+
 /* Each op's launches, chosen from its shapes, dtypes and placed offsets (compiler/lower_launch.c, the
-** choice `dflc build` lists in kernels.txt). A pointwise op of a fusion group launches its group. */
+** choice `dflc build` lists in kernels.txt) and this device: its opt-in shared memory (or a forced
+** row's), the attention kernels it runs, its SMs and its kernels' occupancy. After load_kernels, which
+** settles those. A pointwise op of a fusion group launches its group. */
 static int lower_ops(dfl_cuda *c, const int64_t *off) {
-  dfl_lower_env env = {off};
+  struct dfl_cuda_impl *im = c->impl;
+  dfl_lower_env env = {off, im->smax, im->att_ref ? DFL_ATT_CORES : im->att_wg && im->tmap_encode ? DFL_ATT_WGMMA
+                                                                                                   : DFL_ATT_MMA,
+                       im->nsm, occupancy, im};
   dfl_launch l[DFL_LAUNCH_MAX];
   for (int i = 0; i < c->g->nops; i++) {
     int n = dfl_lower_launch(c->g, i, &env, l);
-    if (n < 0) return n;
+    if (n < 0) return -n;
     if (n == 0) continue;
     opstate *os = &c->impl->ops[i];
     if (!(os->l = malloc(sizeof *l * (size_t)n))) return DFL_ENOMEM;
@@ -301,9 +316,8 @@ static int setup_op(dfl_cuda *c, int i) {
         fprintf(stderr, "dflc: cuda backend: attention (%s): inputs must share q's dtype\n", op->label);
         return DFL_ESHAPE;
       }
-    TRY(dfl_cu_att_check(c, op));
     int qdo;
-    if (dfl_cu_att_wgmma(c, op, &qdo)) return dfl_cu_att_tmaps(c, op, os, qdo);
+    if (dfl_cu_att_wgmma(c, i, &qdo)) return dfl_cu_att_tmaps(c, op, os, qdo);
   }
   return DFL_OK;
 }
@@ -490,9 +504,6 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   dfl_cu_memtrace("init: arena allocated");
   CU(cudaMemset(c->arena, 0, tb));
   for (int i = 0; i < g->nt; i++) c->ptr[i] = c->arena + off[i];
-  int lrc = lower_ops(c, off);
-  free(off);
-  TRY(lrc);
   im->blas_ws = blas_off >= 0 ? c->arena + blas_off : c->arena + tb;
   for (int i = 0; i < g->nops; i++)
     im->ops[i].scratch = scr_off[i] >= 0 ? c->arena + scr_off[i] : c->arena + tb + extra_blas;
@@ -500,7 +511,10 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   CU(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
   LT(cublasLtCreate(&im->lt));
   dfl_cu_memtrace("init: cuBLASLt handle");
-  TRY(load_kernels(c, arch));
+  int lrc = load_kernels(c, arch);
+  if (!lrc) lrc = lower_ops(c, off);
+  free(off);
+  TRY(lrc);
   TRY(dfl_cu_pw_load(c, plan));
   dfl_cu_memtrace("init: kernels loaded");
   for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
@@ -519,7 +533,7 @@ static int unshared_tmaps(dfl_cuda *c, int on) {
       im->ops[i].tmaps = NULL;
       int qdo;
       const dfl_op *op = &c->g->ops[i];
-      if (!dfl_cu_att_wgmma(c, op, &qdo)) return DFL_ERR;
+      if (!dfl_cu_att_wgmma(c, i, &qdo)) return DFL_ERR;
       TRY(dfl_cu_att_tmaps(c, op, &im->ops[i], qdo));
     } else {
       if (im->ops[i].tmaps && im->ops[i].tmaps != im->planned_tm[i]) cudaFree(im->ops[i].tmaps);

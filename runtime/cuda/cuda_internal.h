@@ -157,11 +157,9 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i);
 int dfl_cu_rope(dfl_cuda *c, int i);
 
 /* runtime/cuda/attention.c: ATTENTION and ATTENTION_BWD */
-int dfl_cu_att_wgmma(dfl_cuda *c, const dfl_op *op, int *qdo); /* 1: a wgmma kernel, which needs tensor maps */
+int dfl_cu_att_wgmma(dfl_cuda *c, int i, int *qdo); /* 1: op i's launches run a wgmma kernel: tensor maps */
 int dfl_cu_att_tmaps(dfl_cuda *c, const dfl_op *op, opstate *os, int qdo);
-int dfl_cu_att_family(dfl_cuda *c, const dfl_op *op); /* dfl_att_family (compiler/emit.h) */
-int dfl_cu_att_check(dfl_cuda *c, const dfl_op *op);  /* at setup: the CUDA-core kernels' shared memory fits */
-int dfl_cu_attention(dfl_cuda *c, const dfl_op *op, int bwd, char *scratch, void *tmaps);
+int dfl_cu_attention(dfl_cuda *c, int i, int bwd, char *scratch, void *tmaps); /* by its lowered launches */
 
 /* runtime/cuda/hybrid.c: the hybrid target's ops (compiler/ops.def HYBRID family) and partial RoPE */
 int dfl_cu_hybrid_load(dfl_cuda *c);  /* at kernel load: the chunk kernels' shared memory */

@@ -321,12 +321,12 @@ static int cu_dflash_metrics(dfl_cuda *c, int i) {
 
 static int cu_attention(dfl_cuda *c, int i) {
   OP_LOCALS;
-  return dfl_cu_attention(c, op, 0, NULL, im->ops[i].tmaps);
+  return dfl_cu_attention(c, i, 0, NULL, im->ops[i].tmaps);
 }
 
 static int cu_attention_bwd(dfl_cuda *c, int i) {
   OP_LOCALS;
-  return dfl_cu_attention(c, op, 1, im->ops[i].scratch, im->ops[i].tmaps);
+  return dfl_cu_attention(c, i, 1, im->ops[i].scratch, im->ops[i].tmaps);
 }
 
 static int cu_linear_ce(dfl_cuda *c, int i) {

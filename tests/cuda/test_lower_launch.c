@@ -8,6 +8,9 @@
 **   - ROPE: partial, the normed pair (one launch), f32 pairs (one a tensor), the element kernel;
 **   - the block-row ops' access unit and column-sum parts, SUM's partials, GATHER;
 **   - multi-tensor groups (SUMSQ_ACC, ADAMW): their size limit, the flat and table kernels, members;
+**   - ATTENTION and its backward: wgmma, mma.sync (and their smaller-stage forms on 99 KB parts) and
+**     CUDA-core kernels by the target's row, head_dim, dtype and alignment; the wgmma key-major pass's
+**     parts (at init: by the SM count and the scratch), a shape no kernel's shared memory fits refused;
 **   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
 **   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
 #include <stdio.h>
@@ -45,7 +48,7 @@ static dfl_launch one(const dfl_graph *g, int i, int shift, int *n) {
   int64_t off[32];
   for (int t = 0; t < g->nt && t < 32; t++) off[t] = 256 * (int64_t)t;
   if (shift >= 0) off[shift] += 8;
-  dfl_lower_env env = {off};
+  dfl_lower_env env = {.offset = off};
   dfl_launch l[DFL_LAUNCH_MAX];
   memset(l, 0, sizeof l);
   *n = dfl_lower_launch(g, i, &env, l);
@@ -62,6 +65,142 @@ static void expect(int64_t R, int D, int G, dfl_dtype dt, dfl_dtype wdt, int qua
         "block %d fill %d vec %d", (long long)R, D, G, dfl_dtype_name(dt), dfl_dtype_name(wdt), quant ? " quant" : "",
         shift, n, dfl_emit_kernel_name(l.kernel), (long long)l.grid, l.block, l.fill, l.vec,
         dfl_emit_kernel_name(kernel), (long long)grid, block, fill, vec);
+  dfl_graph_free(&g);
+}
+
+/* --- attention (compiler/lower_attn.c) --- */
+/* ATTENTION (op 0) and ATTENTION_BWD (op 1) of 2 samples in dtype dt: DFLASH (N blocks of B) or CAUSAL */
+static void att_graph(dfl_graph *g, int dflash, int S, int N, int B, int hd, int nh, int nkv, dfl_dtype dt) {
+  dfl_graph_init(g);
+  int batch = 2, qr = dflash ? batch * N * B : batch * S, kr = batch * S;
+  dfl_attrs a;
+  memset(&a, 0, sizeof a);
+  a.mask = dflash ? DFL_MASK_DFLASH : DFL_MASK_CAUSAL, a.batch = batch, a.S = S, a.N = N, a.B = B;
+  a.heads = nh, a.kv_heads = nkv, a.head_dim = hd, a.scale = 0.1;
+  int q = dfl_tensor_2d(g, "q", dt, DFL_T_INPUT, qr, nh * hd), k = dfl_tensor_2d(g, "k", dt, DFL_T_INPUT, kr, nkv * hd);
+  int v = dfl_tensor_2d(g, "v", dt, DFL_T_INPUT, kr, nkv * hd), o = dfl_tensor_2d(g, "o", dt, DFL_T_ACT, qr, nh * hd);
+  int lse = dfl_tensor_1d(g, "lse", DFL_F32, DFL_T_ACT, (int64_t)qr * nh), dout = dfl_tensor_2d(g, "do", dt, DFL_T_INPUT, qr, nh * hd);
+  int dq = dfl_tensor_2d(g, "dq", dt, DFL_T_ACT, qr, nh * hd), dk = dfl_tensor_2d(g, "dk", dt, DFL_T_ACT, kr, nkv * hd);
+  int dv = dfl_tensor_2d(g, "dv", dt, DFL_T_ACT, kr, nkv * hd);
+  if (!dflash) {
+    dfl_op_add(g, DFL_OP_ATTENTION, (int[]){q, k, v}, 3, (int[]){o, lse}, 2, &a);
+    dfl_op_add(g, DFL_OP_ATTENTION_BWD, (int[]){q, k, v, o, lse, dout}, 6, (int[]){dq, dk, dv}, 3, &a);
+    return;
+  }
+  int kn = dfl_tensor_2d(g, "kn", dt, DFL_T_INPUT, qr, nkv * hd), vn = dfl_tensor_2d(g, "vn", dt, DFL_T_INPUT, qr, nkv * hd);
+  int anc = dfl_tensor_1d(g, "anc", DFL_I32, DFL_T_INPUT, batch * N), kp = dfl_tensor_1d(g, "keep", DFL_I32, DFL_T_INPUT, batch * N);
+  int dkn = dfl_tensor_2d(g, "dkn", dt, DFL_T_ACT, qr, nkv * hd), dvn = dfl_tensor_2d(g, "dvn", dt, DFL_T_ACT, qr, nkv * hd);
+  dfl_op_add(g, DFL_OP_ATTENTION, (int[]){q, k, v, kn, vn, anc, kp}, 7, (int[]){o, lse}, 2, &a);
+  dfl_op_add(g, DFL_OP_ATTENTION_BWD, (int[]){q, k, v, kn, vn, anc, kp, o, lse, dout}, 10, (int[]){dq, dk, dv, dkn, dvn}, 5, &a);
+}
+/* op i's launches for the target arch (nsm SMs, 0: a build; att_ref: forced to the CUDA cores); tensor
+** `shift` 8 bytes off alignment (-1: none) */
+static int att_lower(const dfl_graph *g, int i, const char *arch, int nsm, int att_ref, int shift, dfl_launch *l) {
+  int64_t off[32];
+  for (int t = 0; t < g->nt && t < 32; t++) off[t] = 256 * (int64_t)t;
+  if (shift >= 0) off[shift] += 8;
+  dfl_lower_env env = {.offset = off};
+  if (dfl_lower_env_arch(&env, arch)) return -100;
+  env.nsm = nsm;
+  if (att_ref) env.att = DFL_ATT_CORES;
+  memset(l, 0, sizeof *l * DFL_LAUNCH_MAX);
+  return dfl_lower_launch(g, i, &env, l);
+}
+#define KN(k) dfl_emit_kernel_name(k)
+
+static void attention_cases(void) {
+  dfl_graph g;
+  dfl_launch l[DFL_LAUNCH_MAX];
+  /* DFLASH, head_dim 128, G 4, B 16 (64 rows a block): Hopper's wgmma forward, a CTA an SM at most */
+  att_graph(&g, 1, 1024, 16, 16, 128, 32, 8, DFL_BF16);
+  int n = att_lower(&g, 0, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD_WGD128 && l[0].grid == 2 * 8 * 8 && l[0].block == 384 && l[0].fill == 1 &&
+        l[0].smem == 164928 && l[0].vec, ": dflash fwd sm_90a: %d %s grid %lld", n, KN(l[0].kernel), (long long)l[0].grid);
+  CHECK(dfl_lower_att_family(l, n) == DFL_ATT_WGMMA);
+  /* its backward: D (a warp a row pair), the wgmma query-major pass, the wgmma key-major pass whose parts
+  ** a build leaves to init (the SM count), and their sum */
+  n = att_lower(&g, 1, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 4 && l[0].kernel == DFL_K_ATT_BWD_DOT && l[0].grid == 2 * 16 * 16 * 32 / 8 && l[0].fill == DFL_FILL_OCC &&
+        l[1].kernel == DFL_K_ATT_BWDQ_WG128 && l[1].grid == 128 && l[1].smem == 205888 &&
+        l[2].kernel == DFL_K_ATT_BWDKV_WG128 && l[2].grid == 128 && l[2].arg == DFL_ARG_AT_INIT && l[2].block == 384 &&
+        l[3].kernel == DFL_K_ATT_BWDKV_SUM && l[3].grid == 2 * 1024 * 8 * 128 / 2 / 256,
+        ": dflash bwd sm_90a: %d %s %s %s arg %d", n, KN(l[0].kernel), KN(l[1].kernel), KN(l[2].kernel), l[2].arg);
+  /* on a device of 132 SMs: 128 tiles fill a wave, but the scratch holds no second slab pair: one part */
+  n = att_lower(&g, 1, "sm_90a", 132, 0, -1, l);
+  CHECK(n == 4 && l[2].arg == 1 && l[2].grid == 128, ": dflash bwd, 132 SMs: parts %d grid %lld", l[2].arg, (long long)l[2].grid);
+  /* A100 (163 KB): the mma.sync kernels, the key-major pass in 64-key CTAs of 4 warps */
+  n = att_lower(&g, 0, "sm_80", 0, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD_TC128 && l[0].grid == 2 * 8 && l[0].grid_y == 8 && l[0].block == 128 &&
+        l[0].smem == 106624, ": dflash fwd sm_80: %s", KN(l[0].kernel));
+  CHECK(dfl_lower_att_family(l, n) == DFL_ATT_MMA);
+  n = att_lower(&g, 1, "sm_80", 0, 0, -1, l);
+  CHECK(n == 3 && l[1].kernel == DFL_K_ATT_BWDQ_TC128 && l[1].grid == 16 && l[1].grid_y == 8 && l[1].smem == 115712 &&
+        l[2].kernel == DFL_K_ATT_BWDKV_TC128S && l[2].grid == 1024 / 64 * 2 * 8 && l[2].block == 128,
+        ": dflash bwd sm_80: %d %s %s", n, KN(l[1].kernel), KN(l[2].kernel));
+  /* 99 KB parts: the forward and the query-major pass with smaller stages */
+  n = att_lower(&g, 0, "sm_86", 0, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD_TC128S && l[0].smem == 71808, ": dflash fwd sm_86: %s", KN(l[0].kernel));
+  n = att_lower(&g, 1, "sm_86", 0, 0, -1, l);
+  CHECK(n == 3 && l[1].kernel == DFL_K_ATT_BWDQ_TC128S && l[1].smem == 98304, ": dflash bwd sm_86: %s", KN(l[1].kernel));
+  /* sm_90 (Hopper without the sm_90a cubin): mma.sync, the 128-key key-major pass */
+  n = att_lower(&g, 1, "sm_90", 0, 0, -1, l);
+  CHECK(n == 3 && l[1].kernel == DFL_K_ATT_BWDQ_TC128 && l[2].kernel == DFL_K_ATT_BWDKV_TC128 && l[2].block == 256,
+        ": dflash bwd sm_90: %s %s", KN(l[1].kernel), KN(l[2].kernel));
+  /* forced to the CUDA cores (dfl_cuda_opts.att_ref), a tensor off 16 bytes, f32: the CUDA-core kernels */
+  n = att_lower(&g, 0, "sm_90a", 132, 1, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD && l[0].grid == 2 * 16 * 2 && l[0].grid_y == 8 && l[0].block == 256 &&
+        !l[0].vec, ": dflash fwd, att_ref: %s grid %lld", KN(l[0].kernel), (long long)l[0].grid);
+  CHECK(dfl_lower_att_family(l, n) == DFL_ATT_CORES);
+  n = att_lower(&g, 1, "sm_90a", 132, 0, 3, l); /* kn */
+  CHECK(n == 2 && l[0].kernel == DFL_K_ATT_BWD && l[1].kernel == DFL_K_ATT_BWD_KV && l[1].grid == 2 * 32 + 2 * 16 &&
+        l[0].smem == (2 * 32 * 128 + 2 * 32 * 129 + 2 * 32 * 33 + 64) * 4, ": dflash bwd, kn off 16 bytes: %d %s", n,
+        KN(l[0].kernel));
+  dfl_graph_free(&g);
+  att_graph(&g, 1, 1024, 16, 16, 128, 32, 8, DFL_F32);
+  n = att_lower(&g, 0, "sm_90a", 132, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD, ": dflash fwd f32: %s", KN(l[0].kernel));
+  dfl_graph_free(&g);
+  /* the blocks twice the context's rows: the scratch holds a second slab pair, two parts on 132 SMs */
+  att_graph(&g, 1, 256, 32, 16, 128, 32, 8, DFL_BF16);
+  n = att_lower(&g, 1, "sm_90a", 132, 0, -1, l);
+  CHECK(n == 4 && l[2].kernel == DFL_K_ATT_BWDKV_WG128 && l[2].arg == 2 && l[2].grid == 32 * 2,
+        ": dflash bwd, B N = 2 S: parts %d grid %lld", l[2].arg, (long long)l[2].grid);
+  dfl_graph_free(&g);
+  /* head_dim 64: the mma.sync 64 kernels, also on Hopper (the wgmma ones are head_dim 128) */
+  att_graph(&g, 1, 1024, 16, 16, 64, 32, 8, DFL_BF16);
+  n = att_lower(&g, 0, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD_TC64, ": dflash fwd hd 64: %s", KN(l[0].kernel));
+  n = att_lower(&g, 1, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 3 && l[1].kernel == DFL_K_ATT_BWDQ_TC64 && l[2].kernel == DFL_K_ATT_BWDKV_TC64, ": dflash bwd hd 64: %s %s",
+        KN(l[1].kernel), KN(l[2].kernel));
+  dfl_graph_free(&g);
+  /* CAUSAL head_dim 128 (the target): wgmma forward, units of 128 / G positions; its backward on the CUDA cores */
+  att_graph(&g, 0, 2048, 0, 0, 128, 32, 8, DFL_BF16);
+  n = att_lower(&g, 0, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD_WG128 && l[0].grid == 2 * (2048 / 32) * 8, ": causal fwd: %s grid %lld",
+        KN(l[0].kernel), (long long)l[0].grid);
+  n = att_lower(&g, 1, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_ATT_BWD && l[1].kernel == DFL_K_ATT_BWD_KV, ": causal bwd: %s", KN(l[0].kernel));
+  dfl_graph_free(&g);
+  /* CAUSAL head_dim 256 (the hybrid targets): wgmma on Hopper, the 64-row mma.sync kernel elsewhere (it
+  ** fits 99 KB exactly); the backward's CUDA-core kernel (140,032 bytes) is refused on a 99 KB part */
+  att_graph(&g, 0, 512, 0, 0, 256, 16, 2, DFL_BF16);
+  n = att_lower(&g, 0, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD_WG256, ": causal fwd hd 256 sm_90a: %s", KN(l[0].kernel));
+  n = att_lower(&g, 0, "sm_120a", 0, 0, -1, l);
+  CHECK(n == 1 && l[0].kernel == DFL_K_ATT_FWD_TC256 && l[0].smem == 101376 && l[0].grid == 2 * (512 / 8) &&
+        l[0].grid_y == 2, ": causal fwd hd 256 sm_120a: %s grid %lld", KN(l[0].kernel), (long long)l[0].grid);
+  n = att_lower(&g, 1, "sm_90a", 0, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_ATT_BWD && l[0].smem == 140032, ": causal bwd hd 256 sm_90a: %d", n);
+  fprintf(stderr, "(a refusal follows)\n");
+  n = att_lower(&g, 1, "sm_86", 0, 0, -1, l);
+  CHECK(n == -DFL_ESHAPE, ": causal bwd hd 256 on 99 KB lowered (%d)", n);
+  /* without the target's shared memory (an env with offsets only) attention is not lowered */
+  {
+    dfl_lower_env env = {NULL};
+    fprintf(stderr, "(a refusal follows)\n");
+    CHECK(dfl_lower_launch(&g, 0, &env, l) < 0, ": attention lowered without the target's row");
+  }
   dfl_graph_free(&g);
 }
 
@@ -90,7 +229,7 @@ int main(void) {
     int i = norm_graph(&g, 5, 300, 300, DFL_BF16, DFL_F32, 1), n;
     fprintf(stderr, "(a refusal follows)\n");
     one(&g, i, -1, &n);
-    CHECK(n == DFL_ESHAPE, ": a quantized norm of rows of 300 lowered (%d)", n);
+    CHECK(n == -DFL_ESHAPE, ": a quantized norm of rows of 300 lowered (%d)", n);
     dfl_graph_free(&g);
   }
   /* CONCAT_COLS: one launch per input; a GEMM, a pointwise op: not lowered here */
@@ -197,7 +336,7 @@ int main(void) {
     CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PN && l[0].grid == R / 8, ": partial normed pair: %d, %s", n,
           dfl_emit_kernel_name(l[0].kernel));
     n = dfl_lower_launch(&g, partbad, &env, l);
-    CHECK(n == DFL_ESHAPE, ": partial normed rope, rot_dim 8: %d (a refusal expected)", n);
+    CHECK(n == -DFL_ESHAPE, ": partial normed rope, rot_dim 8: %d (a refusal expected)", n);
     n = dfl_lower_launch(&g, pr, &env, l);
     CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_P8 && l[0].grid == (R * 5 + 31) / 32 && l[0].smem == 64 * 8 && l[0].fill == 2,
           ": normed pair: %d, %s grid %lld", n, dfl_emit_kernel_name(l[0].kernel), (long long)l[0].grid);
@@ -223,7 +362,7 @@ int main(void) {
       at.B = B;
       int e = dfl_op_add(&g, DFL_OP_BLOCK_EXPAND_BWD, &d, 1, &s, 1, &at), n;
       int64_t off[2] = {0, shape == 1 ? 1032 : 1024};
-      dfl_lower_env env = {off};
+      dfl_lower_env env = {.offset = off};
       dfl_launch l[DFL_LAUNCH_MAX];
       n = dfl_lower_launch(&g, e, &env, l);
       int unit = shape == 0 ? 16 : shape == 1 ? 4 : 2, v = shape != 2;
@@ -270,7 +409,7 @@ int main(void) {
     for (int t = 0; t < g.nt && t < 64; t++) off[t] = 2048 * (int64_t)t; /* each gradient right after the last */
     for (int gap = 0; gap < 2; gap++) {
       if (gap) off[gr[7]] += 256;
-      dfl_lower_env env = {off};
+      dfl_lower_env env = {.offset = off};
       dfl_launch l[DFL_LAUNCH_MAX];
       int n = dfl_lower_launch(&g, first, &env, l);
       CHECK(n == 2 && l[0].kernel == (gap ? DFL_K_SUMSQ_MT : DFL_K_SUMSQ_FLAT) && l[0].arg == 48 &&
@@ -314,6 +453,7 @@ int main(void) {
     dfl_lower_launch_str(&o, buf, sizeof buf);
     CHECK(!strcmp(buf, "dfl_copy_cols grid 3 x 2 (<= resident) block 256 smem 64 arg 4"), ": text '%s'", buf);
   }
+  attention_cases();
   /* the ids follow kernels.def as the emitter's table does */
   CHECK(DFL_K_COUNT == DFL_EMIT_KERNELS && !strcmp(dfl_emit_kernel_name(DFL_K_RMSNORM_QRF), "dfl_rmsnorm_qrf"));
   if (!failures) printf("lower_launch: all passed\n");

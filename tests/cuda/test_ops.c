@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
       ** S not a multiple of the key-major pass's 128 keys */
       case_attention_tc(1, 200, 6, 16, 50, 128, 16, 2, 3);
       case_attention_tc(1, 180, 7, 12, 0, 128, 16, 2, 0);
-      /* the key-major pass split into parts (runtime/cuda.c bwdkv_parts: f32 partials into the op's scratch,
+      /* the key-major pass split into parts (compiler/lower_attn.c bwdkv_parts: f32 partials into the op's scratch,
       ** added by dfl_attn_bwdkv_sum): by the grid, the cases above with blocks of at least the context's rows
       ** run in 2 parts; here S 130 with 40 x 16 block rows, with and without a window */
       case_attention_tc(1, 130, 40, 16, 0, 128, 16, 4, 3);

@@ -85,7 +85,7 @@ void case_attention_tc(int dflash, int S, int N, int B, int window, int hd, int 
   } else {
     op(&g, DFL_OP_ATTENTION, 3, (int[]){q, kc, vc}, 2, (int[]){o, lse}, &a);
     /* the CAUSAL backward runs on the CUDA-core kernel, whose 140,032 bytes at head_dim 256 a 99 KB row
-    ** refuses by design (runtime/cuda/attention.c dfl_cu_att_check): there the target's forward alone */
+    ** refuses by design (compiler/lower_attn.c, at init): there the target's forward alone */
     if (!(hd == 256 && row_smem && row_smem < 140032))
       op(&g, DFL_OP_ATTENTION_BWD, 6, (int[]){q, kc, vc, o, lse, dout}, 3, (int[]){dq, dk, dv}, &a);
   }
