@@ -364,6 +364,9 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_OPT_PREP: return out[0] = L(DFL_K_OPT_PREP, 1, 32, 0, DFL_FILL_NONE, 0), 1;
   case DFL_OP_ATTENTION:
   case DFL_OP_ATTENTION_BWD: return dfl_lower_attention(g, i, env, out);
+  case DFL_OP_LINEAR_CE:
+  case DFL_OP_SCATTER_ADD:
+  case DFL_OP_RMSNORM_BWD: return dfl_lower_rows(g, i, env, out);
   default: return 0;
   }
 }

@@ -9,9 +9,8 @@
 ** What stays with the device: a grid-stride kernel's grid is capped at the CTAs the device's SMs hold
 ** at once (fill), so the SM count and the kernel's measured occupancy are applied at launch; a choice
 ** that follows them is DFL_ARG_AT_INIT in a build and the device's value in the backend's lowering.
-** The GEMMs are cuBLASLt's (its heuristic, at init). Ops this stage does not cover yet (the gated delta
-** rule, the loss head, the norm's backward, SCATTER_ADD) still choose in the runtime, and kernels.txt
-** says so per op (docs/codegen.md).
+** The GEMMs are cuBLASLt's (its heuristic, at init). The op this stage does not cover yet (the gated
+** delta rule) still chooses in the runtime, and kernels.txt says so per op (docs/codegen.md).
 */
 #ifndef DFL_LOWER_LAUNCH_H
 #define DFL_LOWER_LAUNCH_H
@@ -78,6 +77,8 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
 int dfl_lower_env_arch(dfl_lower_env *env, const char *arch);
 /* compiler/lower_attn.c: ATTENTION and ATTENTION_BWD (dfl_lower_launch's for them) */
 int dfl_lower_attention(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
+/* compiler/lower_rows.c: LINEAR_CE, SCATTER_ADD and RMSNORM_BWD (dfl_lower_launch's for them) */
+int dfl_lower_rows(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
 /* The attention family (compiler/emit.h dfl_att_family) of an attention op's launches l[0 .. n) */
 int dfl_lower_att_family(const dfl_launch *l, int n);
 /* One launch as text: "dfl_rmsnorm_r grid 49152 (<= 4/SM) x 160 smem 0" */

@@ -178,7 +178,7 @@ static int load_kernels(dfl_cuda *c, const char *arch) {
   TRY(dfl_cu_hybrid_load(c));
   for (int k = K_ATT_FWD_TC64; k <= K_ATT_BWDQ_TC128S; k++)
     CU(cudaFuncSetAttribute((const void *)im->k[k], cudaFuncAttributeMaxDynamicSharedMemorySize, smax));
-  /* the RMSNorm backward's row stages; op RMSNORM_BWD checks a row's fit */
+  /* the RMSNorm backward's row stages; compiler/lower_rows.c checks a row's fit */
   CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_P], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
   CU(cudaFuncSetAttribute((const void *)im->k[K_RMSNORM_BWD_PA], cudaFuncAttributeMaxDynamicSharedMemorySize, RBP_SMEM(smax)));
   for (int k = K_ATT_FWD_WG128; k <= K_ATT_BWDKV_WG128; k++)

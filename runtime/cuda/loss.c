@@ -51,10 +51,12 @@ int dfl_cu_block_rows(dfl_cuda *c, int i) {
 }
 
 /* Chunk rows r0 .. r0 + rn of the compact layout (anchor rows left out) between a full-layout tensor of
-** rows of `words` 16-byte words and the staging rows: gathered into them (scatter 0) or back (1). */
-static int lce_stage(dfl_cuda *c, char *full, char *stage, long long r0, int rn, int words, int per, int scatter) {
+** rows of `words` 16-byte words and the staging rows: gathered into them (scatter 0) or back (1), by
+** the chunk's lowered copy l. */
+static int lce_stage(dfl_cuda *c, int i, const dfl_launch *l, char *full, char *stage, long long r0, int words, int per,
+                     int scatter) {
   void *a[] = {&full, &stage, &r0, &words, &per, &scatter};
-  return launch2(c, K_LCE_ROWS, rn, 1, 256, 0, a);
+  return dfl_cu_launch(c, i, l, a);
 }
 
 int dfl_cu_linear_ce(dfl_cuda *c, int i) {
@@ -70,8 +72,15 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
   void *labels = P(op->in[2]), *w = P(op->in[3]);
   float *ce = P(op->out[1]), *cor = P(op->out[2]), *hit = P(op->out[3]), *num = P(op->out[0]);
   long long ld = os->lce.ld;
-  int dtl = (int)W->dtype, topk = op->a.topk, vec = V % 8 == 0 && ((uintptr_t)logits & 15) == 0 &&
-      (dtl == DFL_BF16 || dtl == DFL_F16 || dtl == DFL_F32);
+  /* compiler/lower_rows.c lower_lce: the row kernel of a full and of the last chunk, the sum, and with
+  ** the anchor rows left out the staging copies of a full and of the last chunk */
+  const dfl_launch *l = dfl_cu_lowered(c, i, per > 1 ? 5 : 3);
+  if (!l) return DFL_ERR;
+  int dtl = (int)W->dtype, topk = op->a.topk, vec = l[0].arg & 1, tvec = l[0].arg >> 1 & 1;
+  if (vec && ((uintptr_t)logits & 15)) {
+    fprintf(stderr, "dflc: cuda backend: linear_ce (%s): lowered for 16-byte logit rows, its scratch is not\n", op->label);
+    return DFL_ERR;
+  }
   size_t ey = dfl_dtype_size(Y->dtype), ed = dfl_dtype_size(T(c, op->out[4])->dtype);
   struct dfl_cuda_impl *im = c->impl;
   int wy = (int)((size_t)H * ey / 16), wd = (int)((size_t)H * ed / 16);
@@ -88,10 +97,11 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
     CU(cudaMemset2DAsync(dy, (size_t)per * H * ed, 0, (size_t)H * ed, (size_t)(R / per), im->stream));
   }
   for (int r0 = 0; r0 < Ru; r0 += rc) {
-    int rn = Ru - r0 < rc ? Ru - r0 : rc, full = rn == rc;
+    int rn = Ru - r0 < rc ? Ru - r0 : rc, full = rn == rc, last = r0 + rc >= Ru;
+    const dfl_launch *lk = &l[last], *lst = per > 1 ? &l[3 + last] : NULL;
     const void *ysrc = y + (size_t)r0 * H * ey;
     if (per > 1) {
-      TRY(lce_stage(c, y, stage, r0, rn, wy, per, 0));
+      TRY(lce_stage(c, i, lst, y, stage, r0, wy, per, 0));
       ysrc = stage;
     }
     TRY(dfl_cu_mm_run(c, &os->mm[full ? 0 : 1], ysrc, wl, logits));
@@ -99,23 +109,27 @@ int dfl_cu_linear_ce(dfl_cuda *c, int i) {
               ** again once y's GEMM has read them) */
       const void *tsrc = tg + (size_t)r0 * H * ey;
       if (per > 1) {
-        TRY(lce_stage(c, tg, stage, r0, rn, wy, per, 0));
+        TRY(lce_stage(c, i, lst, tg, stage, r0, wy, per, 0));
         tsrc = stage;
       }
       TRY(dfl_cu_mm_run(c, &os->mm[full ? 0 : 1], tsrc, wl, tlogits));
-      int tvec = vec && ((uintptr_t)tlogits & 15) == 0;
+      if (tvec && ((uintptr_t)tlogits & 15)) {
+        fprintf(stderr, "dflc: cuda backend: linear_ce (%s): lowered for 16-byte target logit rows, they are not\n",
+                op->label);
+        return DFL_ERR;
+      }
       void *ak[] = {&logits, &tlogits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &lrow, &topk, &dtl, &tvec, &per,
                     &alpha, &temp};
-      TRY(launch2(c, K_LCE_ROW_KD, rn, 1, 512, 0, ak));
+      TRY(dfl_cu_launch(c, i, lk, ak));
     } else {
       void *a[] = {&logits, &ld, &V, &r0, &labels, &w, &ce, &cor, &hit, &topk, &dtl, &vec, &per};
-      TRY(launch2(c, K_LCE_ROW, rn, 1, 512, 0, a));
+      TRY(dfl_cu_launch(c, i, lk, a));
     }
     TRY(dfl_cu_mm_run(c, &os->mm[full ? 2 : 3], logits, wl, per > 1 ? (void *)stage : (void *)(dy + (size_t)r0 * H * ed)));
-    if (per > 1) TRY(lce_stage(c, dy, stage, r0, rn, wd, per, 1));
+    if (per > 1) TRY(lce_stage(c, i, lst, dy, stage, r0, wd, per, 1));
   }
   float *lsum = lrow ? lrow : ce; /* soft labels: the weighted sum of each row's (1 - a) ce + a T^2 KL */
   void *an[] = {&num, &lsum, &w, &R};
-  return launch2(c, K_LCE_NUM, 1, 1, 1024, 0, an);
+  return dfl_cu_launch(c, i, &l[2], an);
 }
 

@@ -27,31 +27,6 @@ static int reduce(dfl_cuda *c, float *part, void *out, int dto, const void *x, i
   return launch2(c, K_RED_FINAL, 1, 1, 1024, 0, a2);
 }
 
-/* Block size of the vector RMSNorm backward (kernels/rmsnorm.cuh dfl_rmsnorm_bwd_v) for group size G,
-** 0 when it does not apply: a group is L = G / 8 threads, L a power of two <= 32 (several groups per
-** block) or a multiple of 32 <= 1024 (one group per block). */
-static int rms_vec_block(int G, const void *const *p, const int *d, int n) {
-  int L = G / 8;
-  if (G % 8 || L < 1 || !dfl_cu_vec_dtypes(p, d, n)) return 0;
-  if (L <= 32) return (L & (L - 1)) ? 0 : 512;
-  return L % 32 == 0 && L <= 1024 ? L : 0;
-}
-
-/* The pipelined RMSNORM_BWD kernels (kernels/rmsnorm.cuh rmsnorm_bwd_p): bf16 tensors, 16-byte
-** aligned pointers, and groups of whole rows of G = 512 V features (G <= 8192), or of G = 8 L features
-** with L a power of two <= 32 (the q/k head norms), which the kernel takes in rows of C = 4096 .. 512
-** (the largest that divides the tensor). Returns the kernel's row C, or 0 (then dfl_rmsnorm_bwd_v
-** runs). */
-static int rms_bwd_row(int G, int64_t numel, const void *const *p, const int *d, int n) {
-  int L = G / 8;
-  if (!dfl_cu_bf16_vecs(p, d, n)) return 0;
-  if (G % 512 == 0) return G <= 8192 ? G : 0;
-  if (G % 8 || L < 1 || L > 32 || (L & (L - 1))) return 0;
-  for (int C = 4096; C >= 512; C /= 2)
-    if (numel % C == 0) return C;
-  return 0;
-}
-
 /* Each op's launch, cu_<name> (its name in compiler/ops.def), reached through cu_ops, the table
 ** generated from ops.def: an op without its function does not compile. A pointwise op runs as its
 ** fusion group's generated kernel (pointwise.c); its function here is reached only for a form or a
@@ -183,51 +158,34 @@ static int cu_rmsnorm(dfl_cuda *c, int i) {
   return dfl_cu_launch(c, i, l, k == K_RMSNORM_R || k == K_RMSNORM_RF ? ar : k == K_RMSNORM || k == K_RMSNORM_V ? a : aw);
 }
 
+/* RMSNORM_BWD by its lowered launches (compiler/lower_rows.c): dx and the weight's partial sums into
+** the op's scratch in l[0].arg parts (the pipelined, vector or per-group kernel), then their sum in
+** order (dfl_rmsnorm_dw): deterministic for the part count the lowering fixed. */
 static int cu_rmsnorm_bwd(dfl_cuda *c, int i) {
   OP_LOCALS;
-  int Gi = at->group; long long ng = (long long)numel(c, op->in[0]) / Gi;
+  const dfl_launch *l = dfl_cu_lowered(c, i, 2);
+  if (!l) return DFL_ERR;
+  int Gi = at->group, np = l[0].arg, k = l[0].kernel; long long ng = (long long)numel(c, op->in[0]) / Gi;
   void *w = P(op->in[1]), *rs = P(op->in[2]), *dy = P(op->in[3]); float *dw = (float *)im->ops[i].scratch;
   void *ad = op->n_in == 5 ? P(op->in[4]) : NULL; /* the addend (dfl_fuse_add) */
   int dtw = dt(c, op->in[1]), ddy = dt(c, op->in[3]), dad = ad ? dt(c, op->in[4]) : d0;
-  void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
-  const void *pp[] = {o0, i0, w, dy, ad ? ad : o0};
-  const int pd[] = {d0, d1, dtw, ddy, dad};
-  int C = rms_bwd_row(Gi, (int64_t)ng * Gi, pp, pd, 5);
-  size_t stg = (size_t)((ad ? 192 : 128) + (C != Gi ? 32 : 0)) * (C / 16); /* two row stages (+ dw sums) */
-  if (stg > (size_t)RBP_SMEM(im->smax)) C = 0; /* they do not fit */
-  int blk = C ? 0 : rms_vec_block(Gi, pp, pd, 5);
-  /* dw from at most DFL_RMS_PARTS partial rows (plan.h), added in order: deterministic. */
-  int cap = DFL_RMS_PARTS, np;
-  if (C) { /* blocks of C / 16 threads walk rows of C, as many blocks as the SMs hold */
+  if (np < 1) {
+    fprintf(stderr, "dflc: cuda backend: rmsnorm_bwd (%s): its parts were not lowered (%d)\n", op->label, np);
+    return DFL_ERR;
+  }
+  if (k == K_RMSNORM_BWD_P || k == K_RMSNORM_BWD_PA) { /* blocks of C / 16 threads walk rows of C */
+    int C = l[0].block * 16;
     long long nr = ng * Gi / C;
-    int k = ad ? K_RMSNORM_BWD_PA : K_RMSNORM_BWD_P, occ = 0;
-    CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, (const void *)im->k[k], C / 16, stg));
-    if (occ < 1) occ = 1;
-    /* parts: at most as many blocks as 128 SMs hold, rounded down to a power of two. A block then
-    ** walks one part: more parts than resident blocks left some blocks two parts, the rest one (the
-    ** 27B's rows of 5120 with the addend: 3 blocks an SM, 396 for 512 parts, 107.2 us; 384 parts
-    ** 97.4, 256 parts 95.4: bench_memops). 128, not the device's SM count: the parts, and so the
-    ** sums' order, stay the same on every Hopper part. */
-    if (cap > 128 * occ)
-      for (cap = 1; 2 * cap <= 128 * occ;) cap *= 2; /* a power of two: equal parts of 2^k rows */
-    np = (int)(nr < cap ? nr : cap);
-    int64_t nb = (int64_t)im->nsm * occ;
     void *ar[] = {&o0, &dw, &i0, &w, &rs, &dy, &ad, &nr, &np, &C, &Gi}, *ap[] = {&o0, &dw, &i0, &w, &rs, &dy, &nr, &np, &C, &Gi};
-    TRY(launch2(c, k, nb < np ? nb : np, 1, C / 16, stg, ad ? ar : ap));
-  } else if (blk) {
-    /* up to 512 blocks (256 before session 10: a 27B per-head norm's 512-thread blocks filled half
-    ** the SMs' threads) */
-    int64_t per = blk / (Gi / 8), nb = (ng + per - 1) / per;
-    np = (int)(nb < cap ? nb : cap);
-    TRY(launch2(c, K_RMSNORM_BWD_V, np, 1, blk, (size_t)blk * 8 * 4, a));
+    TRY(dfl_cu_launch(c, i, &l[0], k == K_RMSNORM_BWD_PA ? ar : ap));
   } else {
-    np = (int)(ng < DFL_RMS_PARTS ? ng : DFL_RMS_PARTS); /* the general kernel: a block per group, as many parts */
-    TRY(launch2(c, K_RMSNORM_BWD, np, 1, 256, 0, a));
+    void *a[] = {&o0, &d0, &dw, &i0, &d1, &w, &dtw, &rs, &dy, &ddy, &ad, &dad, &ng, &Gi};
+    TRY(dfl_cu_launch(c, i, &l[0], a));
   }
   void *wout = P(op->out[1]);
   int dto = dt(c, op->out[1]);
   void *a2[] = {&wout, &dto, &dw, &np, &Gi};
-  return launch2(c, K_RMSNORM_DW, (Gi + 31) / 32, 1, 1024, 0, a2);
+  return dfl_cu_launch(c, i, &l[1], a2);
 }
 
 static int cu_rope(dfl_cuda *c, int i) {
@@ -270,10 +228,17 @@ static int cu_scatter_add(dfl_cuda *c, int i) {
   long long R = (long long)numel(c, op->in[1]); int H = (int)to->shape[1], V = (int)to->shape[0];
   float *acc = d0 == DFL_F32 ? (float *)o0 : (float *)im->ops[i].scratch;
   void *ids = P(op->in[1]);
+  /* compiler/lower_rows.c lower_scatter: the f32 sums, then (a 16-bit output) their conversion */
+  const dfl_launch *l = dfl_cu_lowered(c, i, d0 == DFL_F32 ? 1 : 2);
+  if (!l) return DFL_ERR;
   CU(cudaMemsetAsync(acc, 0, (size_t)V * H * 4, im->stream));
   void *a[] = {&acc, &i0, &d1, &ids, &R, &H, &V};
-  TRY(launch(c, K_SCATTER, R * H, a));
-  return d0 == DFL_F32 ? DFL_OK : copy_conv(c, o0, d0, acc, DFL_F32, (long long)V * H);
+  TRY(dfl_cu_launch(c, i, &l[0], a));
+  if (d0 == DFL_F32) return DFL_OK;
+  long long nv = (long long)V * H;
+  int df = DFL_F32;
+  void *ac[] = {&o0, &d0, &acc, &df, &nv};
+  return dfl_cu_launch(c, i, &l[1], ac);
 }
 
 static int cu_block_rows(dfl_cuda *c, int i) {

@@ -11,6 +11,9 @@
 **   - ATTENTION and its backward: wgmma, mma.sync (and their smaller-stage forms on 99 KB parts) and
 **     CUDA-core kernels by the target's row, head_dim, dtype and alignment; the wgmma key-major pass's
 **     parts (at init: by the SM count and the scratch), a shape no kernel's shared memory fits refused;
+**   - LINEAR_CE's row kernels per chunk (a short last one, soft labels, the element path) and staging
+**     copies; SCATTER_ADD with and without its conversion; RMSNORM_BWD's pipelined kernels (parts at
+**     init in a build, from the occupancy on a device), vector and per-group kernels;
 **   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
 **   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
 #include <stdio.h>
@@ -201,6 +204,119 @@ static void attention_cases(void) {
     fprintf(stderr, "(a refusal follows)\n");
     CHECK(dfl_lower_launch(&g, 0, &env, l) < 0, ": attention lowered without the target's row");
   }
+  dfl_graph_free(&g);
+}
+
+/* --- the loss head, SCATTER_ADD, the norm's backward (compiler/lower_rows.c) --- */
+static int occ3(void *ctx, int k, int block, int smem) { (void)ctx, (void)k, (void)block, (void)smem; return 3; }
+/* op i's launches: env of row sm_90a (smem: another row's shared memory, 0: its own), with a device of
+** 132 SMs whose kernels hold 3 CTAs an SM (dev), tensor shift 8 bytes off (-1: none) */
+static int rows_lower(const dfl_graph *g, int i, int dev, int smem, int shift, dfl_launch *l) {
+  int64_t off[32];
+  for (int t = 0; t < g->nt && t < 32; t++) off[t] = 256 * (int64_t)t;
+  if (shift >= 0) off[shift] += 8;
+  dfl_lower_env env = {.offset = off};
+  if (dfl_lower_env_arch(&env, "sm_90a")) return -100;
+  if (smem) env.smem = smem;
+  if (dev) env.nsm = 132, env.occupancy = occ3;
+  memset(l, 0, sizeof *l * DFL_LAUNCH_MAX);
+  return dfl_lower_launch(g, i, &env, l);
+}
+/* LINEAR_CE of R rows of 64 over a vocabulary of V, anchors every B rows (0: none), soft labels (kd) */
+static int lce_graph(dfl_graph *g, int R, int V, int B, int kd) {
+  dfl_graph_init(g);
+  int y = dfl_tensor_2d(g, "y", DFL_BF16, DFL_T_INPUT, R, 64), W = dfl_tensor_2d(g, "w", DFL_BF16, DFL_T_FROZEN, V, 64);
+  int lab = dfl_tensor_1d(g, "lab", DFL_I32, DFL_T_INPUT, R), w = dfl_tensor_1d(g, "wt", DFL_F32, DFL_T_INPUT, R);
+  int tg = dfl_tensor_2d(g, "t", DFL_BF16, DFL_T_INPUT, R, 64), num = dfl_tensor_1d(g, "num", DFL_F32, DFL_T_ACT, 1);
+  int ce = dfl_tensor_1d(g, "ce", DFL_F32, DFL_T_ACT, R), cor = dfl_tensor_1d(g, "cor", DFL_F32, DFL_T_ACT, R);
+  int hit = dfl_tensor_1d(g, "hit", DFL_F32, DFL_T_ACT, R), dy = dfl_tensor_2d(g, "dy", DFL_BF16, DFL_T_ACT, R, 64);
+  dfl_attrs a;
+  memset(&a, 0, sizeof a);
+  a.vocab_chunk = 256, a.topk = 8, a.B = B, a.kd_alpha = kd ? 0.5 : 0, a.kd_temp = 1;
+  return dfl_op_add(g, DFL_OP_LINEAR_CE, (int[]){y, W, lab, w, tg}, kd ? 5 : 4, (int[]){num, ce, cor, hit, dy}, 5, &a);
+}
+/* RMSNORM_BWD over R x D, groups of G, in dt, with the addend */
+static int rbw_graph(dfl_graph *g, int R, int D, int G, dfl_dtype dt, int addend) {
+  dfl_graph_init(g);
+  int x = dfl_tensor_2d(g, "x", dt, DFL_T_INPUT, R, D), w = dfl_tensor_1d(g, "w", dt, DFL_T_PARAM, G);
+  int rs = dfl_tensor_1d(g, "rstd", DFL_F32, DFL_T_INPUT, (int64_t)R * D / G), dy = dfl_tensor_2d(g, "dy", dt, DFL_T_INPUT, R, D);
+  int r = dfl_tensor_2d(g, "r", dt, DFL_T_INPUT, R, D), dx = dfl_tensor_2d(g, "dx", dt, DFL_T_ACT, R, D);
+  int dw = dfl_tensor_1d(g, "dw", DFL_F32, DFL_T_ACT, G);
+  dfl_attrs a;
+  memset(&a, 0, sizeof a);
+  a.group = G, a.eps = 1e-6;
+  return dfl_op_add(g, DFL_OP_RMSNORM_BWD, (int[]){x, w, rs, dy, r}, addend ? 5 : 4, (int[]){dx, dw}, 2, &a);
+}
+
+static void rows_cases(void) {
+  dfl_graph g;
+  dfl_launch l[DFL_LAUNCH_MAX];
+  /* the loss head: rows from vocab_chunk (2 chunks of 35), 16-byte logit rows; V 998 their element path */
+  int i = lce_graph(&g, 70, 1000, 0, 0), n = rows_lower(&g, i, 0, 0, -1, l);
+  CHECK(n == 3 && l[0].kernel == DFL_K_LCE_ROW && l[0].grid == 35 && l[1].grid == 35 && l[0].block == 512 &&
+        l[0].arg == 1 && l[2].kernel == DFL_K_LCE_NUM && l[2].grid == 1 && l[2].block == 1024,
+        ": linear_ce: %d %s grid %lld, %lld arg %d", n, KN(l[0].kernel), (long long)l[0].grid, (long long)l[1].grid, l[0].arg);
+  dfl_graph_free(&g);
+  i = lce_graph(&g, 70, 998, 0, 1), n = rows_lower(&g, i, 0, 0, -1, l);
+  CHECK(n == 3 && l[0].kernel == DFL_K_LCE_ROW_KD && l[0].arg == 0, ": linear_ce soft V 998: %s arg %d", KN(l[0].kernel), l[0].arg);
+  dfl_graph_free(&g);
+  i = lce_graph(&g, 70, 1000, 0, 1), n = rows_lower(&g, i, 0, 0, -1, l);
+  CHECK(n == 3 && l[0].kernel == DFL_K_LCE_ROW_KD && l[0].arg == 3, ": linear_ce soft: arg %d", l[0].arg);
+  dfl_graph_free(&g);
+  /* anchors every 4 rows left out: 54 rows in chunks of 16 (forced), a last one of 6, staged */
+  setenv("DFL_LCE_ROWS", "16", 1);
+  i = lce_graph(&g, 72, 1000, 4, 0), n = rows_lower(&g, i, 0, 0, -1, l);
+  unsetenv("DFL_LCE_ROWS");
+  CHECK(n == 5 && l[0].grid == 16 && l[1].grid == 6 && l[3].kernel == DFL_K_LCE_ROWS && l[3].grid == 16 &&
+        l[4].grid == 6 && l[3].block == 256, ": linear_ce staged: %d grid %lld, %lld; copies %lld, %lld", n,
+        (long long)l[0].grid, (long long)l[1].grid, (long long)l[3].grid, (long long)l[4].grid);
+  dfl_graph_free(&g);
+  /* SCATTER_ADD: into f32 directly; into bf16 through the f32 scratch and a conversion */
+  for (int bf = 0; bf < 2; bf++) {
+    dfl_graph_init(&g);
+    int d = dfl_tensor_2d(&g, "d", DFL_BF16, DFL_T_INPUT, 70, 48), ids = dfl_tensor_1d(&g, "ids", DFL_I32, DFL_T_INPUT, 70);
+    int o = dfl_tensor_2d(&g, "o", bf ? DFL_BF16 : DFL_F32, DFL_T_ACT, 50, 48);
+    i = dfl_op_add(&g, DFL_OP_SCATTER_ADD, (int[]){d, ids}, 2, &o, 1, NULL);
+    n = rows_lower(&g, i, 0, 0, -1, l);
+    CHECK(n == 1 + bf && l[0].kernel == DFL_K_SCATTER && l[0].grid == (70 * 48 + 255) / 256 && l[0].fill == DFL_FILL_OCC &&
+          (!bf || (l[1].kernel == DFL_K_COPY && l[1].grid == (50 * 48 + 255) / 256)), ": scatter_add (bf16 out %d): %d", bf, n);
+    dfl_graph_free(&g);
+  }
+  /* the norm's backward: bf16 rows of 4096 take the pipelined kernel, its parts at init in a build; on a
+  ** device (3 CTAs an SM at that block): 256 parts (a power of two <= 128 x 3), 256 CTAs */
+  i = rbw_graph(&g, 1024, 4096, 4096, DFL_BF16, 0), n = rows_lower(&g, i, 0, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD_P && l[0].block == 256 && l[0].smem == 128 * 256 &&
+        l[0].arg == DFL_ARG_AT_INIT && l[1].kernel == DFL_K_RMSNORM_DW && l[1].grid == 128 && l[1].block == 1024,
+        ": rmsnorm_bwd build: %d %s arg %d", n, KN(l[0].kernel), l[0].arg);
+  n = rows_lower(&g, i, 1, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD_P && l[0].arg == 256 && l[0].grid == 256, ": rmsnorm_bwd init: arg %d grid %lld",
+        l[0].arg, (long long)l[0].grid);
+  /* its two stages beyond the row's shared memory: the vector kernel, a 512-thread block a row */
+  n = rows_lower(&g, i, 1, 32 * 1024, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD_V && l[0].block == 512 && l[0].smem == 512 * 32 && l[0].arg == 512 &&
+        l[0].grid == 512, ": rmsnorm_bwd in 32 KB: %s block %d arg %d", KN(l[0].kernel), l[0].block, l[0].arg);
+  /* dy off 16 bytes: the per-group kernel */
+  n = rows_lower(&g, i, 1, 0, 3, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD && l[0].block == 256 && l[0].arg == 512 && !l[0].vec,
+        ": rmsnorm_bwd, dy off 16 bytes: %s", KN(l[0].kernel));
+  dfl_graph_free(&g);
+  /* with the addend: _pa, three stages; head norms (G 128) in rows of 4096 with the dw sums' stage */
+  i = rbw_graph(&g, 1024, 4096, 4096, DFL_BF16, 1), n = rows_lower(&g, i, 0, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD_PA && l[0].smem == 192 * 256, ": rmsnorm_bwd + addend: %s",
+        KN(l[0].kernel));
+  dfl_graph_free(&g);
+  i = rbw_graph(&g, 64, 4096, 128, DFL_BF16, 0), n = rows_lower(&g, i, 0, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD_P && l[0].smem == 160 * 256 && l[0].grid == 64,
+        ": rmsnorm_bwd G 128: %s smem %d", KN(l[0].kernel), l[0].smem);
+  dfl_graph_free(&g);
+  /* f32: the vector kernel (16 groups of 16 lanes a block); G 40: a block a group */
+  i = rbw_graph(&g, 64, 4096, 128, DFL_F32, 0), n = rows_lower(&g, i, 1, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD_V && l[0].block == 512 && l[0].arg == 64 * 32 / 32,
+        ": rmsnorm_bwd f32: %s arg %d", KN(l[0].kernel), l[0].arg);
+  dfl_graph_free(&g);
+  i = rbw_graph(&g, 30, 200, 40, DFL_BF16, 0), n = rows_lower(&g, i, 1, 0, -1, l);
+  CHECK(n == 2 && l[0].kernel == DFL_K_RMSNORM_BWD && l[0].arg == 150 && l[0].grid == 150, ": rmsnorm_bwd G 40: %s arg %d",
+        KN(l[0].kernel), l[0].arg);
   dfl_graph_free(&g);
 }
 
@@ -454,6 +570,7 @@ int main(void) {
     CHECK(!strcmp(buf, "dfl_copy_cols grid 3 x 2 (<= resident) block 256 smem 64 arg 4"), ": text '%s'", buf);
   }
   attention_cases();
+  rows_cases();
   /* the ids follow kernels.def as the emitter's table does */
   CHECK(DFL_K_COUNT == DFL_EMIT_KERNELS && !strcmp(dfl_emit_kernel_name(DFL_K_RMSNORM_QRF), "dfl_rmsnorm_qrf"));
   if (!failures) printf("lower_launch: all passed\n");
