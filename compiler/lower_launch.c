@@ -371,6 +371,18 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   }
 }
 
+int dfl_lower_check(const dfl_graph *g, const int64_t *offset, const char *arch, int *bad) {
+  dfl_lower_env env = {.offset = offset};
+  dfl_launch l[DFL_LAUNCH_MAX];
+  *bad = -1;
+  if (dfl_lower_env_arch(&env, arch)) return DFL_ERR;
+  for (int i = 0; i < g->nops; i++) {
+    int n = dfl_lower_launch(g, i, &env, l);
+    if (n < 0) return *bad = i, -n;
+  }
+  return DFL_OK;
+}
+
 void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n) {
   if (l->kernel == DFL_LAUNCH_GROUPED) {
     snprintf(buf, n, "in op %d's multi-tensor launch", l->arg);

@@ -81,6 +81,10 @@ int dfl_lower_attention(const dfl_graph *g, int i, const dfl_lower_env *env, dfl
 int dfl_lower_rows(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
 /* The attention family (compiler/emit.h dfl_att_family) of an attention op's launches l[0 .. n) */
 int dfl_lower_att_family(const dfl_launch *l, int n);
+/* Every op of g lowered for architecture arch's row (dfl_lower_env_arch) at a plan's offsets, as the
+** CUDA backend lowers it at init (`dflc check`, runtime/cli/cmd_plan.c): DFL_OK, or the status of the
+** first op no kernel takes (its message printed), its index in *bad (-1: the arch has no row). */
+int dfl_lower_check(const dfl_graph *g, const int64_t *offset, const char *arch, int *bad);
 /* One launch as text: "dfl_rmsnorm_r grid 49152 (<= 4/SM) x 160 smem 0" */
 void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n);
 

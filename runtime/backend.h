@@ -84,6 +84,8 @@ int dfl_be_cuda_available(void);
 /* The current CUDA device's memory in bytes (cudaMemGetInfo's total), 0 without one: the budget of a GPU
 ** device whose spec gives none (runtime/compile.h, device_memory). */
 int64_t dfl_be_cuda_memory(void);
+/* The current CUDA device's compute capability (major * 10 + minor), 0 without one. */
+int dfl_be_cuda_cc(void);
 /* The PCI bus id of a CUDA backend's GPU ("0000:19:00.0", as cudaDeviceGetPCIBusId writes it):
 ** DFL_OK, or DFL_ERR for a CPU backend or a build without CUDA. */
 int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len);

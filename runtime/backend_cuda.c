@@ -53,6 +53,15 @@ static cuda_be *ON(dfl_backend *b) {
 
 int dfl_be_cuda_available(void) { return dfl_cuda_available(); }
 
+int dfl_be_cuda_cc(void) {
+  int dev = 0, maj = 0, mn = 0;
+  if (!dfl_cuda_available() || cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&mn, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return cudaGetLastError(), 0;
+  return maj * 10 + mn;
+}
+
 int64_t dfl_be_cuda_memory(void) {
   size_t fr = 0, tot = 0;
   int dev = 0;
@@ -378,6 +387,7 @@ dfl_cuda *dfl_be_cuda_state(dfl_backend *b) { return b->kind == DFL_BE_CUDA ? &C
 
 int dfl_be_cuda_available(void) { return 0; }
 int64_t dfl_be_cuda_memory(void) { return 0; }
+int dfl_be_cuda_cc(void) { return 0; }
 int dfl_be_pci_bus_id(dfl_backend *b, char *buf, int len) { return DFL_ERR; }
 int dfl_be_open_cuda(dfl_backend *b, const dfl_graph *g, const dfl_plan *plan, const int *inputs, int n_inputs,
                      const dfl_compile_opts *opt) {

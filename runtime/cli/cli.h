@@ -14,7 +14,9 @@ int dfl_cmd_bench(int argc, char **argv);    /* cmd_bench.c */
 int dfl_cmd_pack(int argc, char **argv);     /* cmd_pack.c */
 /* The memory verdict of `dflc plan` (cmd_plan.c), for `dflc check` and `dflc train`: each device
 ** planned as the trainer plans it, against its memory_budget, or this machine's memory for a CPU
-** device without one. Fills up to max_miss entries; returns how many devices do not fit. */
+** device without one; and a GPU device's planned graph lowered op by op (compiler/lower_launch.c) as
+** the CUDA backend lowers it at init, so that a shape no kernel takes is found here. Fills up to
+** max_miss entries; returns how many devices do not fit or cannot be lowered. */
 #include <stdint.h>
 typedef struct dfl_plan_miss {
   char device[64];
@@ -22,6 +24,9 @@ typedef struct dfl_plan_miss {
   int failed;            /* no plan at all (the graph could not be built) */
   int host;              /* budget is this machine's memory (a CPU device without memory_budget) */
   int64_t need, budget, persistent, step;
+  int mem;               /* the memory verdict failed (failed, host or need > budget) */
+  int lower;             /* a status: op `op` has no kernel on row `arch` (its plan may fit) */
+  char op[160], arch[16];
 } dfl_plan_miss;
 struct dfl_spec;
 struct dfl_compiled;

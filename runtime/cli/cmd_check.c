@@ -113,6 +113,14 @@ static void check_plan(const dfl_spec *s, const dfl_spec_where *w, dfl_compiled 
   for (int i = 0; i < n && i < 8; i++) {
     const dfl_plan_miss *m = &miss[i];
     char b1[32], b2[32], b3[32], b4[32];
+    if (m->lower) {
+      dfl_diag_error(dfl_spec_where_key(w, "topology", NULL), "device %s: op %s: no CUDA kernel takes its shape on %s "
+                     "(see the message above)", m->device,
+                     m->op, m->arch);
+      dfl_diag_help("the CUDA backend would refuse it at init (docs/codegen.md, library launches); change the model's "
+                    "shapes or run this device on the CPU");
+      if (!m->mem) continue;
+    }
     if (m->failed) {
       dfl_diag_error(at, "device %s: no memory plan (see the messages above)", m->device);
       continue;

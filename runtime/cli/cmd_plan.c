@@ -25,6 +25,10 @@
 #include "runtime/backend.h"
 #include "runtime/compile.h"
 #include "runtime/cpu/cpu.h"
+#ifdef DFL_HAVE_CUDA
+#include "compiler/emit.h"
+#include "compiler/lower_launch.h"
+#endif
 
 /* One device's compiled graph and plan (runtime/compile.c, what train runs) and its report view. */
 typedef struct plan_dev {
@@ -131,6 +135,28 @@ static int over_host(const dfl_spec *s, int k, const plan_dev *pd) {
   return s->devices[k].kind == DFL_DEV_CPU && !pd->d.budget && host > 0 && pd->c.plan.arena_bytes > host;
 }
 
+/* A GPU device's planned graph lowered op by op as the CUDA backend lowers it at init (compiler/
+** lower_launch.c), for this machine's GPU's row, else for the row `dflc build` compiles for by default
+** (sm_90a): the first op no kernel takes goes into *m (its message printed above). Returns its status. */
+static int lower_check(const dfl_spec *s, int k, const dfl_compiled *c, dfl_plan_miss *m) {
+#ifdef DFL_HAVE_CUDA
+  if (s->devices[k].kind != DFL_DEV_GPU || !c->planned || !c->g || c->plan_cpu) return DFL_OK;
+  dfl_gpu_arch row;
+  int cc = dfl_be_cuda_cc(), bad;
+  const char *arch = cc && dfl_emit_gpu_for_cc(cc, NULL, &row) == DFL_OK ? row.arch : "sm_90a";
+  int rc = dfl_lower_check(c->g, c->plan.offset, arch, &bad);
+  if (rc && bad >= 0) {
+    snprintf(m->op, sizeof m->op, "%s (%s)", c->g->ops[bad].label, dfl_opcode_name(c->g->ops[bad].code));
+    snprintf(m->arch, sizeof m->arch, "%s", arch);
+    m->lower = rc;
+    return rc;
+  }
+#else
+  (void)s, (void)k, (void)c, (void)m;
+#endif
+  return DFL_OK;
+}
+
 int dfl_plan_verdict(const dfl_spec *s, dfl_plan_miss *miss, int max_miss, dfl_compiled *one) {
   int n = 0;
   for (int k = 0; k < s->n_devices; k++) {
@@ -146,9 +172,12 @@ int dfl_plan_verdict(const dfl_spec *s, dfl_plan_miss *miss, int max_miss, dfl_c
     } else
       rc = plan_device(s, k, 0, 0, &pd);
     int host = rc == DFL_OK && over_host(s, k, &pd);
-    if ((rc != DFL_OK || host) && n < max_miss) {
+    dfl_plan_miss low;
+    memset(&low, 0, sizeof low);
+    int lrc = lower_check(s, k, &pd.c, &low);
+    if ((rc != DFL_OK || host || lrc) && n < max_miss) {
       dfl_plan_miss *m = &miss[n];
-      memset(m, 0, sizeof *m);
+      *m = low;
       snprintf(m->device, sizeof m->device, "%s", pd.d.name);
       m->device_index = k;
       m->failed = !pd.c.planned;
@@ -157,8 +186,9 @@ int dfl_plan_verdict(const dfl_spec *s, dfl_plan_miss *miss, int max_miss, dfl_c
       m->host = host;
       m->persistent = pd.c.plan.offset ? pd.c.plan.persistent_bytes : 0;
       m->step = pd.c.plan.offset ? pd.c.plan.step_bytes : 0;
+      m->mem = rc != DFL_OK || host;
     }
-    if (rc != DFL_OK || host) n++;
+    if (rc != DFL_OK || host || lrc) n++;
     if (!(one && s->n_devices == 1 && one->g)) free_dev(&pd);
   }
   return n;

@@ -10,7 +10,8 @@
 **   - multi-tensor groups (SUMSQ_ACC, ADAMW): their size limit, the flat and table kernels, members;
 **   - ATTENTION and its backward: wgmma, mma.sync (and their smaller-stage forms on 99 KB parts) and
 **     CUDA-core kernels by the target's row, head_dim, dtype and alignment; the wgmma key-major pass's
-**     parts (at init: by the SM count and the scratch), a shape no kernel's shared memory fits refused;
+**     parts (at init: by the SM count and the scratch), a shape no kernel's shared memory fits refused,
+**     and found by dflc check's pass over the graph (dfl_lower_check);
 **   - LINEAR_CE's row kernels per chunk (a short last one, soft labels, the element path) and staging
 **     copies; SCATTER_ADD with and without its conversion; RMSNORM_BWD's pipelined kernels (parts at
 **     init in a build, from the occupancy on a device), vector and per-group kernels;
@@ -198,6 +199,16 @@ static void attention_cases(void) {
   fprintf(stderr, "(a refusal follows)\n");
   n = att_lower(&g, 1, "sm_86", 0, 0, -1, l);
   CHECK(n == -DFL_ESHAPE, ": causal bwd hd 256 on 99 KB lowered (%d)", n);
+  /* `dflc check`'s pass over a graph (dfl_lower_check): the op no kernel takes, by index, on the row
+  ** that lacks it; none on Hopper; an architecture without a row refused */
+  {
+    int bad = 7;
+    fprintf(stderr, "(a refusal follows)\n");
+    CHECK(dfl_lower_check(&g, NULL, "sm_86", &bad) == DFL_ESHAPE && bad == 1, ": check on sm_86: op %d", bad);
+    CHECK(dfl_lower_check(&g, NULL, "sm_90a", &bad) == DFL_OK && bad == -1, ": check on sm_90a: op %d", bad);
+    fprintf(stderr, "(a refusal follows)\n");
+    CHECK(dfl_lower_check(&g, NULL, "sm_70", &bad) == DFL_ERR && bad == -1, ": check on sm_70: op %d", bad);
+  }
   /* without the target's shared memory (an env with offsets only) attention is not lowered */
   {
     dfl_lower_env env = {NULL};
