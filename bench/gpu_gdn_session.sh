@@ -7,7 +7,8 @@
 # Qwen3.6-27B inputs (bench/cuda/gdn_fla.py, bench_gdn; ncu's per-kernel times where ncu is installed),
 # then the 27B target forward with this build and the previous one (--ops: the split). OPS="a b": the
 # cuda_ops cases whose names hold a or b (default gated_delta; all: every case). GDN=0: without the
-# kernel-alone comparison (FLA, bench_gdn). With `hf` it runs
+# kernel-alone comparison (FLA, bench_gdn); T27RUN=0: without the forwards; OLD_OPS=1: the previous
+# build's forward with --ops too; NCU_SECTIONS=1: ncu's sections on its kernels. With `hf` it runs
 # the Hugging Face + fla anchor (bench/hf_qwen36_target.py) instead of the FLA comparison; KEEP=0 drops
 # the kept hidden states (an 80 GB card). Logs in $OUT.
 set -o pipefail
@@ -37,9 +38,15 @@ d=/tmp/gdn27
   for b in /tmp/bench_gdn /tmp/bench_gdn_old; do [ -x $b ] && { echo "== $(basename $b)"; timeout 60 $b $d 12 4096 16 48 128 20; echo "dflc rc $?"; }; done
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$NCU" ] && timeout 60 $NCU --kernel-name regex:gdn --launch-count 4 --metrics gpu__time_duration.sum \
-    /tmp/bench_gdn $d 12 4096 16 48 128 2 2>&1 | grep -E "dfl_gdn|gpu__time" ) > $OUT/gdn.log 2>&1
+    /tmp/bench_gdn $d 12 4096 16 48 128 2 2>&1 | grep -E "dfl_gdn|gpu__time"
+  # NCU=1: the prep's and the scan's throughput, occupancy and stall reasons in $OUT/ncu_gdn.txt
+  [ -n "$NCU" ] && [ "${NCU_SECTIONS:-0}" = 1 ] && timeout 120 $NCU --kernel-name regex:gdn --launch-count 2 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis --section LaunchStats /tmp/bench_gdn $d 12 4096 16 48 128 1 > $OUT/ncu_gdn.txt 2>&1 ) > $OUT/gdn.log 2>&1
 grep -vE "^\s*$" $OUT/gdn.log | tail -14
+[ "${T27RUN:-1}" = 0 ] && exit 0
 ( timeout 170 /tmp/dflc_gpu bench $T27; echo "rc $?" ) > $OUT/t27_new.log 2>&1
-( timeout 150 /tmp/dflc_old bench ${T27% --ops}; echo "rc $?" ) > $OUT/t27_old.log 2>&1
+# OLD_OPS=1: the previous build's split too (--ops), for per-op before/after figures
+( timeout 170 /tmp/dflc_old bench $([ "${OLD_OPS:-0}" = 1 ] && echo "$T27" || echo "${T27% --ops}"); echo "rc $?" ) > $OUT/t27_old.log 2>&1
 for f in t27_new t27_old; do echo "== $f"; grep -E "$F" $OUT/$f.log | head -10
   grep -E "^ +[a-z_ ]+ +(gated_delta|conv1d_silu|attention|rmsnorm|swiglu|norm_gate) " $OUT/$f.log; done

@@ -69,37 +69,20 @@ __device__ __forceinline__ void hy_l2norm_v8(void *y, int dty, const void *x, in
     if (ok) st8(y, dty, i * 8, v);
   }
 }
-/* HY_NGU 32-vector chunks a warp per trip, their loads issued together: one chunk a trip left two
-** 16-byte loads in flight a thread (2.4 TB/s on the H200). L divides 32 and every chunk starts at a
-** multiple of 32, so a lane's features (f0) and weights stay the same on every trip. */
-#define HY_NGU 2
 template <int L>
 __device__ __forceinline__ void hy_norm_gate_v8(void *y, int dty, const void *x, int dtx, const void *z, int dtz,
                                                 const void *w, int dtw, ll n8, int G, float eps) {
-  const int lane = threadIdx.x & 31, f0 = (lane % L) * 8;
-  float wv[8];
+  for (ll b = ((ll)blockIdx.x * blockDim.x + threadIdx.x) & ~31ll; b < n8; b += (ll)gridDim.x * blockDim.x) {
+    const ll i = b + (threadIdx.x & 31);
+    const int ok = i < n8, f0 = (int)(i % L) * 8;
+    float v[8], zz[8], ss = 0.f;
+    if (ok) { ld8(x, dtx, i * 8, v); ld8(z, dtz, i * 8, zz); }
 #pragma unroll
-  for (int k = 0; k < 8; k++) wv[k] = ldf(w, dtw, f0 + k);
-  const ll nw = ((ll)gridDim.x * blockDim.x) >> 5, gw = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  for (ll ch = gw * HY_NGU; ch * 32 < n8; ch += nw * HY_NGU) {
-    float v[HY_NGU][8], zz[HY_NGU][8];
+    for (int k = 0; k < 8; k++) ss += ok ? v[k] * v[k] : 0.f;
+    const float r = 1.f / sqrtf(hy_lanes_sum<L>(ss) / (float)G + eps);
 #pragma unroll
-    for (int u = 0; u < HY_NGU; u++) {
-      const ll i = (ch + u) * 32 + lane;
-      if (i < n8) { ld8(x, dtx, i * 8, v[u]); ld8(z, dtz, i * 8, zz[u]); }
-    }
-#pragma unroll
-    for (int u = 0; u < HY_NGU; u++) {
-      const ll i = (ch + u) * 32 + lane;
-      const int ok = i < n8;
-      float ss = 0.f;
-#pragma unroll
-      for (int k = 0; k < 8; k++) ss += ok ? v[u][k] * v[u][k] : 0.f;
-      const float r = 1.f / sqrtf(hy_lanes_sum<L>(ss) / (float)G + eps);
-#pragma unroll
-      for (int k = 0; k < 8; k++) v[u][k] = v[u][k] * r * wv[k] * hy_silu_fast(zz[u][k]);
-      if (ok) st8(y, dty, i * 8, v[u]);
-    }
+    for (int k = 0; k < 8; k++) v[k] = v[k] * r * ldf(w, dtw, f0 + k) * hy_silu(zz[k]);
+    if (ok) st8(y, dty, i * 8, v);
   }
 }
 #define HY_V8_LANES(F, L, ...) \
@@ -109,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_l2norm_v8(void *y, int dty
                                                                  float eps, float alpha) {
   HY_V8_LANES(hy_l2norm_v8, L, y, dty, x, dtx, n8, eps, alpha)
 }
-extern "C" __global__ void __launch_bounds__(256, 3) dfl_norm_gate_v8(void *y, int dty, const void *x, int dtx,
+extern "C" __global__ void __launch_bounds__(256) dfl_norm_gate_v8(void *y, int dty, const void *x, int dtx,
                                                                     const void *z, int dtz, const void *w, int dtw,
                                                                     ll n8, int L, float eps) {
   HY_V8_LANES(hy_norm_gate_v8, L, y, dty, x, dtx, z, dtz, w, dtw, n8, L * 8, eps)
