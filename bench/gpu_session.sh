@@ -3,6 +3,7 @@
 # xz-compressed dflc_gpu, cuda_ops, cuda_step, train_cuda and cuda_init built on the build machine (strip, xz);
 # it runs the CUDA checks (cuda_ops, the fixtures on the GPU, cuda_step, train_cuda, cuda_init), then the
 # attention benchmark (if carried), the 8B bench and, with RUN27=1, the 27B drafter-alone bench, each with the per-op profile (--ops);
+# OPS_ASCC="80 86": cuda_ops' attention cases as those rows choose; STEPS8/STEPS27: the benches' steps (20, 10);
 # with CMP_OVERLAP=1 also the 8B bench with compile { overlap = false } (the optimizer after its own step: the overlap's before/after);
 # with CMP_ENV="VAR=value ..." the 8B bench again under each assignment (an experiment's temporary switch),
 # and with RUN27=1 the 27B bench too.
@@ -33,6 +34,8 @@ ts start
 # SMI=1: the SM clock, power and temperature every second while it runs (throttling shows as clocks below max)
 [ -n "${SMI:-}" ] && { nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader -l 1 > $OUT/smi.log 2>&1 & SMIPID=$!; }
 ( timeout 90 /tmp/cuda_ops; echo "rc $?" ) > $OUT/checks.log 2>&1; ts cuda_ops
+# OPS_ASCC="80 86": the attention cases again as each older row would choose its kernels (--as-cc)
+for cc in ${OPS_ASCC:-}; do ( DFL_OPS_ONLY=attention timeout 90 /tmp/cuda_ops --as-cc $cc 2>&1 | tail -3; echo "as-cc $cc rc $?" ) >> $OUT/checks.log 2>&1; done
 ( for fx in dflash_step_public dflash_step_public_b; do for p in fp32 bf16; do
   timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --$p 2>&1 | tail -2; echo "rc $?"
 done; timeout 25 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --bf16 --grads-bf16 2>&1 | tail -2; echo "grads-bf16 rc $?"
@@ -41,9 +44,9 @@ done; timeout 40 /tmp/cuda_step 2>&1 | tail -3; echo "cuda_step rc $?"; timeout 
 [ -x /tmp/bench_optim ] && ( for sh in 27b 8b; do timeout 150 /tmp/bench_optim $sh 15; echo "rc $?"; done ) > $OUT/optim.log 2>&1; ts optim
 [ -x /tmp/bench_fp8_gemm ] && ( timeout 60 /tmp/bench_fp8_gemm 30; echo "rc $?" ) > $OUT/fp8gemm.log 2>&1; ts fp8gemm
 [ -x /tmp/bench_memops ] && ( timeout 240 /tmp/bench_memops 21; echo "rc $?" ) > $OUT/memops.log 2>&1; ts memops
-[ -x /tmp/dflc_old ] && { echo "== old 8B"; timeout ${BENCH_T:-240} /tmp/dflc_old bench examples/qwen3-8b.dfl --steps 20 2>&1 |
+[ -x /tmp/dflc_old ] && { echo "== old 8B"; timeout ${BENCH_T:-240} /tmp/dflc_old bench examples/qwen3-8b.dfl --steps ${STEPS8:-20} 2>&1 |
   grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|energy|rc|error"; } > $OUT/old.log 2>&1 && ts old8b
-( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $OPSF --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
+( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps ${STEPS8:-20} $OPSF --json $OUT/bench8b.json; echo "bench rc $?" ) > $OUT/bench8b.log 2>&1; ts bench8b
 for sp in ${EXTRA_SPECS:-}; do n=$(basename $sp .dfl)
   ( time timeout ${BENCH_T:-240} /tmp/dflc_gpu bench $sp --steps 20 $OPSF; echo "bench rc $?" ) > $OUT/$n.log 2>&1; ts $n
 done
@@ -55,8 +58,8 @@ CMPF=; CMPR='^$'
 [ -n "${CMP_OPS:-}" ] && CMPF=--ops && CMPR='^  [a-z ]+ +(rmsnorm|rmsnorm_bwd|adamw|sumsq_acc|rope|swiglu|swiglu_bwd) '
 [ -n "${CMP_ENV:-}" ] && for v in $CMP_ENV; do echo "== $v"; env ${v//,/ } timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/qwen3-8b.dfl --steps 20 $CMPF 2>&1 |
   grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |energy|rc|error|$CMPR"; done > $OUT/extra.log 2>&1 && ts cmp8b
-[ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 $OPSF; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
-[ -n "${RUN27:-}" ] && [ -x /tmp/dflc_old ] && { echo "== old 27B"; timeout ${BENCH27_T:-200} /tmp/dflc_old bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
+[ -n "${RUN27:-}" ] && ( time timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps ${STEPS27:-10} --warmup 2 --phase-steps 2 $OPSF; echo "bench rc $?" ) > $OUT/bench27.log 2>&1; ts bench27
+[ -n "${RUN27:-}" ] && [ -x /tmp/dflc_old ] && { echo "== old 27B"; timeout ${BENCH27_T:-200} /tmp/dflc_old bench examples/qwen36-27b-drafter.dfl --drafter-only --steps ${STEPS27:-10} --warmup 2 --phase-steps 2 2>&1 |
   grep -E "steps:|step time|MFU|positions/s|^  (target forward|drafter forward|loss|backward|optimizer) |memory|energy|rc|error"; } >> $OUT/old.log 2>&1 && ts old27b
 # RUN27=1 with CMP_ENV: the 27B bench again under each assignment (appended to extra.log)
 # CMP_F32GRADS=1: the 8B (and with RUN27 the 27B) bench again from a copy of its spec without `grads = bf16`
@@ -65,7 +68,7 @@ if [ -n "${CMP_F32GRADS:-}" ]; then
   sed '/^  grads /d' examples/qwen36-27b-drafter.dfl > examples/_f32grads-27b.dfl
   { echo "== 8B, grads f32"; timeout ${BENCH_T:-240} /tmp/dflc_gpu bench examples/_f32grads-8b.dfl --steps 20 2>&1 |
       grep -E "steps:|step time|^  (target forward|drafter forward|loss|backward|optimizer) |memory|energy|rc|error"
-    [ -n "${RUN27:-}" ] && { echo "== 27B, grads f32"; timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/_f32grads-27b.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 2>&1 |
+    [ -n "${RUN27:-}" ] && { echo "== 27B, grads f32"; timeout ${BENCH27_T:-200} /tmp/dflc_gpu bench examples/_f32grads-27b.dfl --drafter-only --steps ${STEPS27:-10} --warmup 2 --phase-steps 2 2>&1 |
       grep -E "steps:|step time|MFU|positions/s|^  (drafter forward|loss|backward|optimizer) |memory|energy|rc|error"; }
   } >> $OUT/extra.log 2>&1; ts f32grads
 fi
