@@ -9,7 +9,7 @@
 # cuda_ops cases whose names hold a or b (default gated_delta; all: every case). GDN=0: without the
 # kernel-alone comparison (FLA, bench_gdn); T27RUN=0: without the forwards; OLD_OPS=1: the previous
 # build's forward with --ops too; NCU_SECTIONS=1: ncu's sections on its kernels. With `hf` it runs
-# the Hugging Face + fla anchor (bench/hf_qwen36_target.py) instead of the FLA comparison; KEEP=0 drops
+# the Hugging Face + fla anchor (bench/hf_qwen36_target.py), then both builds' forwards, instead of the FLA comparison; KEEP=0 drops
 # the kept hidden states (an 80 GB card). Logs in $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,8 @@ T27="examples/qwen36-27b-target.dfl --target-only --steps 3 --warmup 1 --phase-s
 if [ "$2" = hf ]; then
   ( PYTHONUNBUFFERED=1 timeout 300 python3 bench/hf_qwen36_target.py 62 12 4096 ${KEEP:-1}; echo "hf rc $?" ) > $OUT/hf.log 2>&1
   ( timeout 170 /tmp/dflc_gpu bench $T27; echo "rc $?" ) > $OUT/t27_new.log 2>&1
-  for f in hf t27_new; do echo "== $f"; grep -E "hf anchor|$F" $OUT/$f.log | head -12; done
+  [ -x /tmp/dflc_old ] && ( timeout 120 /tmp/dflc_old bench ${T27% --ops}; echo "rc $?" ) > $OUT/t27_old.log 2>&1
+  for f in hf t27_new t27_old; do [ -f $OUT/$f.log ] && { echo "== $f"; grep -E "hf anchor|$F" $OUT/$f.log | head -12; }; done
   exit 0
 fi
 # OPS: the cuda_ops cases run first, by name substring (DFL_OPS_ONLY), one run each; "all": every case

@@ -217,18 +217,14 @@ static int lower_rope(const ctx *c, dfl_launch *out) {
   int hd = a->head_dim, nh = a->heads, o0 = op->out[0], i0 = op->in[0];
   int64_t rows = numel(c, i0) / ((int64_t)nh * hd);
   if (a->rot_dim && a->rot_dim != hd) {
-    /* partial rotary: dfl_rope_pn (every form; a warp an item of a row's heads, the rd / 2 inverse
-    ** frequencies in shared memory) where its lanes fit, the per-element kernel for a plain ROPE otherwise */
+    /* partial rotary: dfl_rope_pn (every form; a warp a row, the rd / 2 inverse frequencies in shared
+    ** memory) where its lanes fit, the per-element kernel for a plain ROPE otherwise */
     int rd = a->rot_dim, pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3);
     int ts[] = {o0, i0, pair ? op->out[1] : o0, pair ? op->in[normed ? 3 : 2] : o0};
     int same = !pair || (T(c, ts[2])->dtype == T(c, o0)->dtype && T(c, ts[3])->dtype == T(c, i0)->dtype);
     if (dfl_fuse_rope_part_ok(hd, rd) && vecs(c, ts, 4, 0) && same &&
-        (!normed || (pair ? T(c, op->in[2])->dtype == T(c, op->in[4])->dtype : 1))) {
-      /* a warp an item (32 / (hd / 8) heads of a row) */
-      int hpw = 32 / (hd / 8), nt = nh + (pair ? a->kv_heads : 0);
-      int64_t items = rows * ((nt + hpw - 1) / hpw);
-      return out[0] = L(DFL_K_ROPE_PN, (items + 7) / 8, 256, rd / 2 * 8, DFL_FILL_OCC, 1), 1;
-    }
+        (!normed || (pair ? T(c, op->in[2])->dtype == T(c, op->in[4])->dtype : 1)))
+      return out[0] = L(DFL_K_ROPE_PN, (rows + 7) / 8, 256, rd / 2 * 8, DFL_FILL_OCC, 1), 1;
     if (pair || normed) {
       fprintf(stderr, "dflc: lower: partial rope with a norm or a pair (%s): head_dim %d / 8 must be a power of two "
                       "<= 32, rot_dim %d a multiple of 16, the tensors bf16/f16/f32, 16-byte aligned, q and k of one "

@@ -275,53 +275,73 @@ extern "C" __global__ void dfl_rope_part(void *out, int dto, const void *x, int 
 
 /* Partial RoPE on 16-byte rows (compiler/lower_launch.c: hd / 8 a power of two <= 32, rot_dim % 16 == 0,
 ** bf16, f16 or f32 tensors 16-byte aligned), in every form: plain, normed (the per-head q/k RMSNorm in
-** front of it, dfl_fuse_norm_rope) and pair (q and k in one launch, dfl_fuse_rope_pair). An item is one
-** row's 32 / ni heads (ni = hd / 8 aligned lanes of 8 features a head), a warp an item at a time, few
-** registers so that the SMs hold many warps (a memory-bound pass). The lanes that rotate (li < rd / 8:
-** the pair (i, i + rd / 2) is lanes li and li + rd / 16, which trade values by a shuffle) form their 8
-** angles per item from the CTA's inverse frequencies (rope_angles8: a few DP operations each). The
-** normed form's sum of squares is the head's ni lanes reducing by shuffles (rope_norm16's arithmetic:
-** rsqrtf, the weight, the removed intermediate's rounding). A warp walking a row's heads four at a time
-** (128 registers, two CTAs an SM) ran the 27B's q and k at 1.05 TB/s on an H100. */
-extern "C" __global__ void __launch_bounds__(256, 4) dfl_rope_pn(void *out, const void *x, const void *wn, int nh,
-                                                                 void *out2, const void *x2, const void *wn2, int nh2,
-                                                                 int dto, int dtx, int dtw, int mid, const int *pos,
-                                                                 ll rows, int hd, int rd, double theta, int inverse,
-                                                                 float eps) {
+** front of it, dfl_fuse_norm_rope) and pair (q and k in one launch, dfl_fuse_rope_pair). A warp per row
+** walks the row's nh + nh2 heads, ROPE_PN_U heads' loads at once; a head is ni = hd / 8 aligned lanes of
+** 8 features. The row's angles are formed once, by the lanes that rotate (li < rd / 8: the pair (i, i + rd
+** / 2) is lanes li and li + rd / 16, which trade values by a shuffle); the normed form's sum of squares
+** is the head's ni lanes reducing by shuffles (rope_norm16's arithmetic: rsqrtf, the weight, the
+** removed intermediate's rounding). The earlier 16-byte kernel (a thread per (row, 8 dims) walking the
+** heads, one 16-byte load at a time, the q/k norms a launch of their own) ran the 27B's q at about a
+** third of memory speed. This one: 1.05 TB/s on an H100 (20.1 ms a forward against 26.3 for the norms
+** and RoPE apart); a warp an item of a row's heads at 62 registers (four CTAs an SM, each item forming
+** its angles) ran at 0.82 (25.9 ms). Still well under memory speed: not understood yet. */
+#define ROPE_PN_U 4
+extern "C" __global__ void __launch_bounds__(256, 2) dfl_rope_pn(void *out, const void *x, const void *wn, int nh,
+                                                              void *out2, const void *x2, const void *wn2, int nh2,
+                                                              int dto, int dtx, int dtw, int mid, const int *pos,
+                                                              ll rows, int hd, int rd, double theta, int inverse,
+                                                              float eps) {
   extern __shared__ double dfl_rope_sm[]; /* the rd / 2 inverse frequencies */
   for (int i = threadIdx.x; i < rd / 2; i += blockDim.x) dfl_rope_sm[i] = pow(theta, -2.0 * i / rd);
   __syncthreads();
   const int ni = hd / 8, h8 = rd / 16, lane = threadIdx.x & 31, li = lane & (ni - 1), hpw = 32 / ni, hl = lane / ni;
   const int src = li < h8 ? lane + h8 : li < 2 * h8 ? lane - h8 : lane, rot = li < 2 * h8;
-  const int nt = nh + nh2, ng = (nt + hpw - 1) / hpw;
-  const ll items = rows * ng, nw = ((ll)gridDim.x * blockDim.x) >> 5;
-  for (ll it = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5; it < items; it += nw) {
-    const ll r = it / ng;
-    const int h = (int)(it - r * ng) * hpw + hl, sec = h >= nh, ok = h < nt;
-    const ll off = (r * (sec ? nh2 : nh) + (sec ? h - nh : h)) * hd + li * 8;
-    float v[8], cs[8], sn[8];
-    if (ok) ld8(sec ? x2 : x, dtx, off, v);
-    else
+  float w1[8], w2[8];
 #pragma unroll
-      for (int k = 0; k < 8; k++) v[k] = 0.f;
-    if (rot) rope_angles8((double)pos[r], dfl_rope_sm, (li % h8) * 8, inverse, cs, sn); /* while x arrives */
-    if (wn) {
-      float ss = 0.f;
+  for (int k = 0; k < 8; k++) {
+    w1[k] = wn ? ldf(wn, dtw, li * 8 + k) : 1.f;
+    w2[k] = wn2 ? ldf(wn2, dtw, li * 8 + k) : 1.f;
+  }
+  const int nt = nh + nh2;
+  const ll nw = ((ll)gridDim.x * blockDim.x) >> 5;
+  for (ll r = ((ll)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += nw) {
+    float cs[8], sn[8];
 #pragma unroll
-      for (int k = 0; k < 8; k++) ss += v[k] * v[k];
-      for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      const float rs = rsqrtf(ss / hd + eps);
-      const void *wp = sec ? wn2 : wn;
+    for (int k = 0; k < 8; k++) cs[k] = 1.f, sn[k] = 0.f;
+    for (int h0 = 0; h0 < nt; h0 += hpw * ROPE_PN_U) {
+      float v[ROPE_PN_U][8];
 #pragma unroll
-      for (int k = 0; k < 8; k++) v[k] = v[k] * rs * ldf(wp, dtw, li * 8 + k);
-      rope_round8(v, mid);
+      for (int u = 0; u < ROPE_PN_U; u++) {
+        const int h = h0 + u * hpw + hl, sec = h >= nh;
+        if (h < nt) ld8(sec ? x2 : x, dtx, ((r * (sec ? nh2 : nh)) + (sec ? h - nh : h)) * hd + li * 8, v[u]);
+        else
+#pragma unroll
+          for (int k = 0; k < 8; k++) v[u][k] = 0.f;
+      }
+      if (h0 == 0 && rot) /* the row's angles, while its first loads are in flight */
+        rope_angles8((double)pos[r], dfl_rope_sm, (li % h8) * 8, inverse, cs, sn);
+#pragma unroll
+      for (int u = 0; u < ROPE_PN_U; u++) { /* every lane runs every u: the shuffles */
+        const int h = h0 + u * hpw + hl, sec = h >= nh;
+        if (wn) {
+          float ss = 0.f;
+#pragma unroll
+          for (int k = 0; k < 8; k++) ss += v[u][k] * v[u][k];
+          for (int o = ni >> 1; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+          const float rs = rsqrtf(ss / hd + eps);
+#pragma unroll
+          for (int k = 0; k < 8; k++) v[u][k] = v[u][k] * rs * (sec ? w2[k] : w1[k]);
+          rope_round8(v[u], mid);
+        }
+        float o[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          const float pv = __shfl_sync(0xffffffffu, v[u][k], src);
+          o[k] = li < h8 ? v[u][k] * cs[k] - pv * sn[k] : rot ? v[u][k] * cs[k] + pv * sn[k] : v[u][k];
+        }
+        if (h < nt) st8(sec ? out2 : out, dto, ((r * (sec ? nh2 : nh)) + (sec ? h - nh : h)) * hd + li * 8, o);
+      }
     }
-#pragma unroll
-    for (int k = 0; k < 8; k++) { /* every lane shuffles: the pairs' partners */
-      const float pv = __shfl_sync(0xffffffffu, v[k], src);
-      if (rot) v[k] = li < h8 ? v[k] * cs[k] - pv * sn[k] : v[k] * cs[k] + pv * sn[k];
-    }
-    if (ok) st8(sec ? out2 : out, dto, off, v);
   }
 }
 

@@ -456,11 +456,11 @@ int main(void) {
     dfl_lower_env env = {NULL};
     dfl_launch l[DFL_LAUNCH_MAX];
     int n = dfl_lower_launch(&g, part, &env, l);
-    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PN && l[0].grid == R * 6 / 8 && l[0].smem == 32 * 8 && l[0].vec &&
+    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PN && l[0].grid == R / 8 && l[0].smem == 32 * 8 && l[0].vec &&
           l[0].fill == DFL_FILL_OCC, ": partial rope: %d, %s grid %lld", n, dfl_emit_kernel_name(l[0].kernel),
           (long long)l[0].grid);
     n = dfl_lower_launch(&g, partn, &env, l);
-    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PN && l[0].grid == R * 8 / 8, ": partial normed pair: %d, %s", n,
+    CHECK(n == 1 && l[0].kernel == DFL_K_ROPE_PN && l[0].grid == R / 8, ": partial normed pair: %d, %s", n,
           dfl_emit_kernel_name(l[0].kernel));
     n = dfl_lower_launch(&g, partbad, &env, l);
     CHECK(n == -DFL_ESHAPE, ": partial normed rope, rot_dim 8: %d (a refusal expected)", n);
