@@ -21,7 +21,7 @@ add_custom_command(
   DEPENDS ${DFL_KERNEL_SOURCES} ${CMAKE_SOURCE_DIR}/cmake/embed_kernels.cmake
   COMMENT "Embedding kernels/*.cuh")
 
-add_library(dfl_emit STATIC compiler/emit.c compiler/codegen.c compiler/lower_launch.c compiler/lower_attn.c compiler/lower_rows.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
+add_library(dfl_emit STATIC compiler/emit.c compiler/codegen.c compiler/lower_launch.c compiler/lower_attn.c compiler/lower_rows.c compiler/lower_hybrid.c ${CMAKE_BINARY_DIR}/kernels_embed.c)
 target_include_directories(dfl_emit PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
 # Plain library files, not the CUDA:: imported targets: those add the libcuda stub to the link.
 find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)

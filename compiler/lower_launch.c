@@ -367,6 +367,7 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_LINEAR_CE:
   case DFL_OP_SCATTER_ADD:
   case DFL_OP_RMSNORM_BWD: return dfl_lower_rows(g, i, env, out);
+  case DFL_OP_GATED_DELTA: return dfl_lower_gated_delta(g, i, env, out);
   default: return 0;
   }
 }

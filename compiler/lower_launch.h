@@ -9,8 +9,8 @@
 ** What stays with the device: a grid-stride kernel's grid is capped at the CTAs the device's SMs hold
 ** at once (fill), so the SM count and the kernel's measured occupancy are applied at launch; a choice
 ** that follows them is DFL_ARG_AT_INIT in a build and the device's value in the backend's lowering.
-** The GEMMs are cuBLASLt's (its heuristic, at init). The op this stage does not cover yet (the gated
-** delta rule) still chooses in the runtime, and kernels.txt says so per op (docs/codegen.md).
+** The GEMMs are cuBLASLt's (its heuristic, at init); every other library op is lowered here (an op
+** a later change adds without a lowering shows in kernels.txt as chosen at run time, docs/codegen.md).
 */
 #ifndef DFL_LOWER_LAUNCH_H
 #define DFL_LOWER_LAUNCH_H
@@ -79,6 +79,14 @@ int dfl_lower_env_arch(dfl_lower_env *env, const char *arch);
 int dfl_lower_attention(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
 /* compiler/lower_rows.c: LINEAR_CE, SCATTER_ADD and RMSNORM_BWD (dfl_lower_launch's for them) */
 int dfl_lower_rows(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
+/* compiler/lower_hybrid.c: GATED_DELTA (dfl_lower_launch's for it), and its kernels' shared memory, value
+** tile and variants, which the CUDA backend's kernel load opts in to */
+int dfl_lower_gated_delta(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out);
+int dfl_lower_gdn_bv(int dk);
+int dfl_lower_gdn_prep_smem(int dk, int dv);
+int dfl_lower_gdn_scan_smem(int dk);
+int dfl_lower_gdn_prep_kernel(int dk, int dv);
+int dfl_lower_gdn_scan_kernel(int dk);
 /* The attention family (compiler/emit.h dfl_att_family) of an attention op's launches l[0 .. n) */
 int dfl_lower_att_family(const dfl_launch *l, int n);
 /* Every op of g lowered for architecture arch's row (dfl_lower_env_arch) at a plan's offsets, as the

@@ -15,6 +15,7 @@
 **   - LINEAR_CE's row kernels per chunk (a short last one, soft labels, the element path) and staging
 **     copies; SCATTER_ADD with and without its conversion; RMSNORM_BWD's pipelined kernels (parts at
 **     init in a build, from the occupancy on a device), vector and per-group kernels;
+**   - GATED_DELTA: the chunk kernels by dk and dv, the recurrence for f32 or a small block, a refusal;
 **   - CONCAT_COLS makes one launch per input; a GEMM and a pointwise op are not lowered here;
 **   - the text form names the kernel, grid, cap, block and the 16-byte assumption. */
 #include <stdio.h>
@@ -331,7 +332,52 @@ static void rows_cases(void) {
   dfl_graph_free(&g);
 }
 
+/* GATED_DELTA over R rows (sequences of S), Hv value and Hk key heads of dk, values of dv, q/k/v in dt; its
+** launches for sm_90a with `smem` bytes a block (0: the row's) */
+static int gdn_lower(int64_t R, int S, int Hv, int Hk, int dk, int dv, dfl_dtype dt, int smem, dfl_launch *l) {
+  dfl_graph g;
+  dfl_graph_init(&g);
+  int q = dfl_tensor_2d(&g, "q", dt, DFL_T_INPUT, R, (int64_t)Hk * dk), k = dfl_tensor_2d(&g, "k", dt, DFL_T_INPUT, R, (int64_t)Hk * dk);
+  int v = dfl_tensor_2d(&g, "v", dt, DFL_T_INPUT, R, (int64_t)Hv * dv);
+  int gg = dfl_tensor_2d(&g, "g", DFL_F32, DFL_T_INPUT, R, Hv), b = dfl_tensor_2d(&g, "b", DFL_F32, DFL_T_INPUT, R, Hv);
+  int o = dfl_tensor_2d(&g, "o", dt, DFL_T_ACT, R, (int64_t)Hv * dv);
+  dfl_attrs a;
+  memset(&a, 0, sizeof a);
+  a.heads = Hv, a.kv_heads = Hk, a.head_dim = dk, a.S = S;
+  int op = dfl_op_add(&g, DFL_OP_GATED_DELTA, (int[]){q, k, v, gg, b}, 5, &o, 1, &a);
+  dfl_lower_env env;
+  memset(&env, 0, sizeof env);
+  int n = -100;
+  if (op >= 0 && !dfl_lower_env_arch(&env, "sm_90a")) {
+    if (smem) env.smem = smem;
+    n = dfl_lower_launch(&g, op, &env, l);
+  }
+  dfl_graph_free(&g);
+  return n;
+}
+
 int main(void) {
+  { /* GATED_DELTA: the chunk kernels for bf16 dk 128 (the 27B's), dv = 2 dk's prep, the recurrence for f32 and
+    ** for a block too small for the chunk kernels, and a refusal where its state does not fit either */
+    dfl_launch l[DFL_LAUNCH_MAX];
+    int n = gdn_lower(8192, 4096, 48, 16, 128, 128, DFL_BF16, 0, l);
+    CHECK(n == 2 && l[0].kernel == DFL_K_GDN_PREP128 && l[0].grid == 2 * 64 * 48 && l[0].block == 128 &&
+          l[0].smem == dfl_lower_gdn_prep_smem(128, 128) && l[0].vec && l[1].kernel == DFL_K_GDN_SCAN128 &&
+          l[1].grid == 2 * 48 * 2 && l[1].smem == dfl_lower_gdn_scan_smem(128),
+          ": gated delta bf16 dk 128: %d, %s grid %lld", n, n > 0 ? dfl_emit_kernel_name(l[0].kernel) : "-",
+          n > 0 ? (long long)l[0].grid : 0ll);
+    n = gdn_lower(140, 70, 6, 2, 64, 128, DFL_BF16, 0, l); /* 2 sequences of 70: 2 chunks each */
+    CHECK(n == 2 && l[0].kernel == DFL_K_GDN_PREP64V128 && l[0].grid == 2 * 2 * 6 && l[1].kernel == DFL_K_GDN_SCAN64 &&
+          l[1].grid == 2 * 6 * 2, ": gated delta dv = 2 dk: %d", n);
+    n = gdn_lower(100, 50, 4, 2, 32, 32, DFL_F32, 0, l); /* 2 sequences */
+    CHECK(n == 1 && l[0].kernel == DFL_K_GDN_REC && l[0].grid == 2 * 4 * 1 && l[0].block == 32 &&
+          l[0].smem == (32 * 32 + 64) * 4 && !l[0].vec, ": gated delta f32: %d", n);
+    n = gdn_lower(8192, 4096, 48, 16, 128, 128, DFL_BF16, 40000, l);
+    CHECK(n == 1 && l[0].kernel == DFL_K_GDN_REC && l[0].grid == 2 * 48 * 4, ": gated delta, 40 KB a block: %d", n);
+    fprintf(stderr, "(a refusal follows)\n");
+    n = gdn_lower(8192, 4096, 48, 16, 128, 128, DFL_BF16, 10000, l);
+    CHECK(n == -DFL_ESHAPE, ": gated delta, 10 KB a block: %d (a refusal expected)", n);
+  }
   /* tensors: 0 x, 1 w, 2 rstd, 3 y (or q, s) */
   expect(49152, 5120, 5120, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM_R, 49152, 160, 4, 1);
   expect(49152, 5120, 5120, DFL_BF16, DFL_F32, 0, -1, DFL_K_RMSNORM_RF, 49152, 160, 4, 1);  /* the hybrid's */
