@@ -235,3 +235,33 @@ __device__ __forceinline__ void rowq_store(unsigned char *q, float *s, ll row, i
   for (int c = 0; c < NCH; c++)
     *(uint2 *)(q + row * C + (c * blockDim.x + threadIdx.x) * 8) = dfl_e4m3x8(y[c], inv);
 }
+
+/* --- the RoPE arithmetic rope.cuh and hybrid.cuh's partial RoPE share (a family compiles alone with
+** common only) --- */
+/* 8 values rounded to dt and read back (bf16: a cvt per pair, dfl_f2bf2) */
+__device__ __forceinline__ void rope_round8(float *v, int dt) {
+#pragma unroll
+  for (int k = 0; k < 8; k += 2) {
+    if (dt == DT_BF16) dfl_round_bf2(&v[k]);
+    else if (dt == DT_F16) v[k] = dfl_h2f(dfl_f2h(v[k])), v[k + 1] = dfl_h2f(dfl_f2h(v[k + 1]));
+  }
+}
+/* sin and cos of a (radians, |a| up to ~1e6) within a few f32 ulps of the double functions' values
+** rounded to f32: a - k 2pi in double (2pi as hi + lo; the reduced angle is exact to ~1e-16), then
+** sincosf of its f32 head and a first-order correction for its tail. */
+__device__ __forceinline__ void rope_sincos(double a, float *s, float *c) {
+  const double k = rint(a * 0.15915494309189535);   /* 1 / (2 pi) */
+  double r = fma(-k, 6.283185307179586, a);
+  r = fma(-k, 2.4492935982947064e-16, r);
+  float h = (float)r, l = (float)(r - (double)h), sh, ch;
+  sincosf(h, &sh, &ch);
+  *s = fmaf(ch, l, sh);
+  *c = fmaf(-sh, l, ch);
+}
+__device__ __forceinline__ void rope_angles8(double p, const double *invf, int i0, int inverse, float *cs, float *sn) {
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    rope_sincos(p * invf[i0 + k], &sn[k], &cs[k]);
+    if (inverse) sn[k] = -sn[k];
+  }
+}

@@ -35,26 +35,6 @@ extern "C" __global__ void dfl_rope(void *out, int dto, const void *x, int dtx, 
 ** removed), then rotated: the per-head q/k norm and RoPE of the target in one pass. It needs
 ** ni = hd / 16 to be a power of two (a (row, head) is ni aligned lanes of one warp). */
 #define DFL_ROPE_RT 4
-/* 8 values rounded to dt and read back (bf16: a cvt per pair, dfl_f2bf2) */
-__device__ __forceinline__ void rope_round8(float *v, int dt) {
-#pragma unroll
-  for (int k = 0; k < 8; k += 2) {
-    if (dt == DT_BF16) dfl_round_bf2(&v[k]);
-    else if (dt == DT_F16) v[k] = dfl_h2f(dfl_f2h(v[k])), v[k + 1] = dfl_h2f(dfl_f2h(v[k + 1]));
-  }
-}
-/* sin and cos of a (radians, |a| up to ~1e6) within a few f32 ulps of the double functions' values
-** rounded to f32: a - k 2pi in double (2pi as hi + lo; the reduced angle is exact to ~1e-16), then
-** sincosf of its f32 head and a first-order correction for its tail. */
-__device__ __forceinline__ void rope_sincos(double a, float *s, float *c) {
-  const double k = rint(a * 0.15915494309189535);   /* 1 / (2 pi) */
-  double r = fma(-k, 6.283185307179586, a);
-  r = fma(-k, 2.4492935982947064e-16, r);
-  float h = (float)r, l = (float)(r - (double)h), sh, ch;
-  sincosf(h, &sh, &ch);
-  *s = fmaf(ch, l, sh);
-  *c = fmaf(-sh, l, ch);
-}
 /* The normed form's per-head step, shared by both vector kernels so that they give the same values: a
 ** (row, head)'s 8 + 8 features of this lane normalized by the f32 RMS over its hd features (the sum of
 ** its ni lanes by shuffles), scaled by the norm weight and rounded to dty. wts(w1, w2) gives the
@@ -127,13 +107,6 @@ extern "C" __global__ void __launch_bounds__(256) dfl_rope_v(void *out, int dto,
 
 /* This lane's 8 angles of a row at position p (frequencies i0 .. i0 + 7 of invf), sine negated for
 ** the inverse rotation: dfl_rope_r and the item kernels form them alike. */
-__device__ __forceinline__ void rope_angles8(double p, const double *invf, int i0, int inverse, float *cs, float *sn) {
-#pragma unroll
-  for (int k = 0; k < 8; k++) {
-    rope_sincos(p * invf[i0 + k], &sn[k], &cs[k]);
-    if (inverse) sn[k] = -sn[k];
-  }
-}
 /* One (row, head)'s 8 + 8 bf16 features of this lane (a: i0 .., b: i0 + half ..), in place: normed
 ** first when wn is set (rope_norm16, the weights read at wv), then rotated by the row's angles. */
 __device__ __forceinline__ void rope_head_bf16(uint4 &a, uint4 &b, const float *cs, const float *sn, const void *wn,
