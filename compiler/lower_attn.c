@@ -9,18 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "compiler/lower_launch.h"
+#include "compiler/lower_internal.h"
 #include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 
-static int al16(const dfl_lower_env *env, int t) {
-  const int64_t *off = env ? env->offset : NULL;
-  return !off || off[t] < 0 || off[t] % 16 == 0;
-}
 static dfl_launch AL(int k, int64_t grid, int gy, int block, size_t smem, int fill, int vec) {
-  dfl_launch l = {k, grid < 1 ? 1 : grid, gy, block, (int)smem, fill, vec, 0};
-  return l;
+  return dfl_lower_rec(k, grid, gy, block, (int)smem, fill, vec);
 }
 
 int dfl_lower_env_arch(dfl_lower_env *env, const char *arch) {
@@ -75,12 +70,12 @@ static int att_tc(const dfl_graph *g, const dfl_op *op, const dfl_lower_env *env
   for (int k = 0; k < op->n_in; k++) {
     dfl_dtype d = g->t[op->in[k]].dtype;
     if (d != DFL_BF16 && d != DFL_I32 && !(d == DFL_F32 && bwd && k == 8)) return 0; /* in 8: lse */
-    if (!al16(env, op->in[k])) return 0;
+    if (!dfl_lower_al16(env, op->in[k])) return 0;
   }
   for (int k = 0; k < op->n_out; k++) {
     dfl_dtype d = g->t[op->out[k]].dtype;
     if (d != DFL_BF16 && !(!bwd && k == 1 && d == DFL_F32)) return 0;
-    if (!al16(env, op->out[k])) return 0;
+    if (!dfl_lower_al16(env, op->out[k])) return 0;
   }
   size_t SR2 = (size_t)(hd + 8) * 2; /* bytes per padded smem row */
   int P = dfl ? a->B * G : 0, R = dfl ? (P + 15) / 16 * 16 : 128;

@@ -7,7 +7,7 @@
 ** state must fit the target's shared memory. runtime/cuda/hybrid.c gathers the arguments and launches.
 */
 #include <stdio.h>
-#include "compiler/lower_launch.h"
+#include "compiler/lower_internal.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 
@@ -33,12 +33,7 @@ int dfl_lower_gdn_prep_kernel(int dk, int dv) {
 int dfl_lower_gdn_scan_kernel(int dk) { return dk == 32 ? DFL_K_GDN_SCAN32 : dk == 64 ? DFL_K_GDN_SCAN64 : DFL_K_GDN_SCAN128; }
 
 static dfl_launch GL(int k, int64_t grid, int block, int smem, int vec) {
-  dfl_launch l = {k, grid < 1 ? 1 : grid, 1, block, smem, DFL_FILL_NONE, vec, 0};
-  return l;
-}
-static int al16(const dfl_lower_env *env, int t) {
-  const int64_t *off = env ? env->offset : NULL;
-  return !off || off[t] < 0 || off[t] % 16 == 0;
+  return dfl_lower_rec(k, grid, 1, block, smem, DFL_FILL_NONE, vec);
 }
 
 int dfl_lower_gated_delta(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
@@ -50,7 +45,7 @@ int dfl_lower_gated_delta(const dfl_graph *g, int i, const dfl_lower_env *env, d
   int dv = (int)(dfl_tensor_numel(v) / R / Hv), smax = env ? env->smem : 0;
   int64_t nseq = (R + S - 1) / S, cps = (S + GDN_C - 1) / GDN_C;
   int bf = chunk_ok(dk, dv) && q->dtype == DFL_BF16 && k->dtype == DFL_BF16 && v->dtype == DFL_BF16 &&
-           al16(env, op->in[0]) && al16(env, op->in[1]) && al16(env, op->in[2]);
+           dfl_lower_al16(env, op->in[0]) && dfl_lower_al16(env, op->in[1]) && dfl_lower_al16(env, op->in[2]);
   int64_t need = R * Hv * (int64_t)(dk + dv + GDN_C) * 2;
   if (bf && dfl_plan_cuda_op_scratch(g, op) >= need && dfl_lower_gdn_prep_smem(dk, dv) <= smax &&
       dfl_lower_gdn_scan_smem(dk) <= smax) {

@@ -5,7 +5,7 @@
 */
 #include <stdio.h>
 #include <string.h>
-#include "compiler/lower_launch.h"
+#include "compiler/lower_internal.h"
 #include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
@@ -14,11 +14,7 @@ typedef struct { const dfl_graph *g; const dfl_lower_env *env; const dfl_op *op;
 
 static const dfl_tensor *T(const ctx *c, int t) { return &c->g->t[t]; }
 static int64_t numel(const ctx *c, int t) { return dfl_tensor_numel(T(c, t)); }
-/* 16-byte aligned: the arena's start is (256 bytes), so its offset says */
-static int aligned(const ctx *c, int t) {
-  const int64_t *off = c->env ? c->env->offset : NULL;
-  return !off || off[t] < 0 || off[t] % 16 == 0;
-}
+static int aligned(const ctx *c, int t) { return dfl_lower_al16(c->env, t); }
 /* every tensor aligned and f32, bf16 or f16 (bf16 only when bf16): the 16-byte kernels' condition */
 static int vecs(const ctx *c, const int *ts, int n, int bf16) {
   for (int k = 0; k < n; k++) {
@@ -30,8 +26,7 @@ static int vecs(const ctx *c, const int *ts, int n, int bf16) {
 }
 
 static dfl_launch L(int k, int64_t grid, int block, int smem, int fill, int vec) {
-  dfl_launch l = {k, grid < 1 ? 1 : grid, 1, block, smem, fill, vec, 0};
-  return l;
+  return dfl_lower_rec(k, grid, 1, block, smem, fill, vec);
 }
 /* a thread an element, grid-stride (dfl_cuda launch) */
 static dfl_launch elems(int k, int64_t n) { return L(k, (n + 255) / 256, 256, 0, DFL_FILL_OCC, 0); }

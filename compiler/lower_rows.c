@@ -6,17 +6,12 @@
 */
 #include <stdio.h>
 #include <string.h>
-#include "compiler/lower_launch.h"
+#include "compiler/lower_internal.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 
 static dfl_launch RL(int k, int64_t grid, int block, int smem, int fill, int vec) {
-  dfl_launch l = {k, grid < 1 ? 1 : grid, 1, block, smem, fill, vec, 0};
-  return l;
-}
-static int al16(const dfl_lower_env *env, int t) {
-  const int64_t *off = env ? env->offset : NULL;
-  return !off || t < 0 || off[t] < 0 || off[t] % 16 == 0;
+  return dfl_lower_rec(k, grid, 1, block, smem, fill, vec);
 }
 
 /* LINEAR_CE: the rows run in chunks of the plan's workspace (dfl_plan_lce_ws: rows per chunk, the last
@@ -73,7 +68,7 @@ static int lower_scatter(const dfl_graph *g, const dfl_op *op, dfl_launch *out) 
 static int rbw_vecs(const dfl_graph *g, const dfl_lower_env *env, const int *ts, int n, int bf16) {
   for (int k = 0; k < n; k++) {
     dfl_dtype d = g->t[ts[k]].dtype;
-    if (!al16(env, ts[k]) || (bf16 ? d != DFL_BF16 : (d != DFL_F32 && d != DFL_BF16 && d != DFL_F16))) return 0;
+    if (!dfl_lower_al16(env, ts[k]) || (bf16 ? d != DFL_BF16 : (d != DFL_F32 && d != DFL_BF16 && d != DFL_F16))) return 0;
   }
   return 1;
 }
