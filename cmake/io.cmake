@@ -10,7 +10,8 @@ add_library(dfl_io STATIC
   runtime/io/anchors.c
   runtime/io/export.c
   runtime/io/weights.c
-  runtime/io/checkpoint.c)
+  runtime/io/checkpoint.c
+  runtime/io/checkpoint_run.c)
 target_link_libraries(dfl_io PUBLIC dfl_cpu ${JANSSON_LIB} ${Z_LIB} m Threads::Threads)
 
 dfl_add_test(io_safetensors SOURCES tests/io/test_safetensors.c LIBS dfl_io LABELS io)

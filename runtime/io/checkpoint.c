@@ -1,5 +1,7 @@
 /*
-** checkpoint.c: atomic training checkpoints (see checkpoint.h for the layout).
+** checkpoint.c: atomic training checkpoints (see checkpoint.h for the layout): a checkpoint's state and
+** trainer.json, written and read back, and the step directories of a root (listing, pruning, the best,
+** resolving a path). The run a root belongs to (run.json, a restart, metrics.jsonl) is checkpoint_run.c.
 */
 #include "runtime/io/checkpoint.h"
 
@@ -13,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "runtime/io/checkpoint_internal.h"
 #include "runtime/io/safetensors.h"
 
 static const char *kind_prefix(dfl_tkind k) {
@@ -73,13 +75,13 @@ static int is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int is_file(const char *p) {
+int dfl_ckpt_is_file(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* step-NNNNNNNN directories of root, ascending; returns the count (caller frees *steps). */
-static int list_steps(const char *root, int64_t **steps) {
+int dfl_ckpt_list_steps(const char *root, int64_t **steps) {
   *steps = NULL;
   DIR *d = opendir(root);
   if (!d) return 0;
@@ -113,7 +115,7 @@ static void root_run_id(const char *root, char *id, size_t n) {
   json_error_t je;
   snprintf(f, sizeof f, "%s/run.json", root);
   id[0] = 0;
-  json_t *o = is_file(f) ? json_load_file(f, 0, &je) : NULL;
+  json_t *o = dfl_ckpt_is_file(f) ? json_load_file(f, 0, &je) : NULL;
   json_t *v = o ? json_object_get(o, "id") : NULL;
   if (json_is_string(v)) snprintf(id, n, "%s", json_string_value(v));
   json_decref(o);
@@ -121,13 +123,13 @@ static void root_run_id(const char *root, char *id, size_t n) {
 
 /* A checkpoint the trainer wrote: a directory with its trainer.json and state.safetensors; its
 ** "run" into id ("" when it has none). 0 for anything else (a folder named step-N by hand). */
-static int ckpt_of_run(const char *dir, char *id, size_t n) {
+int dfl_ckpt_of_run(const char *dir, char *id, size_t n) {
   char f[DFL_PATH_MAX + 32];
   json_error_t je;
   snprintf(f, sizeof f, "%s/state.safetensors", dir);
-  if (!is_file(f)) return 0;
+  if (!dfl_ckpt_is_file(f)) return 0;
   snprintf(f, sizeof f, "%s/trainer.json", dir);
-  if (!is_file(f)) return 0;
+  if (!dfl_ckpt_is_file(f)) return 0;
   json_t *o = json_load_file(f, 0, &je);
   json_t *fmt = o ? json_object_get(o, "format") : NULL, *v = o ? json_object_get(o, "run") : NULL;
   int ok = json_is_string(fmt) && !strcmp(json_string_value(fmt), DFL_CKPT_FORMAT);
@@ -137,7 +139,7 @@ static int ckpt_of_run(const char *dir, char *id, size_t n) {
   return ok;
 }
 
-static void step_dir(char *out, size_t len, const char *root, const char *prefix, int64_t step) {
+void dfl_ckpt_step_dir(char *out, size_t len, const char *root, const char *prefix, int64_t step) {
   snprintf(out, len, "%s/%sstep-%08" PRId64, root, prefix, step);
 }
 
@@ -182,9 +184,9 @@ int dfl_ckpt_save(const char *root, const dfl_graph *g, dfl_cpu *c, const int *p
     fprintf(stderr, "dflc: checkpoint: cannot create directory %s: %s\n", root, strerror(errno));
     return DFL_EIO;
   }
-  step_dir(fin, sizeof fin, root, "", m->step);
-  step_dir(tmp, sizeof tmp, root, ".tmp-", m->step);
-  step_dir(old, sizeof old, root, ".old-", m->step);
+  dfl_ckpt_step_dir(fin, sizeof fin, root, "", m->step);
+  dfl_ckpt_step_dir(tmp, sizeof tmp, root, ".tmp-", m->step);
+  dfl_ckpt_step_dir(old, sizeof old, root, ".old-", m->step);
   dfl_rm_dir(tmp);   /* left over by a crash during an earlier save of this step */
   if (mkdir(tmp, 0777)) {
     fprintf(stderr, "dflc: checkpoint: cannot create %s: %s\n", tmp, strerror(errno));
@@ -268,16 +270,16 @@ void dfl_ckpt_prune(const char *root, int keep, int64_t step) {
   double bt, bl;
   if (!dfl_ckpt_read_best(root, &best, &bt, &bl)) best = -1;
   root_run_id(root, run, sizeof run);
-  int ns = list_steps(root, &steps), mine = 0;
+  int ns = dfl_ckpt_list_steps(root, &steps), mine = 0;
   /* Only this run's checkpoints count and go: a folder without the trainer's files, or another
   ** run's checkpoint (its trainer.json names another run), is never removed. */
   for (int i = 0; i < ns; i++) {
-    step_dir(old, sizeof old, root, "", steps[i]);
-    if (ckpt_of_run(old, id, sizeof id) && !strcmp(id, run)) steps[mine++] = steps[i];
+    dfl_ckpt_step_dir(old, sizeof old, root, "", steps[i]);
+    if (dfl_ckpt_of_run(old, id, sizeof id) && !strcmp(id, run)) steps[mine++] = steps[i];
   }
   for (int i = 0; i + keep < mine; i++) {
     if (steps[i] == step || steps[i] == best) continue;   /* the best by evaluation stays */
-    step_dir(old, sizeof old, root, "", steps[i]);
+    dfl_ckpt_step_dir(old, sizeof old, root, "", steps[i]);
     dfl_rm_dir(old);
   }
   free(steps);
@@ -286,7 +288,7 @@ void dfl_ckpt_prune(const char *root, int keep, int64_t step) {
 int dfl_ckpt_read_best(const char *root, int64_t *step, double *accept, double *loss) {
   char f[DFL_PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/best.json", root);
-  if (!is_file(f)) return 0;
+  if (!dfl_ckpt_is_file(f)) return 0;
   json_error_t je;
   json_t *o = json_load_file(f, 0, &je);
   json_t *st = o ? json_object_get(o, "step") : NULL, *t = o ? json_object_get(o, "tau") : NULL;
@@ -337,7 +339,7 @@ int dfl_ckpt_mark_best(const char *root, int64_t step, double accept, double tau
 int dfl_ckpt_resolve(const char *path, char *out, size_t outlen) {
   char f[DFL_PATH_MAX + 32];
   snprintf(f, sizeof f, "%s/trainer.json", path);
-  if (is_file(f)) {
+  if (dfl_ckpt_is_file(f)) {
     snprintf(out, outlen, "%s", path);
     return DFL_OK;
   }
@@ -351,12 +353,12 @@ int dfl_ckpt_resolve(const char *path, char *out, size_t outlen) {
     return DFL_EIO;
   }
   int64_t *steps;
-  int ns = list_steps(path, &steps);
+  int ns = dfl_ckpt_list_steps(path, &steps);
   for (int i = ns - 1; i >= 0; i--) {   /* newest complete one */
     char d[DFL_PATH_MAX];
-    step_dir(d, sizeof d, path, "", steps[i]);
+    dfl_ckpt_step_dir(d, sizeof d, path, "", steps[i]);
     snprintf(f, sizeof f, "%s/trainer.json", d);
-    if (is_file(f)) {
+    if (dfl_ckpt_is_file(f)) {
       snprintf(out, outlen, "%s", d);
       free(steps);
       return DFL_OK;
@@ -584,222 +586,4 @@ void dfl_ckpt_params_free(dfl_ckpt_params *p) {
   free(p->ndim);
   free(p->shape);
   memset(p, 0, sizeof *p);
-}
-
-/* The "step" of one metrics.jsonl line, or -1. */
-static int64_t line_step(const char *line) {
-  const char *k = strstr(line, "\"step\":");
-  return k ? strtoll(k + 7, NULL, 10) : -1;
-}
-
-int dfl_ckpt_trim_metrics(const char *path, int64_t step) {
-  FILE *in = fopen(path, "r");
-  if (!in) return errno == ENOENT ? DFL_OK : DFL_EIO;   /* no file yet: nothing to trim */
-  char tmp[DFL_PATH_MAX + 16];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *out = fopen(tmp, "w");
-  if (!out) {
-    fclose(in);
-    fprintf(stderr, "dflc: cannot write %s: %s\n", tmp, strerror(errno));
-    return DFL_EIO;
-  }
-  char *line = NULL;
-  size_t cap = 0;
-  int64_t dropped = 0;
-  ssize_t k;
-  int ok = 1;
-  while ((k = getline(&line, &cap, in)) > 0) {
-    if (line[k - 1] != '\n' || line_step(line) > step) { dropped++; continue; }   /* a torn last line, or after the checkpoint */
-    ok &= fputs(line, out) >= 0;
-  }
-  free(line);
-  fclose(in);
-  ok &= fclose(out) == 0;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "dflc: cannot rewrite %s: %s\n", path, strerror(errno));
-    unlink(tmp);
-    return DFL_EIO;
-  }
-  (void)dropped;
-  return DFL_OK;
-}
-
-/* ---- the run a checkpoint root belongs to ---- */
-
-int dfl_ckpt_root_of(const dfl_spec *s, const char *out_dir, char *root, size_t n) {
-  int k = !out_dir && s->ckpt_dir[0] ? snprintf(root, n, "%s", s->ckpt_dir) : snprintf(root, n, "%s/ckpt", out_dir);
-  return k >= 0 && (size_t)k < n ? DFL_OK : DFL_ERR;
-}
-
-int dfl_ckpt_count(const char *root, int64_t *newest) {
-  int64_t *steps;
-  int ns = list_steps(root, &steps), n = 0;
-  char d[DFL_PATH_MAX], id[128];
-  *newest = -1;
-  for (int i = 0; i < ns; i++) {
-    step_dir(d, sizeof d, root, "", steps[i]);
-    if (ckpt_of_run(d, id, sizeof id)) {
-      n++;
-      *newest = steps[i];
-    }
-  }
-  free(steps);
-  return n;
-}
-
-int dfl_ckpt_restart(const char *root, char *moved, size_t n) {
-  char stamp[32], from[DFL_PATH_MAX + 256], to[2 * DFL_PATH_MAX + 256];
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  /* a second restart within the same second gets its own folder */
-  for (int k = 1;; k++) {
-    int w = k == 1 ? snprintf(moved, n, "%s/old-%s", root, stamp) : snprintf(moved, n, "%s/old-%s-%d", root, stamp, k);
-    if (w < 0 || (size_t)w >= n) return DFL_ERR;
-    if (mkdir(moved, 0777) == 0) break;
-    if (errno != EEXIST || k > 99) {
-      fprintf(stderr, "dflc: cannot create %s: %s\n", moved, strerror(errno));
-      return DFL_EIO;
-    }
-  }
-  DIR *d = opendir(root);
-  if (!d) return DFL_EIO;
-  struct dirent *e;
-  int rc = DFL_OK;
-  while ((e = readdir(d))) {
-    const char *nm = e->d_name;
-    if (strncmp(nm, "step-", 5) && strcmp(nm, "best") && strcmp(nm, "best.json") && strcmp(nm, "run.json")) continue;
-    snprintf(from, sizeof from, "%s/%s", root, nm);
-    snprintf(to, sizeof to, "%s/%s", moved, nm);
-    if (rename(from, to)) {
-      fprintf(stderr, "dflc: cannot move %s into %s: %s\n", from, moved, strerror(errno));
-      rc = DFL_EIO;
-    }
-  }
-  closedir(d);
-  return rc;
-}
-
-/* FNV-1a of the spec file's bytes: whether the spec changed since the run started. */
-static uint64_t file_hash(const char *path) {
-  FILE *f = fopen(path, "rb");
-  uint64_t h = 0xcbf29ce484222325ull;
-  if (!f) return 0;
-  int ch;
-  while ((ch = getc(f)) != EOF) h = (h ^ (uint64_t)(unsigned char)ch) * 0x100000001b3ull;
-  fclose(f);
-  return h;
-}
-
-/* The values a resume compares: those the checkpoint cannot continue under (must), then those a
-** resume may change (noted). */
-static json_t *run_values(const dfl_spec *s, int64_t steps) {
-  json_t *must = json_object(), *may = json_object(), *taps = json_array();
-  for (int i = 0; i < s->n_taps; i++) json_array_append_new(taps, json_integer(s->taps[i]));
-  json_object_set_new(must, "block_size", json_integer(s->block_size));
-  json_object_set_new(must, "mask_token_id", json_integer(s->mask_token));
-  json_object_set_new(must, "target_layer_ids", taps);
-  json_object_set_new(must, "drafter.layers", json_integer(s->drafter.layers));
-  json_object_set_new(must, "vocab", json_integer(s->target.vocab));
-  if (steps > 0) json_object_set_new(may, "steps", json_integer(steps));
-  json_object_set_new(may, "lr", json_real(s->lr));
-  json_object_set_new(may, "warmup_steps", json_integer(s->warmup_steps));
-  json_object_set_new(may, "schedule", json_integer(s->schedule));
-  json_object_set_new(may, "weight_decay", json_real(s->weight_decay));
-  json_object_set_new(may, "clip", json_real(s->clip));
-  json_object_set_new(may, "batch", json_integer(s->batch));
-  json_object_set_new(may, "accum", json_integer(s->accum));
-  json_object_set_new(may, "seq_len", json_integer(s->seq_len));
-  json_object_set_new(may, "anchors", json_integer(s->anchors));
-  json_object_set_new(may, "gamma", json_real(s->gamma));
-  return json_pack("{s:o,s:o}", "must_match", must, "may_change", may);
-}
-
-/* Compare one group; returns how many values differ (each printed on f with `what`). */
-static int compare_values(json_t *was, json_t *now, FILE *f, const char *what, const char *ckpt) {
-  const char *k;
-  json_t *v;
-  int n = 0;
-  json_object_foreach(now, k, v) {
-    json_t *w = json_object_get(was, k);
-    if (!w || json_equal(w, v)) continue;
-    char *a = json_dumps(w, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6)), *b = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
-    if (f) fprintf(f, "%s%s: %s when %s was written, %s now\n", what, k, a ? a : "?", ckpt, b ? b : "?");
-    free(a);
-    free(b);
-    n++;
-  }
-  return n;
-}
-
-static void parent_dir(const char *path, char *out, size_t n) {
-  snprintf(out, n, "%s", path);
-  size_t l = strlen(out);
-  while (l > 1 && out[l - 1] == '/') out[--l] = 0;
-  char *sl = strrchr(out, '/');
-  if (!sl) snprintf(out, n, ".");
-  else if (sl == out) out[1] = 0;
-  else *sl = 0;
-}
-
-int dfl_run_begin(const char *root, const dfl_spec *s, int64_t steps, const char *resume_ckpt, FILE *log) {
-  char f[DFL_PATH_MAX + 32], id[128] = "", started[64] = "", stamp[32], spec[DFL_PATH_MAX];
-  json_error_t je;
-  json_t *values = run_values(s, steps);
-  uint64_t hash = file_hash(s->file);
-  int rc = DFL_OK;
-  if (resume_ckpt) {
-    char croot[DFL_PATH_MAX];
-    parent_dir(resume_ckpt, croot, sizeof croot);
-    snprintf(f, sizeof f, "%s/run.json", croot);
-    json_t *o = is_file(f) ? json_load_file(f, 0, &je) : NULL;
-    if (o) {
-      json_t *v = json_object_get(o, "values"), *i = json_object_get(o, "id"), *st = json_object_get(o, "started");
-      json_t *h = json_object_get(o, "spec_hash");
-      if (json_is_string(i)) snprintf(id, sizeof id, "%s", json_string_value(i));
-      if (json_is_string(st)) snprintf(started, sizeof started, "%s", json_string_value(st));
-      int bad = compare_values(json_object_get(v, "must_match"), json_object_get(values, "must_match"), stderr,
-                               "dflc: error: resume refused: ", resume_ckpt);
-      if (bad) {
-        fprintf(stderr, "  = help: %s was trained under another drafter definition; resume it with the spec it was "
-                "trained with (%s), or start a fresh run (`--restart` moves its checkpoints aside)\n", resume_ckpt,
-                json_is_string(json_object_get(o, "spec")) ? json_string_value(json_object_get(o, "spec")) : "see run.json");
-        rc = DFL_EFORMAT;
-      } else {
-        int changed = compare_values(json_object_get(v, "may_change"), json_object_get(values, "may_change"), log,
-                                     "note: resuming with a changed ", resume_ckpt);
-        char hx[24];
-        snprintf(hx, sizeof hx, "%016" PRIx64, hash);
-        if (!changed && json_is_string(h) && strcmp(json_string_value(h), hx) && log)
-          fprintf(log, "note: %s changed since the run started, in nothing a resume compares\n", s->file);
-      }
-      json_decref(o);
-    }
-  }
-  if (rc == DFL_OK) {
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    if (!id[0]) {   /* a fresh run, or a checkpoint from before run.json: a new identity */
-      strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-      snprintf(id, sizeof id, "%s-%ld", stamp, (long)getpid());
-      strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    }
-    if (!realpath(s->file, spec)) snprintf(spec, sizeof spec, "%s", s->file);
-    char hx[24];
-    snprintf(hx, sizeof hx, "%016" PRIx64, hash);
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:O}", "format", "dflc-run-1", "id", id, "started", started, "spec",
-                          spec, "spec_hash", hx, "values", values);
-    char tmp[DFL_PATH_MAX + 32];
-    snprintf(f, sizeof f, "%s/run.json", root);
-    snprintf(tmp, sizeof tmp, "%s/.run.json.tmp", root);
-    if (dfl_mkdirs(root) || !o || json_dump_file(o, tmp, JSON_INDENT(2)) || rename(tmp, f)) {
-      fprintf(stderr, "dflc: cannot write %s: %s\n", f, strerror(errno));
-      rc = DFL_EIO;
-    }
-    json_decref(o);
-  }
-  json_decref(values);
-  return rc;
 }
