@@ -384,13 +384,19 @@ void dfl_lower_launch_str(const dfl_launch *l, char *buf, size_t n) {
     snprintf(buf, n, "in op %d's multi-tensor launch", l->arg);
     return;
   }
+  /* The wgmma key-major attention backward runs in parts (its arg) that the backend's lowering fixes at
+  ** init by the SM count and the op's scratch (lower_attn.c bwdkv_parts): a build's grid is one part's,
+  ** and the sum of the parts after it is launched only when they are more than one (runtime/cuda/attention.c). */
+  const int parts = l->kernel == DFL_K_ATT_BWDKV_WG128;
   char fill[32] = "";
   if (l->fill == DFL_FILL_OCC) snprintf(fill, sizeof fill, " (<= resident)");
   else if (l->fill > 0) snprintf(fill, sizeof fill, " (<= %d/SM)", l->fill);
   char gy[24] = "", arg[24] = "";
   if (l->grid_y > 1) snprintf(gy, sizeof gy, " x %d", l->grid_y);
-  if (l->arg == DFL_ARG_AT_INIT) snprintf(arg, sizeof arg, " arg at init");
-  else if (l->arg) snprintf(arg, sizeof arg, " arg %d", l->arg);
-  snprintf(buf, n, "%s grid %lld%s%s block %d smem %d%s%s", dfl_emit_kernel_name(l->kernel), (long long)l->grid, gy,
-           fill, l->block, l->smem, l->vec ? " vec16" : "", arg);
+  else if (parts && l->arg == DFL_ARG_AT_INIT) snprintf(gy, sizeof gy, " x parts");
+  if (l->arg == DFL_ARG_AT_INIT) snprintf(arg, sizeof arg, " %s at init", parts ? "parts" : "arg");
+  else if (l->arg) snprintf(arg, sizeof arg, " %s %d", parts ? "parts" : "arg", l->arg);
+  snprintf(buf, n, "%s grid %lld%s%s block %d smem %d%s%s%s", dfl_emit_kernel_name(l->kernel), (long long)l->grid, gy,
+           fill, l->block, l->smem, l->vec ? " vec16" : "", arg,
+           l->kernel == DFL_K_ATT_BWDKV_SUM ? " only when parts > 1" : "");
 }

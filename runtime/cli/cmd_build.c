@@ -260,7 +260,8 @@ static int write_launches(const char *path, const char *arch, const dfl_graph *g
   dfl_launch l[DFL_LAUNCH_MAX];
   int nl = 0, ngr = 0, nblas = 0, nrt = 0, rc = DFL_OK;
   fprintf(f, "# dflc build (%s): every op and what runs it. Launches were chosen here (compiler/lower_launch.c);\n"
-             "# a grid marked <= is capped at launch at what the device's SMs hold (docs/codegen.md).\n"
+             "# a grid marked <= is capped at launch at what the device's SMs hold; \"at init\": a variant the\n"
+             "# backend fixes by its device when it opens; \"only when\": a launch it skips otherwise (docs/codegen.md).\n"
              "#    op phase     opcode           label: how\n", arch);
   for (int i = 0; i < g->nops && rc == DFL_OK; i++) {
     const dfl_op *op = &g->ops[i];

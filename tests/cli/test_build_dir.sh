@@ -35,6 +35,16 @@ if [ -n "$(fp "$T/b" kernels)" ]; then
     fail "kernels.txt has a norm without its lowered launch"
   grep -q "^# $ops ops: [0-9]* lowered here" "$T/b/kernels.txt" || fail "kernels.txt lacks its summary line"
 fi
+# the 8B drafter's wgmma attention backward (head_dim 128, sm_90a): its key-major pass runs in parts the
+# backend fixes at init (a build's grid is one part's), and the sum of the parts only when they are more
+# than one (runtime/cuda/attention.c): every such line says so
+"$DFLC" build examples/qwen3-8b.dfl -o "$T/q8" > "$T/q8.log" 2>&1 || { cat "$T/q8.log"; fail "dflc build qwen3-8b exited $?"; }
+if [ -n "$(fp "$T/q8" kernels)" ]; then
+  nsum=$(grep -c 'dfl_attn_bwdkv_sum' "$T/q8/kernels.txt")
+  nmarked=$(grep -cE '^ *[0-9]+ +backward +attention_bwd .* dfl_attn_bwdkv_wg128 grid [0-9]+ x parts [^;]* parts at init; dfl_attn_bwdkv_sum [^;]* only when parts > 1$' "$T/q8/kernels.txt")
+  [ "$nsum" -gt 0 ] && [ "$nmarked" = "$nsum" ] ||
+    fail "kernels.txt of qwen3-8b: $nmarked of $nsum attention backward partial sums marked as launched only when parts > 1"
+fi
 # groups.cu: a kernel per pointwise fusion group, each naming its ops; its cubin beside the library's
 if [ -n "$(fp "$T/b" kernels)" ]; then
   ng=$(grep -c '^extern "C" __global__ void __launch_bounds__(256) dfl_pw_[0-9]*(' "$T/b/groups.cu")
