@@ -67,6 +67,7 @@ typedef struct dfl_lower_env {
   ** (the device's measured occupancy); NULL at build time */
   int (*occupancy)(void *ctx, int k, int block, int smem);
   void *occ_ctx;
+  int cc; /* the compute capability the kernels are chosen for (a forced row's at init); 0 unknown */
 } dfl_lower_env;
 
 /* Op i's launches into out[0 .. n): n, or 0 when the op is not lowered here (see above), or a negated
