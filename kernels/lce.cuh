@@ -45,6 +45,24 @@ __device__ __forceinline__ void lce_merge(lce_acc *a, float m, float s, int i, f
   a->cnt += cnt;
 }
 
+/* The row kernels' prologue for a row of weight 0 (an anchor row, an unsupervised position): its dlogits
+** are 0 and ce, correct and topk_hit (and lrow, SOFT: dfl_lce_row_kd's) are 0. Writes them and returns 1
+** (the kernel returns at once), or 0 for a row of weight > 0. SOFT is a template argument so each kernel
+** compiles to the code of its former inline prologue (the same cubin). */
+template <bool SOFT>
+__device__ __forceinline__ int lce_zero_row(void *logits, int dtl, ll base, int V, float wr, ll row, float *ce,
+                                            float *correct, float *topk_hit, float *lrow, int tid) {
+  if (!(wr > 0.f)) {
+    for (int c = tid; c < V; c += blockDim.x) stf(logits, dtl, base + c, 0.f);
+    if (tid == 0) {
+      if (SOFT) ce[row] = correct[row] = topk_hit[row] = lrow[row] = 0.f;
+      else ce[row] = correct[row] = topk_hit[row] = 0.f;
+    }
+    return 1;
+  }
+  return 0;
+}
+
 /* vec: V % 8 == 0 and the logits 16-byte aligned (8 elements per access, ld8/st8). Each thread
 ** writes exactly the elements it read, so in-place dlogits need no barrier. */
 extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(void *logits, ll ld, int V, int r0,
@@ -58,11 +76,7 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row(void *logits, ll
   ll r = blockIdx.x, row = lce_row_of(r0 + r, period), base = r * ld;
   float wr = w[row];
   int lab = labels[row];
-  if (!(wr > 0.f)) {
-    for (int c = tid; c < V; c += blockDim.x) stf(logits, dtl, base + c, 0.f);
-    if (tid == 0) ce[row] = correct[row] = topk_hit[row] = 0.f;
-    return;
-  }
+  if (lce_zero_row<false>(logits, dtl, base, V, wr, row, ce, correct, topk_hit, nullptr, tid)) return;
   float xl = lab >= 0 && lab < V ? ldf(logits, dtl, base + lab) : DFL_NINF; /* as the CPU: ce = inf */
   lce_acc a = {DFL_NINF, 0.f, 0.f, 0x7fffffff};
   if (vec) {
@@ -151,11 +165,7 @@ extern "C" __global__ void __launch_bounds__(LCE_T) dfl_lce_row_kd(void *logits,
   ll r = blockIdx.x, row = lce_row_of(r0 + r, period), base = r * ld;
   float wr = w[row];
   int lab = labels[row];
-  if (!(wr > 0.f)) {
-    for (int c = tid; c < V; c += blockDim.x) stf(logits, dtl, base + c, 0.f);
-    if (tid == 0) ce[row] = correct[row] = topk_hit[row] = lrow[row] = 0.f;
-    return;
-  }
+  if (lce_zero_row<true>(logits, dtl, base, V, wr, row, ce, correct, topk_hit, lrow, tid)) return;
   const float iT = 1.f / temp;
   float xl = lab >= 0 && lab < V ? ldf(logits, dtl, base + lab) : DFL_NINF;
   lce_acc a = {DFL_NINF, 0.f, 0.f, 0x7fffffff};
