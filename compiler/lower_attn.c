@@ -7,7 +7,6 @@
 ** wgmma kernels' tensor maps (they hold pointers) and launches what the records say.
 */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "compiler/lower_internal.h"
 #include "compiler/emit.h"
@@ -16,21 +15,6 @@
 
 static dfl_launch AL(int k, int64_t grid, int gy, int block, size_t smem, int fill, int vec) {
   return dfl_lower_rec(k, grid, gy, block, (int)smem, fill, vec);
-}
-
-int dfl_lower_env_arch(dfl_lower_env *env, const char *arch) {
-  if (!arch || strncmp(arch, "sm_", 3)) {
-    fprintf(stderr, "dflc: lower: %s is not an architecture (sm_XY)\n", arch ? arch : "(none)");
-    return DFL_ERR;
-  }
-  dfl_gpu_arch row;
-  if (dfl_emit_gpu_for_cc(atoi(arch + 3), arch, &row)) return DFL_ERR;
-  env->smem = row.smem;
-  /* wgmma only in the arch-specific Hopper cubin (the runtime's rule: load_kernels) */
-  env->att = row.att == DFL_ATT_WGMMA && strcmp(arch, "sm_90a") ? DFL_ATT_MMA : row.att;
-  env->nsm = 0; /* a build knows no device: the parts that follow its SMs are chosen at init */
-  env->cc = atoi(arch + 3);
-  return DFL_OK;
 }
 
 /* --- the CUDA-core kernels' geometry (kernels/attention.cuh: units of rows sharing one key range) --- */

@@ -5,7 +5,7 @@
 #ifndef DFL_LOWER_INTERNAL_H
 #define DFL_LOWER_INTERNAL_H
 
-#include "compiler/lower_launch.h"
+#include "compiler/lower_family.h"
 
 /* tensor t 16-byte aligned: the arena's start is (256 bytes), so its offset says; no offsets (a build
 ** without a plan) or a tensor of its own allocation: aligned; t < 0 (an absent input): aligned */

@@ -4,21 +4,23 @@
 ** alignment); the CUDA backend (runtime/cuda/ops.c) only gathers each kernel's arguments.
 */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include "compiler/lower_launch.h"
 #include "compiler/lower_internal.h"
 #include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 
-typedef struct { const dfl_graph *g; const dfl_lower_env *env; const dfl_op *op; } ctx;
+typedef struct { const dfl_graph *g; const dfl_lower_env *env; const dfl_op *op; } lw_ctx;
 
-static const dfl_tensor *T(const ctx *c, int t) { return &c->g->t[t]; }
-static int64_t numel(const ctx *c, int t) { return dfl_tensor_numel(T(c, t)); }
-static int aligned(const ctx *c, int t) { return dfl_lower_al16(c->env, t); }
+static const dfl_tensor *lw_t(const lw_ctx *c, int t) { return &c->g->t[t]; }
+static int64_t lw_numel(const lw_ctx *c, int t) { return dfl_tensor_numel(lw_t(c, t)); }
+static int aligned(const lw_ctx *c, int t) { return dfl_lower_al16(c->env, t); }
 /* every tensor aligned and f32, bf16 or f16 (bf16 only when bf16): the 16-byte kernels' condition */
-static int vecs(const ctx *c, const int *ts, int n, int bf16) {
+static int vecs(const lw_ctx *c, const int *ts, int n, int bf16) {
   for (int k = 0; k < n; k++) {
-    dfl_dtype d = T(c, ts[k])->dtype;
+    dfl_dtype d = lw_t(c, ts[k])->dtype;
     if (!aligned(c, ts[k])) return 0;
     if (bf16 ? d != DFL_BF16 : (d != DFL_F32 && d != DFL_BF16 && d != DFL_F16)) return 0;
   }
@@ -37,14 +39,14 @@ static dfl_launch warps(int k, int64_t rows) { return L(k, (rows + 7) / 8, 256, 
 ** dfl_quant_f8r, dfl_rmsnorm_r) take rows of C % 1024 == 0 features, C <= 12288 (C / 32 threads), their
 ** tensors bf16 and 16-byte aligned; C / 32 threads a CTA, about 768 threads an SM (at least 2 CTAs),
 ** never more CTAs than rows, each CTA walking rows. */
-static int rowq_ok(const ctx *c, int C, const int *ts, int n) { return C % 1024 == 0 && C / 32 <= 384 && vecs(c, ts, n, 1); }
+static int rowq_ok(const lw_ctx *c, int C, const int *ts, int n) { return C % 1024 == 0 && C / 32 <= 384 && vecs(c, ts, n, 1); }
 static dfl_launch rowq(int k, int64_t rows, int C) {
   int per = 768 / (C / 32);
   return L(k, rows, C / 32, 0, per < 2 ? 2 : per, 1);
 }
 /* The quantized norms' and SwiGLU's chunks of 8 per thread for rows of C: 2 (C <= 16384) or 4
 ** (C <= 32768), with C % (256 chunks) == 0 so the block is whole warps; 0 (and why) otherwise. */
-static int rowq_nch(const ctx *c, int C) {
+static int rowq_nch(const lw_ctx *c, int C) {
   if (C % 512 == 0 && C <= 16384) return 2;
   if (C % 1024 == 0 && C <= 32768) return 4;
   fprintf(stderr, "dflc: lower: %s: a quantized %s needs rows of a multiple of 512 features up to 16384, or "
@@ -53,14 +55,14 @@ static int rowq_nch(const ctx *c, int C) {
 }
 /* The warp-per-row norms (kernels/rmsnorm.cuh rmsnorm_w / _wq): bf16, rows of G = 256 V features with
 ** V <= 32, 16-byte aligned; 4 rows a CTA of 128 threads. -1: they do not apply. */
-static int rms_warp(const ctx *c, int G, int q, const int *ts, int n) {
+static int rms_warp(const lw_ctx *c, int G, int q, const int *ts, int n) {
   int V = G / 256;
   if (G % 256 || V < 1 || V > 32 || !vecs(c, ts, n, 1)) return -1;
   return DFL_K_RMSNORM_W8 + 2 * ((V + 7) / 8 - 1) + q;
 }
 /* The vector norms (dfl_rmsnorm_v): a group is L = G / 8 threads holding 8 features each, L a power of
 ** two <= 32 (512-thread blocks of several groups) or a multiple of 32 <= 1024 (a block a group); 0: no. */
-static int rms_vec_block(const ctx *c, int G, const int *ts, int n) {
+static int rms_vec_block(const lw_ctx *c, int G, const int *ts, int n) {
   int L = G / 8;
   if (G % 8 || L < 1 || !vecs(c, ts, n, 0)) return 0;
   if (L <= 32) return (L & (L - 1)) ? 0 : 512;
@@ -68,14 +70,14 @@ static int rms_vec_block(const ctx *c, int G, const int *ts, int n) {
 }
 
 /* The row norms' pipelined kernels also take an f32 weight (dfl_rmsnorm_rf, _qrf): the hybrid's */
-static int w32_row(const ctx *c, int G, const int *ts, int n, int w) {
-  return T(c, w)->dtype == DFL_F32 && aligned(c, w) && rowq_ok(c, G, ts, n);
+static int w32_row(const lw_ctx *c, int G, const int *ts, int n, int w) {
+  return lw_t(c, w)->dtype == DFL_F32 && aligned(c, w) && rowq_ok(c, G, ts, n);
 }
 
-static int lower_rmsnorm(const ctx *c, dfl_launch *out) {
+static int lower_rmsnorm(const lw_ctx *c, dfl_launch *out) {
   const dfl_op *op = c->op;
   int G = (int)op->a.group, x = op->in[0], w = op->in[1], y = op->out[0];
-  int64_t ng = numel(c, x) / G;
+  int64_t ng = lw_numel(c, x) / G;
   if (op->n_out == 3) { /* the quantized form (dfl_fuse_quant): its rows go to FP8 with their scales */
     int mid = op->a.mid_dtype, ts[] = {x, w};
     if (mid == DFL_BF16 && rowq_ok(c, G, ts, 2)) return out[0] = rowq(DFL_K_RMSNORM_QR, ng, G), 1;
@@ -99,38 +101,38 @@ static int lower_rmsnorm(const ctx *c, dfl_launch *out) {
   return out[0] = warps(DFL_K_RMSNORM, ng), 1;
 }
 
-static int lower_quant_f8(const ctx *c, dfl_launch *out) {
-  int x = c->op->in[0], C = (int)T(c, x)->shape[1];
-  int64_t rows = T(c, x)->shape[0];
+static int lower_quant_f8(const lw_ctx *c, dfl_launch *out) {
+  int x = c->op->in[0], C = (int)lw_t(c, x)->shape[1];
+  int64_t rows = lw_t(c, x)->shape[0];
   if (rowq_ok(c, C, &x, 1)) return out[0] = rowq(DFL_K_QUANT_F8R, rows, C), 1;
   return out[0] = L(DFL_K_QUANT_F8, rows, 256, 0, DFL_FILL_NONE, 0), 1;
 }
 
 /* SWIGLU's quantized form (its plain form is a generated pointwise group) */
-static int lower_swiglu(const ctx *c, dfl_launch *out) {
+static int lower_swiglu(const lw_ctx *c, dfl_launch *out) {
   const dfl_op *op = c->op;
   if (op->n_out != 2) return 0;
-  int g = op->in[0], u = op->in[1], ts[] = {g, u}, C = (int)T(c, g)->shape[1];
-  int64_t rows = T(c, g)->shape[0];
+  int g = op->in[0], u = op->in[1], ts[] = {g, u}, C = (int)lw_t(c, g)->shape[1];
+  int64_t rows = lw_t(c, g)->shape[0];
   if (op->a.mid_dtype == DFL_BF16 && rowq_ok(c, C, ts, 2)) return out[0] = rowq(DFL_K_SWIGLU_QR, rows, C), 1;
   int nch = rowq_nch(c, C);
   if (!nch) return -DFL_ESHAPE;
   return out[0] = L(nch == 2 ? DFL_K_SWIGLU_Q2 : DFL_K_SWIGLU_Q4, rows, C / (8 * nch), 0, DFL_FILL_NONE, 0), 1;
 }
 
-static int lower_concat_cols(const ctx *c, dfl_launch *out) {
+static int lower_concat_cols(const lw_ctx *c, dfl_launch *out) {
   const dfl_op *op = c->op;
-  int64_t R = T(c, op->out[0])->shape[0];
+  int64_t R = lw_t(c, op->out[0])->shape[0];
   for (int k = 0; k < op->n_in; k++) {
-    const dfl_tensor *X = T(c, op->in[k]);
+    const dfl_tensor *X = lw_t(c, op->in[k]);
     out[k] = elems(DFL_K_COPY_COLS, R * X->shape[X->ndim - 1]);
   }
   return op->n_in;
 }
 
 /* The hybrid's 16-byte kernels (kernels/hybrid.cuh *_v8) take 16-bit tensors only */
-static int v16(const ctx *c, int t) {
-  dfl_dtype d = T(c, t)->dtype;
+static int v16(const lw_ctx *c, int t) {
+  dfl_dtype d = lw_t(c, t)->dtype;
   return (d == DFL_BF16 || d == DFL_F16) && aligned(c, t);
 }
 /* groups of G = 8 L features, L a power of two <= 32: a group is L lanes of one warp */
@@ -139,15 +141,15 @@ static int lanes_ok(int G) { int L = G / 8; return G >= 8 && G % 8 == 0 && L <= 
 /* CONV1D_SILU: kernel 4 over 16-byte rows takes dfl_conv1d_silu_qkv_v8 (a thread per 8 channels x 32
 ** rows, 128-thread CTAs, three an SM: 151 registers), the split form (q|k|v, q and k L2-normalized)
 ** with each head's lanes inside one warp; else a warp a row (split) or a thread an element. */
-static int lower_conv1d(const ctx *c, dfl_launch *out) {
+static int lower_conv1d(const lw_ctx *c, dfl_launch *out) {
   const dfl_op *op = c->op;
   int x = op->in[0], w = op->in[1];
-  int64_t R = T(c, x)->shape[0];
-  int C = (int)T(c, x)->shape[1], K = (int)T(c, w)->shape[1];
+  int64_t R = lw_t(c, x)->shape[0];
+  int C = (int)lw_t(c, x)->shape[1], K = (int)lw_t(c, w)->shape[1];
   int64_t n = (R + 31) / 32 * (C / 8);
   if (op->n_out == 3) {
-    int q = op->out[0], k = op->out[1], v = op->out[2], D = (int)T(c, q)->shape[1], G = op->a.group;
-    if (T(c, k)->dtype != T(c, q)->dtype || T(c, v)->dtype != T(c, q)->dtype) {
+    int q = op->out[0], k = op->out[1], v = op->out[2], D = (int)lw_t(c, q)->shape[1], G = op->a.group;
+    if (lw_t(c, k)->dtype != lw_t(c, q)->dtype || lw_t(c, v)->dtype != lw_t(c, q)->dtype) {
       fprintf(stderr, "dflc: lower: conv1d_silu (%s): q, k and v must share a dtype\n", op->label);
       return -DFL_ESHAPE;
     }
@@ -162,10 +164,10 @@ static int lower_conv1d(const ctx *c, dfl_launch *out) {
 
 /* L2NORM and NORM_GATE: groups of 8 L (lanes_ok) over 16-byte tensors take the _v8 kernels (a thread
 ** per 8 features), else a warp a group */
-static int lower_lanes(const ctx *c, dfl_launch *out, int kv8, int kw, int n16) {
+static int lower_lanes(const lw_ctx *c, dfl_launch *out, int kv8, int kw, int n16) {
   const dfl_op *op = c->op;
   int G = op->a.group;
-  int64_t ng = numel(c, op->in[0]) / G;
+  int64_t ng = lw_numel(c, op->in[0]) / G;
   int ok = lanes_ok(G) && v16(c, op->out[0]);
   for (int k = 0; k < n16; k++) ok = ok && v16(c, op->in[k]);
   if (ok) return out[0] = L(kv8, (ng * (G / 8) + 255) / 256, 256, 0, DFL_FILL_OCC, 1), 1;
@@ -176,10 +178,10 @@ static int lower_lanes(const ctx *c, dfl_launch *out, int kv8, int kw, int n16) 
 ** threads are aligned lanes of one warp (the normed form reduces across them by shuffles). */
 static int rope_hd16(int hd) { return hd % 16 == 0 && (hd / 16 & (hd / 16 - 1)) == 0 && hd <= 512; }
 /* ROPE on one tensor x (nh heads) into o; wn: the normed form's weight (-1: plain). */
-static int rope_one(const ctx *c, int o, int x, int wn, dfl_launch *out) {
+static int rope_one(const lw_ctx *c, int o, int x, int wn, dfl_launch *out) {
   const dfl_attrs *a = &c->op->a;
   int hd = a->head_dim;
-  int64_t rows = numel(c, c->op->in[0]) / ((int64_t)a->heads * hd);
+  int64_t rows = lw_numel(c, c->op->in[0]) / ((int64_t)a->heads * hd);
   int ts[] = {o, x, wn >= 0 ? wn : o};
   if (wn >= 0 && (!rope_hd16(hd) || !vecs(c, ts, 3, 0))) {
     fprintf(stderr, "dflc: lower: rope with a norm (%s): head_dim %d must be 16 x a power of two, at most 512, and "
@@ -206,19 +208,19 @@ static int rope_one(const ctx *c, int o, int x, int wn, dfl_launch *out) {
 ** form (x2 and its weight after the single form's inputs, a.kv_heads heads, out[1]). bf16 rows of
 ** rope_hd16 take the item kernel (dfl_rope_p8: 8 heads an item, both tensors in one launch); the rest
 ** rope_one's kernels, one launch per tensor. */
-static int lower_rope(const ctx *c, dfl_launch *out) {
+static int lower_rope(const lw_ctx *c, dfl_launch *out) {
   const dfl_op *op = c->op;
   const dfl_attrs *a = &op->a;
   int hd = a->head_dim, nh = a->heads, o0 = op->out[0], i0 = op->in[0];
-  int64_t rows = numel(c, i0) / ((int64_t)nh * hd);
+  int64_t rows = lw_numel(c, i0) / ((int64_t)nh * hd);
   if (a->rot_dim && a->rot_dim != hd) {
     /* partial rotary: dfl_rope_pn (every form; a warp a row, the rd / 2 inverse frequencies in shared
     ** memory) where its lanes fit, the per-element kernel for a plain ROPE otherwise */
     int rd = a->rot_dim, pair = op->n_out == 2, normed = op->n_in == (pair ? 5 : 3);
     int ts[] = {o0, i0, pair ? op->out[1] : o0, pair ? op->in[normed ? 3 : 2] : o0};
-    int same = !pair || (T(c, ts[2])->dtype == T(c, o0)->dtype && T(c, ts[3])->dtype == T(c, i0)->dtype);
+    int same = !pair || (lw_t(c, ts[2])->dtype == lw_t(c, o0)->dtype && lw_t(c, ts[3])->dtype == lw_t(c, i0)->dtype);
     if (dfl_fuse_rope_part_ok(hd, rd) && vecs(c, ts, 4, 0) && same &&
-        (!normed || (pair ? T(c, op->in[2])->dtype == T(c, op->in[4])->dtype : 1)))
+        (!normed || (pair ? lw_t(c, op->in[2])->dtype == lw_t(c, op->in[4])->dtype : 1)))
       return out[0] = L(DFL_K_ROPE_PN, (rows + 7) / 8, 256, rd / 2 * 8, DFL_FILL_OCC, 1), 1;
     if (pair || normed) {
       fprintf(stderr, "dflc: lower: partial rope with a norm or a pair (%s): head_dim %d / 8 must be a power of two "
@@ -247,20 +249,20 @@ static int lower_rope(const ctx *c, dfl_launch *out) {
 ** 16-, 4- or 2-byte units (arg), the widest the row bytes and both pointers allow, a CTA a row;
 ** EXPAND_BWD then sums each block's mask rows by columns in dfl_block_parts(Q) parts (8 columns a
 ** thread over 16-byte rows: arg 1) and adds the parts in order (deterministic). */
-static int lower_block_rows(const ctx *c, dfl_launch *out) {
+static int lower_block_rows(const lw_ctx *c, dfl_launch *out) {
   const dfl_op *op = c->op;
   dfl_opcode code = op->code;
   int bwd = code == DFL_OP_BLOCK_EXPAND_BWD, outfull = code == DFL_OP_BLOCK_EXPAND || code == DFL_OP_BLOCK_UNDROP;
   int o = op->out[0], x = op->in[0];
-  const dfl_tensor *full = T(c, outfull ? o : x);
+  const dfl_tensor *full = lw_t(c, outfull ? o : x);
   int64_t Q = full->shape[0], C = full->ndim == 2 ? full->shape[1] : 1, rowb = C * (int64_t)dfl_dtype_size(full->dtype);
-  int64_t nrows = bwd ? Q / op->a.B : T(c, o)->shape[0];
+  int64_t nrows = bwd ? Q / op->a.B : lw_t(c, o)->shape[0];
   const int64_t *off = c->env ? c->env->offset : NULL;
   int64_t ox = off && off[o] >= 0 ? off[o] : 0, xx = off && off[x] >= 0 ? off[x] : 0;
   out[0] = L(DFL_K_BLOCK_COPY, nrows, 256, 0, DFL_FILL_OCC, 0);
   out[0].arg = rowb % 16 == 0 && ((ox | xx) & 15) == 0 ? 16 : rowb % 4 == 0 && ((ox | xx) & 3) == 0 ? 4 : 2;
   if (!bwd) return 1;
-  dfl_dtype di = T(c, x)->dtype;
+  dfl_dtype di = lw_t(c, x)->dtype;
   int v = C % 8 == 0 && aligned(c, x) && (di == DFL_BF16 || di == DFL_F16 || di == DFL_F32), cols = 32 * (v ? 8 : 1);
   out[1] = L(DFL_K_BLOCK_COLSUM, (C + cols - 1) / cols, 256, 0, DFL_FILL_NONE, 0);
   out[1].grid_y = dfl_block_parts(Q), out[1].arg = v;
@@ -270,8 +272,8 @@ static int lower_block_rows(const ctx *c, dfl_launch *out) {
 
 /* SUM: partials by a grid of at most 4 CTAs an SM (and DFL_RED_PARTS, and one
 ** per 256 elements), then one CTA adds them in order */
-static int lower_sum(const ctx *c, dfl_launch *out) {
-  int64_t n = numel(c, c->op->in[0]), np = (n + 255) / 256;
+static int lower_sum(const lw_ctx *c, dfl_launch *out) {
+  int64_t n = lw_numel(c, c->op->in[0]), np = (n + 255) / 256;
   out[0] = L(DFL_K_RED_PART, np < DFL_RED_PARTS ? np : DFL_RED_PARTS, 256, 0, 4, 0);
   out[1] = L(DFL_K_RED_FINAL, 1, 1024, 0, DFL_FILL_NONE, 0);
   return 2;
@@ -293,7 +295,7 @@ static int mt_same(const dfl_graph *g, const dfl_op *a, const dfl_op *b) {
          g->t[a->in[4]].dtype == g->t[b->in[4]].dtype && a->a.beta1 == b->a.beta1 && a->a.beta2 == b->a.beta2 &&
          a->a.eps == b->a.eps && a->a.wd == b->a.wd && a->a.keep_grad == b->a.keep_grad;
 }
-static int lower_mt(const ctx *c, int i, dfl_launch *out) {
+static int lower_mt(const lw_ctx *c, int i, dfl_launch *out) {
   const dfl_graph *g = c->g;
   int j = i;
   while (j > 0 && mt_same(g, &g->ops[j - 1], &g->ops[j])) j--;
@@ -306,7 +308,7 @@ static int lower_mt(const ctx *c, int i, dfl_launch *out) {
   while (i + n < g->nops && n < DFL_MT_MAX && mt_same(g, &g->ops[i + n - 1], &g->ops[i + n])) n++;
   int adam = c->op->code == DFL_OP_ADAMW, gi = adam ? 4 : 1;
   int64_t units = 0;
-  for (int k = 0; k < n; k++) units += (numel(c, g->ops[i + k].in[gi]) + 3) / 4;
+  for (int k = 0; k < n; k++) units += (lw_numel(c, g->ops[i + k].in[gi]) + 3) / 4;
   if (adam) { /* one unit (4 values) a thread, 128-thread blocks, no grid-stride cap: short blocks fill SMs
               ** beside an overlapped target forward for microseconds, not for the whole kernel */
     out[0] = L(DFL_K_ADAMW_MT, (units + 127) / 128, 128, 0, DFL_FILL_NONE, 0);
@@ -316,11 +318,11 @@ static int lower_mt(const ctx *c, int i, dfl_launch *out) {
   /* gradients end to end in the arena (the plan places a model's in op order), f32 or bf16: one flat
   ** array of 16-byte loads; else the table of tensors */
   const int64_t *off = c->env ? c->env->offset : NULL;
-  dfl_dtype dg = T(c, c->op->in[1])->dtype;
+  dfl_dtype dg = lw_t(c, c->op->in[1])->dtype;
   int flat = off && (dg == DFL_BF16 || dg == DFL_F32) && aligned(c, c->op->in[1]);
   for (int k = 1; k < n && flat; k++) {
     int a = g->ops[i + k - 1].in[1], b = g->ops[i + k].in[1];
-    flat = off[a] >= 0 && off[b] == off[a] + numel(c, a) * (int64_t)dfl_dtype_size(dg);
+    flat = off[a] >= 0 && off[b] == off[a] + lw_numel(c, a) * (int64_t)dfl_dtype_size(dg);
   }
   int64_t np = (units + 255) / 256;
   out[0] = L(flat ? DFL_K_SUMSQ_FLAT : DFL_K_SUMSQ_MT, np < DFL_RED_PARTS ? np : DFL_RED_PARTS, 256, 0, 4, flat);
@@ -330,7 +332,7 @@ static int lower_mt(const ctx *c, int i, dfl_launch *out) {
 }
 
 int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
-  ctx c = {g, env, &g->ops[i]};
+  lw_ctx c = {g, env, &g->ops[i]};
   const dfl_op *op = c.op;
   const dfl_attrs *a = &op->a;
   switch (op->code) {
@@ -349,11 +351,11 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_SUMSQ_ACC: return lower_mt(&c, i, out);
   case DFL_OP_ADAMW:
     if (mt_ok(g, op)) return lower_mt(&c, i, out);
-    return out[0] = elems(DFL_K_ADAMW, numel(&c, op->in[0])), 1;
-  case DFL_OP_GATHER: return out[0] = elems(DFL_K_GATHER, numel(&c, op->in[1]) * T(&c, op->in[0])->shape[1]), 1;
+    return out[0] = elems(DFL_K_ADAMW, lw_numel(&c, op->in[0])), 1;
+  case DFL_OP_GATHER: return out[0] = elems(DFL_K_GATHER, lw_numel(&c, op->in[1]) * lw_t(&c, op->in[0])->shape[1]), 1;
   case DFL_OP_L2NORM: return lower_lanes(&c, out, DFL_K_L2NORM_V8, DFL_K_L2NORM, 1);
   case DFL_OP_NORM_GATE: return lower_lanes(&c, out, DFL_K_NORM_GATE_V8, DFL_K_NORM_GATE, 2);
-  case DFL_OP_IOTA_MOD: return out[0] = elems(DFL_K_IOTA, numel(&c, op->out[0])), 1;
+  case DFL_OP_IOTA_MOD: return out[0] = elems(DFL_K_IOTA, lw_numel(&c, op->out[0])), 1;
   case DFL_OP_DFLASH_BLOCKS: return out[0] = elems(DFL_K_BLOCKS, (int64_t)a->batch * a->N * a->B), 1;
   case DFL_OP_DFLASH_METRICS: return out[0] = L(DFL_K_METRICS, 1, 256, (5 + 2 * a->B) * 4, DFL_FILL_NONE, 0), 1;
   case DFL_OP_OPT_PREP: return out[0] = L(DFL_K_OPT_PREP, 1, 32, 0, DFL_FILL_NONE, 0), 1;
@@ -365,6 +367,21 @@ int dfl_lower_launch(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_la
   case DFL_OP_GATED_DELTA: return dfl_lower_gated_delta(g, i, env, out);
   default: return 0;
   }
+}
+
+int dfl_lower_env_arch(dfl_lower_env *env, const char *arch) {
+  if (!arch || strncmp(arch, "sm_", 3)) {
+    fprintf(stderr, "dflc: lower: %s is not an architecture (sm_XY)\n", arch ? arch : "(none)");
+    return DFL_ERR;
+  }
+  dfl_gpu_arch row;
+  if (dfl_emit_gpu_for_cc(atoi(arch + 3), arch, &row)) return DFL_ERR;
+  env->smem = row.smem;
+  /* wgmma only in the arch-specific Hopper cubin (the runtime's rule: load_kernels) */
+  env->att = row.att == DFL_ATT_WGMMA && strcmp(arch, "sm_90a") ? DFL_ATT_MMA : row.att;
+  env->nsm = 0; /* a build knows no device: the parts that follow its SMs are chosen at init */
+  env->cc = atoi(arch + 3);
+  return DFL_OK;
 }
 
 int dfl_lower_check(const dfl_graph *g, const int64_t *offset, const char *arch, int *bad) {
