@@ -493,57 +493,9 @@ int dfl_fuse_quant_ex(dfl_graph *g, int swiglu_q) {
 
 int dfl_fuse_quant(dfl_graph *g) { return dfl_fuse_quant_ex(g, 1); }
 
-/*
-**   o = GATED_DELTA(q, k, v, g, beta) ; y = NORM_GATE(o, z, w) {group dv}   ->   y = GATED_DELTA(q, k, v, g, beta, z, w)
-**
-** Gated DeltaNet normalizes each head of the rule's output with a gate and reads o nowhere else. The
-** scan holds a chunk's output tile when it writes it, so it normalizes and gates it there (CUDA: the
-** head's dv columns in one CTA, or in the two CTAs of a cluster on sm_90 and later; elsewhere the scan
-** writes o into y and NORM_GATE's kernel runs in place on y): o is never written nor re-read (bf16: 4
-** bytes an element and a launch saved). Legal when: o is an activation written by that GATED_DELTA alone
-** and read by that NORM_GATE alone, as its x; the norm's group is dv (one head); same phase; o and y
-** share a dtype (y takes o's place); q, k, v, g and beta are not written between the two (the rule moves
-** down to the norm's place, after z's projection). Numerics: the CPU computes o, then the norm in place:
-** the unfused values. The CUDA scan normalizes o rounded to y's dtype, as the unfused graph stored it;
-** only the order of a head's sum of squares differs.
-*/
-int dfl_fuse_gdn_norm(dfl_graph *g) {
-  int nops = g->nops, fused = 0;
-  int *readers, *writers, *drop;
-  if (uses_open(g, &readers, &writers, &drop)) return -1;
-  for (int j = 0; j < nops; j++) {
-    dfl_op *no = &g->ops[j];
-    if (no->code != DFL_OP_NORM_GATE || no->n_in != 3 || no->n_out != 1) continue;
-    int o = no->in[0], i = sole_producer(g, readers, writers, drop, o, j);
-    if (i < 0) continue;
-    const dfl_op *gd = &g->ops[i];
-    if (gd->code != DFL_OP_GATED_DELTA || gd->n_in != 5 || gd->n_out != 1 || gd->out[0] != o || gd->phase != no->phase)
-      continue;
-    const dfl_tensor *to = &g->t[o], *ty = &g->t[no->out[0]];
-    if (gd->a.heads <= 0 || to->shape[to->ndim - 1] != (int64_t)no->a.group * gd->a.heads) continue;
-    if (to->dtype != ty->dtype || !same_shape(to, ty) || no->in[1] == o || no->in[2] == o) continue;
-    int moved = 0;
-    for (int k = 0; k < 5; k++) moved |= touched_between(g, drop, i, j, gd->in[k], 0);
-    if (moved) continue;
-    dfl_op f = *gd; /* the rule at the norm's place, with z and w and the norm's output */
-    f.in[5] = no->in[1];
-    f.in[6] = no->in[2];
-    f.n_in = 7;
-    f.out[0] = no->out[0];
-    f.a.group = no->a.group;
-    f.a.eps = no->a.eps;
-    *no = f;
-    drop[i] = 1;
-    fused++;
-  }
-  if (fused) compact(g, drop);
-  free(readers); free(writers); free(drop);
-  return fused;
-}
-
 int dfl_fuse_passes(dfl_graph *g, unsigned flags) {
   if ((flags & DFL_FUSE_TRAIN) && dfl_fuse(g) < 0) return DFL_ENOMEM;
-  if (dfl_fuse_add(g) < 0 || dfl_fuse_norm_rope(g) < 0 || dfl_fuse_gdn_norm(g) < 0) return DFL_ENOMEM;
+  if (dfl_fuse_add(g) < 0 || dfl_fuse_norm_rope(g) < 0) return DFL_ENOMEM;
   if (!(flags & DFL_FUSE_NO_ROPE_PAIR) && dfl_fuse_rope_pair(g) < 0) return DFL_ENOMEM;
   if (dfl_fuse_quant_ex(g, !(flags & DFL_FUSE_NO_SWIGLU_Q)) < 0) return DFL_ENOMEM;
   return DFL_OK;

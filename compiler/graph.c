@@ -369,7 +369,7 @@ static double fl_gated_delta(const dfl_graph *g, const dfl_op *op, double n0) {
                            ** five 64 x d products (KK^T, W, QK^T: dk; U, PV: dv), three dk x dv ones */
   double dk = op->a.head_dim, dv = (double)g->t[op->out[0]].shape[1] / op->a.heads;
   double rows = (double)g->t[op->out[0]].shape[0], c = op->a.S < 64 ? op->a.S : 64;
-  return rows * op->a.heads * (2.0 * c * (3 * dk + 2 * dv) + 6.0 * dk * dv) + (op->n_in == 7 ? 8.0 * n0 : 0.0);
+  return rows * op->a.heads * (2.0 * c * (3 * dk + 2 * dv) + 6.0 * dk * dv);
 }
 
 #define fl_swiglu fl_rmsnorm
@@ -452,9 +452,7 @@ static void pr_norm_gate(FILE *f, const dfl_op *op) {
 
 static void pr_gated_delta(FILE *f, const dfl_op *op) {
   const dfl_attrs *a = &op->a;
-  fprintf(f, " {heads=%d kv_heads=%d dk=%d S=%d", a->heads, a->kv_heads, a->head_dim, a->S);
-  if (op->n_in == 7) fprintf(f, " norm_gate group=%d eps=%g", a->group, a->eps);
-  fputc('}', f);
+  fprintf(f, " {heads=%d kv_heads=%d dk=%d S=%d}", a->heads, a->kv_heads, a->head_dim, a->S);
 }
 
 static void pr_attention(FILE *f, const dfl_op *op) {

@@ -246,15 +246,10 @@ int dfl_fuse_quant(dfl_graph *g);
 /* The same, the SwiGLUs' quantizations left apart when swiglu is 0 (compile { swiglu_quant = false }). */
 int dfl_fuse_quant_ex(dfl_graph *g, int swiglu);
 
-/* Gated DeltaNet's gated output norm into the gated delta rule: o = GATED_DELTA(q, k, v, g, beta) and
-** y = NORM_GATE(o, z, w) over one head, o read by nothing else, become y = GATED_DELTA(q, k, v, g, beta,
-** z, w) {group, eps} (compiler/fuse.c says when it is legal). Returns the pairs fused, -1 out of memory. */
-int dfl_fuse_gdn_norm(dfl_graph *g);
-
 /* The fusion pass list, held here once for every graph dflc builds (train, eval, a pipeline's
 ** target devices, the agreement graph, bench, plan): in order dfl_fuse (only with DFL_FUSE_TRAIN:
-** a differentiated graph with its optimizer), dfl_fuse_add, dfl_fuse_norm_rope, dfl_fuse_gdn_norm,
-** dfl_fuse_rope_pair, dfl_fuse_quant. Forward-only graphs pass 0 and come out with the rounding of the training graph's
+** a differentiated graph with its optimizer), dfl_fuse_add, dfl_fuse_norm_rope, dfl_fuse_rope_pair,
+** dfl_fuse_quant. Forward-only graphs pass 0 and come out with the rounding of the training graph's
 ** forward. DFL_FUSE_NO_ROPE_PAIR leaves every RoPE pair apart, DFL_FUSE_NO_SWIGLU_Q every SwiGLU's
 ** quantization (the spec's `compile` section: dfl_model_fuse_flags). Returns DFL_OK, or DFL_ENOMEM. */
 enum { DFL_FUSE_TRAIN = 1, DFL_FUSE_NO_ROPE_PAIR = 2, DFL_FUSE_NO_SWIGLU_Q = 4 };

@@ -499,9 +499,8 @@ static void vr_gdn_gates(const vctx *v, const dfl_attrs *a) {
 }
 
 static void vr_gated_delta(const vctx *v, const dfl_attrs *a) {
-  const int ng = v->n_in == 7; /* the gated norm fused (dfl_fuse_gdn_norm) */
-  need_io(v, ng ? 7 : 5, 1);
-  for (int i = 0; i < (ng ? 7 : 5); i++) need_float_in(v, i);
+  need_io(v, 5, 1);
+  for (int i = 0; i < 5; i++) need_float_in(v, i);
   need_float_out(v, 0);
   if (a->heads <= 0 || a->kv_heads <= 0 || a->heads % a->kv_heads || a->head_dim <= 0)
     vfail(v, "heads %d must be a positive multiple of kv_heads %d, head_dim positive", a->heads, a->kv_heads);
@@ -514,11 +513,6 @@ static void vr_gated_delta(const vctx *v, const dfl_attrs *a) {
   if (TI(v, 3)->dtype != DFL_F32 || TI(v, 4)->dtype != DFL_F32) vfail(v, "g and beta must be f32");
   if (a->S <= 0 || R % a->S) vfail(v, "the rows must be whole sequences of a.S = %d", a->S);
   need_same_shape_out(v, 0, 2);
-  if (ng) {
-    if (a->heads <= 0 || a->group * (int64_t)a->heads != cols(TI(v, 2))) vfail(v, "the fused norm's group must be dv");
-    need_same_shape_in(v, 5, 2);
-    need_numel_in(v, 6, a->group);
-  }
 }
 
 static void vr_norm_gate(const vctx *v, const dfl_attrs *a) {

@@ -60,7 +60,6 @@ typedef struct dfl_lower_env {
   ** (the device's measured occupancy); NULL at build time */
   int (*occupancy)(void *ctx, int k, int block, int smem);
   void *occ_ctx;
-  int cc; /* the compute capability the kernels are chosen for (a forced row's at init); 0 unknown */
 } dfl_lower_env;
 
 /* compiler/lower_attn.c: ATTENTION and ATTENTION_BWD (dfl_lower_launch's for them) */

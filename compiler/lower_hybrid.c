@@ -4,9 +4,7 @@
 ** op's scratch planned (compiler/plan.c: W, U and M of every chunk) take the chunk path on tensor cores:
 ** gdn_prep (a CTA per chunk and value head) then gdn_scan (a CTA per sequence, value head and tile of bv
 ** value columns); anything else the per-token recurrence in f32 (a warp per 32 value columns), whose
-** state must fit the target's shared memory. With the gated norm fused, the scan normalizes each head
-** where it can (scan_ng_kernel), else NORM_GATE's kernel follows in place on y. runtime/cuda/hybrid.c
-** gathers the arguments and launches.
+** state must fit the target's shared memory. runtime/cuda/hybrid.c gathers the arguments and launches.
 */
 #include <stdio.h>
 #include "compiler/lower_internal.h"
@@ -38,29 +36,6 @@ static dfl_launch GL(int k, int64_t grid, int block, int smem, int vec) {
   return dfl_lower_rec(k, grid, 1, block, smem, DFL_FILL_NONE, vec);
 }
 
-/* The fused gated norm (n_in 7: compiler/fuse.c dfl_fuse_gdn_norm). The scan that normalizes a head in its
-** write-out needs the head's dv columns in one CTA (dk 32, 64: nvt 1) or in a cluster of two (dk 128, dv
-** 128: sm_90 and later); its extra shared memory: z's tile, two parities of per-row sums, the rows'
-** rstd and the tile's weights. -1: none for this shape. */
-static int scan_ng_kernel(int dk, int nvt, int cc) {
-  if (nvt == 1) return dk == 32 ? DFL_K_GDN_SCAN32NG : dk == 64 ? DFL_K_GDN_SCAN64NG : -1;
-  return nvt == 2 && dk == 128 && cc >= 90 ? DFL_K_GDN_SCAN128NG : -1;
-}
-static int scan_ng_smem(int dk) {
-  const int bv = dfl_lower_gdn_bv(dk);
-  return dfl_lower_gdn_scan_smem(dk) + GDN_C * (bv + 8) * 2 + (3 * GDN_C + bv) * 4;
-}
-/* otherwise NORM_GATE's kernel after the rule, in place on y (lower_launch.c lower_lanes' choice) */
-static dfl_launch norm_gate_inplace(const dfl_graph *g, const dfl_op *op, const dfl_lower_env *env) {
-  int G = op->a.group, L = G / 8, y = op->out[0], z = op->in[5];
-  int64_t ng = dfl_tensor_numel(&g->t[y]) / G;
-  int lanes = G >= 8 && G % 8 == 0 && L <= 32 && !(L & (L - 1));
-  int v16 = (g->t[y].dtype == DFL_BF16 || g->t[y].dtype == DFL_F16) && g->t[z].dtype == g->t[y].dtype &&
-            dfl_lower_al16(env, y) && dfl_lower_al16(env, z);
-  if (lanes && v16) return dfl_lower_rec(DFL_K_NORM_GATE_V8, (ng * L + 255) / 256, 1, 256, 0, DFL_FILL_OCC, 1);
-  return dfl_lower_rec(DFL_K_NORM_GATE, (ng + 7) / 8, 1, 256, 0, DFL_FILL_OCC, 0);
-}
-
 int dfl_lower_gated_delta(const dfl_graph *g, int i, const dfl_lower_env *env, dfl_launch *out) {
   const dfl_op *op = &g->ops[i];
   const dfl_attrs *at = &op->a;
@@ -72,20 +47,10 @@ int dfl_lower_gated_delta(const dfl_graph *g, int i, const dfl_lower_env *env, d
   int bf = chunk_ok(dk, dv) && q->dtype == DFL_BF16 && k->dtype == DFL_BF16 && v->dtype == DFL_BF16 &&
            dfl_lower_al16(env, op->in[0]) && dfl_lower_al16(env, op->in[1]) && dfl_lower_al16(env, op->in[2]);
   int64_t need = R * Hv * (int64_t)(dk + dv + GDN_C) * 2;
-  const int ng = op->n_in == 7, nvt = dv / dfl_lower_gdn_bv(dk);
   if (bf && dfl_plan_cuda_op_scratch(g, op) >= need && dfl_lower_gdn_prep_smem(dk, dv) <= smax &&
       dfl_lower_gdn_scan_smem(dk) <= smax) {
     out[0] = GL(dfl_lower_gdn_prep_kernel(dk, dv), nseq * cps * Hv, 128, dfl_lower_gdn_prep_smem(dk, dv), 1);
-    if (ng) {
-      const int y = op->out[0], z = op->in[5], nk = scan_ng_kernel(dk, nvt, env ? env->cc : 0);
-      if (nk >= 0 && g->t[y].dtype == DFL_BF16 && g->t[z].dtype == DFL_BF16 && dfl_lower_al16(env, y) &&
-          dfl_lower_al16(env, z) && scan_ng_smem(dk) <= smax) {
-        out[1] = GL(nk, nseq * Hv * nvt, 128, scan_ng_smem(dk), 1);
-        return 2;
-      }
-    }
-    out[1] = GL(dfl_lower_gdn_scan_kernel(dk), nseq * Hv * nvt, 128, dfl_lower_gdn_scan_smem(dk), 1);
-    if (ng) return out[2] = norm_gate_inplace(g, op, env), 3;
+    out[1] = GL(dfl_lower_gdn_scan_kernel(dk), nseq * Hv * (dv / dfl_lower_gdn_bv(dk)), 128, dfl_lower_gdn_scan_smem(dk), 1);
     return 2;
   }
   int smr = (dk * 32 + 2 * dk) * 4; /* the state (dk x 32 floats) and the row's k and q */
@@ -95,6 +60,5 @@ int dfl_lower_gated_delta(const dfl_graph *g, int i, const dfl_lower_env *env, d
     return -DFL_ESHAPE;
   }
   out[0] = GL(DFL_K_GDN_REC, nseq * Hv * ((dv + 31) / 32), 32, smr, 0);
-  if (op->n_in == 7) return out[1] = norm_gate_inplace(g, op, env), 2;
   return 1;
 }

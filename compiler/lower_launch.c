@@ -380,7 +380,6 @@ int dfl_lower_env_arch(dfl_lower_env *env, const char *arch) {
   /* wgmma only in the arch-specific Hopper cubin (the runtime's rule: load_kernels) */
   env->att = row.att == DFL_ATT_WGMMA && strcmp(arch, "sm_90a") ? DFL_ATT_MMA : row.att;
   env->nsm = 0; /* a build knows no device: the parts that follow its SMs are chosen at init */
-  env->cc = atoi(arch + 3);
   return DFL_OK;
 }
 

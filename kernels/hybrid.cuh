@@ -645,49 +645,18 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
 ** out through shared memory (U's buffer: each warp reads U's and writes O's own columns) in 16-byte rows.
 ** Two CTAs an SM (launch bounds (128, 2)): at three (168 registers, 100 bytes spilled) the 27B shape took
 ** 3.99 ms against 3.74 (bench/cuda/run.sh, one H200). */
-/* Two CTAs of a cluster, sm_90 and later: a barrier over both (release / acquire: each sees the other's
-** shared memory writes made before it) and a float of the peer's shared memory. */
-__device__ __forceinline__ void hy_cluster_sync() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ float hy_ld_peer(const float *p, unsigned rank) {
-#if __CUDA_ARCH__ >= 900
-  unsigned a;
-  float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(tc_saddr(p)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
-  return v;
-#else
-  __trap();
-  return 0.f;
-#endif
-}
-/* NG: the gated RMSNorm of each head's output (NORM_GATE, fused by compiler/fuse.c dfl_fuse_gdn_norm) in the
-** write-out: y = o rsqrt(mean_dv(o^2) + eps) w silu(z), o as the unfused graph stored it (bf16). A head's dv
-** columns are NVT tiles: with two, the CTAs of a cluster add each other's per-row sums of squares (a float
-** a row, in shared memory by chunk parity: a CTA rewrites a parity only after the next cluster barrier,
-** which its peer reaches after reading it). z's tile comes with the chunk's other loads. */
-template <int DK, int BV, bool NG, int NVT>
+template <int DK, int BV>
 __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short *q, const unsigned short *k,
                                          const unsigned short *wi, const unsigned short *ui,
                                          const unsigned short *mi, const float *g, ll R, int S, int Hv, int Hk,
-                                         int dv, const unsigned short *z, const void *wn, int dtw, float eps) {
+                                         int dv) {
   constexpr int SK = DK + 8, SV = BV + 8, SM = HY_C + 8, NT = DK / 8;
   extern __shared__ __align__(16) unsigned char hy_sm[];
   unsigned short *Ks = (unsigned short *)hy_sm, *Qs = Ks + HY_C * SK, *Ws = Qs + HY_C * SK, *Ms = Ws + HY_C * SK;
   unsigned short *Us = Ms + HY_C * SM; /* U in, O out */
   float *gam = (float *)(Us + HY_C * SV), *eg = gam + HY_C, *ed = eg + HY_C;
-  unsigned short *Zs = (unsigned short *)(ed + HY_C);                          /* NG: z's tile */
-  float *ssq = (float *)(Zs + HY_C * SV), *rsd = ssq + 2 * HY_C, *wv = rsd + HY_C; /* NG */
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
   const int nvt = dv / BV, vt = blockIdx.x % nvt, h = (blockIdx.x / nvt) % Hv, kh = h / (Hv / Hk);
-  int par = 0;
-  if (NG)
-    for (int c = tid; c < BV; c += blockDim.x) wv[c] = ldf(wn, dtw, vt * BV + c); /* read after the first barrier */
   const ll r0 = (ll)(blockIdx.x / nvt / Hv) * S, r1 = r0 + S < R ? r0 + S : R;
   const bool act = w < BV / 16; /* BV 32: warps 2, 3 only load */
   const int cv = 16 * w;        /* this warp's first column in the tile */
@@ -710,7 +679,6 @@ __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short 
     for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
       const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
       tc_cp16(Us + r * SV + c, ui + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
-      if (NG) tc_cp16(Zs + r * SV + c, z + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
     }
     tc_commit();
     if (w == 0) {
@@ -805,51 +773,15 @@ __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short 
       }
     }
     __syncthreads(); /* O's tile complete in Us */
-    if (NG) {
-      { /* row tid / 2's sum of squares over this tile, two threads a row */
-        const int r = tid >> 1, cs = (tid & 1) * (BV / 2);
-        float s = 0.f;
-#pragma unroll
-        for (int c = cs; c < cs + BV / 2; c += 8) {
-          float x[8];
-          dfl_bf8(*(const uint4 *)(Us + r * SV + c), x);
-#pragma unroll
-          for (int e = 0; e < 8; e++) s += x[e] * x[e];
-        }
-        s += __shfl_xor_sync(0xffffffffu, s, 1);
-        if (!(tid & 1)) ssq[par * HY_C + r] = s;
-      }
-      if (NVT == 2) hy_cluster_sync();
-      else __syncthreads();
-      if (tid < HY_C) {
-        float s = ssq[par * HY_C + tid];
-        if (NVT == 2) s += hy_ld_peer(ssq + par * HY_C + tid, (unsigned)(vt ^ 1)); /* a + b = b + a: both CTAs agree */
-        rsd[tid] = 1.f / sqrtf(s / (float)dv + eps);
-      }
-      __syncthreads();
-      for (int i = tid; i < n * (BV / 8); i += blockDim.x) {
-        const int r = i / (BV / 8), c = (i % (BV / 8)) * 8;
-        float x[8], zz[8];
-        dfl_bf8(*(const uint4 *)(Us + r * SV + c), x);
-        dfl_bf8(*(const uint4 *)(Zs + r * SV + c), zz);
-        const float rs = rsd[r];
-#pragma unroll
-        for (int e = 0; e < 8; e++) x[e] = x[e] * rs * wv[c + e] * hy_silu(zz[e]);
-        *(uint4 *)((unsigned short *)o + ((c0 + r) * Hv + h) * dv + vt * BV + c) = dfl_f2bf8(x);
-      }
-      par ^= 1;
-    } else {
-      for (int i = tid; i < n * (BV / 8); i += blockDim.x) {
-        const int r = i / (BV / 8), c = (i % (BV / 8)) * 8;
-        const ll base = ((c0 + r) * Hv + h) * dv + vt * BV + c;
-        if (dto == DT_BF16) *(uint4 *)((unsigned short *)o + base) = *(const uint4 *)(Us + r * SV + c);
-        else
-          for (int e = 0; e < 8; e++) stf(o, dto, base + e, dfl_bf2f(Us[r * SV + c + e]));
-      }
+    for (int i = tid; i < n * (BV / 8); i += blockDim.x) {
+      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8;
+      const ll base = ((c0 + r) * Hv + h) * dv + vt * BV + c;
+      if (dto == DT_BF16) *(uint4 *)((unsigned short *)o + base) = *(const uint4 *)(Us + r * SV + c);
+      else
+        for (int e = 0; e < 8; e++) stf(o, dto, base + e, dfl_bf2f(Us[r * SV + c + e]));
     }
     __syncthreads(); /* every buffer free for the next chunk */
   }
-  if (NG && NVT == 2) hy_cluster_sync(); /* the peer may still be reading this CTA's sums */
 }
 #define HY_PREP(NAME, DK, DV)                                                                                          \
   extern "C" __global__ void __launch_bounds__(128) NAME(unsigned short *wo, unsigned short *uo,                  \
@@ -864,22 +796,7 @@ __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short 
                                                             const unsigned short *k, const unsigned short *wi,    \
                                                             const unsigned short *ui, const unsigned short *mi,   \
                                                             const float *g, ll R, int S, int Hv, int Hk, int dv) { \
-    gdn_scan<DK, BV, false, 1>(o, dto, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv, NULL, NULL, 0, 0.f);             \
-  }
-/* the scan with the gated norm (y bf16, z bf16 16-byte rows, w of dtype dtw); NVT 2: a cluster of two */
-#if __CUDA_ARCH__ >= 900
-#define HY_CLUSTER2 __cluster_dims__(2, 1, 1)
-#else
-#define HY_CLUSTER2
-#endif
-#define HY_SCAN_NG(NAME, DK, BV, NVT, ATTR)                                                                          \
-  extern "C" __global__ void __launch_bounds__(128, 2) ATTR NAME(void *o, const unsigned short *q,                 \
-                                                                 const unsigned short *k, const unsigned short *wi, \
-                                                                 const unsigned short *ui, const unsigned short *mi, \
-                                                                 const float *g, ll R, int S, int Hv, int Hk,       \
-                                                                 int dv, const unsigned short *z, const void *wn,   \
-                                                                 int dtw, float eps) {                              \
-    gdn_scan<DK, BV, true, NVT>(o, DT_BF16, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv, z, wn, dtw, eps);               \
+    gdn_scan<DK, BV>(o, dto, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv);                                             \
   }
 HY_PREP(dfl_gdn_prep_k32, 32, 32)
 HY_PREP(dfl_gdn_prep_k64, 64, 64)
@@ -890,7 +807,4 @@ HY_PREP(dfl_gdn_prep_k128v256, 128, 256)
 HY_SCAN(dfl_gdn_scan_k32, 32, 32)
 HY_SCAN(dfl_gdn_scan_k64, 64, 64)
 HY_SCAN(dfl_gdn_scan_k128, 128, 64)
-HY_SCAN_NG(dfl_gdn_scan_ng_k32, 32, 32, 1, )
-HY_SCAN_NG(dfl_gdn_scan_ng_k64, 64, 64, 1, )
-HY_SCAN_NG(dfl_gdn_scan_ng_k128c2, 128, 64, 2, HY_CLUSTER2) /* dv 128: the head's two tiles in a cluster */
 

@@ -217,7 +217,7 @@ static int lower_ops(dfl_cuda *c, const int64_t *off) {
   struct dfl_cuda_impl *im = c->impl;
   dfl_lower_env env = {off, im->smax, im->att_ref ? DFL_ATT_CORES : im->att_wg && im->tmap_encode ? DFL_ATT_WGMMA
                                                                                                    : DFL_ATT_MMA,
-                       im->nsm, occupancy, im, im->as_cc ? im->as_cc : im->cc};
+                       im->nsm, occupancy, im};
   dfl_launch l[DFL_LAUNCH_MAX];
   for (int i = 0; i < c->g->nops; i++) {
     int n = dfl_lower_launch(c->g, i, &env, l);

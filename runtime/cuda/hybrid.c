@@ -20,10 +20,6 @@ int dfl_cu_hybrid_load(dfl_cuda *c) { /* the chunk kernels' shared memory (compi
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, sp));
     }
   }
-  /* the scans with the gated norm (compiler/lower_hybrid.c scan_ng_smem: under 96 KiB) */
-  static const int ngk[3] = {K_GDN_SCAN32NG, K_GDN_SCAN64NG, K_GDN_SCAN128NG};
-  for (int i = 0; i < 3; i++)
-    CU(cudaFuncSetAttribute((const void *)c->impl->k[ngk[i]], cudaFuncAttributeMaxDynamicSharedMemorySize, c->impl->smax));
   /* the recurrence's state is dk x 32 floats: over 48 KiB from dk 384 */
   CU(cudaFuncSetAttribute((const void *)c->impl->k[K_GDN_REC], cudaFuncAttributeMaxDynamicSharedMemorySize, c->impl->smax));
   return DFL_OK;
@@ -71,22 +67,18 @@ int dfl_cu_l2norm(dfl_cuda *c, int i) {
   return dfl_cu_launch(c, i, l, l->kernel == K_L2NORM_V8 ? a8 : a);
 }
 
-/* NORM_GATE's launch l of op i: y = norm(x) w silu(z) over groups of G (x may be y: the fused rule's) */
-static int norm_gate(dfl_cuda *c, int i, const dfl_launch *l, int ty, int tx, int tz, int tw, int G, double e) {
-  void *y = P(ty), *x = P(tx), *z = P(tz), *w = P(tw);
-  int dty = dt(c, ty), dtx = dt(c, tx), dtz = dt(c, tz), dtw = dt(c, tw), L = G / 8;
-  long long ng = (long long)numel(c, ty) / G, n8 = ng * L;
-  float eps = (float)e;
-  void *a8[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &n8, &L, &eps};
-  void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &ng, &G, &eps};
-  return dfl_cu_launch(c, i, l, l->kernel == K_NORM_GATE_V8 ? a8 : a);
-}
-
 int dfl_cu_norm_gate(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   const dfl_launch *l = dfl_cu_lowered(c, i, 1);
   if (!l) return DFL_ERR;
-  return norm_gate(c, i, l, op->out[0], op->in[0], op->in[1], op->in[2], op->a.group, op->a.eps);
+  void *y = P(op->out[0]), *x = P(op->in[0]), *z = P(op->in[1]), *w = P(op->in[2]);
+  int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtz = dt(c, op->in[1]), dtw = dt(c, op->in[2]);
+  int G = op->a.group, L = G / 8;
+  long long ng = (long long)numel(c, op->in[0]) / G, n8 = ng * L;
+  float eps = (float)op->a.eps;
+  void *a8[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &n8, &L, &eps};
+  void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &ng, &G, &eps};
+  return dfl_cu_launch(c, i, l, l->kernel == K_NORM_GATE_V8 ? a8 : a);
 }
 
 int dfl_cu_rope_part(dfl_cuda *c, int i) {
@@ -113,9 +105,7 @@ int dfl_cu_rope_part(dfl_cuda *c, int i) {
 }
 
 /* GATED_DELTA by the launches compiler/lower_hybrid.c chose: the chunk path (gdn_prep writes every chunk's W,
-** U and M into the op's scratch, then gdn_scan walks each sequence) or the per-token recurrence in f32.
-** With the gated norm fused (7 inputs): the scan that normalizes in its write-out, or the launches above
-** into y and NORM_GATE's kernel in place on it. */
+** U and M into the op's scratch, then gdn_scan walks each sequence) or the per-token recurrence in f32. */
 int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
   const int i = (int)(op - c->g->ops);
   const dfl_attrs *at = &op->a;
@@ -127,13 +117,9 @@ int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
   int Hv = at->heads, Hk = at->kv_heads, dk = at->head_dim, S = at->S;
   long long R = T(c, op->in[0])->shape[0];
   int dv = (int)(numel(c, op->in[2]) / R / Hv);
-  const int ng = op->n_in == 7;
   if (l->kernel == K_GDN_REC) {
     void *a[] = {&o, &dto, &q, &dtq, &k, &dtk, &v, &dtv, &g, &b, &R, &S, &Hv, &Hk, &dk, &dv};
-    TRY(dfl_cu_launch(c, i, l, a));
-    if (!ng) return DFL_OK;
-    if (!(l = dfl_cu_lowered(c, i, 2))) return DFL_ERR;
-    return norm_gate(c, i, &l[1], op->out[0], op->out[0], op->in[5], op->in[6], at->group, at->eps);
+    return dfl_cu_launch(c, i, l, a);
   }
   void *scr = c->impl->ops[i].scratch;
   if (!(l = dfl_cu_lowered(c, i, 2)) || !scr) {
@@ -144,16 +130,6 @@ int dfl_cu_gated_delta(dfl_cuda *c, const dfl_op *op) {
   unsigned short *wo = (unsigned short *)scr, *uo = wo + (size_t)R * Hv * dk, *mo = uo + (size_t)R * Hv * dv;
   void *ap[] = {&wo, &uo, &mo, &q, &k, &v, &g, &b, &R, &S, &Hv, &Hk};
   TRY(dfl_cu_launch(c, i, &l[0], ap));
-  if (l[1].kernel == K_GDN_SCAN32NG || l[1].kernel == K_GDN_SCAN64NG || l[1].kernel == K_GDN_SCAN128NG) {
-    void *z = P(op->in[5]), *wn = P(op->in[6]);
-    int dtw = dt(c, op->in[6]);
-    float eps = (float)at->eps;
-    void *an[] = {&o, &q, &k, &wo, &uo, &mo, &g, &R, &S, &Hv, &Hk, &dv, &z, &wn, &dtw, &eps};
-    return dfl_cu_launch(c, i, &l[1], an);
-  }
   void *as[] = {&o, &dto, &q, &k, &wo, &uo, &mo, &g, &R, &S, &Hv, &Hk, &dv};
-  TRY(dfl_cu_launch(c, i, &l[1], as));
-  if (!ng) return DFL_OK;
-  if (!(l = dfl_cu_lowered(c, i, 3))) return DFL_ERR;
-  return norm_gate(c, i, &l[2], op->out[0], op->out[0], op->in[5], op->in[6], at->group, at->eps);
+  return dfl_cu_launch(c, i, &l[1], as);
 }

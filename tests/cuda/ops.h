@@ -80,8 +80,5 @@ void case_rope_partial(int R, int nh, int hd, int rd);
 void case_rope_partial_fused(int R, int nh, int nh2, int hd, int rd, int normed);
 void case_rmsnorm_w32(int R, int D, int G);
 void case_gated_delta(int nseq, int S, int Hk, int Hv, int dk, int dv);
-/* the same with the gated norm fused (7 inputs): the scans that normalize in their write-out (dk 32, 64; dk
-** 128 with dv 128 as a cluster on sm_90), else NORM_GATE's kernel in place after the rule */
-void case_gated_delta_ng(int nseq, int S, int Hk, int Hv, int dk, int dv);
 
 #endif

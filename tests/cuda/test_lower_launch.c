@@ -333,9 +333,8 @@ static void rows_cases(void) {
 }
 
 /* GATED_DELTA over R rows (sequences of S), Hv value and Hk key heads of dk, values of dv, q/k/v in dt; its
-** launches for arch (sm_90a) with `smem` bytes a block (0: the row's); ng: the gated norm fused (z, w) */
-static int gdn_lower_ex(int64_t R, int S, int Hv, int Hk, int dk, int dv, dfl_dtype dt, int smem, dfl_launch *l, int ng,
-                        const char *arch) {
+** launches for sm_90a with `smem` bytes a block (0: the row's) */
+static int gdn_lower(int64_t R, int S, int Hv, int Hk, int dk, int dv, dfl_dtype dt, int smem, dfl_launch *l) {
   dfl_graph g;
   dfl_graph_init(&g);
   int q = dfl_tensor_2d(&g, "q", dt, DFL_T_INPUT, R, (int64_t)Hk * dk), k = dfl_tensor_2d(&g, "k", dt, DFL_T_INPUT, R, (int64_t)Hk * dk);
@@ -345,21 +344,16 @@ static int gdn_lower_ex(int64_t R, int S, int Hv, int Hk, int dk, int dv, dfl_dt
   dfl_attrs a;
   memset(&a, 0, sizeof a);
   a.heads = Hv, a.kv_heads = Hk, a.head_dim = dk, a.S = S;
-  int z = dfl_tensor_2d(&g, "z", dt, DFL_T_INPUT, R, (int64_t)Hv * dv), w = dfl_tensor_1d(&g, "w", DFL_F32, DFL_T_INPUT, dv);
-  if (ng) a.group = dv, a.eps = 1e-6;
-  int op = dfl_op_add(&g, DFL_OP_GATED_DELTA, (int[]){q, k, v, gg, b, z, w}, ng ? 7 : 5, &o, 1, &a);
+  int op = dfl_op_add(&g, DFL_OP_GATED_DELTA, (int[]){q, k, v, gg, b}, 5, &o, 1, &a);
   dfl_lower_env env;
   memset(&env, 0, sizeof env);
   int n = -100;
-  if (op >= 0 && !dfl_lower_env_arch(&env, arch)) {
+  if (op >= 0 && !dfl_lower_env_arch(&env, "sm_90a")) {
     if (smem) env.smem = smem;
     n = dfl_lower_launch(&g, op, &env, l);
   }
   dfl_graph_free(&g);
   return n;
-}
-static int gdn_lower(int64_t R, int S, int Hv, int Hk, int dk, int dv, dfl_dtype dt, int smem, dfl_launch *l) {
-  return gdn_lower_ex(R, S, Hv, Hk, dk, dv, dt, smem, l, 0, "sm_90a");
 }
 
 int main(void) {
@@ -383,21 +377,6 @@ int main(void) {
     fprintf(stderr, "(a refusal follows)\n");
     n = gdn_lower(8192, 4096, 48, 16, 128, 128, DFL_BF16, 10000, l);
     CHECK(n == -DFL_ESHAPE, ": gated delta, 10 KB a block: %d (a refusal expected)", n);
-    /* the gated norm fused: the 27B's heads as a cluster of two on sm_90a, NORM_GATE in place after the scan on
-    ** sm_80; dk 64 in one CTA a head anywhere; dv = 2 dk at dk 64 (no fused scan) and f32 (the recurrence):
-    ** NORM_GATE after */
-    n = gdn_lower_ex(8192, 4096, 48, 16, 128, 128, DFL_BF16, 0, l, 1, "sm_90a");
-    CHECK(n == 2 && l[0].kernel == DFL_K_GDN_PREP128 && l[1].kernel == DFL_K_GDN_SCAN128NG && l[1].grid == 2 * 48 * 2 &&
-          l[1].smem > dfl_lower_gdn_scan_smem(128) && l[1].smem <= 96 * 1024, ": gated delta + norm, sm_90a: %d", n);
-    n = gdn_lower_ex(8192, 4096, 48, 16, 128, 128, DFL_BF16, 0, l, 1, "sm_80");
-    CHECK(n == 3 && l[1].kernel == DFL_K_GDN_SCAN128 && l[2].kernel == DFL_K_NORM_GATE_V8 && l[2].grid == (8192 * 48 * 16 + 255) / 256,
-          ": gated delta + norm, sm_80: %d", n);
-    n = gdn_lower_ex(140, 70, 6, 2, 64, 64, DFL_BF16, 0, l, 1, "sm_80");
-    CHECK(n == 2 && l[1].kernel == DFL_K_GDN_SCAN64NG && l[1].grid == 2 * 6, ": gated delta + norm, dk 64: %d", n);
-    n = gdn_lower_ex(140, 70, 6, 2, 64, 128, DFL_BF16, 0, l, 1, "sm_90a");
-    CHECK(n == 3 && l[1].kernel == DFL_K_GDN_SCAN64 && l[2].kernel == DFL_K_NORM_GATE_V8, ": gated delta + norm, dv 2 dk: %d", n);
-    n = gdn_lower_ex(100, 50, 4, 2, 32, 32, DFL_F32, 0, l, 1, "sm_90a");
-    CHECK(n == 2 && l[0].kernel == DFL_K_GDN_REC && l[1].kernel == DFL_K_NORM_GATE, ": gated delta + norm f32: %d", n);
   }
   /* tensors: 0 x, 1 w, 2 rstd, 3 y (or q, s) */
   expect(49152, 5120, 5120, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM_R, 49152, 160, 4, 1);

@@ -438,12 +438,6 @@ int main(int argc, char **argv) {
     case_gated_delta(2, 130, 2, 6, 64, 128); /* dv = 2 dk: the chunk path */
     case_gated_delta(2, 70, 1, 2, 32, 64);
     case_gated_delta(1, 100, 1, 2, 128, 256);
-    case_gated_delta_ng(2, 200, 1, 3, 32, 32);   /* one CTA a head */
-    case_gated_delta_ng(2, 65, 2, 6, 64, 64);
-    case_gated_delta_ng(2, 130, 4, 12, 128, 128); /* the 27B's heads: a cluster of two on sm_90 */
-    case_gated_delta_ng(3, 63, 1, 3, 128, 128);
-    case_gated_delta_ng(2, 130, 2, 6, 64, 128);   /* no fused scan: NORM_GATE in place after it */
-    case_gated_delta_ng(2, 70, 1, 3, 64, 32);     /* the recurrence, then NORM_GATE in place */
   }
   /* every op of ops.def in some case (a partial run, DFL_OPS_ONLY, checks nothing) */
   static const char *const op_names[] = {

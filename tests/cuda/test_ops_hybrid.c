@@ -137,8 +137,7 @@ float *unit_heads(int64_t R, int H, int d, double scale) {
   }
   return v;
 }
-/* ng: the fused form with the gated norm (compiler/fuse.c dfl_fuse_gdn_norm): z [R, Hv dv], w [dv] */
-static void gated_delta(int nseq, int S, int Hk, int Hv, int dk, int dv, int ng) {
+void case_gated_delta(int nseq, int S, int Hk, int Hv, int dk, int dv) {
   dfl_graph g; dfl_graph_init(&g);
   int64_t R = (int64_t)nseq * S;
   int q = t2(&g, "q", ACT, DFL_T_INPUT, R, (int64_t)Hk * dk), k = t2(&g, "k", ACT, DFL_T_INPUT, R, (int64_t)Hk * dk);
@@ -147,15 +146,7 @@ static void gated_delta(int nseq, int S, int Hk, int Hv, int dk, int dv, int ng)
   int o = t2(&g, "o", ACT, DFL_T_ACT, R, (int64_t)Hv * dv);
   dfl_attrs a = {0};
   a.heads = Hv, a.kv_heads = Hk, a.head_dim = dk, a.S = S, a.batch = nseq;
-  double sc[16] = {0};
-  if (ng) {
-    int z = t2(&g, "z", ACT, DFL_T_INPUT, R, (int64_t)Hv * dv), w = t1(&g, "w", ACT, DFL_T_PARAM, dv);
-    a.group = dv, a.eps = 1e-6;
-    sc[z] = 4;
-    op(&g, DFL_OP_GATED_DELTA, 7, (int[]){q, k, v, gg, bt, z, w}, 1, &o, &a);
-  } else {
-    op(&g, DFL_OP_GATED_DELTA, 5, (int[]){q, k, v, gg, bt}, 1, &o, &a);
-  }
+  op(&g, DFL_OP_GATED_DELTA, 5, (int[]){q, k, v, gg, bt}, 1, &o, &a);
   float *qv = unit_heads(R, Hk, dk, 1.0 / sqrt((double)dk)), *kv = unit_heads(R, Hk, dk, 1.0);
   float *gv = malloc((size_t)(R * Hv) * 4), *bv = malloc((size_t)(R * Hv) * 4);
   for (int64_t i = 0; i < R * Hv; i++) {
@@ -165,12 +156,9 @@ static void gated_delta(int nseq, int S, int Hk, int Hv, int dk, int dv, int ng)
   preset_ts[0] = q, preset_vs[0] = qv, preset_ts[1] = k, preset_vs[1] = kv;
   preset_ts[2] = gg, preset_vs[2] = gv, preset_ts[3] = bt, preset_vs[3] = bv;
   char nm[96];
-  snprintf(nm, sizeof nm, "gated_delta%s %d x %d Hk %d Hv %d dk %d dv %d", ng ? "+norm_gate" : "", nseq, S, Hk, Hv,
-           dk, dv);
-  run_case(nm, &g, NULL, 0, ng ? sc : NULL, NULL);
+  snprintf(nm, sizeof nm, "gated_delta %d x %d Hk %d Hv %d dk %d dv %d", nseq, S, Hk, Hv, dk, dv);
+  run_case(nm, &g, NULL, 0, NULL, NULL);
   for (int i = 0; i < NPRESET; i++) preset_ts[i] = -1;
   free(qv), free(kv), free(gv), free(bv);
   dfl_graph_free(&g);
 }
-void case_gated_delta(int nseq, int S, int Hk, int Hv, int dk, int dv) { gated_delta(nseq, S, Hk, Hv, dk, dv, 0); }
-void case_gated_delta_ng(int nseq, int S, int Hk, int Hv, int dk, int dv) { gated_delta(nseq, S, Hk, Hv, dk, dv, 1); }
