@@ -10,7 +10,8 @@
 # kernel-alone comparison (FLA, bench_gdn); T27RUN=0: without the forwards; OLD_OPS=1: the previous
 # build's forward with --ops too; NCU_SECTIONS=1: ncu's sections on its kernels. With `hf` it runs
 # the Hugging Face + fla anchor (bench/hf_qwen36_target.py), then both builds' forwards, instead of the FLA comparison; KEEP=0 drops
-# the kept hidden states (an 80 GB card). Logs in $OUT.
+# the kept hidden states (an 80 GB card). ASCC="CC:name ...": cuda_ops' cases holding name again with
+# --as-cc CC; GOLDEN=1: dflc golden --cuda on nano-hybrid (and hybrid, from DIR/hybrid). Logs in $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_gdn_session.sh DIR [hf]}
@@ -33,7 +34,14 @@ fi
 for o in ${OPS:-gated_delta}; do
   if [ "$o" = all ]; then ( timeout 300 /tmp/cuda_ops; echo "rc $?" ); else ( DFL_OPS_ONLY=$o timeout 90 /tmp/cuda_ops; echo "rc $?" ); fi
 done > $OUT/ops_gdn.log 2>&1
+# ASCC="80:norm_gate ...": those cases again as that row chooses its kernels (--as-cc: sm_80 has no cluster)
+for a in ${ASCC:-}; do ( DFL_OPS_ONLY=${a#*:} timeout 90 /tmp/cuda_ops --as-cc ${a%%:*} 2>&1 | grep -E "FAIL|cases"; echo "as-cc $a rc $?" ); done >> $OUT/ops_gdn.log 2>&1
 grep -E "FAIL|cases|rc " $OUT/ops_gdn.log | tail -12
+# GOLDEN=1: dflc golden --cuda on the hybrid models carried (nano-hybrid; hybrid from DIR/hybrid)
+[ -d $B/hybrid ] && [ ! -e examples/models/hybrid ] && cp -r $B/hybrid examples/models/hybrid && xz -d examples/models/hybrid/*.xz 2>/dev/null
+[ "${GOLDEN:-0}" = 1 ] && { for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
+  timeout 90 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda 2>&1 | tail -4
+  echo "golden $m rc $?"; done > $OUT/golden.log 2>&1; grep -E "PASS|FAIL|rc " $OUT/golden.log; }
 d=/tmp/gdn27
 [ "${GDN:-1}" = 1 ] && ( PYTHONUNBUFFERED=1 timeout 120 python3 bench/cuda/gdn_fla.py $d 12 4096 16 48 128; echo "fla rc $?"
   for b in /tmp/bench_gdn /tmp/bench_gdn_old; do [ -x $b ] && { echo "== $(basename $b)"; timeout 60 $b $d 12 4096 16 48 128 20; echo "dflc rc $?"; }; done
