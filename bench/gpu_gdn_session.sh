@@ -11,7 +11,8 @@
 # build's forward with --ops too; NCU_SECTIONS=1: ncu's sections on its kernels. With `hf` it runs
 # the Hugging Face + fla anchor (bench/hf_qwen36_target.py), then both builds' forwards, instead of the FLA comparison; KEEP=0 drops
 # the kept hidden states (an 80 GB card). ASCC="CC:name ...": cuda_ops' cases holding name again with
-# --as-cc CC; GOLDEN=1: dflc golden --cuda on nano-hybrid (and hybrid, from DIR/hybrid). Logs in $OUT.
+# --as-cc CC; GOLDEN=1: dflc golden --cuda on nano-hybrid (and hybrid, from DIR/hybrid); FP8=1 (with hf): the
+# FP8 target's forward too. Logs in $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_gdn_session.sh DIR [hf]}
@@ -19,6 +20,7 @@ for b in dflc_gpu dflc_old cuda_ops bench_gdn bench_gdn_old; do [ -f $B/$b.xz ] 
 export DFL_CACHE_DIR=/tmp/dflc-cache
 mkdir -p $DFL_CACHE_DIR
 for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+[ -d $B/hybrid ] && [ ! -e examples/models/hybrid ] && cp -r $B/hybrid examples/models/hybrid && xz -d examples/models/hybrid/*.xz 2>/dev/null
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader > $OUT/session.txt 2>&1
 F="forward:|kernel launches|step time|tokens/s|rc|error|refus|GiB"
@@ -27,7 +29,15 @@ if [ "$2" = hf ]; then
   ( PYTHONUNBUFFERED=1 timeout 300 python3 bench/hf_qwen36_target.py 62 12 4096 ${KEEP:-1}; echo "hf rc $?" ) > $OUT/hf.log 2>&1
   ( timeout 170 /tmp/dflc_gpu bench $T27; echo "rc $?" ) > $OUT/t27_new.log 2>&1
   [ -x /tmp/dflc_old ] && ( timeout 120 /tmp/dflc_old bench ${T27% --ops}; echo "rc $?" ) > $OUT/t27_old.log 2>&1
-  for f in hf t27_new t27_old; do [ -f $OUT/$f.log ] && { echo "== $f"; grep -E "hf anchor|$F" $OUT/$f.log | head -12; }; done
+  # FP8=1: the same forward with the FP8 target (quantize = fp8)
+  if [ "${FP8:-0}" = 1 ]; then
+    sed 's/^  dtype      = bf16/  dtype      = bf16\n  quantize   = fp8/' examples/qwen36-27b-target.dfl > /tmp/qwen36-27b-target-fp8.dfl
+    ( timeout 120 /tmp/dflc_gpu bench /tmp/qwen36-27b-target-fp8.dfl ${T27#examples/qwen36-27b-target.dfl}; echo "rc $?" ) > $OUT/t27_fp8.log 2>&1
+  fi
+  for f in hf t27_new t27_old t27_fp8; do [ -f $OUT/$f.log ] && { echo "== $f"; grep -E "hf anchor|$F" $OUT/$f.log | head -12; }; done
+  [ "${GOLDEN:-0}" = 1 ] && { for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
+    timeout 90 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda 2>&1 | tail -4
+    echo "golden $m rc $?"; done > $OUT/golden.log 2>&1; grep -E "PASS|FAIL|rc " $OUT/golden.log; }
   exit 0
 fi
 # OPS: the cuda_ops cases run first, by name substring (DFL_OPS_ONLY), one run each; "all": every case
@@ -38,7 +48,6 @@ done > $OUT/ops_gdn.log 2>&1
 for a in ${ASCC:-}; do ( DFL_OPS_ONLY=${a#*:} timeout 90 /tmp/cuda_ops --as-cc ${a%%:*} 2>&1 | grep -E "FAIL|cases"; echo "as-cc $a rc $?" ); done >> $OUT/ops_gdn.log 2>&1
 grep -E "FAIL|cases|rc " $OUT/ops_gdn.log | tail -12
 # GOLDEN=1: dflc golden --cuda on the hybrid models carried (nano-hybrid; hybrid from DIR/hybrid)
-[ -d $B/hybrid ] && [ ! -e examples/models/hybrid ] && cp -r $B/hybrid examples/models/hybrid && xz -d examples/models/hybrid/*.xz 2>/dev/null
 [ "${GOLDEN:-0}" = 1 ] && { for m in nano-hybrid hybrid; do [ -d examples/models/$m ] || continue
   timeout 90 /tmp/dflc_gpu golden examples/models/$m examples/models/$m/golden_forward.safetensors --cuda 2>&1 | tail -4
   echo "golden $m rc $?"; done > $OUT/golden.log 2>&1; grep -E "PASS|FAIL|rc " $OUT/golden.log; }
