@@ -115,6 +115,9 @@ static int lower_swiglu(const lw_ctx *c, dfl_launch *out) {
   int g = op->in[0], u = op->in[1], ts[] = {g, u}, C = (int)lw_t(c, g)->shape[1];
   int64_t rows = lw_t(c, g)->shape[0];
   if (op->a.mid_dtype == DFL_BF16 && rowq_ok(c, C, ts, 2)) return out[0] = rowq(DFL_K_SWIGLU_QR, rows, C), 1;
+  /* longer rows, up to 544 threads (17,408 features): the same pipelined kernel, one CTA an SM */
+  if (op->a.mid_dtype == DFL_BF16 && C % 1024 == 0 && C / 32 <= 544 && vecs(c, ts, 2, 1))
+    return out[0] = L(DFL_K_SWIGLU_QR1, rows, C / 32, 0, 1, 1), 1;
   int nch = rowq_nch(c, C);
   if (!nch) return -DFL_ESHAPE;
   return out[0] = L(nch == 2 ? DFL_K_SWIGLU_Q2 : DFL_K_SWIGLU_Q4, rows, C / (8 * nch), 0, DFL_FILL_NONE, 0), 1;

@@ -90,7 +90,7 @@ static int cu_swiglu(dfl_cuda *c, int i) {
     if (!l) return DFL_ERR;
     void *ar[] = {&o0, &sc, &i0, &u, &rows, &C};  /* dfl_swiglu_qr: CTAs walk rows, the next in flight */
     void *a[] = {&o0, &sc, &i0, &d1, &u, &du, &C, &mid};
-    return dfl_cu_launch(c, i, l, l->kernel == K_SWIGLU_QR ? ar : a);
+    return dfl_cu_launch(c, i, l, l->kernel == K_SWIGLU_QR || l->kernel == K_SWIGLU_QR1 ? ar : a);
   }
   return not_lowered(c, i);
 }

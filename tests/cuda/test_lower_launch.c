@@ -356,6 +356,20 @@ static int gdn_lower(int64_t R, int S, int Hv, int Hk, int dk, int dv, dfl_dtype
   return n;
 }
 
+/* SWIGLU's quantized form (dfl_fuse_quant) over R rows of C bf16 features: its one launch */
+static dfl_launch swiglu_q(int64_t R, int C, int *n) {
+  dfl_graph g;
+  dfl_graph_init(&g);
+  int gt = dfl_tensor_2d(&g, "gate", DFL_BF16, DFL_T_INPUT, R, C), up = dfl_tensor_2d(&g, "up", DFL_BF16, DFL_T_INPUT, R, C), s;
+  dfl_quant_f8(&g, dfl_swiglu(&g, gt, up, "h"), &s, "h8");
+  *n = dfl_fuse_quant(&g) == 1 ? 0 : -100;
+  dfl_launch l = {0};
+  for (int i = 0; i < g.nops && !*n; i++)
+    if (g.ops[i].code == DFL_OP_SWIGLU) l = one(&g, i, -1, n);
+  dfl_graph_free(&g);
+  return l;
+}
+
 int main(void) {
   { /* GATED_DELTA: the chunk kernels for bf16 dk 128 (the 27B's), dv = 2 dk's prep, the recurrence for f32 and
     ** for a block too small for the chunk kernels, and a refusal where its state does not fit either */
@@ -377,6 +391,17 @@ int main(void) {
     fprintf(stderr, "(a refusal follows)\n");
     n = gdn_lower(8192, 4096, 48, 16, 128, 128, DFL_BF16, 10000, l);
     CHECK(n == -DFL_ESHAPE, ": gated delta, 10 KB a block: %d (a refusal expected)", n);
+  }
+  { /* the quantized SwiGLU: the pipelined kernel at two CTAs an SM up to 384 threads, at one up to 544 (the 27B's
+    ** 17,408), the block-per-row kernel past that */
+    int n;
+    dfl_launch l = swiglu_q(49152, 12288, &n);
+    CHECK(n == 1 && l.kernel == DFL_K_SWIGLU_QR && l.block == 384 && l.fill == 2, ": swiglu q 12288: %d", n);
+    l = swiglu_q(49152, 17408, &n);
+    CHECK(n == 1 && l.kernel == DFL_K_SWIGLU_QR1 && l.block == 544 && l.fill == 1 && l.grid == 49152 && l.vec,
+          ": swiglu q 17408: %d %s", n, dfl_emit_kernel_name(l.kernel));
+    l = swiglu_q(100, 18432, &n);
+    CHECK(n == 1 && l.kernel == DFL_K_SWIGLU_Q4, ": swiglu q 18432: %d %s", n, dfl_emit_kernel_name(l.kernel));
   }
   /* tensors: 0 x, 1 w, 2 rstd, 3 y (or q, s) */
   expect(49152, 5120, 5120, DFL_BF16, DFL_BF16, 0, -1, DFL_K_RMSNORM_R, 49152, 160, 4, 1);

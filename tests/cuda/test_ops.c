@@ -379,6 +379,7 @@ int main(int argc, char **argv) {
     case_fp8_fused(21, 4096);
     case_fp8_fused(5, 12288);
     case_fp8_fused(3, 17408);  /* 4 chunks per thread: 544 threads */
+    case_fp8_fused(301, 17408); /* the 27B's SwiGLU (dfl_swiglu_qr1): CTAs walk several rows */
     case_fp8_fused(1601, 2048);
     case_fp8(601, 12288, 16, 0);
     /* an f32 norm weight (the hybrid's (1 + w) norms): dfl_rmsnorm_qrf; 1601 rows walked */
