@@ -40,4 +40,4 @@ for s in $SEEDS; do for c in $CONFIGS; do
   while [ $(jobs -r | wc -l) -ge ${J:-2} ]; do sleep 2; done
 done; done
 wait
-column -t -s $'\t' $O/summary.tsv
+(column -t -s $'\t' $O/summary.tsv 2>/dev/null || cat $O/summary.tsv)
