@@ -28,7 +28,7 @@ find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED
 find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_emit PUBLIC dfl_ir dfl_plan_core ${DFL_NVRTC_LIB}) # lower_attn.c: an op's planned scratch
 
-add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/capture.c runtime/cuda/attention.c runtime/cuda/gemm.c runtime/cuda/hybrid.c runtime/cuda/loss.c runtime/cuda/ops.c runtime/cuda/pointwise.c runtime/cuda/rope.c)
+add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/capture.c runtime/cuda/attention.c runtime/cuda/gemm.c runtime/cuda/gemm_tune.c runtime/cuda/hybrid.c runtime/cuda/loss.c runtime/cuda/ops.c runtime/cuda/pointwise.c runtime/cuda/rope.c)
 find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_cuda PUBLIC dfl_emit dfl_plan_core ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads)
 
@@ -79,6 +79,10 @@ set_tests_properties(cuda_ops PROPERTIES SKIP_RETURN_CODE 77)
   dfl_add_test(cuda_init SOURCES tests/cuda/test_init.c tests/cuda/naive_cblas.c LIBS dfl_cli LABELS cuda_gpu)
   target_link_options(cuda_init PRIVATE -Wl,--as-needed)
   set_tests_properties(cuda_init PROPERTIES SKIP_RETURN_CODE 77)
+  # GPU: compile { gemm_tune }: the timed picks are right, cached, reused bit for bit, keyed.
+  dfl_add_test(cuda_gemm_tune SOURCES tests/cuda/test_gemm_tune.c tests/cuda/naive_cblas.c LIBS dfl_cli LABELS cuda_gpu)
+  target_link_options(cuda_gemm_tune PRIVATE -Wl,--as-needed)
+  set_tests_properties(cuda_gemm_tune PROPERTIES SKIP_RETURN_CODE 77)
 
 # GPU benchmark of the attention kernels at the Qwen3-8B drafter shapes (tensor cores vs the
 # CUDA-core reference kernels); not a ctest test: run build/bench_attention on a GPU machine.

@@ -65,15 +65,16 @@ static const dfl_kdef train_keys[] = {
   {"log_every", K_INT, 1, IMAX, 0, 0, 0, "log_every = 10"},
   {0}};
 
-/* Choices of what the compiler builds (docs/language.md "compile"): the first four's default is what runs
-** fastest where it was measured, turning one off builds the plain form, for comparisons; tf32 (f32
-** GEMMs on TF32 tensor cores) trades exactness for speed, off by default. */
+/* Choices of what the compiler builds (docs/language.md "compile"): the first four's and gemm_tune's
+** default is what runs fastest where it was measured, turning one off builds the plain form, for
+** comparisons; tf32 (f32 GEMMs on TF32 tensor cores) trades exactness for speed, off by default. */
 static const dfl_kdef compile_keys[] = {
   {"block_rows", K_BOOL, 0, 0, 0, 0, 0, "block_rows = true"},
   {"rope_pair", K_BOOL, 0, 0, 0, 0, 0, "rope_pair = true"},
   {"swiglu_quant", K_BOOL, 0, 0, 0, 0, 0, "swiglu_quant = true"},
   {"overlap", K_BOOL, 0, 0, 0, 0, 0, "overlap = true"},
   {"tf32", K_BOOL, 0, 0, 0, 0, 0, "tf32 = false"},
+  {"gemm_tune", K_BOOL, 0, 0, 0, 0, 0, "gemm_tune = true"},
   {0}};
 
 const dfl_sdef dfl_data_schema = {"data", data_keys, NULL};
@@ -373,6 +374,7 @@ void dfl_check_compile(dfl_check *c) {
   s->opt.no_swiglu_quant = !dfl_check_int(k, "swiglu_quant", 1);
   s->opt.no_overlap = !dfl_check_int(k, "overlap", 1);
   s->opt.tf32 = dfl_check_int(k, "tf32", 0) != 0;
+  s->opt.no_gemm_tune = !dfl_check_int(k, "gemm_tune", 1);
 }
 
 /* "key = value" of the compile choices that differ from their defaults (all: every choice), comma
@@ -380,7 +382,8 @@ void dfl_check_compile(dfl_check *c) {
 int dfl_spec_compile_desc(const dfl_spec *s, int all, char *buf, size_t n) {
   const struct { const char *key; int on, def; } o[] = {
     {"block_rows", !s->opt.no_block_rows, 1}, {"rope_pair", !s->opt.no_rope_pair, 1},
-    {"swiglu_quant", !s->opt.no_swiglu_quant, 1}, {"overlap", !s->opt.no_overlap, 1}, {"tf32", s->opt.tf32 != 0, 0}};
+    {"swiglu_quant", !s->opt.no_swiglu_quant, 1}, {"overlap", !s->opt.no_overlap, 1}, {"tf32", s->opt.tf32 != 0, 0},
+    {"gemm_tune", !s->opt.no_gemm_tune, 1}};
   int k = 0;
   size_t used = 0;
   if (n) buf[0] = 0;

@@ -211,14 +211,14 @@ int dfl_cmd_build(int argc, char **argv) {
     char gh[24], ph[24];
     snprintf(gh, sizeof gh, "%016llx", (unsigned long long)dfl_compiled_graph_hash(cp));
     snprintf(ph, sizeof ph, "%016llx", (unsigned long long)dfl_compiled_plan_hash(cp));
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:b, s:b, s:b, s:b, s:b}, s:{s:s, s:s, s:s}}",
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:{s:b, s:b, s:b, s:b, s:b, s:b}, s:{s:s, s:s, s:s}}",
                           "format", "dflc-build-1",
                           "spec", abs_spec, "device", kind == DFL_BE_CUDA ? "cuda" : "cpu", "precision",
                           s->precision == DFL_PREC_BF16 ? "bf16" : "fp32", "arch", arch, "ops", tg->g.nops, "tensors",
                           tg->g.nt, "arena_bytes", (json_int_t)(planned ? plan.arena_bytes : -1), "compile",
                           "block_rows", !s->opt.no_block_rows, "rope_pair", !s->opt.no_rope_pair, "swiglu_quant",
                           !s->opt.no_swiglu_quant, "overlap", !s->opt.no_overlap, "tf32", s->opt.tf32 != 0,
-                          "fingerprint", "graph", gh, "plan", ph, "kernels", kernels_hash);
+                          "gemm_tune", !s->opt.no_gemm_tune, "fingerprint", "graph", gh, "plan", ph, "kernels", kernels_hash);
     if (!o) {
       fprintf(stderr, "dflc build: %s: the spec's path is not UTF-8, which build.json (JSON) cannot hold: move the "
                       "spec to a UTF-8 path\n", abs_spec);

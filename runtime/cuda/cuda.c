@@ -136,6 +136,11 @@ int dfl_cuda_describe(const dfl_cuda *c, char *buf, size_t cap) {
     if (c->g->ops[i].code == DFL_OP_ATTENTION || c->g->ops[i].code == DFL_OP_ATTENTION_BWD)
       natt[dfl_lower_att_family(im->ops[i].l, im->ops[i].nl)]++;
   describe(&ch, im->arch, im->smax, im->att_wg && im->tmap_encode, natt, buf, cap);
+  size_t used = strlen(buf);
+  if (used + 2 < cap) {
+    snprintf(buf + used, cap - used, "; ");
+    dfl_cu_tune_describe(c, buf + used + 2, cap - used - 2);
+  }
   return DFL_OK;
 }
 
@@ -420,6 +425,7 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   im->ops = calloc((size_t)(g->nops ? g->nops : 1), sizeof *im->ops);
   if (!im || !c->ptr || !im->ops) return DFL_ENOMEM;
   if (o) im->tf32 = o->tf32, im->att_ref = o->att_ref;
+  im->gemm_tune = !(o && o->no_gemm_tune);
   if (!dfl_cuda_available()) {
     fprintf(stderr, "dflc: no CUDA device is available (cudaGetDeviceCount found none): run on a GPU machine or use "
                     "the CPU backend\n");
@@ -518,6 +524,11 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   TRY(dfl_cu_pw_load(c, plan));
   dfl_cu_memtrace("init: kernels loaded");
   for (int i = 0; i < g->nops; i++) TRY(setup_op(c, i));
+  if (im->tune.timed) { /* a first run on this machine (or a new shape): say what the timing cost and won */
+    char tb2[256];
+    dfl_cu_tune_describe(c, tb2, sizeof tb2);
+    fprintf(stderr, "dflc: %s\n", tb2);
+  }
   mt_group(c);
   dfl_cu_memtrace("init: ops set up");
   return DFL_OK;
@@ -618,6 +629,7 @@ void dfl_cuda_free(dfl_cuda *c) {
       free(im->ops[i].l);
     }
     if (im->lt) cublasLtDestroy(im->lt);
+    dfl_cu_tune_free(im);
     if (im->lib) cudaLibraryUnload(im->lib);
     dfl_cu_pw_free(c);
     if (im->stream) cudaStreamDestroy(im->stream);

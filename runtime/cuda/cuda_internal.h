@@ -31,6 +31,8 @@
 
 #define BLAS_WS ((size_t)DFL_CUBLASLT_WS_BYTES) /* fixed so the captured graph never allocates */
 
+#define DFL_TUNE_KEYS 256 /* distinct GEMMs a backend remembers its pick of (more are picked again) */
+
 #define MAX_EXECS 8 /* captured graphs (phase masks) a backend keeps */
 
 /* The kernels (kernels/kernels.def): their ids and symbols. */
@@ -53,6 +55,13 @@ typedef struct {
 int dfl_cu_mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, const float *sx, const float *sw, float beta, int fast, const char *label);
 int dfl_cu_mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, dfl_dtype da, dfl_dtype db, dfl_dtype dc, int lda, int ldb, int ldc, float alpha, float beta);
 void dfl_cu_mm_free(mm_t *m);
+/* runtime/cuda/gemm_tune.c: m's algorithm: cuBLASLt's first heuristic choice, or with gemm_tune the
+** fastest of its candidates (timed once per GEMM and machine, kept in the cache); desc names the GEMM
+** (shape, dtypes, leading dimensions, beta: the cache key), what it in messages. */
+int dfl_cu_mm_pick(dfl_cuda *c, mm_t *m, const char *desc, const char *what);
+struct dfl_cuda_impl;
+void dfl_cu_tune_free(struct dfl_cuda_impl *im);
+int dfl_cu_tune_describe(const dfl_cuda *c, char *buf, size_t cap);
 int dfl_cu_mm_run_cd(dfl_cuda *c, mm_t *m, const void *A, const void *B, const void *C, void *D);
 int dfl_cu_mm_run(dfl_cuda *c, mm_t *m, const void *A, const void *B, void *C);
 
@@ -86,6 +95,13 @@ struct dfl_cuda_impl {
   char arch[16];    /* what the cubin was compiled for */
   char gpu[64];     /* the device's name, for messages */
   int tf32;         /* dfl_cuda_opts.tf32 (compile { tf32 = true }): f32 GEMMs on TF32 tensor cores */
+  int gemm_tune;    /* !dfl_cuda_opts.no_gemm_tune: each GEMM's cuBLASLt algorithm timed (gemm_tune.c) */
+  struct {          /* gemm_tune.c: the GEMMs picked so far (key -> algorithm) and what it cost */
+    char *key[DFL_TUNE_KEYS];
+    cublasLtMatmulAlgo_t algo[DFL_TUNE_KEYS];
+    int n, timed, cached, changed;
+    double secs, saved_ms;
+  } tune;
   PFN_cuTensorMapEncodeTiled_v12000 tmap_encode; /* their tensor maps (NULL: driver without TMA, kernels off) */
   struct { unsigned mask; cudaGraphExec_t exec; int kernels, other; } execs[MAX_EXECS];
   int nexec;

@@ -1,6 +1,6 @@
 /*
 ** gemm.c: the GEMMs through cuBLASLt: descriptors, layouts and the algorithm fixed once per op at init
-** (MATMUL, MATMUL_F8, the loss head's chunks), and the launch. The workspace is fixed (BLAS_WS), so a
+** (MATMUL, MATMUL_F8, the loss head's chunks; gemm_tune.c picks it), and the launch. The workspace is fixed (BLAS_WS), so a
 ** captured graph never allocates.
 */
 #include <stdio.h>
@@ -16,27 +16,6 @@
 
 static cudaDataType_t cuda_type(dfl_dtype d) {
   return d == DFL_BF16 ? CUDA_R_16BF : d == DFL_F16 ? CUDA_R_16F : d == DFL_F64 ? CUDA_R_64F : CUDA_R_32F;
-}
-
-/* cuBLASLt's first heuristic algorithm for the descriptor and layouts m holds (within the fixed
-** workspace); what names the GEMM in the error. */
-static int mm_algo(dfl_cuda *c, mm_t *m, int M, int N, int K, const char *what) {
-  cublasLtMatmulPreference_t pref;
-  LT(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = BLAS_WS;
-  LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  cublasLtMatmulHeuristicResult_t h;
-  int nres = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->impl->lt, m->d, m->a, m->b, m->c, m->c, pref, 1, &h, &nres);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
-    fprintf(stderr, "%s:%d: cublasLtMatmulAlgoGetHeuristic found no algorithm for [%d,%d]x[%d] (%s): status %d\n",
-            __FILE__, __LINE__, M, N, K, what, (int)st);
-    return DFL_ERR;
-  }
-  m->algo = h.algo;
-  m->ok = 1;
-  return DFL_OK;
 }
 
 /* Row-major C[M,N] = alpha op(A) op(B) + beta C, as the column-major C^T = op(B)^T op(A)^T. */
@@ -58,7 +37,11 @@ int dfl_cu_mm_setup(dfl_cuda *c, mm_t *m, int ta, int tb, int M, int N, int K, d
   LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dc), N, M, ldc));
   m->alpha = alpha;
   m->beta = beta;
-  return mm_algo(c, m, M, N, K, dfl_dtype_name(da));
+  char desc[256];
+  snprintf(desc, sizeof desc, "mm %c%c [%d,%d]x[%d] %s->%s ld %d %d %d alpha %g beta %g%s", ta ? 'T' : 'N',
+           tb ? 'T' : 'N', M, N, K, dfl_dtype_name(da), dfl_dtype_name(dc), lda, ldb, ldc, alpha, beta,
+           ct == CUBLAS_COMPUTE_32F_FAST_TF32 ? " tf32" : "");
+  return dfl_cu_mm_pick(c, m, desc, dfl_dtype_name(da));
 }
 /* MATMUL_F8: row-major Y[M,N] = (X[M,K] W[N,K]^T) sx[M] sw[N] (+ R): cuBLASLt's column-major
 ** Y^T = W X^T, both e4m3 operands K-major ("TN", the layout Hopper's FP8 GEMMs require), per-row
@@ -108,7 +91,9 @@ int dfl_cu_mm_setup_f8(dfl_cuda *c, mm_t *m, int M, int N, int K, dfl_dtype dy, 
   LT(cublasLtMatrixLayoutCreate(&m->c, cuda_type(dy), N, M, N));
   m->alpha = 1.f;
   m->beta = beta;
-  return mm_algo(c, m, M, N, K, label);
+  char desc[256];
+  snprintf(desc, sizeof desc, "f8 [%d,%d]x[%d] ->%s beta %g%s", M, N, K, dfl_dtype_name(dy), beta, fast ? " fast" : "");
+  return dfl_cu_mm_pick(c, m, desc, label);
 }
 void dfl_cu_mm_free(mm_t *m) {
   if (!m->ok) return;
