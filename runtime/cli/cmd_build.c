@@ -76,7 +76,7 @@ static int write_schedule(const char *path, const dfl_graph *g, const dfl_groups
 
 #ifdef DFL_HAVE_CUDA
 static int write_groups(const char *out, const char *arch, const dfl_graph *g, const dfl_groups *gs);
-static int write_launches(const char *path, const char *arch, const dfl_graph *g, const dfl_groups *gs,
+static int write_launches(const char *path, const char *arch, int gemm_tune, const dfl_graph *g, const dfl_groups *gs,
                           const int64_t *offset);
 #endif
 
@@ -190,7 +190,7 @@ int dfl_cmd_build(int argc, char **argv) {
     }
     if (rc == DFL_OK) {
       snprintf(path, sizeof path, "%s/kernels.txt", out);
-      rc = write_launches(path, arch, &tg->g, &gs, planned ? plan.offset : NULL);
+      rc = write_launches(path, arch, !s->opt.no_gemm_tune, &tg->g, &gs, planned ? plan.offset : NULL);
     }
     snprintf(path, sizeof path, "%s/cubin", out);
     if (rc == DFL_OK) rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
@@ -245,7 +245,7 @@ int dfl_cmd_build(int argc, char **argv) {
 /* kernels.txt: every op and what runs it: its launches as compiler/lower_launch.c chose them, its
 ** generated fusion group, cuBLASLt, or (for the ops not lowered yet) the family whose launch the
 ** runtime still chooses. */
-static int write_launches(const char *path, const char *arch, const dfl_graph *g, const dfl_groups *gs,
+static int write_launches(const char *path, const char *arch, int gemm_tune, const dfl_graph *g, const dfl_groups *gs,
                           const int64_t *offset) {
   FILE *f = fopen(path, "w");
   if (!f) {
@@ -271,7 +271,8 @@ static int write_launches(const char *path, const char *arch, const dfl_graph *g
       fprintf(f, "fusion group %d (groups.cu)\n", gs->of_op[i]);
       ngr++;
     } else if (fam < 0) {
-      fprintf(f, "cuBLASLt (its heuristic's first algorithm, at init)\n");
+      fprintf(f, gemm_tune ? "cuBLASLt (the fastest of its candidates: timed at init once a machine, then cached)\n"
+                           : "cuBLASLt (its heuristic's first algorithm, at init)\n");
       nblas++;
     } else if ((n = dfl_lower_launch(g, i, &env, l)) > 0) {
       for (int k = 0; k < n; k++) {
