@@ -65,9 +65,10 @@ static const dfl_kdef train_keys[] = {
   {"log_every", K_INT, 1, IMAX, 0, 0, 0, "log_every = 10"},
   {0}};
 
-/* Choices of what the compiler builds (docs/language.md "compile"): the first four's and gemm_tune's
-** default is what runs fastest where it was measured, turning one off builds the plain form, for
-** comparisons; tf32 (f32 GEMMs on TF32 tensor cores) trades exactness for speed, off by default. */
+/* Choices of what the compiler builds (docs/language.md "compile"): the first four's default is what runs
+** fastest where it was measured, turning one off builds the plain form, for comparisons; tf32 (f32
+** GEMMs on TF32 tensor cores) trades exactness for speed, off by default; gemm_tune (cuBLASLt's
+** candidates timed on the device) is off until a GPU run has measured it. */
 static const dfl_kdef compile_keys[] = {
   {"block_rows", K_BOOL, 0, 0, 0, 0, 0, "block_rows = true"},
   {"rope_pair", K_BOOL, 0, 0, 0, 0, 0, "rope_pair = true"},
@@ -374,7 +375,7 @@ void dfl_check_compile(dfl_check *c) {
   s->opt.no_swiglu_quant = !dfl_check_int(k, "swiglu_quant", 1);
   s->opt.no_overlap = !dfl_check_int(k, "overlap", 1);
   s->opt.tf32 = dfl_check_int(k, "tf32", 0) != 0;
-  s->opt.no_gemm_tune = !dfl_check_int(k, "gemm_tune", 1);
+  s->opt.gemm_tune = dfl_check_int(k, "gemm_tune", 0) != 0;
 }
 
 /* "key = value" of the compile choices that differ from their defaults (all: every choice), comma
@@ -383,7 +384,7 @@ int dfl_spec_compile_desc(const dfl_spec *s, int all, char *buf, size_t n) {
   const struct { const char *key; int on, def; } o[] = {
     {"block_rows", !s->opt.no_block_rows, 1}, {"rope_pair", !s->opt.no_rope_pair, 1},
     {"swiglu_quant", !s->opt.no_swiglu_quant, 1}, {"overlap", !s->opt.no_overlap, 1}, {"tf32", s->opt.tf32 != 0, 0},
-    {"gemm_tune", !s->opt.no_gemm_tune, 1}};
+    {"gemm_tune", s->opt.gemm_tune != 0, 0}};
   int k = 0;
   size_t used = 0;
   if (n) buf[0] = 0;

@@ -74,7 +74,7 @@ typedef struct dfl_compile_opts {
   int no_swiglu_quant; /* swiglu_quant = false: an FP8 target's SwiGLU and its quantization apart */
   int no_overlap;      /* overlap = false: the optimizer after the step, not beside the next target forward */
   int tf32;            /* tf32 = true: the CUDA backend's f32 GEMMs (precision = fp32) on TF32 tensor cores */
-  int no_gemm_tune;    /* gemm_tune = false: cuBLASLt's first heuristic algorithm, no timing of its candidates */
+  int gemm_tune;       /* gemm_tune = true: each GEMM's cuBLASLt algorithm timed among its candidates (opt-in until measured) */
 } dfl_compile_opts;
 
 typedef struct dfl_spec {

@@ -226,7 +226,7 @@ int dfl_be_open_cuda_dev(dfl_backend *b, const dfl_graph *g, const dfl_plan *pla
   CK(cudaFree(0));            /* create the context first, so that mem_before excludes it */
   b->mem_before = mem_used();
   dfl_cuda_opts co = {0};
-  if (opt) co.tf32 = opt->tf32, co.no_gemm_tune = opt->no_gemm_tune;
+  if (opt) co.tf32 = opt->tf32, co.gemm_tune = opt->gemm_tune;
   int rc = dfl_cuda_init_opts(&cb->c, g, plan, NULL, &co);
   if (rc) {
     cb_close(b);

@@ -190,7 +190,7 @@ int dfl_cmd_build(int argc, char **argv) {
     }
     if (rc == DFL_OK) {
       snprintf(path, sizeof path, "%s/kernels.txt", out);
-      rc = write_launches(path, arch, !s->opt.no_gemm_tune, &tg->g, &gs, planned ? plan.offset : NULL);
+      rc = write_launches(path, arch, s->opt.gemm_tune != 0, &tg->g, &gs, planned ? plan.offset : NULL);
     }
     snprintf(path, sizeof path, "%s/cubin", out);
     if (rc == DFL_OK) rc = dfl_nvrtc_compile(src, arch, NULL, &cubin, &n, NULL);
@@ -218,7 +218,7 @@ int dfl_cmd_build(int argc, char **argv) {
                           tg->g.nt, "arena_bytes", (json_int_t)(planned ? plan.arena_bytes : -1), "compile",
                           "block_rows", !s->opt.no_block_rows, "rope_pair", !s->opt.no_rope_pair, "swiglu_quant",
                           !s->opt.no_swiglu_quant, "overlap", !s->opt.no_overlap, "tf32", s->opt.tf32 != 0,
-                          "gemm_tune", !s->opt.no_gemm_tune, "fingerprint", "graph", gh, "plan", ph, "kernels", kernels_hash);
+                          "gemm_tune", s->opt.gemm_tune != 0, "fingerprint", "graph", gh, "plan", ph, "kernels", kernels_hash);
     if (!o) {
       fprintf(stderr, "dflc build: %s: the spec's path is not UTF-8, which build.json (JSON) cannot hold: move the "
                       "spec to a UTF-8 path\n", abs_spec);

@@ -425,7 +425,7 @@ int dfl_cuda_init_opts(dfl_cuda *c, const dfl_graph *g, const dfl_plan *plan, co
   im->ops = calloc((size_t)(g->nops ? g->nops : 1), sizeof *im->ops);
   if (!im || !c->ptr || !im->ops) return DFL_ENOMEM;
   if (o) im->tf32 = o->tf32, im->att_ref = o->att_ref;
-  im->gemm_tune = !(o && o->no_gemm_tune);
+  im->gemm_tune = o && o->gemm_tune;
   if (!dfl_cuda_available()) {
     fprintf(stderr, "dflc: no CUDA device is available (cudaGetDeviceCount found none): run on a GPU machine or use "
                     "the CPU backend\n");

@@ -38,8 +38,8 @@ int dfl_cuda_init(dfl_cuda *c, const dfl_graph *g, const struct dfl_plan *plan, 
 /* The backend's named choices, fixed at init; zero is every default. */
 typedef struct dfl_cuda_opts {
   int tf32;    /* compile { tf32 = true }: f32 GEMMs on TF32 tensor cores (docs/language.md#compile) */
-  int no_gemm_tune; /* compile { gemm_tune = false }: cuBLASLt's first heuristic algorithm for every GEMM,
-                    ** not the fastest of its candidates timed on the device (runtime/cuda/gemm_tune.c) */
+  int gemm_tune; /* compile { gemm_tune = true }: each GEMM's algorithm the fastest of cuBLASLt's candidates,
+                 ** timed on the device and cached (runtime/cuda/gemm_tune.c); 0: its heuristic's first */
   int att_ref; /* every attention op on the CUDA-core reference kernels: what tests/cuda/bench_attention
                ** checks the tensor-core kernels against (no spec key) */
   int as_cc;   /* 0: the device's kernels. Else pick kernels as a device of this compute capability

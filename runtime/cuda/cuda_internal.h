@@ -95,7 +95,7 @@ struct dfl_cuda_impl {
   char arch[16];    /* what the cubin was compiled for */
   char gpu[64];     /* the device's name, for messages */
   int tf32;         /* dfl_cuda_opts.tf32 (compile { tf32 = true }): f32 GEMMs on TF32 tensor cores */
-  int gemm_tune;    /* !dfl_cuda_opts.no_gemm_tune: each GEMM's cuBLASLt algorithm timed (gemm_tune.c) */
+  int gemm_tune;    /* dfl_cuda_opts.gemm_tune: each GEMM's cuBLASLt algorithm timed (gemm_tune.c) */
   struct {          /* gemm_tune.c: the GEMMs picked so far (key -> algorithm) and what it cost */
     char *key[DFL_TUNE_KEYS];
     cublasLtMatmulAlgo_t algo[DFL_TUNE_KEYS];

@@ -1,5 +1,5 @@
 /*
-** gemm_tune.c: compile { gemm_tune = true } (the default). cuBLASLt's first heuristic algorithm is a
+** gemm_tune.c: compile { gemm_tune = true } (opt-in: not yet measured on a GPU, docs/language.md). cuBLASLt's first heuristic algorithm is a
 ** guess from the shape; for the long GEMMs of a training step another of its candidates is often a few
 ** percent faster on the device at hand. Each distinct GEMM (the descriptor, the layouts, beta) is timed
 ** once: up to DFL_TUNE_CANDS candidates on scratch operands filled with random values (a GEMM over zeros

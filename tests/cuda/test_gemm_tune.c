@@ -65,7 +65,7 @@ static void build(net *n) {
 static int run_gpu(net *n, int tune, uint64_t seed, float **out, char *desc, size_t cap, int *timed, int *cached,
                    int *distinct) {
   dfl_compile_opts o = {0};
-  o.no_gemm_tune = !tune;
+  o.gemm_tune = tune;
   dfl_backend be;
   if (dfl_be_open_cuda(&be, &n->g, NULL, NULL, 0, &o)) return 1;
   dfl_cuda *cu = dfl_be_cuda_state(&be);

@@ -220,13 +220,13 @@ static void test_examples(void) {
   CHECK(dfl_spec_compile_desc(&s, 0, desc, sizeof desc) == 0 && !desc[0], "minimal: compile choices not default `%s`", desc);
   CHECK(dfl_spec_compile_desc(&s, 1, desc, sizeof desc) == 6 &&
             !strcmp(desc, "block_rows = true, rope_pair = true, swiglu_quant = true, overlap = true, tf32 = false, "
-                          "gemm_tune = true"),
+                          "gemm_tune = false"),
         "minimal: compile choices `%s`", desc);
   CHECK(dfl_spec_load("tests/front/good/compile.dfl", &s) == DFL_OK && s.opt.no_block_rows && s.opt.no_rope_pair &&
-            s.opt.no_swiglu_quant && s.opt.no_overlap && s.opt.tf32 && s.opt.no_gemm_tune, "compile section");
+            s.opt.no_swiglu_quant && s.opt.no_overlap && s.opt.tf32 && s.opt.gemm_tune, "compile section");
   CHECK(dfl_spec_compile_desc(&s, 0, desc, sizeof desc) == 6 &&
             !strcmp(desc, "block_rows = false, rope_pair = false, swiglu_quant = false, overlap = false, tf32 = true, "
-                          "gemm_tune = false"),
+                          "gemm_tune = true"),
         "compile: choices not default `%s`", desc);
   CHECK(dfl_spec_load("examples/qwen36-27b-5x3.dfl", &s) == DFL_OK, "qwen36");
   CHECK(s.n_devices == 8 && dfl_spec_count_role(&s, 1, 0) == 5 && dfl_spec_count_role(&s, 0, 1) == 3, "5x3");
