@@ -301,6 +301,13 @@ int dfl_nvrtc_cache_put(const char *src, const char *arch, const char *dir, cons
   return rc;
 }
 
+void dfl_cache_dir(char *dir, size_t n) {
+  const char *e = getenv("DFL_CACHE_DIR"), *home = getenv("HOME");
+  if (n) dir[0] = 0;
+  if (e) snprintf(dir, n, "%s", e);
+  else if (home) snprintf(dir, n, "%s/.cache/dflc", home);
+}
+
 int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, void **cubin, size_t *size,
                       int *cached) {
   char archopt[64], dir[DFL_PATH_MAX], path[DFL_PATH_MAX + 64];
@@ -315,12 +322,8 @@ int dfl_nvrtc_compile(const char *src, const char *arch, const char *cache_dir, 
   int nopts = NVRTC_NOPTS;
   if (cached) *cached = 0;
 
-  dir[0] = 0;
-  if (!cache_dir) {
-    const char *e = getenv("DFL_CACHE_DIR"), *home = getenv("HOME");
-    if (e) snprintf(dir, sizeof dir, "%s", e);
-    else if (home) snprintf(dir, sizeof dir, "%s/.cache/dflc", home);
-  } else snprintf(dir, sizeof dir, "%s", cache_dir);
+  if (!cache_dir) dfl_cache_dir(dir, sizeof dir);
+  else snprintf(dir, sizeof dir, "%s", cache_dir);
   if (dir[0]) {
     cache_file(src, arch, opts, dir, path, sizeof path);
     if (read_file(path, cubin, size) == DFL_OK) {

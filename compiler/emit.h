@@ -38,6 +38,9 @@ int dfl_emit_source(const dfl_graph *g, unsigned families, char **src, size_t *l
 /* Write the .cu for g to path (beside the plan). */
 int dfl_emit_write(const dfl_graph *g, const char *path);
 
+/* The user's cache directory: $DFL_CACHE_DIR, else $HOME/.cache/dflc, else "" (none). The cubins
+** live there, and the GEMM algorithms runtime/cuda/gemm_tune.c picks. */
+void dfl_cache_dir(char *dir, size_t n);
 /* Compile src with NVRTC for arch ("sm_90" when NULL). cache_dir NULL: $DFL_CACHE_DIR, else
 ** $HOME/.cache/dflc; "" disables the cache. On success *cubin is malloc'ed. *cached (may be NULL)
 ** tells whether it came from the cache. Errors print the NVRTC log with the kernel line numbers. An

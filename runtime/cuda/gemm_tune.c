@@ -21,6 +21,7 @@
 #include <cublasLt.h>
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/cuda_internal.h"
+#include "compiler/emit.h"
 #include "compiler/status.h"
 
 #define DFL_TUNE_CANDS 8
@@ -33,13 +34,6 @@ static uint64_t fnv1a(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
-}
-
-static void cache_dir(char *dir, size_t n) {
-  const char *e = getenv("DFL_CACHE_DIR"), *home = getenv("HOME");
-  dir[0] = 0;
-  if (e) snprintf(dir, n, "%s", e);
-  else if (home) snprintf(dir, n, "%s/.cache/dflc", home);
 }
 
 /* The file's first line is the key, the second the algorithm's 8 words in hex; anything else
@@ -212,7 +206,7 @@ int dfl_cu_mm_pick(dfl_cuda *c, mm_t *m, const char *desc, const char *what) {
       m->algo = im->tune.algo[i];
       return DFL_OK;
     }
-  cache_dir(root, sizeof root);
+  dfl_cache_dir(root, sizeof root);
   dir[0] = 0;
   if (root[0]) {
     snprintf(dir, sizeof dir, "%s/gemm", root);
