@@ -6,6 +6,8 @@
 #           with gemm_tune = false and true alternately (off, on, off, on: the first "on" times the
 #           candidates, the second reads the picks), each in its own process; the picks go back as
 #           $OUT/gemm.tgz. KD=1 (both modes): tiny's soft labels at equal time (below); ORDER8: the 8B runs.
+#           DIR/dflc_gpu_old.xz, if there (an earlier commit's build, its cubin in DIR/cache too): its 27B
+#           forward first, gemm_tune off, as the same call's baseline; OPS: cuda_ops' case filters.
 #   anchor: the Hugging Face + fla anchor (bench/hf_qwen36_target.py; wheels in .whl/), then dflc's 27B
 #           forward (bf16, then quantize = fp8) with the default gemm_tune, dflc golden --cuda on
 #           nano-hybrid, and with KD=1 bench/kd_nano.sh on tiny at equal time (hard@STEPS*1.108, soft).
@@ -13,7 +15,7 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_tune_session.sh DIR [tune|anchor]}
-for b in dflc_gpu cuda_ops cuda_gemm_tune; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+for b in dflc_gpu dflc_gpu_old cuda_ops cuda_gemm_tune; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
 export DFL_CACHE_DIR=/tmp/dflc-cache
 mkdir -p $DFL_CACHE_DIR
 for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
@@ -21,7 +23,9 @@ for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .x
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 F="forward:|kernel launches|step time|tokens/s|gemm_tune|rc |error|refus|GiB|took"
 T27="examples/qwen36-27b-target.dfl"
-off() { awk '1; END { print "compile {\n  gemm_tune = false\n}" }' $1 > $2; }
+tune() { awk -v v=$3 '1; END { print "compile {\n  gemm_tune = " v "\n}" }' $1 > $2; }
+off() { tune $1 $2 false; }
+on() { tune $1 $2 true; }
 timed() { local t0=$(date +%s); "$@"; echo "rc $? took $(( $(date +%s) - t0 )) s"; }
 # KD=1: tiny at equal time: hard labels given the steps soft labels' +10.8% at the 8B shape buys
 kd() {
@@ -32,16 +36,21 @@ kd() {
 if [ "${2:-tune}" = tune ]; then
   timed timeout 120 /tmp/cuda_gemm_tune > $OUT/gemm_tune_test.log 2>&1
   tail -8 $OUT/gemm_tune_test.log
-  for o in matmul fp8 linear_ce; do DFL_OPS_ONLY=$o timed timeout 120 /tmp/cuda_ops 2>&1 | grep -E "FAIL|cases|rc "; done > $OUT/ops.log 2>&1
+  for o in ${OPS:-matmul fp8 linear_ce}; do DFL_OPS_ONLY=$o timed timeout 120 /tmp/cuda_ops 2>&1 | grep -E "FAIL|cases|rc "; done > $OUT/ops.log 2>&1
   cat $OUT/ops.log
   off $T27 /tmp/t27-off.dfl
+  on $T27 /tmp/t27-on.dfl
   off examples/qwen3-8b.dfl /tmp/8b-off.dfl
-  for s in /tmp/t27-off.dfl $T27 /tmp/t27-off.dfl $T27; do
-    echo "== 27B target $s"; timed timeout ${T27MAX:-200} /tmp/dflc_gpu bench $s --target-only --steps ${STEPS27:-2} --warmup 1 2>&1 | grep -E "$F"
+  on examples/qwen3-8b.dfl /tmp/8b-on.dfl
+  runs="dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl"
+  [ -x /tmp/dflc_gpu_old ] && runs="dflc_gpu_old:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu_old:/tmp/t27-off.dfl"
+  for r in $runs; do
+    echo "== 27B target ${r%%:*} ${r#*:}"
+    timed timeout ${T27MAX:-200} /tmp/${r%%:*} bench ${r#*:} --target-only --steps ${STEPS27:-2} --warmup 1 ${OPS27:-} 2>&1 | grep -E "$F${OPSRE:-}"
   done > $OUT/t27.log 2>&1
   cat $OUT/t27.log
   [ "${KD:-0}" = 1 ] && kd
-  for s in ${ORDER8:-/tmp/8b-off.dfl examples/qwen3-8b.dfl /tmp/8b-off.dfl examples/qwen3-8b.dfl}; do
+  for s in ${ORDER8:-/tmp/8b-off.dfl /tmp/8b-on.dfl /tmp/8b-off.dfl /tmp/8b-on.dfl}; do
     [ "${RUN8B:-1}" = 1 ] || break
     echo "== 8B step $s"; timed timeout 150 /tmp/dflc_gpu bench $s --steps ${STEPS8:-10} 2>&1 | grep -vE "^step [0-9]+/" | grep -E "$F"
   done > $OUT/8b.log 2>&1

@@ -3,7 +3,8 @@
 ** accesses when every element tensor's pointer is 16-byte aligned; else one element at a time) and
 ** walks them grid-stride: it loads the group's inputs, runs the ops' bodies in schedule order with
 ** the values passed between them in registers, and stores every output once. Scalar inputs are read
-** before any store; column inputs per element (index % columns).
+** before any store; column inputs per element (index % columns), window inputs per element from
+** their wider rows.
 */
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,19 +64,20 @@ static int arg_of(const dfl_pw_group *p, int t) {
 
 /* How the group uses each argument: read as an element before any op writes it (loaded), written
 ** (stored), read as a column or scalar, read as an element by an op after the one that wrote it. */
-typedef struct { int elem, load, store, col, scalar; } use;
+typedef struct { int elem, load, store, col, scalar, win; } use;
 
 static void uses(const dfl_graph *g, const dfl_pw_group *p, use *u) {
   memset(u, 0, sizeof(use) * DFL_PW_MAX_T);
   int written[DFL_PW_MAX_T] = {0};
   for (int i = p->first; i < p->first + p->n; i++) {
     const dfl_op *op = &g->ops[i];
-    const char *ins = dfl_lower_pw_ins(op->code);
     for (int k = 0; k < op->n_in; k++) {
       int a = op->in[k] < 0 ? -1 : arg_of(p, op->in[k]);
+      const char in = dfl_lower_pw_in(g, op, k);
       if (a < 0) continue;
-      if (ins[k] == 'e') { u[a].elem = 1; if (!written[a]) u[a].load = 1; }
-      else if (ins[k] == 'c') u[a].col = 1;
+      if (in == 'e') { u[a].elem = 1; if (!written[a]) u[a].load = 1; }
+      else if (in == 'c') u[a].col = 1;
+      else if (in == 'w') u[a].win = 1;
       else u[a].scalar = 1;
     }
     for (int k = 0; k < op->n_out; k++) {
@@ -90,8 +92,7 @@ static void uses(const dfl_graph *g, const dfl_pw_group *p, use *u) {
 static int read_after(const dfl_graph *g, const dfl_pw_group *p, int i, int t) {
   for (int j = i + 1; j < p->first + p->n; j++) {
     const dfl_op *op = &g->ops[j];
-    const char *ins = dfl_lower_pw_ins(op->code);
-    for (int k = 0; k < op->n_in; k++) if (op->in[k] == t && ins[k] == 'e') return 1;
+    for (int k = 0; k < op->n_in; k++) if (op->in[k] == t && dfl_lower_pw_in(g, op, k) == 'e') return 1;
   }
   return 0;
 }
@@ -115,9 +116,16 @@ static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const cha
       int t = k < op->n_in ? op->in[k] : -1;
       int a = t < 0 ? -1 : arg_of(p, t);
       const dfl_tensor *x = t < 0 ? NULL : &g->t[t];
+      const char in = t < 0 ? 's' : dfl_lower_pw_in(g, op, k);
       if (a < 0) put(b, "%s  const float x%d = 1.f;\n", ind, k);
-      else if (ins[k] == 'e') put(b, "%s  const float x%d = v%d[k];\n", ind, k, a);
-      else if (ins[k] == 's') put(b, "%s  const float x%d = s%d;\n", ind, k, a);
+      else if (in == 'e') put(b, "%s  const float x%d = v%d[k];\n", ind, k, a);
+      else if (in == 's') put(b, "%s  const float x%d = s%d;\n", ind, k, a);
+      else if (in == 'w') { /* element (e / cols, e % cols) of the window at column win[k] of x's rows */
+        const dfl_tensor *y = &g->t[op->out[0]];
+        long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
+        put(b, "%s  const float x%d = ldf(t%d, %s, e / %lldLL * %lldLL + %lldLL + e %% %lldLL);\n", ind, k, a,
+            dt_code(x->dtype), cols, C, (long long)op->a.win[k], cols);
+      }
       else put(b, "%s  const float x%d = ldf(t%d, %s, e %% %lldLL);\n", ind, k, a, dt_code(x->dtype), (long long)dfl_tensor_numel(x));
     }
     put(b, "%s  float", ind);
@@ -149,8 +157,8 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
   put(b, " (%s), %lld element%s\n", dfl_phase_name(g->ops[p->first].phase), (long long)p->numel, p->numel == 1 ? "" : "s");
   for (int k = 0; k < p->nt; k++) {
     const dfl_tensor *x = &g->t[p->t[k]];
-    put(b, "**   t%d %%%d %s %s%s%s%s%s\n", k, p->t[k], x->name, dfl_dtype_name(x->dtype), u[k].load ? " load" : "",
-        u[k].store ? " store" : "", u[k].col ? " column" : "", u[k].scalar ? " scalar" : "");
+    put(b, "**   t%d %%%d %s %s%s%s%s%s%s\n", k, p->t[k], x->name, dfl_dtype_name(x->dtype), u[k].load ? " load" : "",
+        u[k].store ? " store" : "", u[k].col ? " column" : "", u[k].scalar ? " scalar" : "", u[k].win ? " window" : "");
   }
   put(b, "*/\nextern \"C\" __global__ void __launch_bounds__(256) %s(", name);
   for (int k = 0; k < p->nt; k++) put(b, "%svoid *t%d", k ? ", " : "", k);

@@ -447,7 +447,14 @@ static void pr_l2norm(FILE *f, const dfl_op *op) {
 
 static void pr_norm_gate(FILE *f, const dfl_op *op) {
   const dfl_attrs *a = &op->a;
-  fprintf(f, " {group=%d eps=%g}", a->group, a->eps);
+  fprintf(f, " {group=%d eps=%g", a->group, a->eps);
+  if (a->win[1]) fprintf(f, " z_col=%lld", (long long)a->win[1]);
+  fprintf(f, "}");
+}
+
+static void pr_gdn_gates(FILE *f, const dfl_op *op) {
+  const dfl_attrs *a = &op->a;
+  if (a->win[0] || a->win[1]) fprintf(f, " {a_col=%lld b_col=%lld}", (long long)a->win[0], (long long)a->win[1]);
 }
 
 static void pr_gated_delta(FILE *f, const dfl_op *op) {
@@ -514,7 +521,6 @@ static void pr_adamw(FILE *f, const dfl_op *op) {
 #define pr_block_expand_bwd pr_none
 #define pr_block_drop pr_none
 #define pr_block_undrop pr_none
-#define pr_gdn_gates pr_none
 #define pr_sigmoid_mul pr_none
 static void (*const pr_rules[DFL_OP_COUNT])(FILE *f, const dfl_op *op) = {
 #define DFL_OP(NAME, name, family, diff) [DFL_OP_##NAME] = pr_##name,

@@ -124,6 +124,8 @@ typedef struct dfl_attrs {
   int mid_dtype;                   /* ROPE normed form: dtype of the normalized heads it no longer stores */
   int fast_accum;                  /* MATMUL_F8: 1 = the GPU's fast FP8 accumulation (quantize = fp8_fast) */
   int rot_dim;                     /* ROPE: rotated dims of a head (partial rotary); 0 = head_dim */
+  int64_t win[2];                  /* GDN_GATES (inputs 0, 1) and NORM_GATE's z (1): the column of the
+                                   ** input's row where the op's window starts (ops.def) */
   double kd_alpha, kd_temp;        /* LINEAR_CE with the target's rows (in[4]): the soft term's weight
                                    ** (0..1) and its temperature (0 is read as 1) */
 } dfl_attrs;

@@ -489,12 +489,23 @@ static void vr_l2norm(const vctx *v, const dfl_attrs *a) {
   need_same_shape_out(v, 0, 0);
 }
 
+/* Input i holds rows of the output's rows, each with a window of w columns at a->win[k] (k = 0, 1). */
+static void need_window_in(const vctx *v, int i, int64_t rows, int64_t w, int64_t at, const char *what) {
+  int64_t c = cols(TI(v, i));
+  if (TI(v, i)->ndim != 2 || c < 1 || NI(v, i) / c != rows || at < 0 || at + w > c)
+    vfail(v, "%s: columns %lld..%lld of rows of input %d must exist, with %lld rows", what, (long long)at,
+          (long long)(at + w - 1), i, (long long)rows);
+}
+
 static void vr_gdn_gates(const vctx *v, const dfl_attrs *a) {
   need_io(v, 4, 2);
   for (int i = 0; i < 4; i++) need_float_in(v, i);
-  need_same_shape_in(v, 1, 0);
-  need_numel_in(v, 2, cols(TI(v, 0))), need_numel_in(v, 3, cols(TI(v, 0)));
-  need_same_shape_out(v, 0, 0), need_same_shape_out(v, 1, 0);
+  const int64_t H = NI(v, 2), R = TO(v, 0)->ndim == 2 && H > 0 ? NO(v, 0) / H : -1;
+  if (TO(v, 0)->ndim != 2 || cols(TO(v, 0)) != H) vfail(v, "g must be [rows, heads], heads = A_log's length");
+  need_numel_in(v, 3, H);
+  need_window_in(v, 0, R, H, a->win[0], "a");
+  need_window_in(v, 1, R, H, a->win[1], "b");
+  if (TO(v, 1)->ndim != 2 || NO(v, 1) != NO(v, 0) || cols(TO(v, 1)) != H) vfail(v, "beta must have g's shape");
   if (TO(v, 0)->dtype != DFL_F32 || TO(v, 1)->dtype != DFL_F32) vfail(v, "g and beta must be f32");
 }
 
@@ -520,7 +531,8 @@ static void vr_norm_gate(const vctx *v, const dfl_attrs *a) {
   for (int i = 0; i < 3; i++) need_float_in(v, i);
   need_float_out(v, 0);
   if (a->group <= 0 || cols(TI(v, 0)) % a->group) vfail(v, "group %d must divide the row width", a->group);
-  need_same_shape_in(v, 1, 0);
+  int64_t c0 = cols(TI(v, 0));
+  need_window_in(v, 1, c0 > 0 ? NI(v, 0) / c0 : -1, c0, a->win[1], "z");
   need_numel_in(v, 2, a->group);
   need_same_shape_out(v, 0, 0);
 }

@@ -24,6 +24,15 @@ const char *dfl_lower_pw_ins(dfl_opcode code) { const pw_row *r = row_of(code); 
 int dfl_lower_pw_outs(dfl_opcode code) { const pw_row *r = row_of(code); return r ? r->outs : 0; }
 const char *dfl_lower_pw_body(dfl_opcode code) { const pw_row *r = row_of(code); return r ? r->body : NULL; }
 
+char dfl_lower_pw_in(const dfl_graph *g, const dfl_op *op, int k) {
+  const char *ins = dfl_lower_pw_ins(op->code);
+  if (!ins || ins[k] != 'w' || k >= op->n_in || op->in[k] < 0 || op->a.win[k]) return ins ? ins[k] : 0;
+  const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
+  int same = x->ndim == y->ndim;
+  for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == y->shape[d];
+  return same ? 'e' : 'w';
+}
+
 /* the float dtypes an f32 register holds exactly: an f64 or i32 value would pass through a float (a
 ** same-dtype COPY of them stays the library's byte copy); f8 and i64 ldf and stf do not read */
 static int dtype_ok(dfl_dtype d) { return d == DFL_F32 || d == DFL_BF16 || d == DFL_F16; }
@@ -40,19 +49,24 @@ int dfl_lower_pointwise(const dfl_graph *g, const dfl_op *op) {
     const dfl_tensor *x = &g->t[t];
     int64_t m = dfl_tensor_numel(x);
     if (!dtype_ok(x->dtype)) return 0;
-    if (r->ins[k] == 'e' && m != n) return 0;
+    if (dfl_lower_pw_in(g, op, k) == 'e' && m != n) return 0;
     if (r->ins[k] == 'c' && (cols < 1 || m != cols || n % cols)) return 0;
     if (r->ins[k] == 's' && m != 1) return 0;
+    if (dfl_lower_pw_in(g, op, k) == 'w') {
+      int64_t c = x->ndim == 2 ? x->shape[1] : 0, at = k < 2 ? op->a.win[k] : -1;
+      if (y->ndim != 2 || c < 1 || m / c != n / cols || at < 0 || at + cols > c) return 0;
+    }
   }
   for (int k = 0; k < op->n_out; k++)
     if (!dtype_ok(g->t[op->out[k]].dtype) || dfl_tensor_numel(&g->t[op->out[k]]) != n) return 0;
   return 1;
 }
 
-/* op's input k is read by every thread (a column or a scalar) */
-static int shared_in(const dfl_op *op, int k) {
-  const char *ins = dfl_lower_pw_ins(op->code);
-  return ins[k] == 'c' || ins[k] == 's';
+/* op's input k is read at other indices than the element's (a column, a scalar, a window): no op of
+** the group may write it */
+static int shared_in(const dfl_graph *g, const dfl_op *op, int k) {
+  const char in = dfl_lower_pw_in(g, op, k);
+  return in == 'c' || in == 's' || in == 'w';
 }
 static int writes(const dfl_op *op, int t) {
   for (int k = 0; k < op->n_out; k++) if (op->out[k] == t) return 1;
@@ -84,7 +98,7 @@ static int joins(const dfl_graph *g, const dfl_pw_group *p, int i, const int64_t
   for (int j = p->first; j <= i; j++) {
     const dfl_op *a = &g->ops[j];
     for (int k = 0; k < a->n_in; k++) {
-      if (a->in[k] < 0 || !shared_in(a, k)) continue;
+      if (a->in[k] < 0 || !shared_in(g, a, k)) continue;
       for (int m = p->first; m <= i; m++)
         if (writes(&g->ops[m], a->in[k])) return 0;
     }

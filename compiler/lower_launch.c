@@ -173,6 +173,10 @@ static int lower_lanes(const lw_ctx *c, dfl_launch *out, int kv8, int kw, int n1
   int64_t ng = lw_numel(c, op->in[0]) / G;
   int ok = lanes_ok(G) && v16(c, op->out[0]);
   for (int k = 0; k < n16; k++) ok = ok && v16(c, op->in[k]);
+  if (op->code == DFL_OP_NORM_GATE) { /* z's window: its rows and its start on 16-byte words */
+    const dfl_tensor *x = lw_t(c, op->in[0]), *z = lw_t(c, op->in[1]);
+    ok = ok && x->shape[x->ndim - 1] % 8 == 0 && z->shape[z->ndim - 1] % 8 == 0 && op->a.win[1] % 8 == 0;
+  }
   if (ok) return out[0] = L(kv8, (ng * (G / 8) + 255) / 256, 256, 0, DFL_FILL_OCC, 1), 1;
   return out[0] = warps(kw, ng), 1;
 }

@@ -69,14 +69,15 @@ __device__ __forceinline__ void hy_l2norm_v8(void *y, int dty, const void *x, in
     if (ok) st8(y, dty, i * 8, v);
   }
 }
+/* z: rows of zs elements, x's zd columns of each read (zd, zs multiples of 8: a window of a wider row) */
 template <int L>
 __device__ __forceinline__ void hy_norm_gate_v8(void *y, int dty, const void *x, int dtx, const void *z, int dtz,
-                                                const void *w, int dtw, ll n8, int G, float eps) {
+                                                const void *w, int dtw, ll n8, int G, float eps, ll zd, ll zs) {
   for (ll b = ((ll)blockIdx.x * blockDim.x + threadIdx.x) & ~31ll; b < n8; b += (ll)gridDim.x * blockDim.x) {
     const ll i = b + (threadIdx.x & 31);
     const int ok = i < n8, f0 = (int)(i % L) * 8;
     float v[8], zz[8], ss = 0.f;
-    if (ok) { ld8(x, dtx, i * 8, v); ld8(z, dtz, i * 8, zz); }
+    if (ok) { ld8(x, dtx, i * 8, v); ld8(z, dtz, i * 8 / zd * zs + i * 8 % zd, zz); }
 #pragma unroll
     for (int k = 0; k < 8; k++) ss += ok ? v[k] * v[k] : 0.f;
     const float r = 1.f / sqrtf(hy_lanes_sum<L>(ss) / (float)G + eps);
@@ -94,8 +95,8 @@ extern "C" __global__ void __launch_bounds__(256) dfl_l2norm_v8(void *y, int dty
 }
 extern "C" __global__ void __launch_bounds__(256) dfl_norm_gate_v8(void *y, int dty, const void *x, int dtx,
                                                                     const void *z, int dtz, const void *w, int dtw,
-                                                                    ll n8, int L, float eps) {
-  HY_V8_LANES(hy_norm_gate_v8, L, y, dty, x, dtx, z, dtz, w, dtw, n8, L * 8, eps)
+                                                                    ll n8, int L, float eps, ll zd, ll zs) {
+  HY_V8_LANES(hy_norm_gate_v8, L, y, dty, x, dtx, z, dtz, w, dtw, n8, L * 8, eps, zd, zs)
 }
 
 /* CONV1D_SILU's split form (compiler/ops.def: the Gated DeltaNet's q|k|v from one GEMM): the kernel
@@ -237,16 +238,17 @@ extern "C" __global__ void dfl_l2norm(void *y, int dty, const void *x, int dtx, 
     for (int i = lane; i < G; i += 32) stf(y, dty, gi * G + i, ldf(x, dtx, gi * G + i) * r);
   }
 }
-/* y = x rsqrt(mean_G(x^2) + eps) w silu(z): the GDN output's gated RMSNorm (a plain weight) */
+/* y = x rsqrt(mean_G(x^2) + eps) w silu(z): the GDN output's gated RMSNorm (a plain weight); z's rows
+** zs apart, x's zd columns of each read */
 extern "C" __global__ void dfl_norm_gate(void *y, int dty, const void *x, int dtx, const void *z, int dtz,
-                                         const void *w, int dtw, ll ng, int G, float eps) {
+                                         const void *w, int dtw, ll ng, int G, float eps, ll zd, ll zs) {
   const int lane = threadIdx.x & 31;
   HY_WARPS_FOR(gi, ng) {
     float ss = 0.f;
     for (int i = lane; i < G; i += 32) { float v = ldf(x, dtx, gi * G + i); ss += v * v; }
     const float r = 1.f / sqrtf(warp_sum(ss) / (float)G + eps);
     for (int i = lane; i < G; i += 32)
-      stf(y, dty, gi * G + i, ldf(x, dtx, gi * G + i) * r * ldf(w, dtw, i) * hy_silu(ldf(z, dtz, gi * G + i)));
+      stf(y, dty, gi * G + i, ldf(x, dtx, gi * G + i) * r * ldf(w, dtw, i) * hy_silu(ldf(z, dtz, (gi * G + i) / zd * zs + (gi * G + i) % zd)));
   }
 }
 

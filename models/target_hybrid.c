@@ -4,14 +4,14 @@
 **
 **   Gated DeltaNet (linear_attention):  q|k|v = conv1d_silu(u Wqkv^T) (in_proj_qkv is [q | k | v]:
 **     one GEMM, then the depthwise conv in its split form), q, k = l2norm per head (q scaled by
-**     1/sqrt(dk)) in the same pass; g, beta = gates(u Wa^T, u Wb^T, A_log, dt_bias); o = gated delta rule;
-**     n = rmsnorm(o) per head * w * silu(u Wz^T); out = n Wout^T
+**     1/sqrt(dk)) in the same pass; z|a|b = u [Wz; Wa; Wb]^T (one GEMM: zab_merged); g, beta = gates(a, b,
+**     A_log, dt_bias); o = gated delta rule; n = rmsnorm(o) per head * w * silu(z); out = n Wout^T
 **   gated attention (full_attention):  q_proj emits query and gate interleaved per head, loaded as
 **     two weights (rows [0, hd) and [hd, 2hd) of every 2hd); (1 + w) q/k norms; partial RoPE;
 **     causal GQA; out = (attn * sigmoid(gate)) Wo^T
 **
-** The row selections and the (1 + w) weights are written into the tensor names the loader reads
-** (runtime/io/weights.c): "NAME[a:b/p]" is rows i with a <= i % p < b.
+** The row selections, concatenations and the (1 + w) weights are written into the tensor names the loader
+** reads (runtime/io/weights.c): "NAME[a:b/p]" is rows i with a <= i % p < b; "P{x,y}Q" is PxQ's rows, then PyQ's.
 */
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +46,14 @@ static int plain_slice(dfl_graph *g, const dfl_spec *s, const char *base, int l,
   return dfl_target_frozen2(g, dfl_target_act_dtype(s), b - a, c, fmt, l);
 }
 
+/* z, a and b as one GEMM's weight, [Wz; Wa; Wb] by rows: u is read once for the three, where the a and b
+** projections (Hv columns each) alone read all of u for a few FLOPs (13 ms of the 27B forward as two
+** GEMMs, 2026-12-04). Their readers take their columns in place (GDN_GATES' and NORM_GATE's windows). In
+** FP8 only where the rows, vd + 2 Hv, are a multiple of 16 (the shape dfl_target_weight quantizes): else
+** z stays an FP8 GEMM of its own beside a and b. */
+static int zab_merged(const dfl_spec *s) { return !s->target_fp8 || s->target.lin_value_heads % 8 == 0; }
+#define ZAB "in_proj_{z,a,b}.weight"
+
 int dfl_target_hybrid_weights(dfl_graph *g, const dfl_spec *s, int l) {
   const dfl_arch *a = &s->target;
   const dfl_dtype dt = dfl_target_act_dtype(s);
@@ -56,9 +64,13 @@ int dfl_target_hybrid_weights(dfl_graph *g, const dfl_spec *s, int l) {
     const int64_t kd = (int64_t)a->lin_key_heads * a->lin_key_dim, vd = (int64_t)a->lin_value_heads * a->lin_value_dim;
     const int64_t cd = 2 * kd + vd, Hv = a->lin_value_heads;
     dfl_target_weight(g, s, dt, cd, H, LIN "in_proj_qkv.weight", l, &sc);
-    dfl_target_weight(g, s, dt, vd, H, LIN "in_proj_z.weight", l, &sc);
-    dfl_target_weight(g, s, dt, Hv, H, LIN "in_proj_a.weight", l, &sc);
-    dfl_target_weight(g, s, dt, Hv, H, LIN "in_proj_b.weight", l, &sc);
+    if (zab_merged(s)) {
+      dfl_target_weight(g, s, dt, vd + 2 * Hv, H, LIN ZAB, l, &sc);
+    } else {
+      dfl_target_weight(g, s, dt, vd, H, LIN "in_proj_z.weight", l, &sc);
+      dfl_target_weight(g, s, dt, Hv, H, LIN "in_proj_a.weight", l, &sc);
+      dfl_target_weight(g, s, dt, Hv, H, LIN "in_proj_b.weight", l, &sc);
+    }
     plain_slice(g, s, LIN "conv1d.weight", l, 0, cd, cd, a->conv_kernel); /* [cd, 1, K] stored: all rows */
     /* g is formed in f32 from f32 A_log and dt_bias (HF casts them up), whatever they are stored as */
     dfl_target_frozen1(g, DFL_F32, Hv, LIN "A_log", l);
@@ -102,14 +114,15 @@ static int gated_deltanet(dfl_graph *g, const dfl_spec *s, int l, int u, int bat
   const int Hk = a->lin_key_heads, Hv = a->lin_value_heads, dk = a->lin_key_dim, dv = a->lin_value_dim;
   const int64_t kd = (int64_t)Hk * dk, vd = (int64_t)Hv * dv, cd = 2 * kd + vd;
   char nm[DFL_NAME_MAX], wn[DFL_NAME_MAX];
-  int sq, sz, sa, sb, so, xs, unused;
+  int sq, sz = -1, sa = -1, sb = -1, so, xs, unused;
 #define NM(x) (snprintf(nm, sizeof nm, "target.%d." x, l), nm)
 #define W(fmt, ...) (snprintf(wn, sizeof wn, LIN fmt, l, __VA_ARGS__), wn) /* no %% left: wget reads it as is */
   int wqkv = wget(g, LIN "in_proj_qkv.weight", l, &sq);
   int cw = wget(g, W("conv1d.weight[0:%lld/%lld]", (long long)cd, (long long)cd), l, &unused);
 #undef W
-  int wz = wget(g, LIN "in_proj_z.weight", l, &sz), wa = wget(g, LIN "in_proj_a.weight", l, &sa);
-  int wb = wget(g, LIN "in_proj_b.weight", l, &sb), wo = wget(g, LIN "out_proj.weight", l, &so);
+  const int merged = zab_merged(s);
+  int wz = wget(g, merged ? LIN ZAB : LIN "in_proj_z.weight", l, &sz), wo = wget(g, LIN "out_proj.weight", l, &so);
+  int wa = merged ? -1 : wget(g, LIN "in_proj_a.weight", l, &sa), wb = merged ? -1 : wget(g, LIN "in_proj_b.weight", l, &sb);
   int alog = wfind(g, LIN "A_log", l), dtb = wfind(g, LIN "dt_bias", l), wnorm = wfind(g, LIN "norm.weight", l);
 
   int ux = dfl_target_quant(g, s, u, &xs, NM("u8"));
@@ -124,12 +137,18 @@ static int gated_deltanet(dfl_graph *g, const dfl_spec *s, int l, int u, int bat
   if (dfl_op_add(g, DFL_OP_CONV1D_SILU, cin, 2, cout, 3, &at) < 0) return -1;
   int q = cout[0], k = cout[1], v = cout[2];
 
-  /* a and b stay unquantized where their width (Hv) is not a multiple of 16 (dfl_target_weight) */
-  int ga = dfl_target_lin(g, s, sa < 0 ? u : ux, sa < 0 ? -1 : xs, wa, sa, dt, NM("a"));
-  int gb = dfl_target_lin(g, s, sb < 0 ? u : ux, sb < 0 ? -1 : xs, wb, sb, dt, NM("b"));
+  /* z|a|b (merged), or a and b apart: unquantized where their rows are not a multiple of 16 (dfl_target_weight) */
+  int z = -1, ga, gb;
+  memset(&at, 0, sizeof at);
+  if (merged) {
+    z = ga = gb = dfl_target_lin(g, s, sz < 0 ? u : ux, sz < 0 ? -1 : xs, wz, sz, dt, NM("zab"));
+    at.win[0] = vd, at.win[1] = vd + Hv;
+  } else {
+    ga = dfl_target_lin(g, s, sa < 0 ? u : ux, sa < 0 ? -1 : xs, wa, sa, dt, NM("a"));
+    gb = dfl_target_lin(g, s, sb < 0 ? u : ux, sb < 0 ? -1 : xs, wb, sb, dt, NM("b"));
+  }
   int gates[2] = {act_like(g, ga, DFL_F32, Hv, NM("g")), act_like(g, ga, DFL_F32, Hv, NM("beta"))};
   int gin[4] = {ga, gb, alog, dtb};
-  memset(&at, 0, sizeof at);
   if (dfl_op_add(g, DFL_OP_GDN_GATES, gin, 4, gates, 2, &at) < 0) return -1;
 
   memset(&at, 0, sizeof at);
@@ -137,9 +156,9 @@ static int gated_deltanet(dfl_graph *g, const dfl_spec *s, int l, int u, int bat
   int din[5] = {q, k, v, gates[0], gates[1]};
   int o = op1(g, DFL_OP_GATED_DELTA, din, 5, act_like(g, v, dt, vd, NM("delta")), &at);
 
-  int z = dfl_target_lin(g, s, ux, xs, wz, sz, dt, NM("z"));
+  if (!merged) z = dfl_target_lin(g, s, ux, xs, wz, sz, dt, NM("z"));
   memset(&at, 0, sizeof at);
-  at.group = dv, at.eps = a->rms_eps;
+  at.group = dv, at.eps = a->rms_eps; /* z: columns [0, vd) of z|a|b, or z itself */
   int nin[3] = {o, z, wnorm};
   int n = op1(g, DFL_OP_NORM_GATE, nin, 3, act_like(g, o, dt, vd, NM("normed")), &at);
   int nx = dfl_target_quant(g, s, n, &xs, NM("normed8"));

@@ -71,13 +71,16 @@ int dfl_cu_norm_gate(dfl_cuda *c, int i) {
   const dfl_op *op = &c->g->ops[i];
   const dfl_launch *l = dfl_cu_lowered(c, i, 1);
   if (!l) return DFL_ERR;
-  void *y = P(op->out[0]), *x = P(op->in[0]), *z = P(op->in[1]), *w = P(op->in[2]);
+  void *y = P(op->out[0]), *x = P(op->in[0]), *w = P(op->in[2]);
   int dty = dt(c, op->out[0]), dtx = dt(c, op->in[0]), dtz = dt(c, op->in[1]), dtw = dt(c, op->in[2]);
+  const dfl_tensor *tx = T(c, op->in[0]), *tz = T(c, op->in[1]);
+  void *z = (char *)P(op->in[1]) + op->a.win[1] * (long long)dfl_dtype_size(tz->dtype); /* z's window */
   int G = op->a.group, L = G / 8;
   long long ng = (long long)numel(c, op->in[0]) / G, n8 = ng * L;
+  long long zd = tx->shape[tx->ndim - 1], zs = tz->shape[tz->ndim - 1];
   float eps = (float)op->a.eps;
-  void *a8[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &n8, &L, &eps};
-  void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &ng, &G, &eps};
+  void *a8[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &n8, &L, &eps, &zd, &zs};
+  void *a[] = {&y, &dty, &x, &dtx, &z, &dtz, &w, &dtw, &ng, &G, &eps, &zd, &zs};
   return dfl_cu_launch(c, i, l, l->kernel == K_NORM_GATE_V8 ? a8 : a);
 }
 

@@ -266,6 +266,94 @@ static int resolve(const dfl_graph *g, int t, const dfl_st *st, const char *pref
   return DFL_OK;
 }
 
+/* A FROZEN name with one brace group, "PRE{x,y,z}POST", is the checkpoint tensors PREx POST, PREyPOST,
+** PREzPOST concatenated by rows (each whole, the same columns): one GEMM's weight for several projections
+** of one input (models/target_hybrid.c: the Gated DeltaNet's z, a and b). Parts into part[], their
+** count returned; 0 when the name has no brace group, -1 when it is malformed. */
+#define WCAT_MAX 8
+static int wcat_parts(const char *name, char part[][DFL_NAME_MAX + 64]) {
+  const char *lb = strchr(name, '{'), *rb = lb ? strchr(lb, '}') : NULL;
+  if (!lb) return 0;
+  if (!rb || strchr(lb + 1, '{') || strchr(rb + 1, '}')) return -1;
+  int n = 0;
+  const char *s = lb + 1;
+  while (s <= rb) {
+    if (n == WCAT_MAX) return -1;
+    const char *e = s;
+    while (e < rb && *e != ',') e++;
+    if (e == s) return -1;
+    snprintf(part[n++], DFL_NAME_MAX + 64, "%.*s%.*s%s", (int)(lb - name), name, (int)(e - s), s, rb + 1);
+    s = e + 1;
+  }
+  return n;
+}
+
+/* The entries of a concatenated FROZEN tensor t (wcat_parts), each checked: present, float, t's columns;
+** their rows summing to t's. */
+static int resolve_cat(const dfl_graph *g, int t, const dfl_st *st, const char *prefix, int wrapped,
+                       const dfl_st_entry **es, int *n, char *err, size_t errlen) {
+  const dfl_tensor *tt = &g->t[t];
+  char part[WCAT_MAX][DFL_NAME_MAX + 64], name[DFL_NAME_MAX + 128];
+  const char *path = st->nfiles ? st->files[0].path : "?";
+  *n = wcat_parts(tt->name, part);
+  if (*n < 1) {
+    snprintf(err, errlen, "%s: tensor %s: a concatenation must be one {a,b,..} group of names", path, tt->name);
+    return DFL_EFORMAT;
+  }
+  int64_t R = tt->ndim == 2 ? tt->shape[0] : dfl_tensor_numel(tt), C = tt->ndim == 2 ? tt->shape[1] : 1, rows = 0;
+  for (int k = 0; k < *n; k++) {
+    if (wrapped && !strncmp(part[k], "model.", 6)) snprintf(name, sizeof name, "model.language_model.%s", part[k] + 6);
+    else snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", part[k]);
+    const dfl_st_entry *e = es[k] = dfl_st_find(st, name);
+    if (!e) {
+      snprintf(err, errlen, "%s: tensor %s: missing", path, name);
+      return DFL_EFORMAT;
+    }
+    int64_t N = e->ndim ? e->shape[0] : 1;
+    if (!dfl_st_is_float(e->dtype)) {
+      snprintf(err, errlen, "%s: tensor %s: dtype %s, but it is a float tensor (BF16, F16, F32 or F64): a corrupt or "
+               "mislabelled checkpoint", st->files[e->file].path, e->name, dfl_st_dtype_name(e->dtype));
+      return DFL_EFORMAT;
+    }
+    if (N < 1 || dfl_st_numel(e) != N * C) {
+      char b[96];
+      dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);
+      snprintf(err, errlen, "%s: tensor %s: expected rows of %lld values each (from config.json), found %s",
+               st->files[e->file].path, e->name, (long long)C, b);
+      return DFL_ESHAPE;
+    }
+    rows += N;
+  }
+  if (rows != R) {
+    snprintf(err, errlen, "%s: tensor %s: its parts hold %lld rows together, expected %lld (from config.json)", path,
+             tt->name, (long long)rows, (long long)R);
+    return DFL_ESHAPE;
+  }
+  return DFL_OK;
+}
+
+static int read_cat(dfl_cpu *c, int t, const dfl_st *st, const char *prefix, int wrapped, char *err, size_t errlen) {
+  const dfl_st_entry *es[WCAT_MAX];
+  int n, rc = resolve_cat(c->g, t, st, prefix, wrapped, es, &n, err, errlen);
+  if (rc != DFL_OK) return rc;
+  int64_t o = 0;
+  for (int k = 0; k < n; k++) {
+    int64_t bad = -1;
+    rc = c->f64 ? dfl_st_read_f64_scan(st, es[k], dfl_cpu_f64(c, t) + o, &bad)
+                : dfl_st_read_f32_scan(st, es[k], dfl_cpu_f32(c, t) + o, &bad);
+    if (rc == DFL_OK && bad >= 0) return nonfinite(st, es[k], bad, err, errlen);
+    if (rc != DFL_OK) {
+      snprintf(err, errlen, "%s: tensor %s: cannot convert %s data to %s", st->files[es[k]->file].path, es[k]->name,
+               dfl_st_dtype_name(es[k]->dtype), dfl_dtype_name(c->g->t[t].dtype));
+      return rc;
+    }
+    o += dfl_st_numel(es[k]);
+  }
+  return DFL_OK;
+}
+
+static int is_cat(const dfl_tensor *tt) { return tt->kind == DFL_T_FROZEN && strchr(tt->name, '{'); }
+
 int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const char *prefix,
                      char *err, size_t errlen) {
   const dfl_graph *g = c->g;
@@ -274,6 +362,11 @@ int dfl_weights_load(dfl_cpu *c, const dfl_st *st, unsigned kind_mask, const cha
   for (int t = 0; t < g->nt; t++) {
     const dfl_tensor *tt = &g->t[t];
     if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue; /* scales: derived */
+    if (is_cat(tt)) {
+      int rc = read_cat(c, t, st, prefix, wrapped, err, errlen);
+      if (rc != DFL_OK) return rc;
+      continue;
+    }
     wsrc w;
     const dfl_st_entry *e;
     int rc = resolve(g, t, st, prefix, wrapped, &w, &e, err, errlen);
@@ -294,7 +387,15 @@ int dfl_weights_check(const dfl_graph *g, const dfl_st *st, unsigned kind_mask, 
     const dfl_tensor *tt = &g->t[t];
     if (!(kind_mask & DFL_KIND_BIT(tt->kind)) || dfl_weights_fp8_weight_of(g, t) >= 0) continue;
     wsrc w;
-    const dfl_st_entry *e;
+    const dfl_st_entry *e, *es[WCAT_MAX];
+    int ncat;
+    if (is_cat(tt)) {
+      if (resolve_cat(g, t, st, prefix, wrapped, es, &ncat, err, sizeof err) != DFL_OK) {
+        bad++;
+        if (report) report(ctx, err);
+      }
+      continue;
+    }
     if (resolve(g, t, st, prefix, wrapped, &w, &e, err, sizeof err) != DFL_OK) {
       bad++;
       /* the slices of one stored tensor (q, k, v of a fused projection) come one after another:

@@ -415,6 +415,9 @@ int main(int argc, char **argv) {
     case_hybrid_rows(21, 5, 256);    /* 32 lanes a group (the 16-byte kernels) */
     case_hybrid_rows(13, 3, 24);     /* 3 lanes: not a power of two, the warp-per-group kernels */
     case_hybrid_rows(7, 1, 20);      /* 140 elements: the per-element SIGMOID_MUL */
+    case_hybrid_windows(37, 4, 64, 0);   /* z's rows on 16-byte words: the 16-byte norm kernel */
+    case_hybrid_windows(13, 6, 128, 3);  /* 6 heads, 3 spare columns: the warp-per-group kernel */
+    case_hybrid_windows(65, 48, 128, 0); /* the 27B's 48 value heads of 128 */
     case_rope_partial(45, 6, 256, 64);   /* the 27B's attention: 64 of 256 */
     case_rope_partial(29, 3, 64, 16);    /* the hybrid test model's */
     case_rope_partial(17, 2, 32, 8);     /* rot_dim 8: the per-element kernel (the others: 16-byte) */

@@ -68,6 +68,28 @@ void case_hybrid_rows(int R, int H, int G) {
   dfl_graph_free(&g);
 }
 
+/* The hybrid's z|a|b GEMM output read in place (models/target_hybrid.c): zab [R, H G + 2 H + extra],
+** NORM_GATE's z its columns [0, H G) (the 16-byte kernel where the row keeps 16-byte words), GDN_GATES' a
+** and b the next H and H (a generated group's windows) */
+void case_hybrid_windows(int R, int H, int G, int extra) {
+  dfl_graph g; dfl_graph_init(&g);
+  int D = H * G, C = D + 2 * H + extra;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, D), zab = t2(&g, "zab", ACT, DFL_T_INPUT, R, C);
+  int w = t1(&g, "w", ACT, DFL_T_PARAM, G);
+  int al = t1(&g, "A_log", DFL_F32, DFL_T_PARAM, H), db = t1(&g, "dt_bias", ACT, DFL_T_PARAM, H);
+  int ng = t2(&g, "norm_gate", ACT, DFL_T_ACT, R, D);
+  int gg = t2(&g, "g", DFL_F32, DFL_T_ACT, R, H), gbeta = t2(&g, "beta", DFL_F32, DFL_T_ACT, R, H);
+  dfl_attrs an = {0}; an.group = G, an.eps = 1e-6;
+  op(&g, DFL_OP_NORM_GATE, 3, (int[]){x, zab, w}, 1, &ng, &an);
+  dfl_attrs aw = {0}; aw.win[0] = D, aw.win[1] = D + H;
+  op(&g, DFL_OP_GDN_GATES, 4, (int[]){zab, zab, al, db}, 2, (int[]){gg, gbeta}, &aw);
+  double sc[16] = {0};
+  sc[x] = 3, sc[zab] = 6, sc[al] = 2;
+  char nm[80]; snprintf(nm, sizeof nm, "hybrid z|a|b windows R %d H %d G %d +%d", R, H, G, extra);
+  run_case(nm, &g, NULL, 0, sc, NULL);
+  dfl_graph_free(&g);
+}
+
 /* ROPE with partial rotary (rot_dim < head_dim: the qwen3_5 attention's 64 of 256), and its inverse */
 void case_rope_partial(int R, int nh, int hd, int rd) {
   dfl_graph g; dfl_graph_init(&g);

@@ -228,6 +228,47 @@ static void case_rows(void) {
   }
 }
 
+/* The windows (ops.def): z|a|b as one GEMM's output [R, D + 2H] (+ 3 spare columns), NORM_GATE reading
+** z = its columns [0, D) and GDN_GATES a = [D, D + H), b = [D + H, D + 2H), against the plain forms. */
+static void case_windows(void) {
+  const int R = 29, H = 6, G = 16, D = H * G, C = D + 2 * H + 3;
+  dfl_graph g;
+  dfl_graph_init(&g);
+  int zab = t2(&g, "zab", DFL_F64, DFL_T_INPUT, R, C), x = t2(&g, "x", DFL_F64, DFL_T_INPUT, R, D);
+  int w = dfl_tensor_1d(&g, "w", DFL_F64, DFL_T_INPUT, G);
+  int al = dfl_tensor_1d(&g, "A_log", DFL_F32, DFL_T_INPUT, H), dt = dfl_tensor_1d(&g, "dt_bias", DFL_F32, DFL_T_INPUT, H);
+  int y = t2(&g, "y", DFL_F64, DFL_T_ACT, R, D);
+  int out[2] = {t2(&g, "g", DFL_F32, DFL_T_ACT, R, H), t2(&g, "beta", DFL_F32, DFL_T_ACT, R, H)};
+  dfl_attrs at = {0};
+  at.win[0] = D, at.win[1] = D + H;
+  CHECK(dfl_op_add(&g, DFL_OP_GDN_GATES, (int[]){zab, zab, al, dt}, 4, out, 2, &at) >= 0, "add GDN_GATES (windows)");
+  memset(&at, 0, sizeof at);
+  at.group = G, at.eps = 1e-6;
+  CHECK(dfl_op_add(&g, DFL_OP_NORM_GATE, (int[]){x, zab, w}, 3, &y, 1, &at) >= 0, "add NORM_GATE (window)");
+  double *zv = rnd(R * C, -6, 6), *xv = rnd(R * D, -2, 2), *wv = rnd(G, 0.5, 1.5), *alv = rnd(H, -2, 2), *dtv = rnd(H, -1, 1);
+  double *rg = malloc(sizeof(double) * R * H), *rb = malloc(sizeof(double) * R * H), *ry = malloc(sizeof(double) * R * D);
+  for (int r = 0; r < R; r++) {
+    for (int h = 0; h < H; h++) {
+      double a = zv[r * C + D + h] + dtv[h], sp = a > 20 ? a : log(1 + exp(a));
+      rg[r * H + h] = -exp(alv[h]) * sp;
+      rb[r * H + h] = 1 / (1 + exp(-zv[r * C + D + H + h]));
+    }
+    for (int hh = 0; hh < H; hh++) {
+      double ss = 0;
+      for (int i = 0; i < G; i++) ss += xv[r * D + hh * G + i] * xv[r * D + hh * G + i];
+      for (int i = 0; i < G; i++)
+        ry[r * D + hh * G + i] = xv[r * D + hh * G + i] / sqrt(ss / G + 1e-6) * wv[i] * silu(zv[r * C + hh * G + i]);
+    }
+  }
+  int ins[5] = {zab, x, w, al, dt};
+  double *vals[5] = {zv, xv, wv, alv, dtv};
+  run("gdn_gates g (windows)", &g, ins, vals, 5, out[0], rg);
+  run("gdn_gates beta (windows)", &g, ins, vals, 5, out[1], rb);
+  run("norm_gate (z a window)", &g, ins, vals, 5, y, ry);
+  free(zv), free(xv), free(wv), free(alv), free(dtv), free(rg), free(rb), free(ry);
+  dfl_graph_free(&g);
+}
+
 /* Partial rotary: dims [0, rd) of each head rotate (pairs i, i + rd/2, inv_freq theta^(-2i/rd)), the rest pass. */
 static void case_partial_rope(int nh, int hd, int rd) {
   const int R = 23;
@@ -294,6 +335,7 @@ DFL_TEST_MAIN {
   case_conv(70, 2, 12, 4);
   case_conv(9, 2, 7, 2);
   case_rows();
+  case_windows();
   case_partial_rope(3, 32, 8);
   case_partial_rope(2, 64, 16);
   case_partial_rope(2, 16, 16);
