@@ -43,7 +43,7 @@ if [ "${2:-tune}" = tune ]; then
   off examples/qwen3-8b.dfl /tmp/8b-off.dfl
   on examples/qwen3-8b.dfl /tmp/8b-on.dfl
   runs="dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl"
-  [ -x /tmp/dflc_gpu_old ] && runs="dflc_gpu_old:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu_old:/tmp/t27-off.dfl"
+  [ -x /tmp/dflc_gpu_old ] && runs="dflc_gpu_old:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu:/tmp/t27-on.dfl"
   for r in $runs; do
     echo "== 27B target ${r%%:*} ${r#*:}"
     timed timeout ${T27MAX:-200} /tmp/${r%%:*} bench ${r#*:} --target-only --steps ${STEPS27:-2} --warmup 1 ${OPS27:-} 2>&1 | grep -E "$F${OPSRE:-}"

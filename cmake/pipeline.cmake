@@ -23,7 +23,7 @@ if(DFL_NCCL_INCLUDE)
                               INCLUDE_DIRECTORIES ${DFL_NCCL_INCLUDE})
 endif()
 
-foreach(t queue collective launch monitor topo pipeline_equiv pipeline_faults pipeline_mixed
+foreach(t queue collective launch monitor topo pipeline_equiv pipeline_faults pipeline_mixed pipeline_kd
         pipeline_resume)
   if(EXISTS ${CMAKE_SOURCE_DIR}/tests/pipeline/test_${t}.c)
     string(REGEX REPLACE "^pipeline_" "" n ${t})   # test_pipeline_equiv.c -> pipeline_equiv

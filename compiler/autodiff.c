@@ -107,6 +107,10 @@ static int grad_copy(ad *s, const dfl_op *op, int y) {
   const dfl_graph *g = s->g;
   int x = op->in[0], d = real_grad(s, y);
   const dfl_tensor *X = &g->t[x], *D = &g->t[d];
+  if (s->want[x] && (op->a.win[0] || dfl_tensor_numel(X) != dfl_tensor_numel(D))) {
+    fprintf(stderr, "dflc: autodiff: %s: a column window's COPY has no backward rule\n", op->label);
+    return DFL_ERR;
+  }
   int same = X->dtype == D->dtype && X->ndim == D->ndim;
   for (int k = 0; same && k < X->ndim; k++) same = X->shape[k] == D->shape[k];
   if (!same && s->want[x]) { /* reshape / convert back */

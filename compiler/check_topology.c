@@ -380,15 +380,16 @@ void dfl_check_topology(dfl_check *c) {
     dfl_diag_error(dfl_check_where(c->data, "batch"), "batch %d does not split evenly over %d drafter devices", s->batch, n_drafter);
     dfl_diag_help("`batch` counts sequences per step over all drafter devices; use a multiple of %d", n_drafter);
   }
-  /* soft labels: the target's final hidden states feed the loss on the drafter's own device (the CPU
-  ** and CUDA loss heads take them; the pipeline's queue does not carry them yet) */
+  /* soft labels on a drafter device of its own: the queue carries the target's final hidden state as one
+  ** more block after the taps (models/target.c DFL_TARGET_WITH_FINAL), one concatenation of at most
+  ** DFL_MAX_FEATURE_BLOCKS blocks */
   for (int i = 0; i < s->n_devices && s->kd_alpha > 0 && dfl_diag_errors() == errors_before_roles; i++) {
     const dfl_device *d = &s->devices[i];
-    if (!d->runs_drafter || d->runs_target) continue;
-    dfl_diag_error(dfl_check_where(c->loss, "labels"), "soft labels need the target on the drafter's device in "
-                   "this version; %s%d runs the drafter alone", d->kind == DFL_DEV_GPU ? "gpu" : "cpu", d->index);
-    dfl_diag_help("train with `labels = hard` here, or colocate target and drafter (`colocate = true`, or no "
-                  "`topology`): the pipeline's queue does not carry the target's final rows yet");
+    if (!d->runs_drafter || d->runs_target || s->n_taps + 1 <= DFL_MAX_FEATURE_BLOCKS) continue;
+    dfl_diag_error(dfl_check_where(c->loss, "labels"), "soft labels on a drafter device of its own (%s%d) send the "
+                   "target's final hidden state beside its %d taps: at most %d taps then",
+                   d->kind == DFL_DEV_GPU ? "gpu" : "cpu", d->index, s->n_taps, DFL_MAX_FEATURE_BLOCKS - 1);
+    dfl_diag_help("tap at most %d layers, or colocate target and drafter (`colocate = true`)", DFL_MAX_FEATURE_BLOCKS - 1);
     break;
   }
   free(ns);

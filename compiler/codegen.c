@@ -97,8 +97,16 @@ static int read_after(const dfl_graph *g, const dfl_pw_group *p, int i, int t) {
   return 0;
 }
 
-/* The bodies of the group's ops for the element at index e, value k of each argument's array. */
-static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind) {
+/* Op o's window input k in 16-byte words: 8 consecutive elements (from a multiple of 8) stay in one
+** row of x and start on a word (the output's columns, x's and the window's start multiples of 8). */
+static int win_vec(const dfl_graph *g, const dfl_op *op, int k) {
+  const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
+  return y->shape[y->ndim - 1] % 8 == 0 && x->shape[x->ndim - 1] % 8 == 0 && op->a.win[k] % 8 == 0;
+}
+
+/* The bodies of the group's ops for the element at index e, value k of each argument's array; V 8:
+** the 16-byte pass, whose window inputs win_vec takes were loaded as w<op>_<input>[8]. */
+static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind, int V) {
   for (int i = p->first; i < p->first + p->n; i++) {
     const dfl_op *op = &g->ops[i];
     const char *ins = dfl_lower_pw_ins(op->code), *body = dfl_lower_pw_body(op->code);
@@ -120,6 +128,7 @@ static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const cha
       if (a < 0) put(b, "%s  const float x%d = 1.f;\n", ind, k);
       else if (in == 'e') put(b, "%s  const float x%d = v%d[k];\n", ind, k, a);
       else if (in == 's') put(b, "%s  const float x%d = s%d;\n", ind, k, a);
+      else if (in == 'w' && V == 8 && win_vec(g, op, k)) put(b, "%s  const float x%d = w%d_%d[k];\n", ind, k, i, k);
       else if (in == 'w') { /* element (e / cols, e % cols) of the window at column win[k] of x's rows */
         const dfl_tensor *y = &g->t[op->out[0]];
         long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
@@ -169,8 +178,13 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
     const int V = pass == 0 ? 8 : 1;
     if (pass == 0) {
       put(b, "  if (");
-      for (int k = 0, m = 0; k < p->nt; k++) if (u[k].elem) put(b, "%svec_ok(t%d)", m++ ? " && " : "", k);
-      put(b, ") {\n    GRID_STRIDE(j, N / 8) {\n      const ll i = j * 8;\n");
+      int m = 0;
+      for (int k = 0; k < p->nt; k++) if (u[k].elem) put(b, "%svec_ok(t%d)", m++ ? " && " : "", k);
+      for (int o = p->first; o < p->first + p->n; o++)
+        for (int k = 0; k < g->ops[o].n_in; k++)
+          if (g->ops[o].in[k] >= 0 && dfl_lower_pw_in(g, &g->ops[o], k) == 'w' && win_vec(g, &g->ops[o], k))
+            put(b, "%svec_ok(t%d)", m++ ? " && " : "", arg_of(p, g->ops[o].in[k]));
+      put(b, "%s) {\n    GRID_STRIDE(j, N / 8) {\n      const ll i = j * 8;\n", m ? "" : "true");
     } else {
       put(b, "  GRID_STRIDE(i, N) {\n");
     }
@@ -184,11 +198,21 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
         else put(b, "%sv%d[0] = ldf(t%d, %s, i);\n", ind, k, k, d);
       }
     }
+    for (int o = p->first; V == 8 && o < p->first + p->n; o++) { /* the windows' 16-byte loads */
+      const dfl_op *op = &g->ops[o];
+      for (int k = 0; k < op->n_in; k++) {
+        if (op->in[k] < 0 || dfl_lower_pw_in(g, op, k) != 'w' || !win_vec(g, op, k)) continue;
+        const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
+        long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
+        put(b, "%sfloat w%d_%d[8];\n%sld8(t%d, %s, i / %lldLL * %lldLL + %lldLL + i %% %lldLL, w%d_%d);\n", ind, o, k, ind,
+            arg_of(p, op->in[k]), dt_code(x->dtype), cols, C, (long long)op->a.win[k], cols, o, k);
+      }
+    }
     if (V == 8) put(b, "%s#pragma unroll\n%sfor (int k = 0; k < 8; k++) {\n%s  const ll e = i + k;\n%s  (void)e;\n", ind, ind, ind, ind);
     else put(b, "%s{\n%s  const int k = 0;\n%s  const ll e = i;\n%s  (void)e;\n", ind, ind, ind, ind);
     char in2[16];
     snprintf(in2, sizeof in2, "%s  ", ind);
-    bodies(b, g, p, in2);
+    bodies(b, g, p, in2, V);
     put(b, "%s}\n", ind);
     for (int k = 0; k < p->nt; k++) {
       if (!u[k].store) continue;

@@ -85,7 +85,7 @@ enum {
 };
 
 #define DFL_MAX_DIMS 4
-#define DFL_MAX_IO   12
+#define DFL_MAX_IO   12  /* spec.h DFL_MAX_FEATURE_BLOCKS: the same */
 #define DFL_NAME_MAX 96
 
 typedef struct dfl_tensor {

@@ -379,10 +379,14 @@ static void vr_adamw(const vctx *v, const dfl_attrs *a) {
     if (v->out[i] != v->in[i]) vfail(v, "outputs must be param, master, m, v, grad themselves (in place)");
 }
 
+static void need_window_in(const vctx *v, int i, int64_t rows, int64_t w, int64_t at, const char *what);
 static void vr_copy(const vctx *v, const dfl_attrs *a) {
-  /* also a reshape: only the element count must agree */
+  /* also a reshape: only the element count must agree; or a column window of x's rows (a.win[0]) */
   need_io(v, 1, 1);
-  need_numel_out(v, 0, NI(v, 0));
+  if (a->win[0] == 0 && NO(v, 0) == NI(v, 0)) return;
+  if (TO(v, 0)->ndim != 2) vfail(v, "a column window's output must be [rows, cols]");
+  need_float_in(v, 0), need_float_out(v, 0);
+  need_window_in(v, 0, rows(TO(v, 0)), cols(TO(v, 0)), a->win[0], "x");
 }
 
 static void vr_concat_cols(const vctx *v, const dfl_attrs *a) {

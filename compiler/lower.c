@@ -27,10 +27,7 @@ const char *dfl_lower_pw_body(dfl_opcode code) { const pw_row *r = row_of(code);
 char dfl_lower_pw_in(const dfl_graph *g, const dfl_op *op, int k) {
   const char *ins = dfl_lower_pw_ins(op->code);
   if (!ins || ins[k] != 'w' || k >= op->n_in || op->in[k] < 0 || op->a.win[k]) return ins ? ins[k] : 0;
-  const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
-  int same = x->ndim == y->ndim;
-  for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == y->shape[d];
-  return same ? 'e' : 'w';
+  return dfl_tensor_numel(&g->t[op->in[k]]) == dfl_tensor_numel(&g->t[op->out[0]]) ? 'e' : 'w';
 }
 
 /* the float dtypes an f32 register holds exactly: an f64 or i32 value would pass through a float (a

@@ -40,8 +40,8 @@ typedef struct dfl_groups {
 int dfl_lower_pointwise(const dfl_graph *g, const dfl_op *op);
 /* The definition row of code: its input letters, outputs and body; NULL when code is not pointwise. */
 const char *dfl_lower_pw_ins(dfl_opcode code);
-/* How op (pointwise) reads its input k: its pointwise.def letter, except a window ('w') that is the
-** whole input (the output's shape, at column 0), read as an element ('e') */
+/* How op (pointwise) reads its input k: its pointwise.def letter, except a window ('w') at column 0
+** of an input with the output's element count (whole rows: the element itself), read as 'e' */
 char dfl_lower_pw_in(const dfl_graph *g, const dfl_op *op, int k);
 int dfl_lower_pw_outs(dfl_opcode code);
 const char *dfl_lower_pw_body(dfl_opcode code);

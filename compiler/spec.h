@@ -16,6 +16,7 @@
 
 #define DFL_MAX_LAYERS  256
 #define DFL_MAX_TAPS    64
+#define DFL_MAX_FEATURE_BLOCKS 12  /* the features' concatenation: one op's inputs (graph.h DFL_MAX_IO) */
 #define DFL_MAX_DEVICES 256
 #define DFL_MAX_NODES   64
 #define DFL_PATH_MAX    1024
@@ -173,5 +174,8 @@ int dfl_spec_dir_creatable(const char *dir, char *why, size_t n);
 
 /* Number of devices with each role. */
 int dfl_spec_count_role(const dfl_spec *s, int target, int drafter);
+/* The [rows, H] blocks a target device sends a drafter device: the taps, and under soft labels the
+** final norm's output after them (models/target.c DFL_TARGET_WITH_FINAL). */
+static inline int dfl_spec_feature_blocks(const dfl_spec *s) { return s->n_taps + (s->kd_alpha > 0); }
 
 #endif

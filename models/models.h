@@ -11,9 +11,13 @@
 /* The frozen target forward for `batch` sequences of length S.
 ** Reads ids (INPUT [batch*S] i32). Creates FROZEN weights named as in the HF checkpoint
 ** ("model.embed_tokens.weight", "model.layers.{i}.self_attn.q_proj.weight", ..., "lm_head.weight").
-** Layers past the deepest tap are not built unless all_hidden is set. */
+** Layers past the deepest tap are not built unless all_hidden is set. all_hidden DFL_TARGET_WITH_FINAL:
+** the features carry the final norm's output as one more block after the taps (a pipeline's target
+** device under soft labels: the queue carries it to the drafter's loss head). */
+#define DFL_TARGET_WITH_FINAL 2
 typedef struct dfl_target_out {
-  int features;       /* [batch*S, n_taps*H]: tapped hidden states, concatenated in taps order */
+  int features;       /* [batch*S, n_taps*H]: tapped hidden states, concatenated in taps order
+                      ** (DFL_TARGET_WITH_FINAL: [batch*S, (n_taps + 1)*H], the final norm's last) */
   int hidden[DFL_MAX_LAYERS + 1]; /* with all_hidden: hidden state i (0 = embeddings, L = after final norm) */
   int logits;         /* with logits: [batch*S, V], else -1 */
   int embed, lm_head; /* the FROZEN embedding and head (shared with a colocated drafter); lm_head -1

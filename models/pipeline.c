@@ -34,10 +34,6 @@ static int build_common(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
   tg->keep = dfl_tensor_2d(g, "keep", DFL_I32, DFL_T_INPUT, tg->batch, tg->N);
 
   int features, embed = -1, lm_head = -1, tfinal = -1, rc;
-  if (s->kd_alpha > 0 && !colocated) {
-    fprintf(stderr, "dfl_model_train_graph: soft labels need the target on the drafter's device (colocated)\n");
-    return DFL_ESHAPE;
-  }
   if (colocated) {
     /* soft labels: every layer and the final norm, whose states the loss reads */
     rc = dfl_model_target(g, s, tg->batch, tg->S, tg->ids, s->kd_alpha > 0, 0, &tg->target);
@@ -46,6 +42,20 @@ static int build_common(dfl_train_graph *tg, const dfl_spec *s, int colocated) {
     features = tg->target.features;
     embed = tg->target.embed;
     lm_head = tg->target.lm_head;
+  } else if (s->kd_alpha > 0) {
+    /* soft labels: the target device's features end with its final norm's output (DFL_TARGET_WITH_FINAL);
+    ** the taps and that block as column windows of them (COPY), for the drafter and its loss head */
+    const int64_t H = s->target.hidden, nH = (int64_t)s->n_taps * H;
+    tg->features = dfl_tensor_2d(g, "features", dt, DFL_T_INPUT, R, nH + H);
+    features = dfl_tensor_2d(g, "features.taps", dt, DFL_T_ACT, R, nH);
+    tfinal = dfl_tensor_2d(g, "features.final", dt, DFL_T_ACT, R, H);
+    dfl_attrs at;
+    memset(&at, 0, sizeof at);
+    g->cur_label = "features";
+    dfl_op_add(g, DFL_OP_COPY, &tg->features, 1, &features, 1, &at);
+    at.win[0] = nH;
+    dfl_op_add(g, DFL_OP_COPY, &tg->features, 1, &tfinal, 1, &at);
+    g->cur_label = NULL;
   } else {
     tg->features = dfl_tensor_2d(g, "features", dt, DFL_T_INPUT, R, (int64_t)s->n_taps * s->target.hidden);
     features = tg->features;

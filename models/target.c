@@ -134,11 +134,16 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
     out->hidden[l + 1] = h;
   }
 
-  /* Tapped features, in taps order. */
+  /* Tapped features, in taps order (with the final norm's output last: after it) */
+  const int with_final = all_hidden == DFL_TARGET_WITH_FINAL;
+  if (with_final && s->n_taps + 1 > DFL_MAX_IO) {
+    fprintf(stderr, "dfl_model_target: %d taps and the final hidden state: at most %d blocks\n", s->n_taps, DFL_MAX_IO);
+    return DFL_ERR;
+  }
   g->cur_label = "target.features";
-  if (s->n_taps == 1) {
+  if (s->n_taps == 1 && !with_final) {
     out->features = out->hidden[s->taps[0] + 1];
-  } else {
+  } else if (!with_final) {
     int in[DFL_MAX_IO];
     for (int i = 0; i < s->n_taps; i++) in[i] = out->hidden[s->taps[i] + 1];
     out->features = dfl_tensor_2d(g, "target.features", dt, DFL_T_ACT, R, (int64_t)s->n_taps * H);
@@ -152,6 +157,15 @@ int dfl_model_target(dfl_graph *g, const dfl_spec *s, int batch, int S, int ids,
     int y = dfl_rmsnorm(g, h, wn, H, a->rms_eps, "target.final_norm");
     if (all_hidden) out->hidden[a->layers] = y;
     if (logits) out->logits = dfl_linear(g, y, out->lm_head, DFL_F32, "target.logits");
+  }
+  if (with_final) {
+    g->cur_label = "target.features";
+    int in[DFL_MAX_IO];
+    for (int i = 0; i < s->n_taps; i++) in[i] = out->hidden[s->taps[i] + 1];
+    in[s->n_taps] = out->hidden[a->layers];
+    out->features = dfl_tensor_2d(g, "target.features", dt, DFL_T_ACT, R, (int64_t)(s->n_taps + 1) * H);
+    memset(&at, 0, sizeof at);
+    dfl_op_add(g, DFL_OP_CONCAT_COLS, in, s->n_taps + 1, &out->features, 1, &at);
   }
 
   g->cur_phase = saved_phase;

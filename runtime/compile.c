@@ -15,7 +15,7 @@ static size_t cpu_elem(const dfl_tensor *t, void *ctx) {
 }
 
 int64_t dfl_compile_queue_stride(const dfl_spec *s, int batch) {
-  int64_t b = (int64_t)batch * s->seq_len * s->n_taps * s->target.hidden * 4;
+  int64_t b = (int64_t)batch * s->seq_len * dfl_spec_feature_blocks(s) * s->target.hidden * 4;
   return (b + 255) / 256 * 256;
 }
 
@@ -132,7 +132,8 @@ int dfl_compile_graph(const dfl_spec *s_all, int k, const dfl_compile_req *o, df
     c->g->cur_phase = DFL_PH_TARGET;
     c->t_ids = dfl_tensor_1d(c->g, "input_ids", DFL_I32, DFL_T_INPUT, (int64_t)s->batch * s->seq_len);
     dfl_target_out out;
-    rc = dfl_model_target(c->g, s, s->batch, s->seq_len, c->t_ids, 0, 0, &out);
+    /* soft labels: the features carry the final norm's output to the drafter's loss head too */
+    rc = dfl_model_target(c->g, s, s->batch, s->seq_len, c->t_ids, s->kd_alpha > 0 ? DFL_TARGET_WITH_FINAL : 0, 0, &out);
     if (rc == DFL_OK && dfl_fuse_passes(c->g, dfl_model_fuse_flags(s)) != DFL_OK) rc = DFL_ENOMEM;
     if (rc == DFL_OK && out.features < 0) rc = DFL_ERR;
     if (rc == DFL_OK) c->live_out[c->n_live_out++] = c->t_features = out.features;

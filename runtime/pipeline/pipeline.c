@@ -180,7 +180,7 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
 
   /* rings: loader -> first stage (prefetch), targets -> drafters (the hidden-state queue) */
   size_t R = (size_t)p->b * p->S, RA = (size_t)p->b * p->NA;
-  size_t fb[5] = {R * 4, R * 4, RA * 4, RA * 4, R * (size_t)s->n_taps * s->target.hidden * sizeof(float)};
+  size_t fb[5] = {R * 4, R * 4, RA * 4, RA * 4, R * (size_t)dfl_spec_feature_blocks(s) * s->target.hidden * sizeof(float)};
   int pre_depth = s->prefetch > 0 ? s->prefetch : 1;
   /* every consumer of the prefetch ring must be able to hold one slot without stalling the rest */
   int consumers = p->procs > 1 ? 1 : M + p->tp.C;
@@ -254,6 +254,17 @@ int dfl_pipe_run(const dfl_spec *spec, const dfl_pipe_opts *opts, dfl_pipe_resul
     d->diag_id = dfl_mon_add_dev(&p->diag, d->name,
                                   d->role == R_TARGET ? DFL_DR_TARGET : d->coloc ? DFL_DR_BOTH : DFL_DR_DRAFTER,
                                   pipe_dev_bytes(d));
+  }
+  if (!p->gpu && p->has_hq) { /* the host ring's slots hold the target's features as the drafter takes them */
+    dev_s *cons = &p->dev[M + p->tp.drep[0]];
+    int64_t tb = dfl_tensor_numel(&p->dev[0].g->t[p->dev[0].t_features]) * (int64_t)sizeof(float);
+    int64_t db = dfl_tensor_numel(&cons->g->t[cons->tg.features]) * (int64_t)sizeof(float);
+    if (tb != (int64_t)p->hq.field_bytes[F_FEATURES] || db != tb) {
+      fprintf(stderr, "dflc: pipeline: target features (%lld bytes), the queue's slots (%lld) and the drafter's input "
+              "(%lld) differ\n", (long long)tb, (long long)p->hq.field_bytes[F_FEATURES], (long long)db);
+      rc = DFL_ESHAPE;
+      goto out;
+    }
   }
 #ifdef DFL_HAVE_CUDA
   if (p->gpu && p->has_hq) {

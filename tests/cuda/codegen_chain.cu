@@ -543,3 +543,87 @@ extern "C" __global__ void __launch_bounds__(256) dfl_pw_1(void *t0, void *t1) {
     stf(t1, DT_F16, i, v1[0]);
   }
 }
+
+/* group 2: ops 10..11 (loss), 64 elements
+**   t0 %17 wide bf16 window
+**   t1 %18 cw bf16 store
+**   t2 %19 A_log2 f32 column
+**   t3 %20 dt_bias2 f32 column
+**   t4 %21 g2 f32 store
+**   t5 %22 beta2 f32 store
+*/
+extern "C" __global__ void __launch_bounds__(256) dfl_pw_2(void *t0, void *t1, void *t2, void *t3, void *t4, void *t5) {
+  const ll N = 64LL;
+  if (vec_ok(t1) && vec_ok(t4) && vec_ok(t5) && vec_ok(t0)) {
+    GRID_STRIDE(j, N / 8) {
+      const ll i = j * 8;
+      float v1[8];
+      float v4[8];
+      float v5[8];
+      float w10_0[8];
+      ld8(t0, DT_BF16, i / 16LL * 40LL + 16LL + i % 16LL, w10_0);
+      #pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const ll e = i + k;
+        (void)e;
+        { /* op 10 copy (copy) */
+          const float A = 0.0f, A1 = 1.0f;
+          (void)A, (void)A1;
+          const float x0 = w10_0[k];
+          float y0;
+          y0 = x0;
+          v1[k] = y0;
+        }
+        { /* op 11 gdn_gates (gdn_gates) */
+          const float A = 0.0f, A1 = 1.0f;
+          (void)A, (void)A1;
+          const float x0 = ldf(t0, DT_BF16, e / 16LL * 40LL + 3LL + e % 16LL);
+          const float x1 = ldf(t0, DT_BF16, e / 16LL * 40LL + 19LL + e % 16LL);
+          const float x2 = ldf(t2, DT_F32, e % 16LL);
+          const float x3 = ldf(t3, DT_F32, e % 16LL);
+          float y0, y1;
+          const float xa = x0 + x3; const float sp = xa > 20.f ? xa : log1pf(expf(xa)); y0 = -expf(x2) * sp; y1 = 1.f / (1.f + expf(-x1));
+          v4[k] = y0;
+          v5[k] = y1;
+        }
+      }
+      st8(t1, DT_BF16, i, v1);
+      st8(t4, DT_F32, i, v4);
+      st8(t5, DT_F32, i, v5);
+    }
+    return;
+  }
+  GRID_STRIDE(i, N) {
+    float v1[1];
+    float v4[1];
+    float v5[1];
+    {
+      const int k = 0;
+      const ll e = i;
+      (void)e;
+      { /* op 10 copy (copy) */
+        const float A = 0.0f, A1 = 1.0f;
+        (void)A, (void)A1;
+        const float x0 = ldf(t0, DT_BF16, e / 16LL * 40LL + 16LL + e % 16LL);
+        float y0;
+        y0 = x0;
+        v1[k] = y0;
+      }
+      { /* op 11 gdn_gates (gdn_gates) */
+        const float A = 0.0f, A1 = 1.0f;
+        (void)A, (void)A1;
+        const float x0 = ldf(t0, DT_BF16, e / 16LL * 40LL + 3LL + e % 16LL);
+        const float x1 = ldf(t0, DT_BF16, e / 16LL * 40LL + 19LL + e % 16LL);
+        const float x2 = ldf(t2, DT_F32, e % 16LL);
+        const float x3 = ldf(t3, DT_F32, e % 16LL);
+        float y0, y1;
+        const float xa = x0 + x3; const float sp = xa > 20.f ? xa : log1pf(expf(xa)); y0 = -expf(x2) * sp; y1 = 1.f / (1.f + expf(-x1));
+        v4[k] = y0;
+        v5[k] = y1;
+      }
+    }
+    stf(t1, DT_BF16, i, v1[0]);
+    stf(t4, DT_F32, i, v4[0]);
+    stf(t5, DT_F32, i, v5[0]);
+  }
+}

@@ -60,6 +60,16 @@ static void build(dfl_graph *g) {
   g->cur_phase = DFL_PH_LOSS;
   dfl_op_add(g, DFL_OP_FILL, NULL, 0, &f, 1, &at);
   dfl_op_add(g, DFL_OP_COPY, &f, 1, &f2, 1, &at);
+  /* a third: windows of a wider row, columns 16..31 of [4, 40] copied (16-byte words) and GDN_GATES' a and
+  ** b at columns 3 and 19 (element at a time) */
+  int wide = dfl_tensor_2d(g, "wide", DFL_BF16, DFL_T_INPUT, R, 40), cw = dfl_tensor_2d(g, "cw", DFL_BF16, DFL_T_ACT, R, 16);
+  int al2 = dfl_tensor_1d(g, "A_log2", DFL_F32, DFL_T_FROZEN, 16), db2 = dfl_tensor_1d(g, "dt_bias2", DFL_F32, DFL_T_FROZEN, 16);
+  int g2 = dfl_tensor_2d(g, "g2", DFL_F32, DFL_T_ACT, R, 16), b2 = dfl_tensor_2d(g, "beta2", DFL_F32, DFL_T_ACT, R, 16);
+  memset(&at, 0, sizeof at);
+  at.win[0] = 16;
+  dfl_op_add(g, DFL_OP_COPY, &wide, 1, &cw, 1, &at);
+  at.win[0] = 3, at.win[1] = 19;
+  dfl_op_add(g, DFL_OP_GDN_GATES, (int[]){wide, wide, al2, db2}, 4, (int[]){g2, b2}, 2, &at);
 }
 
 static char *slurp(const char *path, size_t *n) {
@@ -81,7 +91,7 @@ int main(int argc, char **argv) {
   build(&g);
   dfl_groups gs;
   CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == DFL_OK);
-  CHECK(gs.n == 2 && gs.g[0].n == 8 && gs.g[1].n == 2, "%d groups", gs.n);
+  CHECK(gs.n == 3 && gs.g[0].n == 8 && gs.g[1].n == 2 && gs.g[2].n == 2, "%d groups", gs.n);
   char *src = NULL;
   size_t len = 0;
   CHECK(dfl_codegen_source(&g, &gs, &src, &len) == DFL_OK && src && len == strlen(src));
