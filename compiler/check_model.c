@@ -254,6 +254,12 @@ void dfl_check_taps(dfl_check *c) {
   dfl_spec *s = c->spec;
   dfl_node *v = dfl_check_get(c->target, "taps");
   if (!v) {
+    if (c->arch_ok && s->drafter.layers > DFL_MAX_FEATURE_BLOCKS) {
+      dfl_diag_error(dfl_check_where(c->target, NULL), "the default taps are one per drafter layer: %d, more than the "
+                     "%d the features can concatenate", s->drafter.layers, DFL_MAX_FEATURE_BLOCKS);
+      dfl_diag_help("set `taps = [...]` explicitly: at most %d target layers", DFL_MAX_FEATURE_BLOCKS);
+      return;
+    }
     if (c->arch_ok) {
       dfl_default_taps(s->target.layers, s->drafter.layers, s->taps, &s->n_taps);
       for (int i = 0; i < s->n_taps; i++)
@@ -270,8 +276,11 @@ void dfl_check_taps(dfl_check *c) {
     dfl_diag_help("write `taps = [1, 9, 17]`");
     return;
   }
-  if (v->nkids == 0 || v->nkids > DFL_MAX_TAPS) {
-    dfl_diag_error(v->loc, "`taps` must list between 1 and %d layers", DFL_MAX_TAPS);
+  if (v->nkids == 0 || v->nkids > DFL_MAX_FEATURE_BLOCKS) {
+    dfl_diag_error(v->loc, "`taps` must list between 1 and %d layers", DFL_MAX_FEATURE_BLOCKS);
+    if (v->nkids > DFL_MAX_FEATURE_BLOCKS)
+      dfl_diag_help("the tapped states are concatenated into the drafter's features by one op of at most %d inputs",
+                    DFL_MAX_FEATURE_BLOCKS);
     return;
   }
   int prev = INT_MIN, warned = 0;
