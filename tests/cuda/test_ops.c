@@ -226,6 +226,9 @@ int main(int argc, char **argv) {
     case_elementwise(16, 96);
     case_pw_chain(19, 77);
     case_pw_chain(16, 96);
+    case_pw_windows(37, 48, 16, 24);   /* 16-byte window loads */
+    case_pw_windows(19, 45, 3, 20);    /* element at a time */
+    case_pw_windows(64, 640, 512, 128); /* the taps and the final block of a pipeline's features */
     case_concat(37);
     case_rmsnorm(23, 256, 256, 0);
     case_rmsnorm(23, 256, 64, 0);

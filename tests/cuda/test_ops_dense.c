@@ -220,6 +220,27 @@ void case_pw_chain(int R, int C) {
   dfl_graph_free(&g);
 }
 
+/* COPY of a column window (a pipeline's features split under soft labels, models/pipeline.c): columns
+** [off, off + c) of x [R, C] into y [R, c] in the graph's dtype and into f32, and the rest of the row
+** into a third; 16-byte loads where c, C and off are multiples of 8 (compiler/codegen.c win_vec) */
+void case_pw_windows(int R, int C, int off, int c) {
+  dfl_graph g; dfl_graph_init(&g);
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), y = t2(&g, "y", ACT, DFL_T_ACT, R, c);
+  int yf = t2(&g, "y_f32", DFL_F32, DFL_T_ACT, R, c);
+  dfl_attrs at = {0};
+  at.win[0] = off;
+  op(&g, DFL_OP_COPY, 1, &x, 1, &y, &at);
+  op(&g, DFL_OP_COPY, 1, &x, 1, &yf, &at);
+  at.win[0] = off + c;
+  if (C - off - c > 0) {
+    int rest = t2(&g, "rest", ACT, DFL_T_ACT, R, C - off - c);
+    op(&g, DFL_OP_COPY, 1, &x, 1, &rest, &at);
+  }
+  char nm[64]; snprintf(nm, sizeof nm, "copy window %dx%d [%d, %d)", R, C, off, off + c);
+  run_case(nm, &g, NULL, 0, NULL, NULL);
+  dfl_graph_free(&g);
+}
+
 /* The vector kernels take G = 8 L with L a power of two <= 32 (several groups per block) or a
 ** multiple of 32 (one group per block); the others (G = 40 here) take the warp-per-group kernels.
 ** Enough groups for several blocks and grid-stride passes with a partial last one. `addend`: the
