@@ -56,6 +56,9 @@ static void flit(char *buf, size_t cap, float v) {
   strncat(buf, "f", cap - strlen(buf) - 1);
 }
 
+/* the end of the group's pointwise ops (a row group's last op is its QUANT_F8) */
+static int pw_end(const dfl_pw_group *p) { return p->first + p->n - (p->rows > 0); }
+
 /* the group's argument index of tensor t */
 static int arg_of(const dfl_pw_group *p, int t) {
   for (int k = 0; k < p->nt; k++) if (p->t[k] == t) return k;
@@ -69,7 +72,7 @@ typedef struct { int elem, load, store, col, scalar, win; } use;
 static void uses(const dfl_graph *g, const dfl_pw_group *p, use *u) {
   memset(u, 0, sizeof(use) * DFL_PW_MAX_T);
   int written[DFL_PW_MAX_T] = {0};
-  for (int i = p->first; i < p->first + p->n; i++) {
+  for (int i = p->first; i < pw_end(p); i++) {
     const dfl_op *op = &g->ops[i];
     for (int k = 0; k < op->n_in; k++) {
       int a = op->in[k] < 0 ? -1 : arg_of(p, op->in[k]);
@@ -90,7 +93,7 @@ static void uses(const dfl_graph *g, const dfl_pw_group *p, use *u) {
 
 /* Is tensor t read as an element by an op of the group after op i? */
 static int read_after(const dfl_graph *g, const dfl_pw_group *p, int i, int t) {
-  for (int j = i + 1; j < p->first + p->n; j++) {
+  for (int j = i + 1; j < pw_end(p); j++) {
     const dfl_op *op = &g->ops[j];
     for (int k = 0; k < op->n_in; k++) if (op->in[k] == t && dfl_lower_pw_in(g, op, k) == 'e') return 1;
   }
@@ -107,7 +110,7 @@ static int win_vec(const dfl_graph *g, const dfl_op *op, int k) {
 /* The bodies of the group's ops for the element at index e, value k of each argument's array; V 8:
 ** the 16-byte pass, whose window inputs win_vec takes were loaded as w<op>_<input>[8]. */
 static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind, int V) {
-  for (int i = p->first; i < p->first + p->n; i++) {
+  for (int i = p->first; i < pw_end(p); i++) {
     const dfl_op *op = &g->ops[i];
     const char *ins = dfl_lower_pw_ins(op->code), *body = dfl_lower_pw_body(op->code);
     int fast = 1;
@@ -156,6 +159,9 @@ static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const cha
   }
 }
 
+static void row_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int gi, const use *u);
+static int read_outside(const dfl_graph *g, const dfl_pw_group *p, int t);
+
 static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int gi) {
   use u[DFL_PW_MAX_T];
   uses(g, p, u);
@@ -164,10 +170,19 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
   put(b, "\n/* group %d: op%s %d", gi, p->n > 1 ? "s" : "", p->first);
   if (p->n > 1) put(b, "..%d", p->first + p->n - 1);
   put(b, " (%s), %lld element%s\n", dfl_phase_name(g->ops[p->first].phase), (long long)p->numel, p->numel == 1 ? "" : "s");
+  const dfl_op *last = &g->ops[p->first + p->n - 1];
   for (int k = 0; k < p->nt; k++) {
     const dfl_tensor *x = &g->t[p->t[k]];
-    put(b, "**   t%d %%%d %s %s%s%s%s%s%s\n", k, p->t[k], x->name, dfl_dtype_name(x->dtype), u[k].load ? " load" : "",
-        u[k].store ? " store" : "", u[k].col ? " column" : "", u[k].scalar ? " scalar" : "", u[k].win ? " window" : "");
+    const int quant_in = p->rows > 0 && p->t[k] == last->in[0], quant_out = p->rows > 0 && !quant_in &&
+                         (p->t[k] == last->out[0] || p->t[k] == last->out[1]);
+    put(b, "**   t%d %%%d %s %s%s%s%s%s%s%s\n", k, p->t[k], x->name, dfl_dtype_name(x->dtype), u[k].load ? " load" : "",
+        u[k].store && !(quant_in && !read_outside(g, p, p->t[k])) ? " store" : "", u[k].col ? " column" : "",
+        u[k].scalar ? " scalar" : "", u[k].win ? " window" : "", quant_in ? " quantized" : quant_out ? " store" : "");
+  }
+  if (p->rows > 0) {
+    put(b, "**   a row group: QUANT_F8 over %lld rows of %lld columns, a CTA a row\n", (long long)p->rows, (long long)p->cols);
+    row_kernel(b, g, p, gi, u);
+    return;
   }
   put(b, "*/\nextern \"C\" __global__ void __launch_bounds__(256) %s(", name);
   for (int k = 0; k < p->nt; k++) put(b, "%svoid *t%d", k ? ", " : "", k);
@@ -180,7 +195,7 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
       put(b, "  if (");
       int m = 0;
       for (int k = 0; k < p->nt; k++) if (u[k].elem) put(b, "%svec_ok(t%d)", m++ ? " && " : "", k);
-      for (int o = p->first; o < p->first + p->n; o++)
+      for (int o = p->first; o < pw_end(p); o++)
         for (int k = 0; k < g->ops[o].n_in; k++)
           if (g->ops[o].in[k] >= 0 && dfl_lower_pw_in(g, &g->ops[o], k) == 'w' && win_vec(g, &g->ops[o], k))
             put(b, "%svec_ok(t%d)", m++ ? " && " : "", arg_of(p, g->ops[o].in[k]));
@@ -198,7 +213,7 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
         else put(b, "%sv%d[0] = ldf(t%d, %s, i);\n", ind, k, k, d);
       }
     }
-    for (int o = p->first; V == 8 && o < p->first + p->n; o++) { /* the windows' 16-byte loads */
+    for (int o = p->first; V == 8 && o < pw_end(p); o++) { /* the windows' 16-byte loads */
       const dfl_op *op = &g->ops[o];
       for (int k = 0; k < op->n_in; k++) {
         if (op->in[k] < 0 || dfl_lower_pw_in(g, op, k) != 'w' || !win_vec(g, op, k)) continue;
@@ -224,6 +239,60 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
     else put(b, "  }\n");
   }
   put(b, "}\n");
+}
+
+/* Is tensor t read by an op outside the group, or kept past the step (not an activation)? */
+static int read_outside(const dfl_graph *g, const dfl_pw_group *p, int t) {
+  if (g->t[t].kind != DFL_T_ACT) return 1;
+  for (int j = 0; j < g->nops; j++) {
+    if (j >= p->first && j < p->first + p->n) continue;
+    for (int k = 0; k < g->ops[j].n_in; k++) if (g->ops[j].in[k] == t) return 1;
+  }
+  return 0;
+}
+
+/* A row group (lower.h): a CTA a row of C columns, 8 consecutive columns a thread and chunk (NCH chunks
+** of blockDim.x * 8), the pointwise bodies per chunk, then the quantized input's amax over the row
+** (block_max), its scale and its FP8 bytes: the library's quantization (common.cuh), fused. */
+static void row_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int gi, const use *u) {
+  const dfl_op *qo = &g->ops[p->first + p->n - 1];
+  const int ax = arg_of(p, qo->in[0]), aq = arg_of(p, qo->out[0]), as = arg_of(p, qo->out[1]);
+  const char *dx = dt_code(g->t[qo->in[0]].dtype);
+  const int nch = (int)((p->cols + 2047) / 2048), keep_x = read_outside(g, p, qo->in[0]);
+  char name[32];
+  dfl_codegen_kernel_name(gi, name, sizeof name);
+  put(b, "*/\nextern \"C\" __global__ void __launch_bounds__(256) %s(", name);
+  for (int k = 0; k < p->nt; k++) put(b, "%svoid *t%d", k ? ", " : "", k);
+  put(b, ") {\n  __shared__ float red[32];\n  const ll R = %lldLL, C = %lldLL;\n", (long long)p->rows, (long long)p->cols);
+  for (int k = 0; k < p->nt; k++)
+    if (u[k].scalar) put(b, "  const float s%d = ldf(t%d, %s, 0);\n", k, k, dt_code(g->t[p->t[k]].dtype));
+  put(b, "  const bool vec = true");
+  for (int k = 0; k < p->nt; k++) if (u[k].elem) put(b, " && vec_ok(t%d)", k);
+  put(b, ";\n  for (ll row = blockIdx.x; row < R; row += gridDim.x) {\n    float xq[%d][8], amax = 0.f;\n", nch);
+  put(b, "#pragma unroll\n    for (int c = 0; c < %d; c++) {\n", nch);
+  put(b, "      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8, i = row * C + col;\n      if (col >= C) continue;\n");
+  for (int k = 0; k < p->nt; k++) {
+    if (!u[k].elem) continue;
+    const char *d = dt_code(g->t[p->t[k]].dtype);
+    put(b, "      float v%d[8];\n", k);
+    if (u[k].load) put(b, "      if (vec) ld8(t%d, %s, i, v%d); else for (int k = 0; k < 8; k++) v%d[k] = ldf(t%d, %s, i + k);\n", k, d,
+                       k, k, k, d);
+  }
+  put(b, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n        const ll e = i + k;\n        (void)e;\n");
+  bodies(b, g, p, "        ", 0);
+  put(b, "      }\n");
+  for (int k = 0; k < p->nt; k++) {
+    if (!u[k].store || (k == ax && !keep_x)) continue;
+    const char *d = dt_code(g->t[p->t[k]].dtype);
+    put(b, "      if (vec) st8(t%d, %s, i, v%d); else for (int k = 0; k < 8; k++) stf(t%d, %s, i + k, v%d[k]);\n", k, d, k,
+        k, d, k);
+  }
+  put(b, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n        xq[c][k] = dfl_round_to(v%d[k], %s); /* as stored */\n"
+         "        amax = fmaxf(amax, fabsf(xq[c][k]));\n      }\n    }\n", ax, dx);
+  put(b, "    amax = block_max(amax, red);\n    const float inv = dfl_fp8_inv(amax);\n");
+  put(b, "    if (threadIdx.x == 0) ((float *)t%d)[row] = dfl_fp8_scale(amax);\n", as);
+  put(b, "#pragma unroll\n    for (int c = 0; c < %d; c++) {\n      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8;\n"
+         "      if (col < C) *(uint2 *)((unsigned char *)t%d + row * C + col) = dfl_e4m3x8(xq[c], inv);\n    }\n  }\n}\n", nch, aq);
 }
 
 int dfl_codegen_source(const dfl_graph *g, const dfl_groups *gs, char **src, size_t *len) {

@@ -119,6 +119,24 @@ static void take(const dfl_graph *g, dfl_pw_group *p, int i) {
   p->n++;
 }
 
+/* Can QUANT_F8 op i close group p as a row group (lower.h)? */
+static int quant_tail(const dfl_graph *g, const dfl_pw_group *p, int i, const int64_t *off, const int64_t *size) {
+  const dfl_op *op = &g->ops[i];
+  if (op->code != DFL_OP_QUANT_F8 || op->n_in != 1 || op->n_out != 2 || p->rows || p->first + p->n != i ||
+      p->n >= DFL_PW_MAX_OPS || op->phase != g->ops[p->first].phase || p->nt + 2 > DFL_PW_MAX_T)
+    return 0;
+  const dfl_tensor *x = &g->t[op->in[0]];
+  int64_t C = x->shape[x->ndim - 1];
+  if (!dtype_ok(x->dtype) || dfl_tensor_numel(x) != p->numel || C % 8 || C > DFL_PW_ROW_MAX) return 0;
+  int written = 0;
+  for (int j = p->first; j < i; j++) written |= writes(&g->ops[j], op->in[0]);
+  if (!written) return 0;
+  for (int m = 0; m < 2; m++)
+    for (int k = 0; k < p->nt; k++)
+      if (op->out[m] == p->t[k] || overlaps(off, size, op->out[m], p->t[k])) return 0;
+  return 1;
+}
+
 int dfl_lower_groups(const dfl_graph *g, const int64_t *offset, const int64_t *size, dfl_groups *out) {
   memset(out, 0, sizeof *out);
   out->nops = g->nops;
@@ -128,6 +146,15 @@ int dfl_lower_groups(const dfl_graph *g, const int64_t *offset, const int64_t *s
   dfl_pw_group *cur = NULL;
   for (int i = 0; i < g->nops; i++) {
     out->of_op[i] = -1;
+    if (cur && quant_tail(g, cur, i, offset, size)) { /* the group becomes a row group; nothing joins after */
+      const dfl_tensor *x = &g->t[g->ops[i].in[0]];
+      cur->cols = x->shape[x->ndim - 1];
+      cur->rows = cur->numel / cur->cols;
+      take(g, cur, i);
+      out->of_op[i] = (int)(cur - out->g);
+      cur = NULL;
+      continue;
+    }
     if (!dfl_lower_pointwise(g, &g->ops[i])) { cur = NULL; continue; }
     if (!cur || !joins(g, cur, i, offset, size)) {
       cur = &out->g[out->n++];

@@ -11,6 +11,11 @@
 ** keeps every tensor a group touches live over the whole group (dfl_lower_span), and
 ** dfl_lower_groups, given the placed offsets, splits a group wherever two of its tensors overlap.
 ** Column and scalar inputs (pointwise.def) are read by every thread: no op of their group writes one.
+**
+** A row group: a group whose last output is quantized right after it (QUANT_F8 over rows of C <=
+** DFL_PW_ROW_MAX columns, C % 8 == 0) takes that QUANT_F8 in: its kernel runs a CTA a row, the row's
+** amax reduced across the CTA, and the quantized row written without a pass over the unquantized
+** one (stored only where an op outside the group reads it). The first generated row reduction.
 */
 #ifndef DFL_LOWER_H
 #define DFL_LOWER_H
@@ -20,11 +25,13 @@
 
 #define DFL_PW_MAX_OPS 8   /* ops a group takes at most */
 #define DFL_PW_MAX_T 16    /* tensors a group touches at most: its kernel's pointer arguments */
+#define DFL_PW_ROW_MAX 8192 /* a row group's columns at most: 4 chunks of 8 per thread of 256 */
 
 typedef struct dfl_pw_group {
   int first, n;            /* ops [first, first + n) of the schedule */
   int64_t numel;           /* the iteration space */
   int vec;                 /* 8: 16-byte accesses (numel % 8 == 0, checked on the pointers at run time), else 1 */
+  int64_t rows, cols;      /* rows > 0: a row group (its last op a QUANT_F8 over rows x cols), a CTA a row */
   int nt;
   int t[DFL_PW_MAX_T];     /* the tensors it touches, in order of first use: the kernel's arguments */
 } dfl_pw_group;

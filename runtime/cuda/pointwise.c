@@ -50,8 +50,10 @@ int dfl_cu_pw_run(dfl_cuda *c, int i) {
   if (p->first != i) return DFL_OK; /* launched with the group's first op */
   void *ptr[DFL_PW_MAX_T], *args[DFL_PW_MAX_T];
   for (int m = 0; m < p->nt; m++) ptr[m] = P(p->t[m]), args[m] = &ptr[m];
-  /* grid-stride over 8 elements a thread (fewer when a pointer is not 16-byte aligned: the same grid) */
-  int64_t items = p->vec == 8 ? p->numel / 8 : p->numel, g = (items + 255) / 256, cap = (int64_t)im->nsm * im->pwocc[k];
+  /* grid-stride over 8 elements a thread (fewer when a pointer is not 16-byte aligned: the same grid); a
+  ** row group: a CTA a row */
+  int64_t items = p->vec == 8 ? p->numel / 8 : p->numel, g = p->rows > 0 ? p->rows : (items + 255) / 256;
+  int64_t cap = (int64_t)im->nsm * im->pwocc[k];
   if (g > cap) g = cap;
   if (g < 1) g = 1;
   CU(cudaLaunchKernel((const void *)im->pwk[k], d3((unsigned)g, 1), d3(256, 1), args, 0, im->stream));

@@ -627,3 +627,57 @@ extern "C" __global__ void __launch_bounds__(256) dfl_pw_2(void *t0, void *t1, v
     stf(t5, DT_F32, i, v5[0]);
   }
 }
+
+/* group 3: ops 12..13 (loss), 160 elements
+**   t0 %23 gx bf16 load
+**   t1 %17 wide bf16 load
+**   t2 %24 gsm bf16 quantized
+**   t3 %25 gq f8e4m3 store
+**   t4 %26 gq_scale f32 store
+**   a row group: QUANT_F8 over 4 rows of 40 columns, a CTA a row
+*/
+extern "C" __global__ void __launch_bounds__(256) dfl_pw_3(void *t0, void *t1, void *t2, void *t3, void *t4) {
+  __shared__ float red[32];
+  const ll R = 4LL, C = 40LL;
+  const bool vec = true && vec_ok(t0) && vec_ok(t1) && vec_ok(t2);
+  for (ll row = blockIdx.x; row < R; row += gridDim.x) {
+    float xq[1][8], amax = 0.f;
+#pragma unroll
+    for (int c = 0; c < 1; c++) {
+      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8, i = row * C + col;
+      if (col >= C) continue;
+      float v0[8];
+      if (vec) ld8(t0, DT_BF16, i, v0); else for (int k = 0; k < 8; k++) v0[k] = ldf(t0, DT_BF16, i + k);
+      float v1[8];
+      if (vec) ld8(t1, DT_BF16, i, v1); else for (int k = 0; k < 8; k++) v1[k] = ldf(t1, DT_BF16, i + k);
+      float v2[8];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const ll e = i + k;
+        (void)e;
+        { /* op 12 sigmoid_mul (sigmoid_mul) */
+          const float A = 0.0f, A1 = 1.0f;
+          (void)A, (void)A1;
+          const float x0 = v0[k];
+          const float x1 = v1[k];
+          float y0;
+          y0 = x0 / (1.f + expf(-x1));
+          v2[k] = y0;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        xq[c][k] = dfl_round_to(v2[k], DT_BF16); /* as stored */
+        amax = fmaxf(amax, fabsf(xq[c][k]));
+      }
+    }
+    amax = block_max(amax, red);
+    const float inv = dfl_fp8_inv(amax);
+    if (threadIdx.x == 0) ((float *)t4)[row] = dfl_fp8_scale(amax);
+#pragma unroll
+    for (int c = 0; c < 1; c++) {
+      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8;
+      if (col < C) *(uint2 *)((unsigned char *)t3 + row * C + col) = dfl_e4m3x8(xq[c], inv);
+    }
+  }
+}

@@ -70,6 +70,12 @@ static void build(dfl_graph *g) {
   dfl_op_add(g, DFL_OP_COPY, &wide, 1, &cw, 1, &at);
   at.win[0] = 3, at.win[1] = 19;
   dfl_op_add(g, DFL_OP_GDN_GATES, (int[]){wide, wide, al2, db2}, 4, (int[]){g2, b2}, 2, &at);
+  /* a fourth, a row group: the gated attention's output gate and its FP8 quantization (rows of 40) */
+  int gx = dfl_tensor_2d(g, "gx", DFL_BF16, DFL_T_INPUT, R, 40), gsm = dfl_tensor_2d(g, "gsm", DFL_BF16, DFL_T_ACT, R, 40);
+  int gq = dfl_tensor_2d(g, "gq", DFL_F8E4M3, DFL_T_ACT, R, 40), gs = dfl_tensor_1d(g, "gq_scale", DFL_F32, DFL_T_ACT, R);
+  memset(&at, 0, sizeof at);
+  dfl_op_add(g, DFL_OP_SIGMOID_MUL, (int[]){gx, wide}, 2, &gsm, 1, &at);
+  dfl_op_add(g, DFL_OP_QUANT_F8, &gsm, 1, (int[]){gq, gs}, 2, &at);
 }
 
 static char *slurp(const char *path, size_t *n) {
@@ -91,7 +97,8 @@ int main(int argc, char **argv) {
   build(&g);
   dfl_groups gs;
   CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == DFL_OK);
-  CHECK(gs.n == 3 && gs.g[0].n == 8 && gs.g[1].n == 2 && gs.g[2].n == 2, "%d groups", gs.n);
+  CHECK(gs.n == 4 && gs.g[0].n == 8 && gs.g[1].n == 2 && gs.g[2].n == 2 && gs.g[3].n == 2 && gs.g[3].rows == 4 &&
+        gs.g[3].cols == 40 && !gs.g[0].rows, "%d groups", gs.n);
   char *src = NULL;
   size_t len = 0;
   CHECK(dfl_codegen_source(&g, &gs, &src, &len) == DFL_OK && src && len == strlen(src));

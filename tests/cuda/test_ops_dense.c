@@ -220,6 +220,28 @@ void case_pw_chain(int R, int C) {
   dfl_graph_free(&g);
 }
 
+/* A row group (compiler/lower.h): SIGMOID_MUL then QUANT_F8 of its output, by a CTA a row; `keep`: the
+** product is read after (a COPY), so the group stores it too; C % 8 != 0 leaves the QUANT_F8 to the
+** library */
+void case_pw_rowq(int R, int C, int keep) {
+  dfl_graph g; dfl_graph_init(&g);
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, C), gt = t2(&g, "gate", ACT, DFL_T_INPUT, R, C);
+  int sm = t2(&g, "gated", ACT, DFL_T_ACT, R, C), q = t2(&g, "q", DFL_F8E4M3, DFL_T_ACT, R, C);
+  int s = t1(&g, "q_scale", DFL_F32, DFL_T_ACT, R);
+  dfl_attrs at = {0};
+  op(&g, DFL_OP_SIGMOID_MUL, 2, (int[]){x, gt}, 1, &sm, &at);
+  op(&g, DFL_OP_QUANT_F8, 1, &sm, 2, (int[]){q, s}, &at);
+  if (keep) {
+    int cp = t2(&g, "gated_copy", DFL_F32, DFL_T_ACT, R, C);
+    op(&g, DFL_OP_COPY, 1, &sm, 1, &cp, &at);
+  }
+  double sc[16] = {0};
+  sc[x] = 3, sc[gt] = 4;
+  char nm[64]; snprintf(nm, sizeof nm, "row group sigmoid_mul+quant %dx%d%s", R, C, keep ? " kept" : "");
+  run_case(nm, &g, NULL, 0, sc, NULL);
+  dfl_graph_free(&g);
+}
+
 /* COPY of a column window (a pipeline's features split under soft labels, models/pipeline.c): columns
 ** [off, off + c) of x [R, C] into y [R, c] in the graph's dtype and into f32, and the rest of the row
 ** into a third; 16-byte loads where c, C and off are multiples of 8 (compiler/codegen.c win_vec) */

@@ -167,9 +167,36 @@ static void test_plan(void) {
   dfl_graph_free(&g);
 }
 
+/* Row groups (lower.h): a QUANT_F8 of the group's output closes it when its rows are whole 16-byte words
+** of at most DFL_PW_ROW_MAX; not of an input, not of another row width, not across a phase. */
+static void test_row_groups(void) {
+  const int64_t widths[] = {48, 44, DFL_PW_ROW_MAX, DFL_PW_ROW_MAX + 8};
+  for (int w = 0; w < 4; w++)
+    for (int form = 0; form < 3; form++) { /* 0: SIGMOID_MUL -> QUANT; 1: QUANT of an input; 2: across phases */
+      dfl_graph g;
+      dfl_graph_init(&g);
+      const int64_t R = 3, C = widths[w];
+      int x = dfl_tensor_2d(&g, "x", DFL_BF16, DFL_T_INPUT, R, C), y = dfl_tensor_2d(&g, "y", DFL_BF16, DFL_T_INPUT, R, C);
+      int sm = dfl_tensor_2d(&g, "sm", DFL_BF16, DFL_T_ACT, R, C), q = dfl_tensor_2d(&g, "q", DFL_F8E4M3, DFL_T_ACT, R, C);
+      int s = dfl_tensor_1d(&g, "s", DFL_F32, DFL_T_ACT, R);
+      op(&g, DFL_OP_SIGMOID_MUL, (int[]){x, y}, 2, &sm, 1, 0);
+      if (form == 2) g.cur_phase = DFL_PH_LOSS;
+      op(&g, DFL_OP_QUANT_F8, form == 1 ? &y : &sm, 1, (int[]){q, s}, 2, 0);
+      dfl_groups gs;
+      CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == 0 && gs.n == 1);
+      const int row = form == 0 && C % 8 == 0 && C <= DFL_PW_ROW_MAX;
+      CHECK(row ? gs.g[0].n == 2 && gs.g[0].rows == R && gs.g[0].cols == C && gs.of_op[1] == 0
+                : gs.g[0].n == 1 && gs.g[0].rows == 0 && gs.of_op[1] == -1,
+            "C %lld form %d: %d ops, rows %lld", (long long)C, form, gs.g[0].n, (long long)gs.g[0].rows);
+      dfl_groups_free(&gs);
+      dfl_graph_free(&g);
+    }
+}
+
 int main(void) {
   test_rows();
   test_groups();
+  test_row_groups();
   test_plan();
   if (failures) fprintf(stderr, "ir_lower: %d failure(s)\n", failures);
   else printf("ir_lower: ok\n");
