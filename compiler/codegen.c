@@ -57,7 +57,7 @@ static void flit(char *buf, size_t cap, float v) {
 }
 
 /* the end of the group's pointwise ops (a row group's last op is its QUANT_F8) */
-static int pw_end(const dfl_pw_group *p) { return p->first + p->n - (p->rows > 0); }
+static int pw_end(const dfl_pw_group *p) { return p->first + p->n - p->quant; }
 
 /* the group's argument index of tensor t */
 static int arg_of(const dfl_pw_group *p, int t) {
@@ -81,6 +81,7 @@ static void uses(const dfl_graph *g, const dfl_pw_group *p, use *u) {
       if (in == 'e') { u[a].elem = 1; if (!written[a]) u[a].load = 1; }
       else if (in == 'c') u[a].col = 1;
       else if (in == 'w') u[a].win = 1;
+      else if (in == 'g') u[a].col = 1;
       else u[a].scalar = 1;
     }
     for (int k = 0; k < op->n_out; k++) {
@@ -109,54 +110,71 @@ static int win_vec(const dfl_graph *g, const dfl_op *op, int k) {
 
 /* The bodies of the group's ops for the element at index e, value k of each argument's array; V 8:
 ** the 16-byte pass, whose window inputs win_vec takes were loaded as w<op>_<input>[8]. */
-static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind, int V) {
-  for (int i = p->first; i < pw_end(p); i++) {
-    const dfl_op *op = &g->ops[i];
-    const char *ins = dfl_lower_pw_ins(op->code), *body = dfl_lower_pw_body(op->code);
-    int fast = 1;
-    for (int k = 0; k < op->n_in + op->n_out; k++) {
-      int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
-      if (t >= 0 && g->t[t].dtype == DFL_F32) fast = 0;
+/* The declarations of op i's inputs x0, x1, .. for element e (value k of the arrays). V 8: the 16-byte
+** pass (windows on 16-byte words preloaded as w<op>_<input>), 1 the element pass, 0 a row kernel's chunk
+** (windows on words preloaded; others read only where ok). */
+static void op_inputs(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int i, const char *ind, int V) {
+  const dfl_op *op = &g->ops[i];
+  const char *ins = dfl_lower_pw_ins(op->code);
+  for (int k = 0; ins[k]; k++) {
+    int t = k < op->n_in ? op->in[k] : -1;
+    int a = t < 0 ? -1 : arg_of(p, t);
+    const dfl_tensor *x = t < 0 ? NULL : &g->t[t];
+    const char in = t < 0 ? 's' : dfl_lower_pw_in(g, op, k);
+    if (a < 0) put(b, "%s  const float x%d = 1.f;\n", ind, k);
+    else if (in == 'e') put(b, "%s  const float x%d = v%d[k];\n", ind, k, a);
+    else if (in == 's') put(b, "%s  const float x%d = s%d;\n", ind, k, a);
+    else if (in == 'g') put(b, "%s  const float x%d = ldf(t%d, %s, e %% %dLL);\n", ind, k, a, dt_code(x->dtype), op->a.group);
+    else if (in == 'w' && V != 1 && win_vec(g, op, k)) put(b, "%s  const float x%d = w%d_%d[k];\n", ind, k, i, k);
+    else if (in == 'w') { /* element (e / cols, e % cols) of the window at column win[k] of x's rows; in a row
+                          ** kernel (V 0) only for an element of the row (ok) */
+      const dfl_tensor *y = &g->t[op->out[0]];
+      long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
+      put(b, "%s  const float x%d = %sldf(t%d, %s, e / %lldLL * %lldLL + %lldLL + e %% %lldLL)%s;\n", ind, k, V == 0 ? "!ok ? 0.f : " : "",
+          a, dt_code(x->dtype), cols, C, (long long)op->a.win[k], cols, "");
     }
-    char A[32], A1[32];
-    flit(A, sizeof A, (float)op->a.alpha);
-    flit(A1, sizeof A1, op->a.alpha == 0 ? 1.f : (float)op->a.alpha);
-    put(b, "%s{ /* op %d %s (%s) */\n", ind, i, dfl_opcode_name(op->code), op->label);
-    put(b, "%s  const float A = %s, A1 = %s;\n%s  (void)A, (void)A1;\n", ind, A, A1, ind);
-    for (int k = 0; ins[k]; k++) {
-      int t = k < op->n_in ? op->in[k] : -1;
-      int a = t < 0 ? -1 : arg_of(p, t);
-      const dfl_tensor *x = t < 0 ? NULL : &g->t[t];
-      const char in = t < 0 ? 's' : dfl_lower_pw_in(g, op, k);
-      if (a < 0) put(b, "%s  const float x%d = 1.f;\n", ind, k);
-      else if (in == 'e') put(b, "%s  const float x%d = v%d[k];\n", ind, k, a);
-      else if (in == 's') put(b, "%s  const float x%d = s%d;\n", ind, k, a);
-      else if (in == 'w' && V == 8 && win_vec(g, op, k)) put(b, "%s  const float x%d = w%d_%d[k];\n", ind, k, i, k);
-      else if (in == 'w') { /* element (e / cols, e % cols) of the window at column win[k] of x's rows */
-        const dfl_tensor *y = &g->t[op->out[0]];
-        long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
-        put(b, "%s  const float x%d = ldf(t%d, %s, e / %lldLL * %lldLL + %lldLL + e %% %lldLL);\n", ind, k, a,
-            dt_code(x->dtype), cols, C, (long long)op->a.win[k], cols);
-      }
-      else put(b, "%s  const float x%d = ldf(t%d, %s, e %% %lldLL);\n", ind, k, a, dt_code(x->dtype), (long long)dfl_tensor_numel(x));
-    }
-    put(b, "%s  float", ind);
-    for (int k = 0; k < op->n_out; k++) put(b, "%s y%d", k ? "," : "", k);
-    put(b, ";\n%s  ", ind);
-    for (const char *s = body; *s; s++) {
-      if (!strncmp(s, "SIGM(", 5)) { put(b, "dfl_sigm<%s>(", fast ? "true" : "false"); s += 4; }
-      else put(b, "%c", *s);
-    }
-    put(b, "\n");
-    for (int k = 0; k < op->n_out; k++) {
-      int t = op->out[k], a = arg_of(p, t);
-      dfl_dtype d = g->t[t].dtype;
-      if (!read_after(g, p, i, t) || d == DFL_F32 || d == DFL_F64) put(b, "%s  v%d[k] = y%d;\n", ind, a, k);
-      else if (d == DFL_I32) put(b, "%s  v%d[k] = (float)(int)y%d;\n", ind, a, k);
-      else put(b, "%s  v%d[k] = dfl_round_to(y%d, %s);\n", ind, a, k, dt_code(d)); /* as the next op reads it */
-    }
-    put(b, "%s}\n", ind);
+    else put(b, "%s  const float x%d = ldf(t%d, %s, e %% %lldLL);\n", ind, k, a, dt_code(x->dtype), (long long)dfl_tensor_numel(x));
   }
+}
+
+/* op i's body and the stores of its outputs into their arrays (a row op's: S its segment's sum) */
+static void op_body(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int i, const char *ind, int V) {
+  const dfl_op *op = &g->ops[i];
+  const char *body = dfl_lower_pw_body(op->code);
+  int fast = 1;
+  for (int k = 0; k < op->n_in + op->n_out; k++) {
+    int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
+    if (t >= 0 && g->t[t].dtype == DFL_F32) fast = 0;
+  }
+  char A[32], A1[32], E[32];
+  flit(A, sizeof A, (float)op->a.alpha);
+  flit(A1, sizeof A1, op->a.alpha == 0 ? 1.f : (float)op->a.alpha);
+  flit(E, sizeof E, (float)op->a.eps);
+  put(b, "%s{ /* op %d %s (%s) */\n", ind, i, dfl_opcode_name(op->code), op->label);
+  put(b, "%s  const float A = %s, A1 = %s;\n%s  (void)A, (void)A1;\n", ind, A, A1, ind);
+  if (dfl_lower_row_pre(op->code))
+    put(b, "%s  const float EPS = %s, G = %d.f, S = sum%d;\n%s  (void)EPS, (void)G, (void)S;\n", ind, E, op->a.group, i, ind);
+  op_inputs(b, g, p, i, ind, V);
+  put(b, "%s  float", ind);
+  for (int k = 0; k < op->n_out; k++) put(b, "%s y%d", k ? "," : "", k);
+  put(b, ";\n%s  ", ind);
+  for (const char *s = body; *s; s++) {
+    if (!strncmp(s, "SIGM(", 5)) { put(b, "dfl_sigm<%s>(", fast ? "true" : "false"); s += 4; }
+    else put(b, "%c", *s);
+  }
+  put(b, "\n");
+  for (int k = 0; k < op->n_out; k++) {
+    int t = op->out[k], a = arg_of(p, t);
+    dfl_dtype d = g->t[t].dtype;
+    if (!read_after(g, p, i, t) || d == DFL_F32 || d == DFL_F64) put(b, "%s  v%d[k] = y%d;\n", ind, a, k);
+    else if (d == DFL_I32) put(b, "%s  v%d[k] = (float)(int)y%d;\n", ind, a, k);
+    else put(b, "%s  v%d[k] = dfl_round_to(y%d, %s);\n", ind, a, k, dt_code(d)); /* as the next op reads it */
+  }
+  put(b, "%s}\n", ind);
+}
+
+static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind, int V) {
+  for (int i = p->first; i < pw_end(p); i++) op_body(b, g, p, i, ind, V);
 }
 
 static void row_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int gi, const use *u);
@@ -173,14 +191,15 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
   const dfl_op *last = &g->ops[p->first + p->n - 1];
   for (int k = 0; k < p->nt; k++) {
     const dfl_tensor *x = &g->t[p->t[k]];
-    const int quant_in = p->rows > 0 && p->t[k] == last->in[0], quant_out = p->rows > 0 && !quant_in &&
+    const int quant_in = p->quant && p->t[k] == last->in[0], quant_out = p->quant && !quant_in &&
                          (p->t[k] == last->out[0] || p->t[k] == last->out[1]);
     put(b, "**   t%d %%%d %s %s%s%s%s%s%s%s\n", k, p->t[k], x->name, dfl_dtype_name(x->dtype), u[k].load ? " load" : "",
         u[k].store && !(quant_in && !read_outside(g, p, p->t[k])) ? " store" : "", u[k].col ? " column" : "",
         u[k].scalar ? " scalar" : "", u[k].win ? " window" : "", quant_in ? " quantized" : quant_out ? " store" : "");
   }
   if (p->rows > 0) {
-    put(b, "**   a row group: QUANT_F8 over %lld rows of %lld columns, a CTA a row\n", (long long)p->rows, (long long)p->cols);
+    put(b, "**   a row group: %lld rows of %lld columns, a CTA a row%s\n", (long long)p->rows, (long long)p->cols,
+        p->quant ? ", the last op's quantization fused" : "");
     row_kernel(b, g, p, gi, u);
     return;
   }
@@ -252,47 +271,82 @@ static int read_outside(const dfl_graph *g, const dfl_pw_group *p, int t) {
 }
 
 /* A row group (lower.h): a CTA a row of C columns, 8 consecutive columns a thread and chunk (NCH chunks
-** of blockDim.x * 8), the pointwise bodies per chunk, then the quantized input's amax over the row
-** (block_max), its scale and its FP8 bytes: the library's quantization (common.cuh), fused. */
+** of blockDim.x * 8). Per chunk: the loads, each op in order (a row op: its pre summed over the
+** thread's 8 values, then over the segment's L lanes by shuffles, then its body), the stores; then,
+** with a QUANT_F8 last, the quantized input's amax over the row (block_max), its scale and its FP8
+** bytes, with the library's rounding (common.cuh). Every thread runs every chunk (the shuffles need
+** the whole warp): a thread past the row's end computes zeros and stores nothing; segments never
+** straddle it (C % G == 0). */
 static void row_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int gi, const use *u) {
-  const dfl_op *qo = &g->ops[p->first + p->n - 1];
-  const int ax = arg_of(p, qo->in[0]), aq = arg_of(p, qo->out[0]), as = arg_of(p, qo->out[1]);
-  const char *dx = dt_code(g->t[qo->in[0]].dtype);
-  const int nch = (int)((p->cols + 2047) / 2048), keep_x = read_outside(g, p, qo->in[0]);
+  const dfl_op *qo = p->quant ? &g->ops[p->first + p->n - 1] : NULL;
+  const int ax = qo ? arg_of(p, qo->in[0]) : -1, aq = qo ? arg_of(p, qo->out[0]) : -1, as = qo ? arg_of(p, qo->out[1]) : -1;
+  const int nch = (int)((p->cols + 2047) / 2048), keep_x = qo ? read_outside(g, p, qo->in[0]) : 1;
   char name[32];
   dfl_codegen_kernel_name(gi, name, sizeof name);
   put(b, "*/\nextern \"C\" __global__ void __launch_bounds__(256) %s(", name);
   for (int k = 0; k < p->nt; k++) put(b, "%svoid *t%d", k ? ", " : "", k);
-  put(b, ") {\n  __shared__ float red[32];\n  const ll R = %lldLL, C = %lldLL;\n", (long long)p->rows, (long long)p->cols);
+  put(b, ") {\n  __shared__ float red[32];\n  (void)red;\n  const ll NR = %lldLL, NC = %lldLL;\n", (long long)p->rows, (long long)p->cols);
   for (int k = 0; k < p->nt; k++)
     if (u[k].scalar) put(b, "  const float s%d = ldf(t%d, %s, 0);\n", k, k, dt_code(g->t[p->t[k]].dtype));
   put(b, "  const bool vec = true");
   for (int k = 0; k < p->nt; k++) if (u[k].elem) put(b, " && vec_ok(t%d)", k);
-  put(b, ";\n  for (ll row = blockIdx.x; row < R; row += gridDim.x) {\n    float xq[%d][8], amax = 0.f;\n", nch);
+  put(b, ";\n  for (ll row = blockIdx.x; row < NR; row += gridDim.x) {\n");
+  if (qo) put(b, "    float xq[%d][8], amax = 0.f;\n", nch);
   put(b, "#pragma unroll\n    for (int c = 0; c < %d; c++) {\n", nch);
-  put(b, "      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8, i = row * C + col;\n      if (col >= C) continue;\n");
+  put(b, "      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8, i = row * NC + col;\n      const bool ok = col < NC;\n");
   for (int k = 0; k < p->nt; k++) {
     if (!u[k].elem) continue;
     const char *d = dt_code(g->t[p->t[k]].dtype);
-    put(b, "      float v%d[8];\n", k);
-    if (u[k].load) put(b, "      if (vec) ld8(t%d, %s, i, v%d); else for (int k = 0; k < 8; k++) v%d[k] = ldf(t%d, %s, i + k);\n", k, d,
-                       k, k, k, d);
+    put(b, "      float v%d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};\n", k);
+    if (u[k].load)
+      put(b, "      if (ok) { if (vec) ld8(t%d, %s, i, v%d); else for (int k = 0; k < 8; k++) v%d[k] = ldf(t%d, %s, i + k); }\n",
+          k, d, k, k, k, d);
   }
-  put(b, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n        const ll e = i + k;\n        (void)e;\n");
-  bodies(b, g, p, "        ", 0);
-  put(b, "      }\n");
+  for (int o = p->first; o < pw_end(p); o++) { /* windows on 16-byte words: loaded a chunk at a time */
+    const dfl_op *op = &g->ops[o];
+    for (int k = 0; k < op->n_in; k++) {
+      if (op->in[k] < 0 || dfl_lower_pw_in(g, op, k) != 'w' || !win_vec(g, op, k)) continue;
+      const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
+      long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
+      int a = arg_of(p, op->in[k]);
+      put(b, "      float w%d_%d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};\n", o, k);
+      put(b, "      if (ok) { const ll wi = i / %lldLL * %lldLL + %lldLL + i %% %lldLL; if (vec && vec_ok(t%d)) ld8(t%d, %s, wi, w%d_%d); "
+             "else for (int k = 0; k < 8; k++) w%d_%d[k] = ldf(t%d, %s, wi + k); }\n",
+          cols, C, (long long)op->a.win[k], cols, a, a, dt_code(x->dtype), o, k, o, k, a, dt_code(x->dtype));
+    }
+  }
+  for (int o = p->first; o < pw_end(p); o++) {
+    const dfl_op *op = &g->ops[o];
+    const char *pre = dfl_lower_row_pre(op->code);
+    if (pre) { /* the segment's sum: the thread's 8 values, then its L lanes */
+      put(b, "      float sum%d = 0.f;\n#pragma unroll\n      for (int k = 0; k < 8; k++) {\n        const ll e = i + k;\n"
+             "        (void)e;\n        {\n", o);
+      op_inputs(b, g, p, o, "        ", 0);
+      put(b, "          sum%d += %s;\n        }\n      }\n", o, pre);
+      put(b, "      for (int m = %d; m > 0; m >>= 1) sum%d += __shfl_xor_sync(0xffffffffu, sum%d, m);\n", op->a.group / 16, o, o);
+    }
+    put(b, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n        const ll e = i + k;\n        (void)e;\n");
+    op_body(b, g, p, o, "        ", 0);
+    put(b, "      }\n");
+  }
   for (int k = 0; k < p->nt; k++) {
     if (!u[k].store || (k == ax && !keep_x)) continue;
     const char *d = dt_code(g->t[p->t[k]].dtype);
-    put(b, "      if (vec) st8(t%d, %s, i, v%d); else for (int k = 0; k < 8; k++) stf(t%d, %s, i + k, v%d[k]);\n", k, d, k,
-        k, d, k);
+    put(b, "      if (ok) { if (vec) st8(t%d, %s, i, v%d); else for (int k = 0; k < 8; k++) stf(t%d, %s, i + k, v%d[k]); }\n", k,
+        d, k, k, d, k);
   }
-  put(b, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n        xq[c][k] = dfl_round_to(v%d[k], %s); /* as stored */\n"
-         "        amax = fmaxf(amax, fabsf(xq[c][k]));\n      }\n    }\n", ax, dx);
-  put(b, "    amax = block_max(amax, red);\n    const float inv = dfl_fp8_inv(amax);\n");
-  put(b, "    if (threadIdx.x == 0) ((float *)t%d)[row] = dfl_fp8_scale(amax);\n", as);
-  put(b, "#pragma unroll\n    for (int c = 0; c < %d; c++) {\n      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8;\n"
-         "      if (col < C) *(uint2 *)((unsigned char *)t%d + row * C + col) = dfl_e4m3x8(xq[c], inv);\n    }\n  }\n}\n", nch, aq);
+  if (qo) {
+    put(b, "#pragma unroll\n      for (int k = 0; k < 8; k++) {\n        xq[c][k] = dfl_round_to(v%d[k], %s); /* as stored */\n"
+           "        amax = fmaxf(amax, ok ? fabsf(xq[c][k]) : 0.f);\n      }\n", ax, dt_code(g->t[qo->in[0]].dtype));
+  }
+  put(b, "    }\n");
+  if (qo) {
+    put(b, "    amax = block_max(amax, red);\n    const float inv = dfl_fp8_inv(amax);\n");
+    put(b, "    if (threadIdx.x == 0) ((float *)t%d)[row] = dfl_fp8_scale(amax);\n", as);
+    put(b, "#pragma unroll\n    for (int c = 0; c < %d; c++) {\n      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8;\n"
+           "      if (col < NC) *(uint2 *)((unsigned char *)t%d + row * NC + col) = dfl_e4m3x8(xq[c], inv);\n    }\n", nch, aq);
+  }
+  put(b, "  }\n}\n");
 }
 
 int dfl_codegen_source(const dfl_graph *g, const dfl_groups *gs, char **src, size_t *len) {

@@ -15,14 +15,36 @@ static const pw_row rows[] = {
 };
 enum { NROWS = sizeof rows / sizeof rows[0] };
 
+typedef struct { dfl_opcode code; const char *ins; int outs; const char *pre, *body; } ro_row;
+static const ro_row rrows[] = {
+#define DFL_ROW(NAME, ins, outs, pre, body) {DFL_OP_##NAME, ins, outs, pre, body},
+#include "compiler/rowwise.def"
+#undef DFL_ROW
+};
+enum { NRROWS = sizeof rrows / sizeof rrows[0] };
+
 static const pw_row *row_of(dfl_opcode code) {
   for (int k = 0; k < NROWS; k++)
     if (rows[k].code == code) return &rows[k];
   return NULL;
 }
-const char *dfl_lower_pw_ins(dfl_opcode code) { const pw_row *r = row_of(code); return r ? r->ins : NULL; }
+static const ro_row *rrow_of(dfl_opcode code) {
+  for (int k = 0; k < NRROWS; k++)
+    if (rrows[k].code == code) return &rrows[k];
+  return NULL;
+}
+const char *dfl_lower_pw_ins(dfl_opcode code) {
+  const pw_row *r = row_of(code);
+  const ro_row *q = rrow_of(code);
+  return r ? r->ins : q ? q->ins : NULL;
+}
 int dfl_lower_pw_outs(dfl_opcode code) { const pw_row *r = row_of(code); return r ? r->outs : 0; }
-const char *dfl_lower_pw_body(dfl_opcode code) { const pw_row *r = row_of(code); return r ? r->body : NULL; }
+const char *dfl_lower_pw_body(dfl_opcode code) {
+  const pw_row *r = row_of(code);
+  const ro_row *q = rrow_of(code);
+  return r ? r->body : q ? q->body : NULL;
+}
+const char *dfl_lower_row_pre(dfl_opcode code) { const ro_row *q = rrow_of(code); return q ? q->pre : NULL; }
 
 char dfl_lower_pw_in(const dfl_graph *g, const dfl_op *op, int k) {
   const char *ins = dfl_lower_pw_ins(op->code);
@@ -59,11 +81,37 @@ int dfl_lower_pointwise(const dfl_graph *g, const dfl_op *op) {
   return 1;
 }
 
-/* op's input k is read at other indices than the element's (a column, a scalar, a window): no op of
-** the group may write it */
+/* Is op a row op in a form rowwise.def and a row group take? Its output [R, D] (D % 8 == 0, at most
+** DFL_PW_ROW_MAX), segments of G = a.group = 8 L (L a power of two <= 32) dividing D; element inputs
+** of its size, g inputs of G values, windows inside their rows; f32, bf16 or f16 tensors. */
+int dfl_lower_rowop(const dfl_graph *g, const dfl_op *op) {
+  const ro_row *r = rrow_of(op->code);
+  if (!r || op->n_out != r->outs || op->n_in != (int)strlen(r->ins)) return 0;
+  const dfl_tensor *y = &g->t[op->out[0]];
+  const int64_t D = y->ndim == 2 ? y->shape[1] : 0, n = dfl_tensor_numel(y), G = op->a.group, L = G / 8;
+  if (D < 8 || D % 8 || D > DFL_PW_ROW_MAX || G < 8 || G % 8 || L > 32 || (L & (L - 1)) || D % G || !dtype_ok(y->dtype))
+    return 0;
+  for (int k = 0; r->ins[k]; k++) {
+    if (op->in[k] < 0) return 0;
+    const dfl_tensor *x = &g->t[op->in[k]];
+    const int64_t m = dfl_tensor_numel(x);
+    const char in = dfl_lower_pw_in(g, op, k);
+    if (!dtype_ok(x->dtype)) return 0;
+    if (in == 'e' && m != n) return 0;
+    if (in == 'g' && m != G) return 0;
+    if (in == 'w') {
+      int64_t c = x->ndim == 2 ? x->shape[1] : 0, at = k < 2 ? op->a.win[k] : -1;
+      if (c < 1 || m / c != n / D || at < 0 || at + D > c) return 0;
+    }
+  }
+  return 1;
+}
+
+/* op's input k is read at other indices than the element's (a column, a scalar, a window, a segment
+** vector): no op of the group may write it */
 static int shared_in(const dfl_graph *g, const dfl_op *op, int k) {
   const char in = dfl_lower_pw_in(g, op, k);
-  return in == 'c' || in == 's' || in == 'w';
+  return in == 'c' || in == 's' || in == 'w' || in == 'g';
 }
 static int writes(const dfl_op *op, int t) {
   for (int k = 0; k < op->n_out; k++) if (op->out[k] == t) return 1;
@@ -82,6 +130,7 @@ static int overlaps(const int64_t *off, const int64_t *size, int a, int b) {
 static int joins(const dfl_graph *g, const dfl_pw_group *p, int i, const int64_t *off, const int64_t *size) {
   const dfl_op *op = &g->ops[i], *first = &g->ops[p->first];
   if (p->n >= DFL_PW_MAX_OPS || op->phase != first->phase || dfl_tensor_numel(&g->t[op->out[0]]) != p->numel) return 0;
+  if (dfl_lower_rowop(g, op) && p->cols && p->cols != g->t[op->out[0]].shape[1]) return 0; /* another row width */
   int add[2 * DFL_MAX_IO], na = 0;
   for (int k = 0; k < op->n_in + op->n_out; k++) {
     int t = k < op->n_in ? op->in[k] : op->out[k - op->n_in];
@@ -122,12 +171,13 @@ static void take(const dfl_graph *g, dfl_pw_group *p, int i) {
 /* Can QUANT_F8 op i close group p as a row group (lower.h)? */
 static int quant_tail(const dfl_graph *g, const dfl_pw_group *p, int i, const int64_t *off, const int64_t *size) {
   const dfl_op *op = &g->ops[i];
-  if (op->code != DFL_OP_QUANT_F8 || op->n_in != 1 || op->n_out != 2 || p->rows || p->first + p->n != i ||
+  if (op->code != DFL_OP_QUANT_F8 || op->n_in != 1 || op->n_out != 2 || p->quant || p->first + p->n != i ||
       p->n >= DFL_PW_MAX_OPS || op->phase != g->ops[p->first].phase || p->nt + 2 > DFL_PW_MAX_T)
     return 0;
   const dfl_tensor *x = &g->t[op->in[0]];
   int64_t C = x->shape[x->ndim - 1];
-  if (!dtype_ok(x->dtype) || dfl_tensor_numel(x) != p->numel || C % 8 || C > DFL_PW_ROW_MAX) return 0;
+  if (!dtype_ok(x->dtype) || dfl_tensor_numel(x) != p->numel || C % 8 || C > DFL_PW_ROW_MAX || (p->cols && p->cols != C))
+    return 0;
   int written = 0;
   for (int j = p->first; j < i; j++) written |= writes(&g->ops[j], op->in[0]);
   if (!written) return 0;
@@ -150,12 +200,14 @@ int dfl_lower_groups(const dfl_graph *g, const int64_t *offset, const int64_t *s
       const dfl_tensor *x = &g->t[g->ops[i].in[0]];
       cur->cols = x->shape[x->ndim - 1];
       cur->rows = cur->numel / cur->cols;
+      cur->quant = 1;
       take(g, cur, i);
       out->of_op[i] = (int)(cur - out->g);
       cur = NULL;
       continue;
     }
-    if (!dfl_lower_pointwise(g, &g->ops[i])) { cur = NULL; continue; }
+    const int ro = dfl_lower_rowop(g, &g->ops[i]);
+    if (!ro && !dfl_lower_pointwise(g, &g->ops[i])) { cur = NULL; continue; }
     if (!cur || !joins(g, cur, i, offset, size)) {
       cur = &out->g[out->n++];
       memset(cur, 0, sizeof *cur);
@@ -163,9 +215,19 @@ int dfl_lower_groups(const dfl_graph *g, const int64_t *offset, const int64_t *s
       cur->numel = dfl_tensor_numel(&g->t[g->ops[i].out[0]]);
       cur->vec = cur->numel % 8 == 0 ? 8 : 1;
     }
+    if (ro) cur->cols = g->t[g->ops[i].out[0]].shape[1], cur->rows = cur->numel / cur->cols;
     take(g, cur, i);
     out->of_op[i] = (int)(cur - out->g);
   }
+  /* a row op alone stays its library kernel (rowwise.def): its group dissolves */
+  int n = 0;
+  for (int k = 0; k < out->n; k++) {
+    const dfl_pw_group *p = &out->g[k];
+    if (p->n == 1 && dfl_lower_rowop(g, &g->ops[p->first])) { out->of_op[p->first] = -1; continue; }
+    for (int j = p->first; j < p->first + p->n; j++) out->of_op[j] = n;
+    out->g[n++] = *p;
+  }
+  out->n = n;
   return DFL_OK;
 }
 

@@ -12,10 +12,13 @@
 ** dfl_lower_groups, given the placed offsets, splits a group wherever two of its tensors overlap.
 ** Column and scalar inputs (pointwise.def) are read by every thread: no op of their group writes one.
 **
-** A row group: a group whose last output is quantized right after it (QUANT_F8 over rows of C <=
-** DFL_PW_ROW_MAX columns, C % 8 == 0) takes that QUANT_F8 in: its kernel runs a CTA a row, the row's
-** amax reduced across the CTA, and the quantized row written without a pass over the unquantized
-** one (stored only where an op outside the group reads it). The first generated row reduction.
+** A row group: a group with a row op of compiler/rowwise.def (a sum over segments of each row, then
+** a body per element: the gated norm, the L2 norm), or whose last output is quantized right after it
+** (QUANT_F8 over rows of C <= DFL_PW_ROW_MAX columns, C % 8 == 0: that QUANT_F8 joins). Its kernel
+** runs a CTA a row of C columns (all its ops', and C % 8 == 0), segments inside one warp's lanes,
+** the row's amax reduced across the CTA, and the quantized row written without a pass over the
+** unquantized one (stored only where an op outside the group reads it). A row op alone stays its
+** library kernel.
 */
 #ifndef DFL_LOWER_H
 #define DFL_LOWER_H
@@ -31,7 +34,8 @@ typedef struct dfl_pw_group {
   int first, n;            /* ops [first, first + n) of the schedule */
   int64_t numel;           /* the iteration space */
   int vec;                 /* 8: 16-byte accesses (numel % 8 == 0, checked on the pointers at run time), else 1 */
-  int64_t rows, cols;      /* rows > 0: a row group (its last op a QUANT_F8 over rows x cols), a CTA a row */
+  int64_t rows, cols;      /* rows > 0: a row group (a row op, or a QUANT_F8 last, over rows x cols), a CTA a row */
+  int quant;               /* a row group whose last op is a QUANT_F8 */
   int nt;
   int t[DFL_PW_MAX_T];     /* the tensors it touches, in order of first use: the kernel's arguments */
 } dfl_pw_group;
@@ -52,6 +56,9 @@ const char *dfl_lower_pw_ins(dfl_opcode code);
 char dfl_lower_pw_in(const dfl_graph *g, const dfl_op *op, int k);
 int dfl_lower_pw_outs(dfl_opcode code);
 const char *dfl_lower_pw_body(dfl_opcode code);
+/* Row ops (rowwise.def; pw_ins and pw_body give their letters and their per-element body too): */
+int dfl_lower_rowop(const dfl_graph *g, const dfl_op *op);
+const char *dfl_lower_row_pre(dfl_opcode code);
 /* Forms the groups of g. offset (may be NULL: tensors that never share bytes) holds each tensor's
 ** byte offset (-1: not placed, its own allocation) and size its bytes, as a dfl_plan places them: a
 ** group whose tensors overlap is split there. Free with dfl_groups_free. */

@@ -634,23 +634,24 @@ extern "C" __global__ void __launch_bounds__(256) dfl_pw_2(void *t0, void *t1, v
 **   t2 %24 gsm bf16 quantized
 **   t3 %25 gq f8e4m3 store
 **   t4 %26 gq_scale f32 store
-**   a row group: QUANT_F8 over 4 rows of 40 columns, a CTA a row
+**   a row group: 4 rows of 40 columns, a CTA a row, the last op's quantization fused
 */
 extern "C" __global__ void __launch_bounds__(256) dfl_pw_3(void *t0, void *t1, void *t2, void *t3, void *t4) {
   __shared__ float red[32];
-  const ll R = 4LL, C = 40LL;
+  (void)red;
+  const ll NR = 4LL, NC = 40LL;
   const bool vec = true && vec_ok(t0) && vec_ok(t1) && vec_ok(t2);
-  for (ll row = blockIdx.x; row < R; row += gridDim.x) {
+  for (ll row = blockIdx.x; row < NR; row += gridDim.x) {
     float xq[1][8], amax = 0.f;
 #pragma unroll
     for (int c = 0; c < 1; c++) {
-      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8, i = row * C + col;
-      if (col >= C) continue;
-      float v0[8];
-      if (vec) ld8(t0, DT_BF16, i, v0); else for (int k = 0; k < 8; k++) v0[k] = ldf(t0, DT_BF16, i + k);
-      float v1[8];
-      if (vec) ld8(t1, DT_BF16, i, v1); else for (int k = 0; k < 8; k++) v1[k] = ldf(t1, DT_BF16, i + k);
-      float v2[8];
+      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8, i = row * NC + col;
+      const bool ok = col < NC;
+      float v0[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (ok) { if (vec) ld8(t0, DT_BF16, i, v0); else for (int k = 0; k < 8; k++) v0[k] = ldf(t0, DT_BF16, i + k); }
+      float v1[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (ok) { if (vec) ld8(t1, DT_BF16, i, v1); else for (int k = 0; k < 8; k++) v1[k] = ldf(t1, DT_BF16, i + k); }
+      float v2[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         const ll e = i + k;
@@ -668,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(256) dfl_pw_3(void *t0, void *t1, v
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         xq[c][k] = dfl_round_to(v2[k], DT_BF16); /* as stored */
-        amax = fmaxf(amax, fabsf(xq[c][k]));
+        amax = fmaxf(amax, ok ? fabsf(xq[c][k]) : 0.f);
       }
     }
     amax = block_max(amax, red);
@@ -677,7 +678,79 @@ extern "C" __global__ void __launch_bounds__(256) dfl_pw_3(void *t0, void *t1, v
 #pragma unroll
     for (int c = 0; c < 1; c++) {
       const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8;
-      if (col < C) *(uint2 *)((unsigned char *)t3 + row * C + col) = dfl_e4m3x8(xq[c], inv);
+      if (col < NC) *(uint2 *)((unsigned char *)t3 + row * NC + col) = dfl_e4m3x8(xq[c], inv);
+    }
+  }
+}
+
+/* group 4: ops 14..15 (loss), 128 elements
+**   t0 %27 nx bf16 load
+**   t1 %17 wide bf16 window
+**   t2 %28 nw bf16 column
+**   t3 %29 ny bf16 quantized
+**   t4 %30 nq f8e4m3 store
+**   t5 %31 nq_scale f32 store
+**   a row group: 4 rows of 32 columns, a CTA a row, the last op's quantization fused
+*/
+extern "C" __global__ void __launch_bounds__(256) dfl_pw_4(void *t0, void *t1, void *t2, void *t3, void *t4, void *t5) {
+  __shared__ float red[32];
+  (void)red;
+  const ll NR = 4LL, NC = 32LL;
+  const bool vec = true && vec_ok(t0) && vec_ok(t3);
+  for (ll row = blockIdx.x; row < NR; row += gridDim.x) {
+    float xq[1][8], amax = 0.f;
+#pragma unroll
+    for (int c = 0; c < 1; c++) {
+      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8, i = row * NC + col;
+      const bool ok = col < NC;
+      float v0[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (ok) { if (vec) ld8(t0, DT_BF16, i, v0); else for (int k = 0; k < 8; k++) v0[k] = ldf(t0, DT_BF16, i + k); }
+      float v3[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      float w14_1[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+      if (ok) { const ll wi = i / 32LL * 40LL + 8LL + i % 32LL; if (vec && vec_ok(t1)) ld8(t1, DT_BF16, wi, w14_1); else for (int k = 0; k < 8; k++) w14_1[k] = ldf(t1, DT_BF16, wi + k); }
+      float sum14 = 0.f;
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const ll e = i + k;
+        (void)e;
+        {
+          const float x0 = v0[k];
+          const float x1 = w14_1[k];
+          const float x2 = ldf(t2, DT_BF16, e % 16LL);
+          sum14 += x0 * x0;
+        }
+      }
+      for (int m = 1; m > 0; m >>= 1) sum14 += __shfl_xor_sync(0xffffffffu, sum14, m);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const ll e = i + k;
+        (void)e;
+        { /* op 14 norm_gate (norm_gate) */
+          const float A = 0.0f, A1 = 1.0f;
+          (void)A, (void)A1;
+          const float EPS = 9.99999997e-07f, G = 16.f, S = sum14;
+          (void)EPS, (void)G, (void)S;
+          const float x0 = v0[k];
+          const float x1 = w14_1[k];
+          const float x2 = ldf(t2, DT_BF16, e % 16LL);
+          float y0;
+          y0 = x0 * (1.f / sqrtf(S / G + EPS)) * x2 * (x1 / (1.f + expf(-x1)));
+          v3[k] = y0;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        xq[c][k] = dfl_round_to(v3[k], DT_BF16); /* as stored */
+        amax = fmaxf(amax, ok ? fabsf(xq[c][k]) : 0.f);
+      }
+    }
+    amax = block_max(amax, red);
+    const float inv = dfl_fp8_inv(amax);
+    if (threadIdx.x == 0) ((float *)t5)[row] = dfl_fp8_scale(amax);
+#pragma unroll
+    for (int c = 0; c < 1; c++) {
+      const ll col = ((ll)c * blockDim.x + threadIdx.x) * 8;
+      if (col < NC) *(uint2 *)((unsigned char *)t4 + row * NC + col) = dfl_e4m3x8(xq[c], inv);
     }
   }
 }

@@ -79,6 +79,7 @@ void case_hybrid_rows(int R, int H, int G);
 void case_hybrid_windows(int R, int H, int G, int extra);
 void case_pw_windows(int R, int C, int off, int c);
 void case_pw_rowq(int R, int C, int keep);
+void case_pw_rownorm(int R, int H, int G);
 void case_rope_partial(int R, int nh, int hd, int rd);
 void case_rope_partial_fused(int R, int nh, int nh2, int hd, int rd, int normed);
 void case_rmsnorm_w32(int R, int D, int G);

@@ -76,6 +76,16 @@ static void build(dfl_graph *g) {
   memset(&at, 0, sizeof at);
   dfl_op_add(g, DFL_OP_SIGMOID_MUL, (int[]){gx, wide}, 2, &gsm, 1, &at);
   dfl_op_add(g, DFL_OP_QUANT_F8, &gsm, 1, (int[]){gq, gs}, 2, &at);
+  /* a fifth, a row group with a segmented reduction: the gated norm over heads of 16 with its z a window
+  ** of `wide` at column 8, then its output's quantization */
+  int nx = dfl_tensor_2d(g, "nx", DFL_BF16, DFL_T_INPUT, R, 32), nw = dfl_tensor_1d(g, "nw", DFL_BF16, DFL_T_FROZEN, 16);
+  int ny = dfl_tensor_2d(g, "ny", DFL_BF16, DFL_T_ACT, R, 32), nq = dfl_tensor_2d(g, "nq", DFL_F8E4M3, DFL_T_ACT, R, 32);
+  int ns = dfl_tensor_1d(g, "nq_scale", DFL_F32, DFL_T_ACT, R);
+  memset(&at, 0, sizeof at);
+  at.group = 16, at.eps = 1e-6, at.win[1] = 8;
+  dfl_op_add(g, DFL_OP_NORM_GATE, (int[]){nx, wide, nw}, 3, &ny, 1, &at);
+  memset(&at, 0, sizeof at);
+  dfl_op_add(g, DFL_OP_QUANT_F8, &ny, 1, (int[]){nq, ns}, 2, &at);
 }
 
 static char *slurp(const char *path, size_t *n) {
@@ -97,8 +107,8 @@ int main(int argc, char **argv) {
   build(&g);
   dfl_groups gs;
   CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == DFL_OK);
-  CHECK(gs.n == 4 && gs.g[0].n == 8 && gs.g[1].n == 2 && gs.g[2].n == 2 && gs.g[3].n == 2 && gs.g[3].rows == 4 &&
-        gs.g[3].cols == 40 && !gs.g[0].rows, "%d groups", gs.n);
+  CHECK(gs.n == 5 && gs.g[0].n == 8 && gs.g[1].n == 2 && gs.g[2].n == 2 && gs.g[3].n == 2 && gs.g[3].rows == 4 &&
+        gs.g[3].cols == 40 && !gs.g[0].rows && gs.g[4].n == 2 && gs.g[4].cols == 32 && gs.g[4].quant, "%d groups", gs.n);
   char *src = NULL;
   size_t len = 0;
   CHECK(dfl_codegen_source(&g, &gs, &src, &len) == DFL_OK && src && len == strlen(src));

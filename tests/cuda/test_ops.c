@@ -236,6 +236,9 @@ int main(int argc, char **argv) {
     case_pw_rowq(5, 8192, 1);   /* 4 chunks a thread, the product kept */
     case_pw_rowq(301, 40, 0);   /* a short row: most threads idle, CTAs walk rows */
     case_pw_rowq(9, 44, 0);     /* C % 8 != 0: the library's QUANT_F8 */
+    case_pw_rownorm(37, 48, 128); /* the 27B's 48 heads of 128: 3 chunks a thread, 16-lane segments */
+    case_pw_rownorm(13, 5, 64);   /* 320 columns: most threads past the row's end */
+    case_pw_rownorm(7, 3, 8);     /* one-lane segments */
     case_concat(37);
     case_rmsnorm(23, 256, 256, 0);
     case_rmsnorm(23, 256, 64, 0);

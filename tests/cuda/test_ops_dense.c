@@ -242,6 +242,31 @@ void case_pw_rowq(int R, int C, int keep) {
   dfl_graph_free(&g);
 }
 
+/* Row groups with a segmented reduction (compiler/rowwise.def): NORM_GATE over heads of G with z a
+** window of a wider z|a|b row, then QUANT_F8 of its output (the FP8 hybrid's gated norm); L2NORM then
+** a converting COPY (no quantization). Against the CPU as every case. */
+void case_pw_rownorm(int R, int H, int G) {
+  dfl_graph g; dfl_graph_init(&g);
+  int D = H * G;
+  int x = t2(&g, "x", ACT, DFL_T_INPUT, R, D), zab = t2(&g, "zab", ACT, DFL_T_INPUT, R, D + 2 * H);
+  int w = t1(&g, "w", ACT, DFL_T_PARAM, G), y = t2(&g, "normed", ACT, DFL_T_ACT, R, D);
+  int q = t2(&g, "q", DFL_F8E4M3, DFL_T_ACT, R, D), s = t1(&g, "q_scale", DFL_F32, DFL_T_ACT, R);
+  int l2 = t2(&g, "l2", ACT, DFL_T_ACT, R, D), l2f = t2(&g, "l2_f32", DFL_F32, DFL_T_ACT, R, D);
+  dfl_attrs at = {0};
+  at.group = G, at.eps = 1e-6;
+  op(&g, DFL_OP_NORM_GATE, 3, (int[]){x, zab, w}, 1, &y, &at);
+  dfl_attrs a0 = {0};
+  op(&g, DFL_OP_QUANT_F8, 1, &y, 2, (int[]){q, s}, &a0);
+  at.alpha = 0.125;
+  op(&g, DFL_OP_L2NORM, 1, &x, 1, &l2, &at);
+  op(&g, DFL_OP_COPY, 1, &l2, 1, &l2f, &a0);
+  double sc[16] = {0};
+  sc[x] = 3, sc[zab] = 4;
+  char nm[64]; snprintf(nm, sizeof nm, "row group norms R %d H %d G %d", R, H, G);
+  run_case(nm, &g, NULL, 0, sc, NULL);
+  dfl_graph_free(&g);
+}
+
 /* COPY of a column window (a pipeline's features split under soft labels, models/pipeline.c): columns
 ** [off, off + c) of x [R, C] into y [R, c] in the graph's dtype and into f32, and the rest of the row
 ** into a third; 16-byte loads where c, C and off are multiples of 8 (compiler/codegen.c win_vec) */

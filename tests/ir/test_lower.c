@@ -67,7 +67,8 @@ static void test_rows(void) {
   int seen[DFL_OP_COUNT] = {0};
   for (int i = n0; i < g.nops; i++) seen[g.ops[i].code] = 1;
   for (int c = 0; c < DFL_OP_COUNT; c++)
-    if (dfl_lower_pw_ins((dfl_opcode)c)) CHECK(seen[c], "pointwise.def row %s has no case here", dfl_opcode_name((dfl_opcode)c));
+    if (dfl_lower_pw_ins((dfl_opcode)c) && !dfl_lower_row_pre((dfl_opcode)c))
+      CHECK(seen[c], "pointwise.def row %s has no case here", dfl_opcode_name((dfl_opcode)c));
   /* not pointwise: the quantized SWIGLU (two outputs), a column input of the wrong length, a MATMUL */
   dfl_op q = g.ops[n0 + 5];
   q.n_out = 2, q.out[1] = s1;
@@ -191,6 +192,42 @@ static void test_row_groups(void) {
       dfl_groups_free(&gs);
       dfl_graph_free(&g);
     }
+  /* row ops (rowwise.def): NORM_GATE with its z a window, then its output's QUANT_F8: one row group; alone:
+  ** the library's; L2NORM then a COPY: a row group without a quantization; a segment of 40 (not 8 L, L a
+  ** power of two): the library's */
+  int seen[DFL_OP_COUNT] = {0};
+  for (int form = 0; form < 4; form++) {
+    dfl_graph g;
+    dfl_graph_init(&g);
+    const int64_t R = 5, G = form == 3 ? 40 : 128, D = 3 * G;
+    int x = dfl_tensor_2d(&g, "x", DFL_BF16, DFL_T_INPUT, R, D), zab = dfl_tensor_2d(&g, "zab", DFL_BF16, DFL_T_INPUT, R, D + 16);
+    int w = dfl_tensor_1d(&g, "w", DFL_BF16, DFL_T_FROZEN, G), y = dfl_tensor_2d(&g, "y", DFL_BF16, DFL_T_ACT, R, D);
+    int q = dfl_tensor_2d(&g, "q", DFL_F8E4M3, DFL_T_ACT, R, D), s = dfl_tensor_1d(&g, "s", DFL_F32, DFL_T_ACT, R);
+    int cp = dfl_tensor_2d(&g, "cp", DFL_F32, DFL_T_ACT, R, D);
+    dfl_attrs at;
+    memset(&at, 0, sizeof at);
+    at.group = (int)G, at.eps = 1e-6;
+    if (form == 2) {
+      dfl_op_add(&g, DFL_OP_L2NORM, &x, 1, &y, 1, &at);
+      seen[DFL_OP_L2NORM] = 1;
+      op(&g, DFL_OP_COPY, &y, 1, &cp, 1, 0);
+    } else {
+      dfl_op_add(&g, DFL_OP_NORM_GATE, (int[]){x, zab, w}, 3, &y, 1, &at);
+      seen[DFL_OP_NORM_GATE] = 1;
+      if (form != 1) op(&g, DFL_OP_QUANT_F8, &y, 1, (int[]){q, s}, 2, 0);
+    }
+    dfl_groups gs;
+    CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == 0);
+    if (form == 0 || form == 2)
+      CHECK(gs.n == 1 && gs.g[0].n == 2 && gs.g[0].rows == R && gs.g[0].cols == D && gs.g[0].quant == (form == 0) &&
+            gs.of_op[0] == 0 && gs.of_op[1] == 0, "form %d: %d groups", form, gs.n);
+    else
+      CHECK(gs.n == (form == 3 ? 0 : 0) && gs.of_op[0] == -1, "form %d: %d groups, op 0 in %d", form, gs.n, gs.of_op[0]);
+    dfl_groups_free(&gs);
+    dfl_graph_free(&g);
+  }
+  for (int c = 0; c < DFL_OP_COUNT; c++)
+    if (dfl_lower_row_pre((dfl_opcode)c)) CHECK(seen[c], "rowwise.def row %s has no case here", dfl_opcode_name((dfl_opcode)c));
 }
 
 int main(void) {
