@@ -8,7 +8,8 @@
 #           $OUT/gemm.tgz. KD=1 (both modes): tiny's soft labels at equal time (below); ORDER8: the 8B runs.
 #           DIR/dflc_gpu_old.xz, if there (an earlier commit's build, its cubin in DIR/cache too): its 27B
 #           forward first, gemm_tune off, as the same call's baseline; OPS: cuda_ops' case filters;
-#           GOLDEN=1: dflc golden --cuda on nano-hybrid after them.
+#           GOLDEN=1: dflc golden --cuda on nano-hybrid after them. RUNS27: the 27B runs as BIN:SPEC
+#           (BIN dflc_gpu or dflc_gpu_old; SPEC /tmp/t27-off.dfl, /tmp/t27-on.dfl, /tmp/t27-fp8.dfl).
 #   anchor: the Hugging Face + fla anchor (bench/hf_qwen36_target.py; wheels in .whl/), then dflc's 27B
 #           forward (bf16, then quantize = fp8) with the default gemm_tune, dflc golden --cuda on
 #           nano-hybrid, and with KD=1 bench/kd_nano.sh on tiny at equal time (hard@STEPS*1.108, soft).
@@ -48,9 +49,10 @@ if [ "${2:-tune}" = tune ]; then
   on $T27 /tmp/t27-on.dfl
   off examples/qwen3-8b.dfl /tmp/8b-off.dfl
   on examples/qwen3-8b.dfl /tmp/8b-on.dfl
+  sed 's/^  dtype      = bf16/  dtype      = bf16\n  quantize   = fp8/' $T27 > /tmp/t27-fp8.dfl
   runs="dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl"
   [ -x /tmp/dflc_gpu_old ] && runs="dflc_gpu_old:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-off.dfl dflc_gpu:/tmp/t27-on.dfl dflc_gpu:/tmp/t27-on.dfl"
-  for r in $runs; do
+  for r in ${RUNS27:-$runs}; do
     echo "== 27B target ${r%%:*} ${r#*:}"
     timed timeout ${T27MAX:-200} /tmp/${r%%:*} bench ${r#*:} --target-only --steps ${STEPS27:-2} --warmup 1 ${OPS27:-} 2>&1 | grep -E "$F${OPSRE:-}"
   done > $OUT/t27.log 2>&1
