@@ -79,9 +79,8 @@ static void uses(const dfl_graph *g, const dfl_pw_group *p, use *u) {
       const char in = dfl_lower_pw_in(g, op, k);
       if (a < 0) continue;
       if (in == 'e') { u[a].elem = 1; if (!written[a]) u[a].load = 1; }
-      else if (in == 'c') u[a].col = 1;
+      else if (in == 'c' || in == 'g') u[a].col = 1;
       else if (in == 'w') u[a].win = 1;
-      else if (in == 'g') u[a].col = 1;
       else u[a].scalar = 1;
     }
     for (int k = 0; k < op->n_out; k++) {
@@ -108,8 +107,27 @@ static int win_vec(const dfl_graph *g, const dfl_op *op, int k) {
   return y->shape[y->ndim - 1] % 8 == 0 && x->shape[x->ndim - 1] % 8 == 0 && op->a.win[k] % 8 == 0;
 }
 
-/* The bodies of the group's ops for the element at index e, value k of each argument's array; V 8:
-** the 16-byte pass, whose window inputs win_vec takes were loaded as w<op>_<input>[8]. */
+/* The 16-byte loads of the group's windows on words (win_vec) into w<op>_<input>[8], for the 8 elements
+** from i; row: a row kernel's chunk (only where ok, element by element where a pointer is not aligned) */
+static void win_loads(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind, int row) {
+  for (int o = p->first; o < pw_end(p); o++) {
+    const dfl_op *op = &g->ops[o];
+    for (int k = 0; k < op->n_in; k++) {
+      if (op->in[k] < 0 || dfl_lower_pw_in(g, op, k) != 'w' || !win_vec(g, op, k)) continue;
+      const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
+      long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
+      const int a = arg_of(p, op->in[k]);
+      const char *d = dt_code(x->dtype);
+      put(b, "%sfloat w%d_%d[8]%s;\n", ind, o, k, row ? " = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}" : "");
+      if (!row) put(b, "%sld8(t%d, %s, i / %lldLL * %lldLL + %lldLL + i %% %lldLL, w%d_%d);\n", ind, a, d, cols, C,
+                    (long long)op->a.win[k], cols, o, k);
+      else put(b, "%sif (ok) { const ll wi = i / %lldLL * %lldLL + %lldLL + i %% %lldLL; if (vec && vec_ok(t%d)) ld8(t%d, %s, wi, "
+                  "w%d_%d); else for (int k = 0; k < 8; k++) w%d_%d[k] = ldf(t%d, %s, wi + k); }\n",
+               ind, cols, C, (long long)op->a.win[k], cols, a, a, d, o, k, o, k, a, d);
+    }
+  }
+}
+
 /* The declarations of op i's inputs x0, x1, .. for element e (value k of the arrays). V 8: the 16-byte
 ** pass (windows on 16-byte words preloaded as w<op>_<input>), 1 the element pass, 0 a row kernel's chunk
 ** (windows on words preloaded; others read only where ok). */
@@ -130,8 +148,8 @@ static void op_inputs(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int i,
                           ** kernel (V 0) only for an element of the row (ok) */
       const dfl_tensor *y = &g->t[op->out[0]];
       long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
-      put(b, "%s  const float x%d = %sldf(t%d, %s, e / %lldLL * %lldLL + %lldLL + e %% %lldLL)%s;\n", ind, k, V == 0 ? "!ok ? 0.f : " : "",
-          a, dt_code(x->dtype), cols, C, (long long)op->a.win[k], cols, "");
+      put(b, "%s  const float x%d = %sldf(t%d, %s, e / %lldLL * %lldLL + %lldLL + e %% %lldLL);\n", ind, k, V == 0 ? "!ok ? 0.f : " : "",
+          a, dt_code(x->dtype), cols, C, (long long)op->a.win[k], cols);
     }
     else put(b, "%s  const float x%d = ldf(t%d, %s, e %% %lldLL);\n", ind, k, a, dt_code(x->dtype), (long long)dfl_tensor_numel(x));
   }
@@ -173,6 +191,7 @@ static void op_body(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int i, c
   put(b, "%s}\n", ind);
 }
 
+/* The bodies of the group's ops for the element at index e, value k of each argument's array. */
 static void bodies(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, const char *ind, int V) {
   for (int i = p->first; i < pw_end(p); i++) op_body(b, g, p, i, ind, V);
 }
@@ -232,16 +251,7 @@ static void group_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int
         else put(b, "%sv%d[0] = ldf(t%d, %s, i);\n", ind, k, k, d);
       }
     }
-    for (int o = p->first; V == 8 && o < pw_end(p); o++) { /* the windows' 16-byte loads */
-      const dfl_op *op = &g->ops[o];
-      for (int k = 0; k < op->n_in; k++) {
-        if (op->in[k] < 0 || dfl_lower_pw_in(g, op, k) != 'w' || !win_vec(g, op, k)) continue;
-        const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
-        long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
-        put(b, "%sfloat w%d_%d[8];\n%sld8(t%d, %s, i / %lldLL * %lldLL + %lldLL + i %% %lldLL, w%d_%d);\n", ind, o, k, ind,
-            arg_of(p, op->in[k]), dt_code(x->dtype), cols, C, (long long)op->a.win[k], cols, o, k);
-      }
-    }
+    if (V == 8) win_loads(b, g, p, ind, 0);
     if (V == 8) put(b, "%s#pragma unroll\n%sfor (int k = 0; k < 8; k++) {\n%s  const ll e = i + k;\n%s  (void)e;\n", ind, ind, ind, ind);
     else put(b, "%s{\n%s  const int k = 0;\n%s  const ll e = i;\n%s  (void)e;\n", ind, ind, ind, ind);
     char in2[16];
@@ -302,19 +312,7 @@ static void row_kernel(sbuf *b, const dfl_graph *g, const dfl_pw_group *p, int g
       put(b, "      if (ok) { if (vec) ld8(t%d, %s, i, v%d); else for (int k = 0; k < 8; k++) v%d[k] = ldf(t%d, %s, i + k); }\n",
           k, d, k, k, k, d);
   }
-  for (int o = p->first; o < pw_end(p); o++) { /* windows on 16-byte words: loaded a chunk at a time */
-    const dfl_op *op = &g->ops[o];
-    for (int k = 0; k < op->n_in; k++) {
-      if (op->in[k] < 0 || dfl_lower_pw_in(g, op, k) != 'w' || !win_vec(g, op, k)) continue;
-      const dfl_tensor *x = &g->t[op->in[k]], *y = &g->t[op->out[0]];
-      long long cols = (long long)y->shape[y->ndim - 1], C = (long long)x->shape[x->ndim - 1];
-      int a = arg_of(p, op->in[k]);
-      put(b, "      float w%d_%d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};\n", o, k);
-      put(b, "      if (ok) { const ll wi = i / %lldLL * %lldLL + %lldLL + i %% %lldLL; if (vec && vec_ok(t%d)) ld8(t%d, %s, wi, w%d_%d); "
-             "else for (int k = 0; k < 8; k++) w%d_%d[k] = ldf(t%d, %s, wi + k); }\n",
-          cols, C, (long long)op->a.win[k], cols, a, a, dt_code(x->dtype), o, k, o, k, a, dt_code(x->dtype));
-    }
-  }
+  win_loads(b, g, p, "      ", 1);
   for (int o = p->first; o < pw_end(p); o++) {
     const dfl_op *op = &g->ops[o];
     const char *pre = dfl_lower_row_pre(op->code);

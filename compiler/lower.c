@@ -52,6 +52,13 @@ char dfl_lower_pw_in(const dfl_graph *g, const dfl_op *op, int k) {
   return dfl_tensor_numel(&g->t[op->in[k]]) == dfl_tensor_numel(&g->t[op->out[0]]) ? 'e' : 'w';
 }
 
+/* Is op's input k a window ('w') inside rows of its tensor: rows of n / cols, columns [win[k], win[k] + cols)? */
+static int win_ok(const dfl_graph *g, const dfl_op *op, int k, int64_t n, int64_t cols) {
+  const dfl_tensor *x = &g->t[op->in[k]];
+  int64_t c = x->ndim == 2 ? x->shape[1] : 0, at = k < 2 ? op->a.win[k] : -1;
+  return c >= 1 && cols >= 1 && dfl_tensor_numel(x) / c == n / cols && at >= 0 && at + cols <= c;
+}
+
 /* the float dtypes an f32 register holds exactly: an f64 or i32 value would pass through a float (a
 ** same-dtype COPY of them stays the library's byte copy); f8 and i64 ldf and stf do not read */
 static int dtype_ok(dfl_dtype d) { return d == DFL_F32 || d == DFL_BF16 || d == DFL_F16; }
@@ -71,10 +78,7 @@ int dfl_lower_pointwise(const dfl_graph *g, const dfl_op *op) {
     if (dfl_lower_pw_in(g, op, k) == 'e' && m != n) return 0;
     if (r->ins[k] == 'c' && (cols < 1 || m != cols || n % cols)) return 0;
     if (r->ins[k] == 's' && m != 1) return 0;
-    if (dfl_lower_pw_in(g, op, k) == 'w') {
-      int64_t c = x->ndim == 2 ? x->shape[1] : 0, at = k < 2 ? op->a.win[k] : -1;
-      if (y->ndim != 2 || c < 1 || m / c != n / cols || at < 0 || at + cols > c) return 0;
-    }
+    if (dfl_lower_pw_in(g, op, k) == 'w' && (y->ndim != 2 || !win_ok(g, op, k, n, cols))) return 0;
   }
   for (int k = 0; k < op->n_out; k++)
     if (!dtype_ok(g->t[op->out[k]].dtype) || dfl_tensor_numel(&g->t[op->out[k]]) != n) return 0;
@@ -99,10 +103,7 @@ int dfl_lower_rowop(const dfl_graph *g, const dfl_op *op) {
     if (!dtype_ok(x->dtype)) return 0;
     if (in == 'e' && m != n) return 0;
     if (in == 'g' && m != G) return 0;
-    if (in == 'w') {
-      int64_t c = x->ndim == 2 ? x->shape[1] : 0, at = k < 2 ? op->a.win[k] : -1;
-      if (c < 1 || m / c != n / D || at < 0 || at + D > c) return 0;
-    }
+    if (in == 'w' && !win_ok(g, op, k, n, D)) return 0;
   }
   return 1;
 }

@@ -223,6 +223,20 @@ static int is_wrapped(const dfl_st *st, unsigned kind_mask, const char *prefix) 
          !dfl_st_find(st, "model.embed_tokens.weight") && dfl_st_find(st, "model.language_model.embed_tokens.weight");
 }
 
+/* The checkpoint's name of base: under prefix, or the wrapper's "model.language_model." (is_wrapped). */
+static void st_name(char *name, size_t n, const char *base, const char *prefix, int wrapped) {
+  if (wrapped && !strncmp(base, "model.", 6)) snprintf(name, n, "model.language_model.%s", base + 6);
+  else snprintf(name, n, "%s%s", prefix ? prefix : "", base);
+}
+
+/* A float weight stored as integers (I16 in place of BF16) converts to nonsense without a word. */
+static int float_entry(const dfl_st *st, const dfl_st_entry *e, char *err, size_t errlen) {
+  if (dfl_st_is_float(e->dtype)) return DFL_OK;
+  snprintf(err, errlen, "%s: tensor %s: dtype %s, but it is a float tensor (BF16, F16, F32 or F64): a corrupt or "
+           "mislabelled checkpoint", st->files[e->file].path, e->name, dfl_st_dtype_name(e->dtype));
+  return DFL_EFORMAT;
+}
+
 /* The checkpoint entry of graph tensor t, its shape and dtype checked (header only): what load
 ** reads and check inspects, by one rule. */
 static int resolve(const dfl_graph *g, int t, const dfl_st *st, const char *prefix, int wrapped, wsrc *w,
@@ -231,8 +245,7 @@ static int resolve(const dfl_graph *g, int t, const dfl_st *st, const char *pref
   char name[DFL_NAME_MAX + 64];
   wsrc_parse(tt->name, w);
   if (tt->kind != DFL_T_FROZEN) w->rows = w->plus1 = 0, snprintf(w->base, sizeof w->base, "%s", tt->name);
-  if (wrapped && !strncmp(w->base, "model.", 6)) snprintf(name, sizeof name, "model.language_model.%s", w->base + 6);
-  else snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", w->base);
+  st_name(name, sizeof name, w->base, prefix, wrapped);
   const dfl_st_entry *e = NULL;
   int rc;
   *out = NULL;
@@ -255,13 +268,7 @@ static int resolve(const dfl_graph *g, int t, const dfl_st *st, const char *pref
     rc = dfl_st_expect(st, name, tt->ndim, tt->shape, &e, err, errlen);
     if (rc != DFL_OK) return rc;
   }
-  /* A float weight stored as integers (I16 in place of BF16) converts to nonsense without a word. */
-  int float_t = tt->dtype != DFL_I32 && tt->dtype != DFL_I64;
-  if (float_t && !dfl_st_is_float(e->dtype)) {
-    snprintf(err, errlen, "%s: tensor %s: dtype %s, but it is a float tensor (BF16, F16, F32 or F64): a corrupt or "
-             "mislabelled checkpoint", st->files[e->file].path, e->name, dfl_st_dtype_name(e->dtype));
-    return DFL_EFORMAT;
-  }
+  if (tt->dtype != DFL_I32 && tt->dtype != DFL_I64 && (rc = float_entry(st, e, err, errlen))) return rc;
   *out = e;
   return DFL_OK;
 }
@@ -302,19 +309,15 @@ static int resolve_cat(const dfl_graph *g, int t, const dfl_st *st, const char *
   }
   int64_t R = tt->ndim == 2 ? tt->shape[0] : dfl_tensor_numel(tt), C = tt->ndim == 2 ? tt->shape[1] : 1, rows = 0;
   for (int k = 0; k < *n; k++) {
-    if (wrapped && !strncmp(part[k], "model.", 6)) snprintf(name, sizeof name, "model.language_model.%s", part[k] + 6);
-    else snprintf(name, sizeof name, "%s%s", prefix ? prefix : "", part[k]);
+    st_name(name, sizeof name, part[k], prefix, wrapped);
     const dfl_st_entry *e = es[k] = dfl_st_find(st, name);
     if (!e) {
       snprintf(err, errlen, "%s: tensor %s: missing", path, name);
       return DFL_EFORMAT;
     }
     int64_t N = e->ndim ? e->shape[0] : 1;
-    if (!dfl_st_is_float(e->dtype)) {
-      snprintf(err, errlen, "%s: tensor %s: dtype %s, but it is a float tensor (BF16, F16, F32 or F64): a corrupt or "
-               "mislabelled checkpoint", st->files[e->file].path, e->name, dfl_st_dtype_name(e->dtype));
-      return DFL_EFORMAT;
-    }
+    int rc = float_entry(st, e, err, errlen);
+    if (rc) return rc;
     if (N < 1 || dfl_st_numel(e) != N * C) {
       char b[96];
       dfl_st_shape_str(b, sizeof b, e->ndim, e->shape);

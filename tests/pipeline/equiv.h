@@ -16,6 +16,7 @@
 #define DFL_TEST_PIPELINE_EQUIV_H
 
 #include <math.h>
+#include "runtime/pipeline/pipeline.h"
 #include "runtime/train/train.h"
 
 typedef struct { double loss[STEPS + 1], gnorm[STEPS + 1], tokens[STEPS + 1]; int n; } trace;
@@ -60,6 +61,17 @@ static inline void single(const dfl_spec *s, trace *t, const char *what) {
     on_step(t, &st);
   }
   dfl_train_close(&tr);
+}
+
+/* A pipeline run of STEPS steps with o's options (quiet_pipe_opts and the caller's), traced into t: it
+** must finish every step with its replicas identical. */
+static inline void equiv_pipe(const dfl_spec *s, dfl_pipe_opts *o, trace *t, const char *what, dfl_pipe_result *r) {
+  o->on_step = on_step;
+  o->ctx = t;
+  o->fault = "";
+  CHECK(dfl_pipe_run(s, o, r) == DFL_OK, "%s pipeline failed", what);
+  CHECK(r->steps == STEPS && t->n == STEPS, "%s: %" PRId64 " steps, %d reports", what, r->steps, t->n);
+  CHECK(r->replicas_identical, "%s: replicas differ after %d steps", what, STEPS);
 }
 
 static void compare(const trace *a, const trace *b, const char *what) {

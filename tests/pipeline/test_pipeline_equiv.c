@@ -26,12 +26,7 @@ static void pipe_run(const dfl_spec *s, trace *t, const char *what, int export) 
   o.no_export = !export;
   o.no_ckpt = !export;
   o.no_eval = !export;
-  o.on_step = on_step;
-  o.ctx = t;
-  o.fault = "";
-  CHECK(dfl_pipe_run(s, &o, &r) == DFL_OK, "%s pipeline failed", what);
-  CHECK(r.steps == STEPS && t->n == STEPS, "%s: %" PRId64 " steps, %d reports", what, r.steps, t->n);
-  CHECK(r.replicas_identical, "%s: replicas differ after %d steps", what, STEPS);
+  equiv_pipe(s, &o, t, what, &r);
   if (export) {
     char f[512];
     snprintf(f, sizeof f, "%s/drafter/model.safetensors", dir);

@@ -21,12 +21,7 @@ static void pipe_run(const dfl_spec *s, trace *t, const char *what) {
   char dir[256], cmd[300];
   quiet_pipe_opts(&o, dir, sizeof dir, what, STEPS);
   o.no_export = o.no_ckpt = 1;
-  o.on_step = on_step;
-  o.ctx = t;
-  o.fault = "";
-  CHECK(dfl_pipe_run(s, &o, &r) == DFL_OK, "%s pipeline failed", what);
-  CHECK(r.steps == STEPS && t->n == STEPS, "%s: %" PRId64 " steps, %d reports", what, r.steps, t->n);
-  CHECK(r.replicas_identical, "%s: replicas differ after %d steps", what, STEPS);
+  equiv_pipe(s, &o, t, what, &r);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   CHECK(system(cmd) == 0, "cleanup");
 }
