@@ -280,6 +280,13 @@ static int read_outside(const dfl_graph *g, const dfl_pw_group *p, int t) {
   return 0;
 }
 
+int dfl_codegen_stores(const dfl_graph *g, const dfl_groups *gs, int t) {
+  const int k = g->t[t].producer >= 0 ? gs->of_op[g->t[t].producer] : -1;
+  if (k < 0 || !gs->g[k].quant) return 1;
+  const dfl_pw_group *p = &gs->g[k];
+  return g->ops[p->first + p->n - 1].in[0] != t || read_outside(g, p, t);
+}
+
 /* A row group (lower.h): a CTA a row of C columns, 8 consecutive columns a thread and chunk (NCH chunks
 ** of blockDim.x * 8). Per chunk: the loads, each op in order (a row op: its pre summed over the
 ** thread's 8 values, then over the segment's L lanes by shuffles, then its body), the stores; then,

@@ -17,5 +17,8 @@
 int dfl_codegen_source(const dfl_graph *g, const dfl_groups *gs, char **src, size_t *len);
 /* The symbol of group k's kernel: "dfl_pw_<k>". */
 void dfl_codegen_kernel_name(int k, char *buf, size_t cap);
+/* Does the generated code store tensor t? Not when t is a row group's quantized input (its QUANT_F8
+** fused, lower.h) that no op outside the group reads: the row stays in registers. 1 otherwise. */
+int dfl_codegen_stores(const dfl_graph *g, const dfl_groups *gs, int t);
 
 #endif

@@ -3,7 +3,8 @@
 ** A kernel experiment, built on the GPU machine: nvcc -O3 -arch=sm_90a -I. bench/cuda/bench_rope.cu.
 ** The 27B shape: 49,152 rows, q 24 heads and k 4 heads of 256 dims, 64 rotated, per-head RMSNorm in
 ** front, bf16. Variants of the same arithmetic, each timed (median of 20 launches, CUDA events) and
-** checked bit for bit against the first (the library's form: U 4 heads in flight a warp, 2 CTAs an SM):
+** checked bit for bit against the first (the library's earlier form: U 4 heads in flight a warp, 2 CTAs an
+** SM), and the library's dfl_rope_pn itself as kernels/hybrid.cuh has it now:
 **   U      heads a warp loads before it computes (ILP)
 **   MINB   __launch_bounds__'s CTAs an SM (occupancy)
 **   PIPE   the next U heads' loads issued before this U's arithmetic (software pipelining)
@@ -15,6 +16,7 @@
 #include <vector>
 #include <algorithm>
 #include "kernels/common.cuh"
+#include "kernels/hybrid.cuh" /* the library's dfl_rope_pn, as it is now */
 
 template <int U, int MINB, bool PIPE, bool WS>
 __global__ void __launch_bounds__(256, MINB) rope_v(void *out, const void *x, const void *wn, int nh, void *out2,
@@ -88,15 +90,14 @@ static const int NH = 24, NH2 = 4, HD = 256, RD = 64;
 
 struct Bufs { unsigned short *x, *x2, *o, *o2; float *w, *w2; int *pos; };
 
-template <int U, int MINB, bool PIPE, bool WS = false>
-static void run(const char *name, Bufs &b, std::vector<unsigned short> *ref) {
-  auto k = rope_v<U, MINB, PIPE, WS>;
-  const int smem = RD / 2 * 8 + 2 * HD * 4;
+/* Times launch (median of 20 after 3), reports it and checks the outputs against the first run's */
+template <typename F>
+static void timed(const char *name, Bufs &b, std::vector<unsigned short> *ref, const void *kfn, int smem, F launch) {
   int occ = 0, sms = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k, 256, smem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kfn, 256, smem));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, k));
+  CK(cudaFuncGetAttributes(&fa, kfn));
   const ll want = (R + 7) / 8, grid = std::min<ll>(want, (ll)occ * sms);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -104,7 +105,7 @@ static void run(const char *name, Bufs &b, std::vector<unsigned short> *ref) {
   std::vector<float> ms;
   for (int it = 0; it < 23; it++) {
     CK(cudaEventRecord(e0));
-    k<<<(unsigned)grid, 256, smem>>>(b.o, b.x, b.w, NH, b.o2, b.x2, b.w2, NH2, b.pos, R, HD, RD, 1e7, 1e-6f);
+    launch((unsigned)grid, smem);
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
     CK(cudaGetLastError());
@@ -123,6 +124,23 @@ static void run(const char *name, Bufs &b, std::vector<unsigned short> *ref) {
   else for (size_t i = 0; i < h.size(); i++) diff += h[i] != (*ref)[i];
   printf("%-24s regs %3d spill %4d B  occ %d/SM grid %6lld  %.3f ms  %.0f GB/s  %zu values differ\n", name, fa.numRegs,
          (int)fa.localSizeBytes, occ, grid, t, bytes / t * 1e-6, diff);
+}
+
+template <int U, int MINB, bool PIPE, bool WS = false>
+static void run(const char *name, Bufs &b, std::vector<unsigned short> *ref) {
+  auto k = rope_v<U, MINB, PIPE, WS>;
+  const int smem = RD / 2 * 8 + 2 * HD * 4;
+  timed(name, b, ref, (const void *)k, smem, [&](unsigned grid, int sm) {
+    k<<<grid, 256, sm>>>(b.o, b.x, b.w, NH, b.o2, b.x2, b.w2, NH2, b.pos, R, HD, RD, 1e7, 1e-6f);
+  });
+}
+
+/* the library's kernel (kernels/hybrid.cuh) with the 27B's arguments: normed pair, bf16, f32 weights */
+static void run_lib(const char *name, Bufs &b, std::vector<unsigned short> *ref) {
+  timed(name, b, ref, (const void *)dfl_rope_pn, RD / 2 * 8, [&](unsigned grid, int sm) {
+    dfl_rope_pn<<<grid, 256, sm>>>(b.o, b.x, b.w, NH, b.o2, b.x2, b.w2, NH2, DT_BF16, DT_BF16, DT_F32, DT_BF16, b.pos,
+                                   R, HD, RD, 1e7, 0, 1e-6f);
+  });
 }
 
 int main() {
@@ -157,6 +175,8 @@ int main() {
   run<4, 3, false, true>("U4 minb3 ws", b, &ref);
   run<4, 2, true, true>("U4 minb2 pipe ws", b, &ref);
   run<2, 4, true, true>("U2 minb4 pipe ws", b, &ref);
+  run<2, 3, false>("U2 minb3", b, &ref);
+  run_lib("library dfl_rope_pn", b, &ref);
   run<4, 2, false>("U4 minb2 (again)", b, &ref);
   return 0;
 }

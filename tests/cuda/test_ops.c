@@ -18,7 +18,10 @@
 ** by kernel family in test_ops_dense.c, test_ops_attention.c, test_ops_loss_optim.c and
 ** test_ops_hybrid.c (shared declarations: ops.h).
 */
+#include "compiler/codegen.h"
 #include "compiler/emit.h"
+#include "compiler/lower.h"
+#include "runtime/cpu/fp8.h"
 #include "as_cc.h"
 #include "ops.h"
 
@@ -102,20 +105,43 @@ void run_case(const char *name, dfl_graph *g, const ifill *ints, int nints, cons
     dfl_cuda_set_f(&gpu, t, v, n);
     inv[t] = v;
   }
+  /* the backend's fusion groups (no plan: formed without offsets, as dfl_cu_pw_load forms them) */
+  dfl_groups gs;
+  if (dfl_lower_groups(g, NULL, NULL, &gs) != DFL_OK) { fprintf(stderr, "FAIL %s: lower groups\n", name); fails++; goto out; }
   int rc1 = dfl_cpu_run(&cpu, DFL_PH_ALL), rc2 = dfl_cuda_run(&gpu, DFL_PH_ALL);
   if (!rc2) rc2 = dfl_cuda_sync(&gpu);
-  if (rc1 || rc2) { fprintf(stderr, "FAIL %s: run cpu %d gpu %d\n", name, rc1, rc2); fails++; goto out; }
+  if (rc1 || rc2) { fprintf(stderr, "FAIL %s: run cpu %d gpu %d\n", name, rc1, rc2); fails++; dfl_groups_free(&gs); goto out; }
   for (int t = 0; t < g->nt; t++) {
     const dfl_tensor *T = &g->t[t];
     int written = 0;
     for (int i = 0; i < g->nops; i++)
       for (int k = 0; k < g->ops[i].n_out; k++) written |= g->ops[i].out[k] == t;
     if (!written) continue;
+    if (!dfl_codegen_stores(g, &gs, t)) { /* a row group's quantized input, kept in registers: its bytes hold nothing */
+      if (getenv("DFL_VERBOSE")) printf("skip %s [%s] %s: not stored (a row group's quantized input)\n", name, dfl_dtype_name(ACT), T->name);
+      continue;
+    }
     int64_t n = dfl_tensor_numel(T);
     float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
     dfl_cuda_get_f(&gpu, t, a, n);
     if (T->dtype == DFL_I32) for (int64_t i = 0; i < n; i++) b[i] = (float)dfl_cpu_i32(&cpu, t)[i];
     else dfl_cpu_get_f(&cpu, t, b, n);
+    /* A row group's QUANT_F8 (lower.h) quantizes its input as the GPU rounds it to the input's dtype;
+    ** the CPU keeps bf16 activations unrounded, so its bytes sit up to half a bf16 ulp from the GPU's
+    ** and land one E4M3 step off near a rounding midpoint (2-4% of them, seen on an H100). The exact
+    ** reference is the CPU's input rounded as stored, then quantized by row (fp8.h): against it only a
+    ** value whose f32 result fell on the other side of a bf16 midpoint may differ (at most one byte
+    ** or 0.1%, one step). */
+    const int prod = T->producer, rowq = T->dtype == DFL_F8E4M3 && prod >= 0 && g->ops[prod].code == DFL_OP_QUANT_F8 &&
+                                         gs.of_op[prod] >= 0 && gs.g[gs.of_op[prod]].quant;
+    const dfl_tensor *qx = rowq ? &g->t[g->ops[prod].in[0]] : NULL;
+    const int rowq_exact = rowq && (qx->dtype == DFL_BF16 || qx->dtype == DFL_F32) && qx->ndim >= 1;
+    if (rowq_exact) {
+      const int64_t C = qx->shape[qx->ndim - 1];
+      dfl_cpu_get_f(&cpu, g->ops[prod].in[0], b, n);
+      if (qx->dtype == DFL_BF16) for (int64_t i = 0; i < n; i++) b[i] = dfl_bf16_rne(b[i]);
+      for (int64_t r = 0; r < n / C; r++) dfl_fp8_quant_row(b + r * C, C, NULL, b + r * C);
+    }
     double mx = 0, err = 0;
     int64_t diff = 0, nan = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -146,13 +172,17 @@ void run_case(const char *name, dfl_graph *g, const ifill *ints, int nints, cons
     if (!exact && T->producer >= 0 && g->ops[T->producer].code == DFL_OP_MATMUL_F8 &&
         g->ops[T->producer].a.fast_accum && tol < 1.5e-2)
       tol = 1.5e-2;
-    int ok = nan == 0 && (bin ? diff * 50 <= n : exact ? diff == 0 : fused8 ? diff * 50 <= n && far == 0 : rel <= tol);
+    int ok = nan == 0 && (bin ? diff * 50 <= n : exact ? diff == 0
+                                                 : rowq_exact ? (diff <= 1 || diff * 1000 <= n) && far == 0
+                                                 : fused8     ? diff * 50 <= n && far == 0
+                                                              : rel <= tol);
     if (!ok || getenv("DFL_VERBOSE"))
       fprintf(ok ? stdout : stderr, "%s %s [%s] %s: max|ref| %.3g max err %.3g rel %.3g (tol %.1g) diff %lld nan/inf %lld\n",
               ok ? "ok  " : "FAIL", name, dfl_dtype_name(ACT), T->name, mx, err, rel, tol, (long long)diff, (long long)nan);
     if (!ok) fails++;
     free(a), free(b);
   }
+  dfl_groups_free(&gs);
   if (rerun) { /* docs/architecture.md's determinism: the same inputs give the same bits, run after run */
     float **first = calloc((size_t)g->nt, sizeof *first);
     for (int t = 0; t < g->nt; t++)
