@@ -30,10 +30,12 @@ extern "C" __global__ void dfl_conv1d_silu(void *y, int dty, const void *x, int 
 ** per-element kernel's order, so the same sums); x's dtype is a template argument. Rows are loaded
 ** HY_CRB at a time, a batch ahead of its use: one row at a time left two 16-byte loads in flight a
 ** thread, too few to cover DRAM latency (1.2 TB/s); decoding the 3-row window again for every row
-** (four decodes a row) held the kernel at 1.9 TB/s on the H200. SiLU through the fast exponential and
-** divide (bf16 output: their error is below its step). */
+** (four decodes a row) held the kernel at 1.9 TB/s on the H200; 8 rows in flight instead of 4: 0.789 ->
+** 0.763 ms at the 27B's shape on an H100 (bench/cuda/bench_conv.cu, the same bits; 168 registers keep
+** three CTAs an SM). SiLU through the fast exponential and divide (bf16 output: their error is below its
+** step). */
 #define HY_CRT 32
-#define HY_CRB 4
+#define HY_CRB 8
 __device__ __forceinline__ float hy_silu_fast(float x) { return __fdividef(x, 1.f + __expf(-x)); }
 /* eight bf16 or f16 values of one 16-byte word */
 __device__ __forceinline__ void hy_dec8(uint4 u, int dt, float *v) {
