@@ -88,6 +88,12 @@ static void build(dfl_graph *g) {
   dfl_op_add(g, DFL_OP_QUANT_F8, &ny, 1, (int[]){nq, ns}, 2, &at);
 }
 
+static int tensor(const dfl_graph *g, const char *name) {
+  for (int t = 0; t < g->nt; t++)
+    if (!strcmp(g->t[t].name, name)) return t;
+  return -1;
+}
+
 static char *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
@@ -109,6 +115,13 @@ int main(int argc, char **argv) {
   CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == DFL_OK);
   CHECK(gs.n == 5 && gs.g[0].n == 8 && gs.g[1].n == 2 && gs.g[2].n == 2 && gs.g[3].n == 2 && gs.g[3].rows == 4 &&
         gs.g[3].cols == 40 && !gs.g[0].rows && gs.g[4].n == 2 && gs.g[4].cols == 32 && gs.g[4].quant, "%d groups", gs.n);
+  /* which tensors the generated code stores: a row group's quantized input that nothing else reads
+  ** stays in registers (the harness of cuda_ops compares only what is stored) */
+  CHECK(!dfl_codegen_stores(&g, &gs, tensor(&g, "gsm")) && !dfl_codegen_stores(&g, &gs, tensor(&g, "ny")),
+        "a fused quantization's input is stored");
+  CHECK(dfl_codegen_stores(&g, &gs, tensor(&g, "gq")) && dfl_codegen_stores(&g, &gs, tensor(&g, "nq_scale")) &&
+            dfl_codegen_stores(&g, &gs, tensor(&g, "cw")) && dfl_codegen_stores(&g, &gs, tensor(&g, "g2")),
+        "a group's output is not stored");
   char *src = NULL;
   size_t len = 0;
   CHECK(dfl_codegen_source(&g, &gs, &src, &len) == DFL_OK && src && len == strlen(src));
@@ -140,6 +153,20 @@ int main(int argc, char **argv) {
     free(bin);
   }
   free(src);
+  dfl_groups_free(&gs);
+  dfl_graph_free(&g);
+
+  /* the quantized input read after the group (a COPY): stored */
+  dfl_graph_init(&g);
+  int qx = dfl_tensor_2d(&g, "x", DFL_BF16, DFL_T_INPUT, 4, 40), qg = dfl_tensor_2d(&g, "gate", DFL_BF16, DFL_T_INPUT, 4, 40);
+  int qm = dfl_tensor_2d(&g, "gated", DFL_BF16, DFL_T_ACT, 4, 40), qq = dfl_tensor_2d(&g, "q", DFL_F8E4M3, DFL_T_ACT, 4, 40);
+  int qs = dfl_tensor_1d(&g, "q_scale", DFL_F32, DFL_T_ACT, 4), qc = dfl_tensor_2d(&g, "copy", DFL_F32, DFL_T_ACT, 4, 40);
+  dfl_attrs a0 = {0};
+  dfl_op_add(&g, DFL_OP_SIGMOID_MUL, (int[]){qx, qg}, 2, &qm, 1, &a0);
+  dfl_op_add(&g, DFL_OP_QUANT_F8, &qm, 1, (int[]){qq, qs}, 2, &a0);
+  dfl_op_add(&g, DFL_OP_COPY, &qm, 1, &qc, 1, &a0);
+  CHECK(dfl_lower_groups(&g, NULL, NULL, &gs) == DFL_OK && gs.n >= 1 && gs.g[0].quant, "the row group did not form");
+  CHECK(dfl_codegen_stores(&g, &gs, qm), "a quantized input read outside its group is not stored");
   dfl_groups_free(&gs);
   dfl_graph_free(&g);
 
