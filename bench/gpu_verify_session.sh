@@ -4,7 +4,8 @@
 # xz-compressed cuda_ops, cuda_gemm_tune and dflc_gpu from this build, bench_rope (nvcc -O3 -std=c++17
 # -arch=sm_90a -I. bench/cuda/bench_rope.cu), the library cubin in DIR/cache (dflc build examples/tiny.dfl
 # --arch sm_90a with DFL_CACHE_DIR), and for the last step what bench/gpu_codegen_evidence.sh needs.
-#   1. bench_rope: the library's dfl_rope_pn against the variants of the same arithmetic (occupancy)
+#   1. bench_rope: the library's dfl_rope_pn against the variants of the same arithmetic (occupancy; build
+#      it with kernels/hybrid.cuh at the setting to try, its header says how)
 #   2. cuda_ops' row groups, partial RoPE and conv cases (the harness fixed for row groups: not yet run)
 #   3. cuda_gemm_tune (its CPU oracle fixed: not yet run) and dflc golden --cuda on nano-hybrid
 #   4. bench/gpu_codegen_evidence.sh (issue 41's before/after), RUNS as there
