@@ -176,6 +176,8 @@ int main() {
   run<7, 2, false, true>("U7 minb2 ws", b, &ref);
   run<4, 3, false, true>("U4 minb3 ws", b, &ref);
   run<4, 2, true, true>("U4 minb2 pipe ws", b, &ref);
+  run<2, 4, false, true>("U2 minb4 ws", b, &ref);
+  run<2, 3, false, true>("U2 minb3 ws", b, &ref);
   run<2, 4, true, true>("U2 minb4 pipe ws", b, &ref);
   run<2, 3, false>("U2 minb3", b, &ref);
   run_lib("library dfl_rope_pn", b, &ref);
