@@ -20,7 +20,6 @@
 #include <unistd.h>
 #include "runtime/backend.h"
 #include "runtime/cpu/cpu.h"
-#include "runtime/cpu/fp8.h"
 #include "runtime/io/weights.h"
 #include "runtime/cuda/cuda.h"
 #include "runtime/cuda/cuda_internal.h"
@@ -104,7 +103,7 @@ int main(void) {
   for (int t = 0; t < n.g.nt; t++)
     if (n.g.t[t].kind == DFL_T_FROZEN && n.g.t[t].dtype == DFL_BF16) {
       float *v = dfl_cpu_f32(&cpu, t);
-      for (int64_t i = 0, m = dfl_tensor_numel(&n.g.t[t]); i < m; i++) v[i] = dfl_bf16_rne(v[i]);
+      for (int64_t i = 0, m = dfl_tensor_numel(&n.g.t[t]); i < m; i++) v[i] = dfl_bf16_round(v[i]);
     }
   if (dfl_cpu_run(&cpu, ~0u)) { printf("FAIL: cpu run\n"); return 1; }
 

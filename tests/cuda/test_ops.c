@@ -140,7 +140,7 @@ void run_case(const char *name, dfl_graph *g, const ifill *ints, int nints, cons
     if (rowq_exact) {
       const int64_t C = qx->shape[qx->ndim - 1];
       dfl_cpu_get_f(&cpu, g->ops[prod].in[0], b, n);
-      if (qx->dtype == DFL_BF16) for (int64_t i = 0; i < n; i++) b[i] = dfl_bf16_rne(b[i]);
+      if (qx->dtype == DFL_BF16) for (int64_t i = 0; i < n; i++) b[i] = dfl_bf16_round(b[i]);
       for (int64_t r = 0; r < n / C; r++) dfl_fp8_quant_row(b + r * C, C, NULL, b + r * C);
     }
     double mx = 0, err = 0;
