@@ -105,16 +105,17 @@ extern "C" __global__ void __launch_bounds__(256) dfl_norm_gate_v8(void *y, int 
 ** above over all C channels, each row's q and k heads L2-normalized in registers before the store, so
 ** q and k never travel through memory unnormalized. A head of G features is L = G / 8 consecutive
 ** lanes; C % G == 0 and D % G == 0 keep every L-lane group inside one head and one run of rows, so
-** each group's shuffles see all its lanes (the other lanes of the warp may be in another region). */
-template <int L, int DTX>
+** each group's shuffles see all its lanes (the other lanes of the warp may be in another region).
+** CRT and CRB are template arguments so that bench/cuda/bench_conv.cu can time other counts. */
+template <int L, int DTX, int CRT = HY_CRT, int CRB = HY_CRB>
 __device__ __forceinline__ void hy_conv_qkv_v8(void *q, void *k, void *v, int dty, const void *x, const void *w,
                                                int dtw, ll R, int C, int D, int S, float eps, float alpha) {
   const int C8 = C >> 3, lane = threadIdx.x & 31;
   const unsigned gmask = L == 32 ? 0xffffffffu : ((1u << L) - 1u) << (lane & ~(L - 1));
-  const ll nt = (R + HY_CRT - 1) / HY_CRT;
+  const ll nt = (R + CRT - 1) / CRT;
   GRID_STRIDE(i, nt * C8) {
     const int c0 = (int)(i % C8) * 8;
-    const ll r0 = (i / C8) * HY_CRT, r1 = r0 + HY_CRT < R ? r0 + HY_CRT : R;
+    const ll r0 = (i / C8) * CRT, r1 = r0 + CRT < R ? r0 + CRT : R;
     /* where the row's 8 values go: q, k (normalized; scale applied after the norm) or v */
     const int part = c0 < D ? 0 : c0 < 2 * D ? 1 : 2;
     void *dst = part == 0 ? q : part == 1 ? k : v;
@@ -144,19 +145,19 @@ __device__ __forceinline__ void hy_conv_qkv_v8(void *q, void *k, void *v, int dt
           p[2][c] = wk[0][c] * xh[c];
         }
       }
-    uint4 nxt[HY_CRB];
+    uint4 nxt[CRB];
 #pragma unroll
-    for (int b = 0; b < HY_CRB; b++)
+    for (int b = 0; b < CRB; b++)
       if (r0 + b < r1) nxt[b] = *(const uint4 *)(xs + (r0 + b) * C);
-    for (ll rb = r0; rb < r1; rb += HY_CRB) {
-      uint4 raw[HY_CRB];
+    for (ll rb = r0; rb < r1; rb += CRB) {
+      uint4 raw[CRB];
 #pragma unroll
-      for (int b = 0; b < HY_CRB; b++) {
+      for (int b = 0; b < CRB; b++) {
         raw[b] = nxt[b];
-        if (rb + HY_CRB + b < r1) nxt[b] = *(const uint4 *)(xs + (rb + HY_CRB + b) * C);
+        if (rb + CRB + b < r1) nxt[b] = *(const uint4 *)(xs + (rb + CRB + b) * C);
       }
 #pragma unroll
-      for (int b = 0; b < HY_CRB; b++) {
+      for (int b = 0; b < CRB; b++) {
         if (rb + b >= r1) break;
         if (pos == S) { /* a new sequence: the rows before it read as 0 */
           pos = 0;

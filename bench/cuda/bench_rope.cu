@@ -13,10 +13,8 @@
 ** ROPE_PN_U and dfl_rope_pn's __launch_bounds__ in kernels/hybrid.cuh and build this again (2026-12-06: the
 ** copy at U 2 and 4 CTAs an SM ran 0.758 ms against 1.022; the library's form spills more there).
 */
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
-#include <algorithm>
+#include <cstring>
+#include "bench/cuda/bench_kernel.cuh"
 #include "kernels/common.cuh"
 #include "kernels/hybrid.cuh" /* the library's dfl_rope_pn, as it is now */
 
@@ -85,47 +83,22 @@ __global__ void __launch_bounds__(256, MINB) rope_v(void *out, const void *x, co
   }
 }
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 static const ll R = 49152;
 static const int NH = 24, NH2 = 4, HD = 256, RD = 64;
 
 struct Bufs { unsigned short *x, *x2, *o, *o2; float *w, *w2; int *pos; };
 
-/* Times launch (median of 20 after 3), reports it and checks the outputs against the first run's */
+/* Times launch, reports it and checks the outputs against the first variant's */
 template <typename F>
 static void timed(const char *name, Bufs &b, std::vector<unsigned short> *ref, const void *kfn, int smem, F launch) {
-  int occ = 0, sms = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kfn, 256, smem));
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaFuncAttributes fa;
-  CK(cudaFuncGetAttributes(&fa, kfn));
-  const ll want = (R + 7) / 8, grid = std::min<ll>(want, (ll)occ * sms);
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int it = 0; it < 23; it++) {
-    CK(cudaEventRecord(e0));
-    launch((unsigned)grid, smem);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaGetLastError());
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    if (it >= 3) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  const double t = ms[ms.size() / 2], bytes = 2.0 * 2 * R * (NH + NH2) * HD;
+  const bench_fill f = bench_grid(kfn, 256, smem, (R + 7) / 8);
+  const double t = bench_median_ms([&] { launch((unsigned)f.grid, smem); });
   const size_t n1 = (size_t)R * NH * HD, n2 = (size_t)R * NH2 * HD;
   std::vector<unsigned short> h(n1 + n2);
   CK(cudaMemcpy(h.data(), b.o, n1 * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(h.data() + n1, b.o2, n2 * 2, cudaMemcpyDeviceToHost));
-  size_t diff = 0;
-  if (ref->empty()) *ref = h;
-  else for (size_t i = 0; i < h.size(); i++) diff += h[i] != (*ref)[i];
-  printf("%-24s regs %3d spill %4d B  occ %d/SM grid %6lld  %.3f ms  %.0f GB/s  %zu values differ\n", name, fa.numRegs,
-         (int)fa.localSizeBytes, occ, grid, t, bytes / t * 1e-6, diff);
+  bench_report(name, f, t, 2.0 * 2 * R * (NH + NH2) * HD, bench_differ(h, ref));
 }
 
 template <int U, int MINB, bool PIPE, bool WS = false>
