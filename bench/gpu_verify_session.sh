@@ -1,28 +1,59 @@
 #!/usr/bin/env bash
-# bench/gpu_verify_session.sh DIR: what waits for a GPU after 2026-12-06 (seventh session), in one call,
-# most important first, so that a call cut short still brings the first answers back. DIR holds
-# xz-compressed cuda_ops, cuda_gemm_tune and dflc_gpu from this build, bench_rope (nvcc -O3 -std=c++17
-# -arch=sm_90a -I. bench/cuda/bench_rope.cu), the library cubin in DIR/cache (dflc build examples/tiny.dfl
-# --arch sm_90a with DFL_CACHE_DIR), and for the last step what bench/gpu_codegen_evidence.sh needs.
-#   1. bench_rope: the library's dfl_rope_pn against the variants of the same arithmetic (occupancy; build
-#      it with kernels/hybrid.cuh at the setting to try, its header says how)
-#   2. cuda_ops' row groups, partial RoPE and conv cases (the harness fixed for row groups: not yet run)
-#   3. cuda_gemm_tune (its CPU oracle fixed: not yet run) and dflc golden --cuda on nano-hybrid
-#   4. bench/gpu_codegen_evidence.sh (issue 41's before/after), RUNS as there
-# Logs in $OUT.
+# bench/gpu_verify_session.sh DIR: what waits for a GPU, in one call, most important first, so that a call cut
+# short still brings the first answers back. DIR holds xz-compressed binaries built here (strip, xz) and the
+# library cubins they need in DIR/cache (dflc build examples/tiny.dfl --arch sm_90a with DFL_CACHE_DIR):
+#   bench_rope        nvcc -O3 -std=c++17 -arch=sm_90a -I. bench/cuda/bench_rope.cu
+#   cuda_ops, cuda_gemm_tune, dflc_gpu, bench_gdn      this build
+#   dflc_old, bench_gdn_old                            the build to compare with (its cubin in DIR/cache too)
+#   whl/*.whl         fla-core, flash-linear-attention, einops (gdn_fla.py writes the gated delta's inputs)
+# Steps (STEPS selects, default all): rope (bench_rope), ops (cuda_ops' gated delta, row group, partial RoPE and
+# conv cases), gdn (the gated delta rule at the 27B shape: FLA, then bench_gdn and bench_gdn_old on the same
+# inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_gpu and dflc_old alternately),
+# golden (dflc golden --cuda on nano-hybrid, cuda_gemm_tune), evidence (bench/gpu_codegen_evidence.sh, RUNS as
+# there). Logs in $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_verify_session.sh DIR}
-for b in bench_rope cuda_ops cuda_gemm_tune dflc_gpu; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
+STEPS=${STEPS:-rope ops gdn t27 golden evidence}
+for f in $B/*.xz; do b=$(basename $f .xz); xz -dc $f > /tmp/$b && chmod +x /tmp/$b; done
 export DFL_CACHE_DIR=/tmp/dflc-cache
 mkdir -p $DFL_CACHE_DIR
 for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
-timeout 60 /tmp/bench_rope > $OUT/rope.txt 2>&1; cat $OUT/rope.txt
-for o in "row group" "rope partial" "conv1d_silu"; do
-  DFL_OPS_ONLY="$o" timeout 100 /tmp/cuda_ops > "$OUT/ops-${o// /_}.log" 2>&1; echo "$o: rc $?"; grep -E "FAIL|cases" "$OUT/ops-${o// /_}.log"
-done
-timeout 100 /tmp/cuda_gemm_tune > $OUT/gemm_tune_test.log 2>&1; echo "cuda_gemm_tune: rc $?"; grep -E "FAIL|^y[0-9]" $OUT/gemm_tune_test.log
-timeout 60 /tmp/dflc_gpu golden examples/models/nano-hybrid examples/models/nano-hybrid/golden_forward.safetensors --cuda > $OUT/golden.log 2>&1
-grep -E "PASS|FAIL" $OUT/golden.log
-bash bench/gpu_codegen_evidence.sh $B > $OUT/evidence.out 2>&1; cat $OUT/evidence.out
+cat $OUT/session.txt
+has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+if has rope; then timeout 60 /tmp/bench_rope > $OUT/rope.txt 2>&1; cat $OUT/rope.txt; fi
+if has ops; then
+  for o in "gated_delta" "row group" "rope partial" "conv1d_silu"; do
+    DFL_OPS_ONLY="$o" timeout 100 /tmp/cuda_ops > "$OUT/ops-${o// /_}.log" 2>&1; echo "$o: rc $?"
+    grep -E "FAIL|cases" "$OUT/ops-${o// /_}.log" | tail -6
+  done
+fi
+if has gdn; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $B/whl/*.whl && export PYTHONPATH=/tmp/site
+  d=/tmp/gdn27; sh="12 4096 16 48 128"
+  ( PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/gdn_fla.py $d $sh; echo "fla rc $?"
+    for b in bench_gdn_old bench_gdn bench_gdn_old bench_gdn; do echo "== $b"; timeout 60 /tmp/$b $d $sh 20; echo "rc $?"; done
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+    for b in bench_gdn_old bench_gdn; do
+      [ -n "$NCU" ] && echo "== ncu $b" && timeout 90 $NCU --kernel-name regex:gdn --launch-count 4 --metrics \
+        gpu__time_duration.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active /tmp/$b $d $sh 2 2>&1 |
+        grep -E "dfl_gdn|gpu__time|registers|warps_active"
+    done ) > $OUT/gdn.log 2>&1
+  grep -vE "^\s*$" $OUT/gdn.log | tail -30
+  rm -rf $d
+fi
+if has t27; then
+  for b in dflc_old dflc_gpu; do
+    timeout ${MAXS:-150} /tmp/$b bench examples/qwen36-27b-target.dfl --target-only --steps 2 --warmup 1 --ops > $OUT/t27-$b.log 2>&1
+    echo "== t27 $b rc $?"; grep -E "forward:|kernel launches|ms/step|gated_delta|rope" $OUT/t27-$b.log | head -8
+  done
+fi
+if has golden; then
+  timeout 60 /tmp/dflc_gpu golden examples/models/nano-hybrid examples/models/nano-hybrid/golden_forward.safetensors --cuda > $OUT/golden.log 2>&1
+  grep -E "PASS|FAIL" $OUT/golden.log
+  timeout 100 /tmp/cuda_gemm_tune > $OUT/gemm_tune_test.log 2>&1; echo "cuda_gemm_tune: rc $?"; grep -E "FAIL|^y[0-9]" $OUT/gemm_tune_test.log
+fi
+if has evidence; then
+  bash bench/gpu_codegen_evidence.sh $B > $OUT/evidence.out 2>&1; cat $OUT/evidence.out
+fi

@@ -289,13 +289,16 @@ extern "C" __global__ void dfl_rope_part(void *out, int dto, const void *x, int 
 ** heads, one 16-byte load at a time, the q/k norms a launch of their own) ran the 27B's q at about a
 ** third of memory speed. This one: 1.05 TB/s on an H100 (20.1 ms a forward against 26.3 for the norms
 ** and RoPE apart); a warp an item of a row's heads at 62 registers (four CTAs an SM, each item forming
-** its angles) ran at 0.82 (25.9 ms). Still well under memory speed: not understood yet. */
+** its angles) ran at 0.82 (25.9 ms). Still well under memory speed: not understood yet.
+** U (heads a warp loads at once) and the CTAs an SM are template arguments so that bench/cuda/bench_rope.cu
+** times this code at other settings; dfl_rope_pn is the library's instance. */
 #define ROPE_PN_U 4
-extern "C" __global__ void __launch_bounds__(256, 2) dfl_rope_pn(void *out, const void *x, const void *wn, int nh,
-                                                              void *out2, const void *x2, const void *wn2, int nh2,
-                                                              int dto, int dtx, int dtw, int mid, const int *pos,
-                                                              ll rows, int hd, int rd, double theta, int inverse,
-                                                              float eps) {
+#define ROPE_PN_MINB 2
+template <int U>
+__device__ __forceinline__ void hy_rope_pn(void *out, const void *x, const void *wn, int nh, void *out2, const void *x2,
+                                           const void *wn2, int nh2, int dto, int dtx, int dtw, int mid,
+                                           const int *pos, ll rows, int hd, int rd, double theta, int inverse,
+                                           float eps) {
   extern __shared__ double dfl_rope_sm[]; /* the rd / 2 inverse frequencies */
   for (int i = threadIdx.x; i < rd / 2; i += blockDim.x) dfl_rope_sm[i] = pow(theta, -2.0 * i / rd);
   __syncthreads();
@@ -313,10 +316,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) dfl_rope_pn(void *out, cons
     float cs[8], sn[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) cs[k] = 1.f, sn[k] = 0.f;
-    for (int h0 = 0; h0 < nt; h0 += hpw * ROPE_PN_U) {
-      float v[ROPE_PN_U][8];
+    for (int h0 = 0; h0 < nt; h0 += hpw * U) {
+      float v[U][8];
 #pragma unroll
-      for (int u = 0; u < ROPE_PN_U; u++) {
+      for (int u = 0; u < U; u++) {
         const int h = h0 + u * hpw + hl, sec = h >= nh;
         if (h < nt) ld8(sec ? x2 : x, dtx, ((r * (sec ? nh2 : nh)) + (sec ? h - nh : h)) * hd + li * 8, v[u]);
         else
@@ -326,7 +329,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) dfl_rope_pn(void *out, cons
       if (h0 == 0 && rot) /* the row's angles, while its first loads are in flight */
         rope_angles8((double)pos[r], dfl_rope_sm, (li % h8) * 8, inverse, cs, sn);
 #pragma unroll
-      for (int u = 0; u < ROPE_PN_U; u++) { /* every lane runs every u: the shuffles */
+      for (int u = 0; u < U; u++) { /* every lane runs every u: the shuffles */
         const int h = h0 + u * hpw + hl, sec = h >= nh;
         if (wn) {
           float ss = 0.f;
@@ -348,6 +351,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) dfl_rope_pn(void *out, cons
       }
     }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(256, ROPE_PN_MINB) dfl_rope_pn(void *out, const void *x, const void *wn,
+                                                                         int nh, void *out2, const void *x2,
+                                                                         const void *wn2, int nh2, int dto, int dtx,
+                                                                         int dtw, int mid, const int *pos, ll rows,
+                                                                         int hd, int rd, double theta, int inverse,
+                                                                         float eps) {
+  hy_rope_pn<ROPE_PN_U>(out, x, wn, nh, out2, x2, wn2, nh2, dto, dtx, dtw, mid, pos, rows, hd, rd, theta, inverse, eps);
 }
 
 /* --- the gated delta rule ---

@@ -3,15 +3,15 @@
 ** A kernel experiment, built on the GPU machine: nvcc -O3 -arch=sm_90a -I. bench/cuda/bench_rope.cu.
 ** The 27B shape: 49,152 rows, q 24 heads and k 4 heads of 256 dims, 64 rotated, per-head RMSNorm in
 ** front, bf16. Variants of the same arithmetic, each timed (median of 20 launches, CUDA events) and
-** checked bit for bit against the first (the library's earlier form: U 4 heads in flight a warp, 2 CTAs an
-** SM), and the library's dfl_rope_pn itself as kernels/hybrid.cuh has it now:
+** checked bit for bit against the first (the library's dfl_rope_pn as it builds now), the library's own code
+** (hy_rope_pn) at other settings and copies of its arithmetic:
 **   U      heads a warp loads before it computes (ILP)
 **   MINB   __launch_bounds__'s CTAs an SM (occupancy)
 **   PIPE   the next U heads' loads issued before this U's arithmetic (software pipelining)
 **   WS     the norm weights read from shared memory per use instead of held in 16 registers
-** GB/s counts q and k read once and written once. To time the library's kernel at another setting, edit
-** ROPE_PN_U and dfl_rope_pn's __launch_bounds__ in kernels/hybrid.cuh and build this again (2026-12-06: the
-** copy at U 2 and 4 CTAs an SM ran 0.758 ms against 1.022; the library's form spills more there).
+** GB/s counts q and k read once and written once. The copy's variants hold the dtypes constant (bf16, f32
+** weights); the library's code takes them as arguments (2026-12-06: the copy at U 2 and 4 CTAs an SM ran
+** 0.758 ms against the library's 1.022 at U 4 and 2).
 */
 #include <cstring>
 #include "bench/cuda/bench_kernel.cuh"
@@ -110,11 +110,21 @@ static void run(const char *name, Bufs &b, std::vector<unsigned short> *ref) {
   });
 }
 
-/* the library's kernel (kernels/hybrid.cuh) with the 27B's arguments: normed pair, bf16, f32 weights */
+/* the library's code (kernels/hybrid.cuh hy_rope_pn) at U heads in flight and MINB CTAs an SM, with the 27B's
+** arguments: normed pair, bf16, f32 weights. lib_v<ROPE_PN_U, ROPE_PN_MINB> is dfl_rope_pn as the library builds it. */
+template <int U, int MINB>
+__global__ void __launch_bounds__(256, MINB) lib_v(void *out, const void *x, const void *wn, int nh, void *out2,
+                                                 const void *x2, const void *wn2, int nh2, int dto, int dtx, int dtw,
+                                                 int mid, const int *pos, ll rows, int hd, int rd, double theta,
+                                                 int inverse, float eps) {
+  hy_rope_pn<U>(out, x, wn, nh, out2, x2, wn2, nh2, dto, dtx, dtw, mid, pos, rows, hd, rd, theta, inverse, eps);
+}
+template <int U, int MINB>
 static void run_lib(const char *name, Bufs &b, std::vector<unsigned short> *ref) {
-  timed(name, b, ref, (const void *)dfl_rope_pn, RD / 2 * 8, [&](unsigned grid, int sm) {
-    dfl_rope_pn<<<grid, 256, sm>>>(b.o, b.x, b.w, NH, b.o2, b.x2, b.w2, NH2, DT_BF16, DT_BF16, DT_F32, DT_BF16, b.pos,
-                                   R, HD, RD, 1e7, 0, 1e-6f);
+  auto k = lib_v<U, MINB>;
+  timed(name, b, ref, (const void *)k, RD / 2 * 8, [&](unsigned grid, int sm) {
+    k<<<grid, 256, sm>>>(b.o, b.x, b.w, NH, b.o2, b.x2, b.w2, NH2, DT_BF16, DT_BF16, DT_F32, DT_BF16, b.pos, R, HD, RD,
+                         1e7, 0, 1e-6f);
   });
 }
 
@@ -137,23 +147,15 @@ int main() {
   CK(cudaMemcpy(b.w2, hw.data(), HD * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(b.pos, hp.data(), R * 4, cudaMemcpyHostToDevice));
   std::vector<unsigned short> ref;
-  run<4, 2, false>("U4 minb2 (library)", b, &ref);
-  run<8, 2, false>("U8 minb2", b, &ref);
-  run<4, 3, false>("U4 minb3", b, &ref);
-  run<4, 4, false>("U4 minb4", b, &ref);
-  run<2, 4, false>("U2 minb4", b, &ref);
-  run<7, 2, false>("U7 minb2", b, &ref);
-  run<4, 2, true>("U4 minb2 pipe", b, &ref);
-  run<2, 3, true>("U2 minb3 pipe", b, &ref);
-  run<8, 2, false, true>("U8 minb2 ws", b, &ref);
-  run<7, 2, false, true>("U7 minb2 ws", b, &ref);
-  run<4, 3, false, true>("U4 minb3 ws", b, &ref);
-  run<4, 2, true, true>("U4 minb2 pipe ws", b, &ref);
-  run<2, 4, false, true>("U2 minb4 ws", b, &ref);
-  run<2, 3, false, true>("U2 minb3 ws", b, &ref);
-  run<2, 4, true, true>("U2 minb4 pipe ws", b, &ref);
-  run<2, 3, false>("U2 minb3", b, &ref);
-  run_lib("library dfl_rope_pn", b, &ref);
-  run<4, 2, false>("U4 minb2 (again)", b, &ref);
+  run_lib<ROPE_PN_U, ROPE_PN_MINB>("library dfl_rope_pn", b, &ref);
+  run_lib<2, 4>("library U2 minb4", b, &ref);
+  run_lib<2, 3>("library U2 minb3", b, &ref);
+  run_lib<4, 3>("library U4 minb3", b, &ref);
+  run_lib<2, 2>("library U2 minb2", b, &ref);
+  run<4, 2, false>("copy U4 minb2", b, &ref);
+  run<2, 4, false>("copy U2 minb4", b, &ref);
+  run<2, 4, false, true>("copy U2 minb4 ws", b, &ref);
+  run<2, 3, false, true>("copy U2 minb3 ws", b, &ref);
+  run_lib<ROPE_PN_U, ROPE_PN_MINB>("library dfl_rope_pn (again)", b, &ref);
   return 0;
 }
