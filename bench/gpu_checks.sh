@@ -6,10 +6,7 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_checks.sh DIR}
-for b in dflc_gpu cuda_ops cuda_step train_cuda cuda_init; do xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache
-mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 { timeout 120 /tmp/cuda_ops 2>&1 | tail -3; echo "cuda_ops rc $?"
   for fx in dflash_step_public dflash_step_public_b; do for p in fp32 bf16; do
     timeout 40 /tmp/dflc_gpu verify tests/fixtures/$fx.json --cuda --$p 2>&1 | tail -1; echo "$fx $p rc $?"; done

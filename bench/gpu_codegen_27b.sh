@@ -1,8 +1,6 @@
 set -o pipefail
 B=build-gpu8
-for b in dflc_gpu dflc_old; do xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache; mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader > $OUT/session.txt
 F="steps:|forward:|kernel launches|step time|MFU|positions/s|memory|energy|rc|error|refus|GiB"
 ( timeout 170 /tmp/dflc_gpu bench examples/qwen36-27b-target.dfl --target-only --steps 3 --warmup 1 --phase-steps 1 --ops; echo "rc $?" ) > $OUT/t27_new.log 2>&1

@@ -1,8 +1,6 @@
 set -o pipefail
 B=build-gpu8
-for b in dflc_gpu dflc_old cuda_step; do xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache; mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 ( timeout 60 /tmp/cuda_step 2>&1 | tail -4; echo "cuda_step rc $?" ) > $OUT/step.log 2>&1
 F="steps:|kernel launches|step time|MFU|positions/s|memory|energy|rc|error|fail"
 ( timeout 120 /tmp/dflc_gpu bench examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --phase-steps 2 --ops; echo "rc $?" ) > $OUT/d27_new.log 2>&1

@@ -7,9 +7,7 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_codegen_evidence.sh DIR}
-for b in dflc_gpu dflc_pre; do xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache; mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 F="forward:|kernel launches|step time|ms/step|in all|rc |error|refus"
 run() { # NAME BIN ARGS...

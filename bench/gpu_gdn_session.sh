@@ -16,10 +16,7 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_gdn_session.sh DIR [hf]}
-for b in dflc_gpu dflc_old cuda_ops bench_gdn bench_gdn_old; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache
-mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 [ -d $B/hybrid ] && [ ! -e examples/models/hybrid ] && cp -r $B/hybrid examples/models/hybrid && xz -d examples/models/hybrid/*.xz 2>/dev/null
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader > $OUT/session.txt 2>&1

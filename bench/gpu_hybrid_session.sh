@@ -10,10 +10,7 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_hybrid_session.sh DIR}
-for b in dflc_gpu cuda_ops cuda_golden; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache
-mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 [ -d $B/hybrid ] && [ ! -e examples/models/hybrid ] && cp -r $B/hybrid examples/models/hybrid
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }

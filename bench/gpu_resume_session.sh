@@ -10,9 +10,8 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_resume_session.sh DIR [procs]}
-for b in dflc_gpu pipeline_gpu; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache DFL_NCCL_TIMEOUT_S=20; mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
+export DFL_NCCL_TIMEOUT_S=20
 NCCL=$(ldconfig -p | grep -o '/[^ ]*libnccl.so.2$' | head -1); [ -n "$NCCL" ] && export DFL_NCCL_LIB=$NCCL
 unset CUDA_VISIBLE_DEVICES DFL_GPU_MAP
 cmpr() { if cmp -s "$1" "$2"; then echo "SAME $3"; else echo "DIFFER $3"; fi; }

@@ -18,15 +18,10 @@
 set -o pipefail   # "rc" below is the program's status, not tail's
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_session.sh DIR}
-for b in dflc_gpu dflc_old cuda_ops cuda_step train_cuda cuda_init bench_attention bench_fp8_gemm bench_optim bench_memops; do
-  [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b
-done
-export DFL_CACHE_DIR=/tmp/dflc-cache
+. bench/gpu_unpack.sh "$B"
 OPSF=${OPSF:---ops}   # OPSF=--gemms: the per-op rows and the GEMMs by shape
-mkdir -p $DFL_CACHE_DIR
 # carried kernels (DIR/cache/*.cubin.xz, from `dflc build examples/tiny.dfl -o X --arch sm_90a` here, one per
 # binary): no binary compiles its kernels on the GPU machine (about 22 s each otherwise)
-for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
 # at most 8 files come back from $OUT: the GPU and the times share session.txt, cuda_ops goes into checks.log
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader > $OUT/session.txt 2>&1
 ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }

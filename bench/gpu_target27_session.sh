@@ -20,10 +20,7 @@ set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_target27_session.sh DIR [checks|anchor]}
 MODE=${2:-checks}
-for b in dflc_gpu dflc_gpu_old cuda_ops bench_attention cuda_golden; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache
-mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 ts() { echo "$1 $(date +%s.%N)" >> $OUT/session.txt; }
 bench27() { ( time timeout ${BENCH27_T:-240} /tmp/dflc_gpu$1 bench examples/qwen36-27b-target.dfl --target-only --steps 3 \

@@ -18,10 +18,7 @@
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_tune_session.sh DIR [tune|anchor]}
-for b in dflc_gpu dflc_gpu_old cuda_ops cuda_gemm_tune; do [ -f $B/$b.xz ] && xz -dc $B/$b.xz > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache
-mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 [ -f $B/gemm.tgz ] && tar -xzf $B/gemm.tgz -C $DFL_CACHE_DIR
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 F="forward:|kernel launches|step time|tokens/s|gemm_tune|rc |error|refus|GiB|took"

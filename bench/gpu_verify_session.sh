@@ -10,15 +10,13 @@
 # conv cases), gdn (the gated delta rule at the 27B shape: FLA, then bench_gdn and bench_gdn_old on the same
 # inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_gpu and dflc_old alternately),
 # golden (dflc golden --cuda on nano-hybrid, cuda_gemm_tune), evidence (bench/gpu_codegen_evidence.sh, RUNS as
-# there). Logs in $OUT.
+# there), anchor (the Hugging Face + fla forward, bench/hf_qwen36_target.py without kept states for an 80 GB
+# card, then dflc_gpu's bf16 and FP8 forwards in the same call). Logs in $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_verify_session.sh DIR}
 STEPS=${STEPS:-rope ops gdn t27 golden evidence}
-for f in $B/*.xz; do b=$(basename $f .xz); xz -dc $f > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache
-mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. bench/gpu_unpack.sh "$B"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 cat $OUT/session.txt
 has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -39,7 +37,10 @@ if has gdn; then
       [ -n "$NCU" ] && echo "== ncu $b" && timeout 90 $NCU --kernel-name regex:gdn --launch-count 4 --metrics \
         gpu__time_duration.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active /tmp/$b $d $sh 2 2>&1 |
         grep -E "dfl_gdn|gpu__time|registers|warps_active"
-    done ) > $OUT/gdn.log 2>&1
+    done
+    # where the new build's two kernels stall (the full sections in gdn_ncu.txt)
+    [ -n "$NCU" ] && timeout 120 $NCU --kernel-name regex:gdn --launch-count 2 --section SpeedOfLight --section WarpStateStats \
+      --section Occupancy --section MemoryWorkloadAnalysis /tmp/bench_gdn $d $sh 1 > $OUT/gdn_ncu.txt 2>&1 ) > $OUT/gdn.log 2>&1
   grep -vE "^\s*$" $OUT/gdn.log | tail -30
   rm -rf $d
 fi
@@ -56,4 +57,14 @@ if has golden; then
 fi
 if has evidence; then
   bash bench/gpu_codegen_evidence.sh $B > $OUT/evidence.out 2>&1; cat $OUT/evidence.out
+fi
+if has anchor; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $B/whl/*.whl && export PYTHONPATH=/tmp/site
+  ( PYTHONUNBUFFERED=1 timeout 300 python3 bench/hf_qwen36_target.py 62 12 4096 0; echo "hf rc $?" ) > $OUT/hf.log 2>&1
+  grep -E "hf anchor|median|tokens|peak|rc " $OUT/hf.log | tail -5
+  sed 's/^  dtype      = bf16/  dtype      = bf16\n  quantize   = fp8/' examples/qwen36-27b-target.dfl > /tmp/qwen36-27b-target-fp8.dfl
+  for s in examples/qwen36-27b-target.dfl /tmp/qwen36-27b-target-fp8.dfl; do
+    n=$(basename $s .dfl); timeout ${MAXS:-150} /tmp/dflc_gpu bench $s --target-only --steps 3 --warmup 1 > $OUT/a-$n.log 2>&1
+    echo "== $n rc $?"; grep -E "forward:|kernel launches" $OUT/a-$n.log
+  done
 fi

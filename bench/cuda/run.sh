@@ -12,10 +12,7 @@
 set -o pipefail
 H=$(cd "$(dirname "$0")" && pwd)   # gdn_fla.py beside this script
 B=${1:?usage: bench/cuda/run.sh DIR}
-for f in $B/cuda_ops.xz $B/bench_gdn*.xz; do [ -f $f ] && b=$(basename $f .xz) && xz -dc $f > /tmp/$b && chmod +x /tmp/$b; done
-export DFL_CACHE_DIR=/tmp/dflc-cache
-mkdir -p $DFL_CACHE_DIR
-for f in $B/cache/*.cubin.xz; do [ -f "$f" ] && xz -dc "$f" > $DFL_CACHE_DIR/$(basename "$f" .xz); done
+. "$H/../gpu_unpack.sh" "$B"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $B/whl/*.whl && export PYTHONPATH=/tmp/site
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > $OUT/session.txt 2>&1
 ( time timeout ${OPS_T:-120} /tmp/cuda_ops; echo "rc $?" ) > $OUT/ops.log 2>&1
