@@ -2,13 +2,13 @@
 # bench/gpu_verify_session.sh DIR: what waits for a GPU, in one call, most important first, so that a call cut
 # short still brings the first answers back. DIR holds xz-compressed binaries built here (strip, xz) and the
 # library cubins they need in DIR/cache (dflc build examples/tiny.dfl --arch sm_90a with DFL_CACHE_DIR):
-#   bench_rope        nvcc -O3 -std=c++17 -arch=sm_90a -I. bench/cuda/bench_rope.cu
+#   bench_rope, bench_gdn_scan   nvcc -O3 -std=c++17 -arch=sm_90a -I. bench/cuda/bench_{rope,gdn_scan}.cu
 #   cuda_ops, cuda_gemm_tune, dflc_gpu, bench_gdn      this build
 #   dflc_old, bench_gdn_old                            the build to compare with (its cubin in DIR/cache too)
 #   whl/*.whl         fla-core, flash-linear-attention, einops (gdn_fla.py writes the gated delta's inputs)
 # Steps (STEPS selects, default all): rope (bench_rope), ops (cuda_ops' gated delta, row group, partial RoPE and
-# conv cases), gdn (the gated delta rule at the 27B shape: FLA, then bench_gdn and bench_gdn_old on the same
-# inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_gpu and dflc_old alternately),
+# conv cases), gdn (bench_gdn_scan, then the gated delta rule at the 27B shape: FLA, bench_gdn and
+# bench_gdn_old on the same inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_gpu and dflc_old alternately),
 # golden (dflc golden --cuda on nano-hybrid, cuda_gemm_tune), evidence (bench/gpu_codegen_evidence.sh, RUNS as
 # there), anchor (the Hugging Face + fla forward, bench/hf_qwen36_target.py without kept states for an 80 GB
 # card, then dflc_gpu's bf16 and FP8 forwards in the same call). Logs in $OUT.
@@ -28,6 +28,7 @@ if has ops; then
   done
 fi
 if has gdn; then
+  [ -x /tmp/bench_gdn_scan ] && { timeout 90 /tmp/bench_gdn_scan > $OUT/gdn_scan.txt 2>&1; echo "bench_gdn_scan rc $?"; cat $OUT/gdn_scan.txt; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $B/whl/*.whl && export PYTHONPATH=/tmp/site
   d=/tmp/gdn27; sh="12 4096 16 48 128"
   ( PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/gdn_fla.py $d $sh; echo "fla rc $?"

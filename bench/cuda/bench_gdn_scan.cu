@@ -1,0 +1,258 @@
+/*
+** bench_gdn_scan.cu: the gated delta rule's two kernels (kernels/hybrid.cuh gdn_prep and gdn_scan) at the
+** Qwen3.6-27B shape (12 x 4,096 tokens, 16 key heads, 48 value heads, dk = dv = 128), and a variant of the
+** scan: a whole value head a CTA of 8 warps (the same 8 warps an SM as the library's two CTAs of 4), its
+** loads two chunks deep. A kernel experiment, built here (nvcc -O3 -std=c++17 -arch=sm_90a -I.
+** bench/cuda/bench_gdn_scan.cu), run on the GPU machine. The library's prep makes W, U and M from
+** random q, k (unit rows, as the l2norm leaves them), v, g in [-1, 0) and beta in (0, 1); each scan is timed
+** (median of 20 launches, CUDA events) and its o compared with the library scan's, bit for bit (the same
+** arithmetic in the same order: none should differ). GB/s counts the bytes each kernel must move once.
+*/
+#include <climits>
+#include <cstring>
+#include "bench/cuda/bench_kernel.cuh"
+#include "kernels/common.cuh"
+#include "kernels/hybrid.cuh"
+
+/* The scan for a whole value head in one CTA (NW warps, BV = 16 NW columns: the 27B's 128), its loads two
+** chunks deep: chunk c + 2's K, Q, W, M, U and g go into the buffer chunk c has just freed while chunk c + 1
+** computes. Each warp's arithmetic is gdn_scan's. Against gdn_scan (a CTA per 64 columns, two an SM, loads
+** waited for): the same 8 warps an SM, K, Q, W and M staged once for the head instead of once per tile, and
+** the load latency hidden without losing warps (the pipelined 4-warp scans lost their second CTA an SM).
+** Each warp forms the chunk's decays itself (its g row in the buffer) and writes its O columns out through
+** its own staging tile: two barriers a chunk, no more. Shared memory: 2 stages x 79 KB + 28 KB (dk 128). */
+template <int DK, int NW>
+__device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned short *q, const unsigned short *k,
+                                           const unsigned short *wi, const unsigned short *ui,
+                                           const unsigned short *mi, const float *g, ll R, int S, int Hv, int Hk,
+                                           int dv) {
+  constexpr int BV = 16 * NW, SK = DK + 8, SV = BV + 8, SM = HY_C + 8, NT = DK / 8, SO = 24;
+  constexpr int STAGE = (3 * HY_C * SK + HY_C * SM + HY_C * SV) * 2 + HY_C * 4; /* bytes */
+  extern __shared__ __align__(16) unsigned char hy_sm[];
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g4 = lane >> 2, t4 = lane & 3;
+  const int nvt = dv / BV, vt = blockIdx.x % nvt, h = (blockIdx.x / nvt) % Hv, kh = h / (Hv / Hk);
+  const ll r0 = (ll)(blockIdx.x / nvt / Hv) * S, r1 = r0 + S < R ? r0 + S : R;
+  const int nch = (int)((r1 - r0 + HY_C - 1) / HY_C);
+  unsigned short *Os = (unsigned short *)(hy_sm + 2 * STAGE) + w * HY_C * SO; /* this warp's O tile [64][16] */
+  float *eg = (float *)(hy_sm + 2 * STAGE + NW * HY_C * SO * 2) + w * 2 * HY_C, *ed = eg + HY_C;
+  const int cv = 16 * w;
+  auto load = [&](int st, ll c0) {
+    unsigned char *b = hy_sm + st * STAGE;
+    unsigned short *Ks = (unsigned short *)b, *Qs = Ks + HY_C * SK, *Ws = Qs + HY_C * SK, *Ms = Ws + HY_C * SK;
+    unsigned short *Us = Ms + HY_C * SM;
+    float *gs = (float *)(Us + HY_C * SV);
+    const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
+    for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
+      const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
+      const ll rr = c0 + (ok ? r : 0), off = (rr * Hk + kh) * DK + c;
+      tc_cp16(Ks + r * SK + c, k + off, ok);
+      tc_cp16(Qs + r * SK + c, q + off, ok);
+      tc_cp16(Ws + r * SK + c, wi + (rr * Hv + h) * DK + c, ok);
+    }
+    for (int i = tid; i < HY_C * (HY_C / 8); i += blockDim.x) {
+      const int r = i / (HY_C / 8), c = (i % (HY_C / 8)) * 8, ok = r < n;
+      tc_cp16(Ms + r * SM + c, mi + ((c0 + (ok ? r : 0)) * Hv + h) * HY_C + c, ok);
+    }
+    for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
+      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
+      tc_cp16(Us + r * SV + c, ui + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
+    }
+    if (tid < HY_C) { /* g's column for this head: 4-byte copies, 0 past the sequence */
+      const int ok = tid < n;
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(tc_saddr(gs + tid)),
+                   "l"(g + (c0 + (ok ? tid : 0)) * Hv + h), "r"(ok ? 4 : 0) : "memory");
+    }
+  };
+  float st[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; j++) st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.f;
+  load(0, r0);
+  tc_commit();
+  if (nch > 1) load(1, r0 + HY_C);
+  tc_commit();
+  for (int ci = 0; ci < nch; ci++) {
+    const ll c0 = r0 + (ll)ci * HY_C;
+    const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
+    unsigned char *b = hy_sm + (ci & 1) * STAGE;
+    const unsigned short *Ks = (const unsigned short *)b, *Qs = Ks + HY_C * SK, *Ws = Qs + HY_C * SK;
+    const unsigned short *Ms = Ws + HY_C * SK, *Us = Ms + HY_C * SM;
+    const float *gs = (const float *)(Us + HY_C * SV);
+    tc_wait<1>(); /* this chunk's group; the next one's may still be in flight */
+    __syncthreads();
+    {
+      float x0 = gs[lane], x1 = gs[lane + 32];
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const float y0 = __shfl_up_sync(0xffffffffu, x0, d), y1 = __shfl_up_sync(0xffffffffu, x1, d);
+        if (lane >= d) x0 += y0, x1 += y1;
+      }
+      x1 += __shfl_sync(0xffffffffu, x0, 31);
+      const float gl = __shfl_sync(0xffffffffu, x1, 31);
+      eg[lane] = expf(x0), eg[lane + 32] = expf(x1);
+      ed[lane] = expf(gl - x0), ed[lane + 32] = expf(gl - x1);
+      __syncwarp();
+    }
+    float va[8][4]; /* Vn^T: [16 columns, 64 rows] */
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) va[j][e] = dfl_bf2f(Us[(8 * j + 2 * t4 + (e & 1)) * SV + cv + g4 + 8 * (e >> 1)]);
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; kk++) { /* the negated state: Vn^T = U^T - S^T W^T */
+      unsigned a[4];
+      hy_c2a(a, st[2 * kk], st[2 * kk + 1], -1.f);
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        unsigned bb[4];
+        hy_ldsm4(bb, Ws + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+        hy_mma(va[2 * np], a, bb[0], bb[1]);
+        hy_mma(va[2 * np + 1], a, bb[2], bb[3]);
+      }
+    }
+    float oa[8][4]; /* O^T */
+#pragma unroll
+    for (int j = 0; j < 8; j++) oa[j][0] = oa[j][1] = oa[j][2] = oa[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; kk++) {
+      unsigned a[4];
+      hy_c2a(a, st[2 * kk], st[2 * kk + 1], 1.f);
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        unsigned bb[4];
+        hy_ldsm4(bb, Qs + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+        hy_mma(oa[2 * np], a, bb[0], bb[1]);
+        hy_mma(oa[2 * np + 1], a, bb[2], bb[3]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      const float e0 = eg[8 * j + 2 * t4], e1 = eg[8 * j + 2 * t4 + 1];
+      oa[j][0] *= e0, oa[j][1] *= e1, oa[j][2] *= e0, oa[j][3] *= e1;
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) { /* + Vn^T M^T: rows s of chunk group kk reach rows r >= s */
+      unsigned a[4];
+      hy_c2a(a, va[2 * kk], va[2 * kk + 1], 1.f);
+#pragma unroll
+      for (int np = 0; np < 4; np++)
+        if (np >= kk) {
+          unsigned bb[4];
+          hy_ldsm4(bb, Ms + 16 * np * SM + kk * 16 + hy_boff(lane, SM));
+          hy_mma(oa[2 * np], a, bb[0], bb[1]);
+          hy_mma(oa[2 * np + 1], a, bb[2], bb[3]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) Os[(8 * j + 2 * t4 + (e & 1)) * SO + g4 + 8 * (e >> 1)] = dfl_f2bf(oa[j][e]);
+    __syncwarp();
+    for (int i = lane; i < 2 * n; i += 32) { /* the warp's 16 columns of each row: two 16-byte pieces */
+      const int r = i >> 1, c = (i & 1) * 8;
+      const ll base = ((c0 + r) * Hv + h) * dv + vt * BV + cv + c;
+      if (dto == DT_BF16) *(uint4 *)((unsigned short *)o + base) = *(const uint4 *)(Os + r * SO + c);
+      else
+        for (int e = 0; e < 8; e++) stf(o, dto, base + e, dfl_bf2f(Os[r * SO + c + e]));
+    }
+    const float el = eg[HY_C - 1];
+#pragma unroll
+    for (int j = 0; j < NT; j++) st[j][0] *= el, st[j][1] *= el, st[j][2] *= el, st[j][3] *= el;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) { /* S^T += Vd^T K */
+      const float d0 = ed[16 * kk + 2 * t4], d1 = ed[16 * kk + 2 * t4 + 1];
+      const float d2 = ed[16 * kk + 8 + 2 * t4], d3 = ed[16 * kk + 9 + 2 * t4];
+      unsigned a[4];
+      a[0] = dfl_f2bf2(va[2 * kk][0] * d0, va[2 * kk][1] * d1), a[1] = dfl_f2bf2(va[2 * kk][2] * d0, va[2 * kk][3] * d1);
+      a[2] = dfl_f2bf2(va[2 * kk + 1][0] * d2, va[2 * kk + 1][1] * d3);
+      a[3] = dfl_f2bf2(va[2 * kk + 1][2] * d2, va[2 * kk + 1][3] * d3);
+#pragma unroll
+      for (int dp = 0; dp < DK / 16; dp++) {
+        unsigned bb[4];
+        hy_ldsm4t(bb, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
+        hy_mma(st[2 * dp], a, bb[0], bb[1]);
+        hy_mma(st[2 * dp + 1], a, bb[2], bb[3]);
+      }
+    }
+    __syncthreads(); /* every warp done with this buffer: chunk ci + 2 goes into it */
+    if (ci + 2 < nch) load(ci & 1, c0 + 2 * HY_C);
+    tc_commit(); /* empty at the end: one group an iteration keeps wait<1> counting right */
+  }
+}
+template <int NW>
+__global__ void __launch_bounds__(256, 1) scan_h(void *o, int dto, const unsigned short *q, const unsigned short *k,
+                                               const unsigned short *wi, const unsigned short *ui,
+                                               const unsigned short *mi, const float *g, ll R, int S, int Hv, int Hk,
+                                               int dv) {
+  gdn_scan_h<128, NW>(o, dto, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv);
+}
+
+/* deterministic values on the device: a hash of the index */
+__device__ __forceinline__ float hrand(unsigned long long i, unsigned salt) {
+  unsigned x = (unsigned)(i * 2654435761ull) ^ (unsigned)(i >> 32) ^ salt;
+  x ^= x >> 16, x *= 0x7feb352du, x ^= x >> 15, x *= 0x846ca68bu, x ^= x >> 16;
+  return (x >> 8) * (1.f / 16777216.f);
+}
+/* rows of d values, each scaled to unit length (q and k) or not (v) */
+__global__ void init_rows(unsigned short *x, ll rows, int d, unsigned salt, int unit) {
+  for (ll r = (ll)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (ll)gridDim.x * blockDim.x) {
+    float ss = 0.f;
+    for (int c = 0; c < d; c++) { const float v = hrand(r * d + c, salt) - 0.5f; ss += v * v; }
+    const float sc = unit ? rsqrtf(ss) : 1.f;
+    for (int c = 0; c < d; c++) x[r * d + c] = dfl_f2bf((hrand(r * d + c, salt) - 0.5f) * sc);
+  }
+}
+__global__ void init_gb(float *g, float *beta, ll n) {
+  for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (ll)gridDim.x * blockDim.x)
+    g[i] = -0.001f - hrand(i, 7u) * 0.999f, beta[i] = 0.02f + 0.96f * hrand(i, 9u);
+}
+
+static const ll R = 12 * 4096;
+static const int S = 4096, Hk = 16, Hv = 48, DK = 128, DV = 128;
+
+int main() {
+  unsigned short *q, *k, *v, *w, *u, *m, *o;
+  float *g, *beta;
+  const size_t nqk = (size_t)R * Hk * DK, nv = (size_t)R * Hv * DV;
+  CK(cudaMalloc(&q, nqk * 2)); CK(cudaMalloc(&k, nqk * 2)); CK(cudaMalloc(&v, nv * 2)); CK(cudaMalloc(&o, nv * 2));
+  CK(cudaMalloc(&w, (size_t)R * Hv * DK * 2)); CK(cudaMalloc(&u, nv * 2)); CK(cudaMalloc(&m, (size_t)R * Hv * HY_C * 2));
+  CK(cudaMalloc(&g, (size_t)R * Hv * 4)); CK(cudaMalloc(&beta, (size_t)R * Hv * 4));
+  init_rows<<<1024, 256>>>(q, R * Hk, DK, 1u, 1);
+  init_rows<<<1024, 256>>>(k, R * Hk, DK, 2u, 1);
+  init_rows<<<1024, 256>>>(v, R * Hv, DV, 3u, 0);
+  init_gb<<<1024, 256>>>(g, beta, R * Hv);
+  CK(cudaGetLastError());
+  const ll nseq = R / S, cps = S / HY_C;
+  /* the library's prep */
+  const int sp = HY_C * (DK + 8) * 2 + 2 * HY_C * (HY_C + 8) * 2 + std::max(HY_C * (HY_C + 4) * 4, HY_C * (DV + 8) * 2) + 3 * HY_C * 4;
+  CK(cudaFuncSetAttribute((const void *)dfl_gdn_prep_k128, cudaFuncAttributeMaxDynamicSharedMemorySize, sp));
+  bench_fill fp = bench_grid((const void *)dfl_gdn_prep_k128, 128, sp, LLONG_MAX);
+  fp.grid = nseq * cps * Hv;
+  const double tp = bench_median_ms([&] { dfl_gdn_prep_k128<<<(unsigned)fp.grid, 128, sp>>>(w, u, m, q, k, v, g, beta, R, S, Hv, Hk); });
+  bench_report("prep (library)", fp, tp, 2.0 * nqk * 2 + nv * 2 + (double)R * Hv * 4 * 2 + (double)R * Hv * (DK + DV + HY_C) * 2, 0);
+  std::vector<unsigned short> ref, h(nv);
+  const double sbytes = 2.0 * nqk * 2 + (double)R * Hv * (DK + DV + HY_C) * 2 + (double)R * Hv * 4 + nv * 2;
+  { /* the library's scan: a CTA per 64 value columns, two an SM */
+    const int ss = 3 * HY_C * (DK + 8) * 2 + HY_C * (HY_C + 8) * 2 + HY_C * (64 + 8) * 2 + 3 * HY_C * 4;
+    CK(cudaFuncSetAttribute((const void *)dfl_gdn_scan_k128, cudaFuncAttributeMaxDynamicSharedMemorySize, ss));
+    bench_fill f = bench_grid((const void *)dfl_gdn_scan_k128, 128, ss, LLONG_MAX);
+    f.grid = nseq * Hv * (DV / 64);
+    const double t = bench_median_ms([&] { dfl_gdn_scan_k128<<<(unsigned)f.grid, 128, ss>>>(o, DT_BF16, q, k, w, u, m, g, R, S, Hv, Hk, DV); });
+    CK(cudaMemcpy(h.data(), o, nv * 2, cudaMemcpyDeviceToHost));
+    bench_report("scan (library)", f, t, sbytes, bench_differ(h, &ref));
+    size_t bad = 0;
+    for (size_t i = 0; i < h.size(); i++) bad += (h[i] & 0x7f80) == 0x7f80;
+    printf("  library o: %zu non-finite of %zu\n", bad, h.size());
+  }
+  { /* the whole-head scan */
+    const int stage = (3 * HY_C * (DK + 8) + HY_C * (HY_C + 8) + HY_C * (128 + 8)) * 2 + HY_C * 4;
+    const int ss = 2 * stage + 8 * (HY_C * 24 * 2 + 2 * HY_C * 4);
+    CK(cudaFuncSetAttribute((const void *)scan_h<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, ss));
+    bench_fill f = bench_grid((const void *)scan_h<8>, 256, ss, LLONG_MAX);
+    f.grid = nseq * Hv * (DV / 128);
+    CK(cudaMemset(o, 0, nv * 2));
+    const double t = bench_median_ms([&] { scan_h<8><<<(unsigned)f.grid, 256, ss>>>(o, DT_BF16, q, k, w, u, m, g, R, S, Hv, Hk, DV); });
+    CK(cudaMemcpy(h.data(), o, nv * 2, cudaMemcpyDeviceToHost));
+    bench_report("scan, a head a CTA, 2 stages", f, t, sbytes, bench_differ(h, &ref));
+  }
+  return 0;
+}
