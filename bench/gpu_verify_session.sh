@@ -6,20 +6,21 @@
 #   cuda_ops, cuda_gemm_tune, dflc_gpu, bench_gdn      this build
 #   dflc_old, bench_gdn_old                            the build to compare with (its cubin in DIR/cache too)
 #   whl/*.whl         fla-core, flash-linear-attention, einops (gdn_fla.py writes the gated delta's inputs)
-# Steps (STEPS selects, default all): rope (bench_rope), ops (cuda_ops' gated delta, row group, partial RoPE and
-# conv cases), gdn (bench_gdn_scan, then the gated delta rule at the 27B shape: FLA, bench_gdn and
-# bench_gdn_old on the same inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_gpu and dflc_old alternately),
+# Steps (STEPS selects, default all but anchor, in this order): gdnscan (bench_gdn_scan), rope (bench_rope), ops (cuda_ops' gated delta, row group, partial RoPE and
+# conv cases), gdn (the gated delta rule at the 27B shape: FLA, then bench_gdn and bench_gdn_old on the
+# same inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_gpu and dflc_old alternately),
 # golden (dflc golden --cuda on nano-hybrid, cuda_gemm_tune), evidence (bench/gpu_codegen_evidence.sh, RUNS as
 # there), anchor (the Hugging Face + fla forward, bench/hf_qwen36_target.py without kept states for an 80 GB
 # card, then dflc_gpu's bf16 and FP8 forwards in the same call). Logs in $OUT.
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_verify_session.sh DIR}
-STEPS=${STEPS:-rope ops gdn t27 golden evidence}
+STEPS=${STEPS:-gdnscan rope ops t27 gdn golden evidence}
 . bench/gpu_unpack.sh "$B"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,power.limit --format=csv,noheader > $OUT/session.txt 2>&1
 cat $OUT/session.txt
 has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+if has gdnscan; then timeout 90 /tmp/bench_gdn_scan > $OUT/gdn_scan.txt 2>&1; echo "bench_gdn_scan rc $?"; cat $OUT/gdn_scan.txt; fi
 if has rope; then timeout 60 /tmp/bench_rope > $OUT/rope.txt 2>&1; cat $OUT/rope.txt; fi
 if has ops; then
   for o in "gated_delta" "row group" "rope partial" "conv1d_silu"; do
@@ -27,8 +28,13 @@ if has ops; then
     grep -E "FAIL|cases" "$OUT/ops-${o// /_}.log" | tail -6
   done
 fi
+if has t27; then
+  for b in dflc_old dflc_gpu; do
+    timeout ${MAXS:-150} /tmp/$b bench examples/qwen36-27b-target.dfl --target-only --steps 2 --warmup 1 --ops > $OUT/t27-$b.log 2>&1
+    echo "== t27 $b rc $?"; grep -E "forward:|kernel launches|ms/step|gated_delta|rope" $OUT/t27-$b.log | head -8
+  done
+fi
 if has gdn; then
-  [ -x /tmp/bench_gdn_scan ] && { timeout 90 /tmp/bench_gdn_scan > $OUT/gdn_scan.txt 2>&1; echo "bench_gdn_scan rc $?"; cat $OUT/gdn_scan.txt; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $B/whl/*.whl && export PYTHONPATH=/tmp/site
   d=/tmp/gdn27; sh="12 4096 16 48 128"
   ( PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/gdn_fla.py $d $sh; echo "fla rc $?"
@@ -44,12 +50,6 @@ if has gdn; then
       --section Occupancy --section MemoryWorkloadAnalysis /tmp/bench_gdn $d $sh 1 > $OUT/gdn_ncu.txt 2>&1 ) > $OUT/gdn.log 2>&1
   grep -vE "^\s*$" $OUT/gdn.log | tail -30
   rm -rf $d
-fi
-if has t27; then
-  for b in dflc_old dflc_gpu; do
-    timeout ${MAXS:-150} /tmp/$b bench examples/qwen36-27b-target.dfl --target-only --steps 2 --warmup 1 --ops > $OUT/t27-$b.log 2>&1
-    echo "== t27 $b rc $?"; grep -E "forward:|kernel launches|ms/step|gated_delta|rope" $OUT/t27-$b.log | head -8
-  done
 fi
 if has golden; then
   timeout 60 /tmp/dflc_gpu golden examples/models/nano-hybrid examples/models/nano-hybrid/golden_forward.safetensors --cuda > $OUT/golden.log 2>&1
