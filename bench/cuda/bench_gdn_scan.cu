@@ -21,7 +21,7 @@
 ** the load latency hidden without losing warps (the pipelined 4-warp scans lost their second CTA an SM).
 ** Each warp forms the chunk's decays itself (its g row in the buffer) and writes its O columns out through
 ** its own staging tile: two barriers a chunk, no more. Shared memory: 2 stages x 79 KB + 28 KB (dk 128). */
-template <int DK, int NW>
+template <int DK, int NW, int NS = 2>
 __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned short *q, const unsigned short *k,
                                            const unsigned short *wi, const unsigned short *ui,
                                            const unsigned short *mi, const float *g, ll R, int S, int Hv, int Hk,
@@ -33,8 +33,8 @@ __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned shor
   const int nvt = dv / BV, vt = blockIdx.x % nvt, h = (blockIdx.x / nvt) % Hv, kh = h / (Hv / Hk);
   const ll r0 = (ll)(blockIdx.x / nvt / Hv) * S, r1 = r0 + S < R ? r0 + S : R;
   const int nch = (int)((r1 - r0 + HY_C - 1) / HY_C);
-  unsigned short *Os = (unsigned short *)(hy_sm + 2 * STAGE) + w * HY_C * SO; /* this warp's O tile [64][16] */
-  float *eg = (float *)(hy_sm + 2 * STAGE + NW * HY_C * SO * 2) + w * 2 * HY_C, *ed = eg + HY_C;
+  unsigned short *Os = (unsigned short *)(hy_sm + NS * STAGE) + w * HY_C * SO; /* this warp's O tile [64][16] */
+  float *eg = (float *)(hy_sm + NS * STAGE + NW * HY_C * SO * 2) + w * 2 * HY_C, *ed = eg + HY_C;
   const int cv = 16 * w;
   auto load = [&](int st, ll c0) {
     unsigned char *b = hy_sm + st * STAGE;
@@ -68,16 +68,17 @@ __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned shor
   for (int j = 0; j < NT; j++) st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.f;
   load(0, r0);
   tc_commit();
-  if (nch > 1) load(1, r0 + HY_C);
-  tc_commit();
+  if (NS == 2 && nch > 1) load(1, r0 + HY_C);
+  if (NS == 2) tc_commit();
   for (int ci = 0; ci < nch; ci++) {
     const ll c0 = r0 + (ll)ci * HY_C;
     const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
-    unsigned char *b = hy_sm + (ci & 1) * STAGE;
+    unsigned char *b = hy_sm + (NS == 2 ? ci & 1 : 0) * STAGE;
     const unsigned short *Ks = (const unsigned short *)b, *Qs = Ks + HY_C * SK, *Ws = Qs + HY_C * SK;
     const unsigned short *Ms = Ws + HY_C * SK, *Us = Ms + HY_C * SM;
     const float *gs = (const float *)(Us + HY_C * SV);
-    tc_wait<1>(); /* this chunk's group; the next one's may still be in flight */
+    if (NS == 2) tc_wait<1>(); /* this chunk's group; the next one's may still be in flight */
+    else tc_wait<0>();
     __syncthreads();
     {
       float x0 = gs[lane], x1 = gs[lane + 32];
@@ -174,16 +175,16 @@ __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned shor
       }
     }
     __syncthreads(); /* every warp done with this buffer: chunk ci + 2 goes into it */
-    if (ci + 2 < nch) load(ci & 1, c0 + 2 * HY_C);
+    if (ci + NS < nch) load(NS == 2 ? ci & 1 : 0, c0 + NS * HY_C);
     tc_commit(); /* empty at the end: one group an iteration keeps wait<1> counting right */
   }
 }
-template <int NW>
+template <int NW, int NS>
 __global__ void __launch_bounds__(256, 1) scan_h(void *o, int dto, const unsigned short *q, const unsigned short *k,
                                                const unsigned short *wi, const unsigned short *ui,
                                                const unsigned short *mi, const float *g, ll R, int S, int Hv, int Hk,
                                                int dv) {
-  gdn_scan_h<128, NW>(o, dto, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv);
+  gdn_scan_h<128, NW, NS>(o, dto, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv);
 }
 
 /* deterministic values on the device: a hash of the index */
@@ -206,8 +207,26 @@ __global__ void init_gb(float *g, float *beta, ll n) {
     g[i] = -0.001f - hrand(i, 7u) * 0.999f, beta[i] = 0.02f + 0.96f * hrand(i, 9u);
 }
 
+
 static const ll R = 12 * 4096;
 static const int S = 4096, Hk = 16, Hv = 48, DK = 128, DV = 128;
+
+/* the whole-head scan with NS stages: timed, o against the library scan's */
+template <int NS>
+static void run_h(const char *name, std::vector<unsigned short> &ref, std::vector<unsigned short> &h, double sbytes,
+                  unsigned short *o, const unsigned short *q, const unsigned short *k, const unsigned short *w,
+                  const unsigned short *u, const unsigned short *m, const float *g) {
+  const int stage = (3 * HY_C * (DK + 8) + HY_C * (HY_C + 8) + HY_C * (128 + 8)) * 2 + HY_C * 4;
+  const int ss = NS * stage + 8 * (HY_C * 24 * 2 + 2 * HY_C * 4);
+  auto kf = scan_h<8, NS>;
+  CK(cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize, ss));
+  bench_fill f = bench_grid((const void *)kf, 256, ss, LLONG_MAX);
+  f.grid = R / S * Hv * (DV / 128);
+  CK(cudaMemset(o, 0, h.size() * 2));
+  const double t = bench_median_ms([&] { kf<<<(unsigned)f.grid, 256, ss>>>(o, DT_BF16, q, k, w, u, m, g, R, S, Hv, Hk, DV); });
+  CK(cudaMemcpy(h.data(), o, h.size() * 2, cudaMemcpyDeviceToHost));
+  bench_report(name, f, t, sbytes, bench_differ(h, &ref));
+}
 
 int main() {
   unsigned short *q, *k, *v, *w, *u, *m, *o;
@@ -243,16 +262,7 @@ int main() {
     for (size_t i = 0; i < h.size(); i++) bad += (h[i] & 0x7f80) == 0x7f80;
     printf("  library o: %zu non-finite of %zu\n", bad, h.size());
   }
-  { /* the whole-head scan */
-    const int stage = (3 * HY_C * (DK + 8) + HY_C * (HY_C + 8) + HY_C * (128 + 8)) * 2 + HY_C * 4;
-    const int ss = 2 * stage + 8 * (HY_C * 24 * 2 + 2 * HY_C * 4);
-    CK(cudaFuncSetAttribute((const void *)scan_h<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, ss));
-    bench_fill f = bench_grid((const void *)scan_h<8>, 256, ss, LLONG_MAX);
-    f.grid = nseq * Hv * (DV / 128);
-    CK(cudaMemset(o, 0, nv * 2));
-    const double t = bench_median_ms([&] { scan_h<8><<<(unsigned)f.grid, 256, ss>>>(o, DT_BF16, q, k, w, u, m, g, R, S, Hv, Hk, DV); });
-    CK(cudaMemcpy(h.data(), o, nv * 2, cudaMemcpyDeviceToHost));
-    bench_report("scan, a head a CTA, 2 stages", f, t, sbytes, bench_differ(h, &ref));
-  }
+  run_h<2>("scan, a head a CTA, 2 stages", ref, h, sbytes, o, q, k, w, u, m, g);
+  run_h<1>("scan, a head a CTA, 1 stage", ref, h, sbytes, o, q, k, w, u, m, g);
   return 0;
 }
