@@ -652,6 +652,92 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
   gdn_tx<DV>(uo, T2, Vs, orow, Hv, n);
 }
 
+/* One warp's chunk of the transposed scan (gdn_scan, bench/cuda/bench_gdn_scan.cu), in two steps around the
+** caller's write of O: gdn_warp_vo forms Vn^T (va) and O^T (oa) for the warp's 16 value columns (cv .. cv + 15
+** of the U tile Us, row stride SV) from its state slice st and the chunk's K, Q, W and M (row strides DK + 8
+** and HY_C + 8) with the chunk's decays eg = e^gamma; gdn_warp_state then decays st by e^gamma_last and adds
+** Vd^T K, ed = e^(gamma_last - gamma). */
+template <int DK, int SV>
+__device__ __forceinline__ void gdn_warp_vo(float (*va)[4], float (*oa)[4], const float (*st)[4],
+                                            const unsigned short *Us, int cv, const unsigned short *Qs,
+                                            const unsigned short *Ws, const unsigned short *Ms, const float *eg) {
+  constexpr int SK = DK + 8, SM = HY_C + 8;
+  const int lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int j = 0; j < 8; j++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) va[j][e] = dfl_bf2f(Us[(8 * j + 2 * t4 + (e & 1)) * SV + cv + g4 + 8 * (e >> 1)]);
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) { /* the negated state: Vn^T = U^T - S^T W^T */
+    unsigned a[4];
+    hy_c2a(a, st[2 * kk], st[2 * kk + 1], -1.f);
+#pragma unroll
+    for (int np = 0; np < 4; np++) {
+      unsigned b[4];
+      hy_ldsm4(b, Ws + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+      hy_mma(va[2 * np], a, b[0], b[1]);
+      hy_mma(va[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; j++) oa[j][0] = oa[j][1] = oa[j][2] = oa[j][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    unsigned a[4];
+    hy_c2a(a, st[2 * kk], st[2 * kk + 1], 1.f);
+#pragma unroll
+    for (int np = 0; np < 4; np++) {
+      unsigned b[4];
+      hy_ldsm4(b, Qs + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
+      hy_mma(oa[2 * np], a, b[0], b[1]);
+      hy_mma(oa[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    const float e0 = eg[8 * j + 2 * t4], e1 = eg[8 * j + 2 * t4 + 1];
+    oa[j][0] *= e0, oa[j][1] *= e1, oa[j][2] *= e0, oa[j][3] *= e1;
+  }
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) { /* + Vn^T M^T: rows s of chunk group kk reach rows r >= s */
+    unsigned a[4];
+    hy_c2a(a, va[2 * kk], va[2 * kk + 1], 1.f);
+#pragma unroll
+    for (int np = 0; np < 4; np++)
+      if (np >= kk) {
+        unsigned b[4];
+        hy_ldsm4(b, Ms + 16 * np * SM + kk * 16 + hy_boff(lane, SM));
+        hy_mma(oa[2 * np], a, b[0], b[1]);
+        hy_mma(oa[2 * np + 1], a, b[2], b[3]);
+      }
+  }
+}
+template <int DK>
+__device__ __forceinline__ void gdn_warp_state(float (*st)[4], const float (*va)[4], const unsigned short *Ks,
+                                               const float *eg, const float *ed) {
+  constexpr int SK = DK + 8, NT = DK / 8;
+  const int lane = threadIdx.x & 31, t4 = lane & 3;
+  const float el = eg[HY_C - 1];
+#pragma unroll
+  for (int j = 0; j < NT; j++) st[j][0] *= el, st[j][1] *= el, st[j][2] *= el, st[j][3] *= el;
+#pragma unroll
+  for (int kk = 0; kk < 4; kk++) { /* S^T += Vd^T K */
+    const float d0 = ed[16 * kk + 2 * t4], d1 = ed[16 * kk + 2 * t4 + 1];
+    const float d2 = ed[16 * kk + 8 + 2 * t4], d3 = ed[16 * kk + 9 + 2 * t4];
+    unsigned a[4];
+    a[0] = dfl_f2bf2(va[2 * kk][0] * d0, va[2 * kk][1] * d1), a[1] = dfl_f2bf2(va[2 * kk][2] * d0, va[2 * kk][3] * d1);
+    a[2] = dfl_f2bf2(va[2 * kk + 1][0] * d2, va[2 * kk + 1][1] * d3);
+    a[3] = dfl_f2bf2(va[2 * kk + 1][2] * d2, va[2 * kk + 1][3] * d3);
+#pragma unroll
+    for (int dp = 0; dp < DK / 16; dp++) {
+      unsigned b[4];
+      hy_ldsm4t(b, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
+      hy_mma(st[2 * dp], a, b[0], b[1]);
+      hy_mma(st[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 /* The scan, transposed: warp w owns value columns 16w .. 16w + 15 of the CTA's tile and keeps its slice of
 ** the state as S^T [16, dk] in f32 accumulators, so every product it needs takes S^T or Vn^T straight
 ** from registers as the A operand (an accumulator pair is an A fragment) and the chunk's K, Q, W and M
@@ -714,80 +800,14 @@ __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short 
     tc_wait<0>();
     __syncthreads();
     if (act) {
-      float va[8][4]; /* Vn^T: [16 columns, 64 rows] */
-#pragma unroll
-      for (int j = 0; j < 8; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) va[j][e] = dfl_bf2f(Us[(8 * j + 2 * t4 + (e & 1)) * SV + cv + g4 + 8 * (e >> 1)]);
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; kk++) { /* the negated state: Vn^T = U^T - S^T W^T */
-        unsigned a[4];
-        hy_c2a(a, st[2 * kk], st[2 * kk + 1], -1.f);
-#pragma unroll
-        for (int np = 0; np < 4; np++) {
-          unsigned b[4];
-          hy_ldsm4(b, Ws + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
-          hy_mma(va[2 * np], a, b[0], b[1]);
-          hy_mma(va[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-      float oa[8][4]; /* O^T */
-#pragma unroll
-      for (int j = 0; j < 8; j++) oa[j][0] = oa[j][1] = oa[j][2] = oa[j][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; kk++) {
-        unsigned a[4];
-        hy_c2a(a, st[2 * kk], st[2 * kk + 1], 1.f);
-#pragma unroll
-        for (int np = 0; np < 4; np++) {
-          unsigned b[4];
-          hy_ldsm4(b, Qs + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
-          hy_mma(oa[2 * np], a, b[0], b[1]);
-          hy_mma(oa[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        const float e0 = eg[8 * j + 2 * t4], e1 = eg[8 * j + 2 * t4 + 1];
-        oa[j][0] *= e0, oa[j][1] *= e1, oa[j][2] *= e0, oa[j][3] *= e1;
-      }
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) { /* + Vn^T M^T: rows s of chunk group kk reach rows r >= s */
-        unsigned a[4];
-        hy_c2a(a, va[2 * kk], va[2 * kk + 1], 1.f);
-#pragma unroll
-        for (int np = 0; np < 4; np++)
-          if (np >= kk) {
-            unsigned b[4];
-            hy_ldsm4(b, Ms + 16 * np * SM + kk * 16 + hy_boff(lane, SM));
-            hy_mma(oa[2 * np], a, b[0], b[1]);
-            hy_mma(oa[2 * np + 1], a, b[2], b[3]);
-          }
-      }
+      float va[8][4], oa[8][4]; /* Vn^T and O^T: [16 columns, 64 rows] */
+      gdn_warp_vo<DK, SV>(va, oa, st, Us, cv, Qs, Ws, Ms, eg);
 #pragma unroll
       for (int j = 0; j < 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
           Us[(8 * j + 2 * t4 + (e & 1)) * SV + cv + g4 + 8 * (e >> 1)] = dfl_f2bf(oa[j][e]);
-      const float el = eg[HY_C - 1];
-#pragma unroll
-      for (int j = 0; j < NT; j++) st[j][0] *= el, st[j][1] *= el, st[j][2] *= el, st[j][3] *= el;
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) { /* S^T += Vd^T K */
-        const float d0 = ed[16 * kk + 2 * t4], d1 = ed[16 * kk + 2 * t4 + 1];
-        const float d2 = ed[16 * kk + 8 + 2 * t4], d3 = ed[16 * kk + 9 + 2 * t4];
-        unsigned a[4];
-        a[0] = dfl_f2bf2(va[2 * kk][0] * d0, va[2 * kk][1] * d1), a[1] = dfl_f2bf2(va[2 * kk][2] * d0, va[2 * kk][3] * d1);
-        a[2] = dfl_f2bf2(va[2 * kk + 1][0] * d2, va[2 * kk + 1][1] * d3);
-        a[3] = dfl_f2bf2(va[2 * kk + 1][2] * d2, va[2 * kk + 1][3] * d3);
-#pragma unroll
-        for (int dp = 0; dp < DK / 16; dp++) {
-          unsigned b[4];
-          hy_ldsm4t(b, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
-          hy_mma(st[2 * dp], a, b[0], b[1]);
-          hy_mma(st[2 * dp + 1], a, b[2], b[3]);
-        }
-      }
+      gdn_warp_state<DK>(st, va, Ks, eg, ed);
     }
     __syncthreads(); /* O's tile complete in Us */
     for (int i = tid; i < n * (BV / 8); i += blockDim.x) {

@@ -20,7 +20,8 @@
 ** waited for): the same 8 warps an SM, K, Q, W and M staged once for the head instead of once per tile, and
 ** the load latency hidden without losing warps (the pipelined 4-warp scans lost their second CTA an SM).
 ** Each warp forms the chunk's decays itself (its g row in the buffer) and writes its O columns out through
-** its own staging tile: two barriers a chunk, no more. Shared memory: 2 stages x 79 KB + 28 KB (dk 128). */
+** its own staging tile: two barriers a chunk, no more. Each warp's products are the library's
+** (gdn_warp_vo, gdn_warp_state). Shared memory: 2 stages x 79 KB + 28 KB (dk 128). */
 template <int DK, int NW, int NS = 2>
 __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned short *q, const unsigned short *k,
                                            const unsigned short *wi, const unsigned short *ui,
@@ -93,56 +94,8 @@ __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned shor
       ed[lane] = expf(gl - x0), ed[lane + 32] = expf(gl - x1);
       __syncwarp();
     }
-    float va[8][4]; /* Vn^T: [16 columns, 64 rows] */
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) va[j][e] = dfl_bf2f(Us[(8 * j + 2 * t4 + (e & 1)) * SV + cv + g4 + 8 * (e >> 1)]);
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; kk++) { /* the negated state: Vn^T = U^T - S^T W^T */
-      unsigned a[4];
-      hy_c2a(a, st[2 * kk], st[2 * kk + 1], -1.f);
-#pragma unroll
-      for (int np = 0; np < 4; np++) {
-        unsigned bb[4];
-        hy_ldsm4(bb, Ws + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
-        hy_mma(va[2 * np], a, bb[0], bb[1]);
-        hy_mma(va[2 * np + 1], a, bb[2], bb[3]);
-      }
-    }
-    float oa[8][4]; /* O^T */
-#pragma unroll
-    for (int j = 0; j < 8; j++) oa[j][0] = oa[j][1] = oa[j][2] = oa[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; kk++) {
-      unsigned a[4];
-      hy_c2a(a, st[2 * kk], st[2 * kk + 1], 1.f);
-#pragma unroll
-      for (int np = 0; np < 4; np++) {
-        unsigned bb[4];
-        hy_ldsm4(bb, Qs + 16 * np * SK + kk * 16 + hy_boff(lane, SK));
-        hy_mma(oa[2 * np], a, bb[0], bb[1]);
-        hy_mma(oa[2 * np + 1], a, bb[2], bb[3]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      const float e0 = eg[8 * j + 2 * t4], e1 = eg[8 * j + 2 * t4 + 1];
-      oa[j][0] *= e0, oa[j][1] *= e1, oa[j][2] *= e0, oa[j][3] *= e1;
-    }
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) { /* + Vn^T M^T: rows s of chunk group kk reach rows r >= s */
-      unsigned a[4];
-      hy_c2a(a, va[2 * kk], va[2 * kk + 1], 1.f);
-#pragma unroll
-      for (int np = 0; np < 4; np++)
-        if (np >= kk) {
-          unsigned bb[4];
-          hy_ldsm4(bb, Ms + 16 * np * SM + kk * 16 + hy_boff(lane, SM));
-          hy_mma(oa[2 * np], a, bb[0], bb[1]);
-          hy_mma(oa[2 * np + 1], a, bb[2], bb[3]);
-        }
-    }
+    float va[8][4], oa[8][4]; /* Vn^T and O^T: the library's per-warp arithmetic (kernels/hybrid.cuh) */
+    gdn_warp_vo<DK, SV>(va, oa, st, Us, cv, Qs, Ws, Ms, eg);
 #pragma unroll
     for (int j = 0; j < 8; j++)
 #pragma unroll
@@ -155,25 +108,7 @@ __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned shor
       else
         for (int e = 0; e < 8; e++) stf(o, dto, base + e, dfl_bf2f(Os[r * SO + c + e]));
     }
-    const float el = eg[HY_C - 1];
-#pragma unroll
-    for (int j = 0; j < NT; j++) st[j][0] *= el, st[j][1] *= el, st[j][2] *= el, st[j][3] *= el;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) { /* S^T += Vd^T K */
-      const float d0 = ed[16 * kk + 2 * t4], d1 = ed[16 * kk + 2 * t4 + 1];
-      const float d2 = ed[16 * kk + 8 + 2 * t4], d3 = ed[16 * kk + 9 + 2 * t4];
-      unsigned a[4];
-      a[0] = dfl_f2bf2(va[2 * kk][0] * d0, va[2 * kk][1] * d1), a[1] = dfl_f2bf2(va[2 * kk][2] * d0, va[2 * kk][3] * d1);
-      a[2] = dfl_f2bf2(va[2 * kk + 1][0] * d2, va[2 * kk + 1][1] * d3);
-      a[3] = dfl_f2bf2(va[2 * kk + 1][2] * d2, va[2 * kk + 1][3] * d3);
-#pragma unroll
-      for (int dp = 0; dp < DK / 16; dp++) {
-        unsigned bb[4];
-        hy_ldsm4t(bb, Ks + 16 * kk * SK + dp * 16 + hy_aoff(lane, SK));
-        hy_mma(st[2 * dp], a, bb[0], bb[1]);
-        hy_mma(st[2 * dp + 1], a, bb[2], bb[3]);
-      }
-    }
+    gdn_warp_state<DK>(st, va, Ks, eg, ed);
     __syncthreads(); /* every warp done with this buffer: chunk ci + 2 goes into it */
     if (ci + NS < nch) load(NS == 2 ? ci & 1 : 0, c0 + NS * HY_C);
     tc_commit(); /* empty at the end: one group an iteration keeps wait<1> counting right */
