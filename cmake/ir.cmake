@@ -1,6 +1,7 @@
 # compiler/: graph IR, autodiff, optimizer nodes, fusion, schedule.
 add_library(dfl_ir STATIC
   compiler/graph.c
+  compiler/ir.c
   compiler/graph_validate.c
   compiler/autodiff.c
   compiler/optim.c

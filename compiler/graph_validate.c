@@ -4,7 +4,7 @@
 ** ops), so it aborts with the op's label and the offending shapes rather than returning a status
 ** nobody could act on.
 */
-#include "compiler/graph.h"
+#include "compiler/ir.h"
 #include "compiler/graph_internal.h"
 
 #include <stdarg.h>
