@@ -1,5 +1,5 @@
 /*
-** cuda_internal.h: what the CUDA backend's files (cuda.c, hybrid.c) share: the kernel ids, the
+** cuda_internal.h: what the CUDA backend's files share: the kernel ids, the
 ** per-op and backend state, the tensor accessors and the launch helpers. Not for use outside runtime/cuda.
 */
 #ifndef DFL_CUDA_INTERNAL_H
@@ -145,7 +145,7 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
   return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
 }
 
-/* Launch l (a lowered launch of op i, lower_launch.h) with args: its grid capped by its fill rule on
+/* cuda_internal.c, the launch helpers. Launch l (a lowered launch of op i, lower_launch.h) with args: its grid capped by its fill rule on
 ** this device, after checking that op i's pointers are 16-byte aligned where l was chosen for that. */
 int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args);
 /* l's grid (x) on this device, after its fill cap: what dfl_cu_launch launches */
@@ -159,7 +159,7 @@ const dfl_launch *dfl_cu_lowered(dfl_cuda *c, int i, int n);
 
 /* runtime/cuda/ops.c: op i's launches (its fusion group's, or its cu_<name>) */
 int dfl_cu_exec_op(dfl_cuda *c, int i);
-/* runtime/cuda/cuda.c: shared by the op files */
+/* runtime/cuda/cuda_internal.c: shared by the op files */
 void dfl_cu_memtrace(const char *what); /* DFL_MEMTRACE: device memory in use at a stage of setup */
 int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n);
 int dfl_cu_bf16_vecs(const void *const *p, const int *d, int n);
