@@ -38,7 +38,7 @@ static void run_case(const char *what, struct dfl_optim_cfg k) {
   for (int i = 0; i < np; i++) w[i] = tmp[i];
   int clipped = 0;
   for (int step = 0; step < 3; step++) {
-    double dsum = 0;
+    double dsum = 0, gabs[18] = {0};
     memset(gacc, 0, sizeof gacc);
     for (int micro = 0; micro < 2; micro++) {
       fill_rand(&c, x, 1), fill_rand(&c, r, 1);
@@ -49,9 +49,26 @@ static void run_case(const char *what, struct dfl_optim_cfg k) {
       double *X = get_all(&c, x), *R = get_all(&c, r);
       for (int i = 0; i < K; i++)
         for (int j = 0; j < N; j++)
-          for (int mm = 0; mm < M; mm++) gacc[i * N + j] += X[mm * K + i] * R[mm * N + j];
-      for (int i = 0; i < M * N; i++) gacc[K * N + i] += R[i];
+          for (int mm = 0; mm < M; mm++)
+            gacc[i * N + j] += X[mm * K + i] * R[mm * N + j], gabs[i * N + j] += fabs(X[mm * K + i] * R[mm * N + j]);
+      for (int i = 0; i < M * N; i++) gacc[K * N + i] += R[i], gabs[K * N + i] += fabs(R[i]);
       free(X), free(R);
+    }
+    /* The accumulated gradients against the sums in double, each within 1e-5 of its terms' magnitude
+    ** (an f32 sum of 8 terms errs by at most about 5e-7 of it); the reference update then starts from
+    ** the graph's own f32 sums. A sum that cancels to near Adam's eps makes m / (sqrt(v) + eps) hang on
+    ** its last bits, so a reference from the exact sums failed about one draw in 300 by a few 1e-6. */
+    {
+      double *gp = get_all(&c, g.t[p].grad_acc), *gb = get_all(&c, g.t[b].grad_acc);
+      for (int i = 0; i < np; i++) {
+        const double got = i < K * N ? gp[i] : gb[i - K * N];
+        if (!(fabs(got - gacc[i]) <= 1e-5 * gabs[i])) {
+          fprintf(stderr, "FAIL %s step %d: accumulated gradient %d: %.10g, want %.10g\n", what, step, i, got, gacc[i]);
+          fails++;
+        }
+        gacc[i] = got;
+      }
+      free(gp), free(gb);
     }
     CHECK(dfl_cpu_run(&c, 1u << DFL_PH_OPTIMIZER) == DFL_OK);
     double ss = 0;
