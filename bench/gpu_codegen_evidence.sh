@@ -3,7 +3,7 @@
 # (--ops, so the non-GEMM time) of the 8B step, the 8B FP8 step, the 27B drafter step and the 27B hybrid
 # target forward, for the build before code generation (DIR/dflc_pre.xz: d737c64^, its library cubin in
 # DIR/cache) and this build (DIR/dflc_gpu.xz), alternately, each in its own process. Logs in $OUT.
-# RUNS: the cases to run (8b 8bfp8 d27 t27), default all.
+# RUNS: the cases to run (8b 8bfp8 d27 t27), default all; NEW: the binary of this build (default dflc_gpu).
 set -o pipefail
 cd "$(dirname "$0")/.."
 B=${1:?usage: bench/gpu_codegen_evidence.sh DIR}
@@ -17,7 +17,7 @@ run() { # NAME BIN ARGS...
   # non-GEMM time: every op row of --ops that is not a matmul
   awk '/^ops \(/{on=1; next} on && NF>=7 && $(NF-2) ~ /%$/ { if ($(NF-5) ~ /matmul|gemm/) g+=$(NF-3); else o+=$(NF-3) } END { if (g>0) printf "  gemm %.1f ms, non-gemm %.1f ms (%.1f%% of the GEMMs)\n", g, o, 100*o/g }' $OUT/$n-$b.log
 }
-for c in ${RUNS:-8b 8bfp8 d27 t27}; do for b in dflc_pre dflc_gpu; do case $c in
+for c in ${RUNS:-8b 8bfp8 d27 t27}; do for b in dflc_pre ${NEW:-dflc_gpu}; do case $c in
   8b)    run 8b $b examples/qwen3-8b.dfl --steps 10 --ops ;;
   8bfp8) run 8bfp8 $b examples/qwen3-8b-fp8.dfl --steps 10 --ops ;;
   d27)   run d27 $b examples/qwen36-27b-drafter.dfl --drafter-only --steps 10 --warmup 2 --ops ;;

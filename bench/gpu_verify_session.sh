@@ -8,7 +8,7 @@
 #   whl/*.whl         fla-core, flash-linear-attention, einops (gdn_fla.py writes the gated delta's inputs)
 # Steps (STEPS selects, default all but anchor, in this order): gdnscan (bench_gdn_scan), rope (bench_rope), ops (cuda_ops' gated delta, row group, partial RoPE and
 # conv cases), gdn (the gated delta rule at the 27B shape: FLA, then bench_gdn and bench_gdn_old on the
-# same inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_gpu and dflc_old alternately),
+# same inputs, and ncu's time per kernel), t27 (the 27B target forward, --ops: dflc_old then dflc_gpu, or the binaries T27BINS names),
 # golden (dflc golden --cuda on nano-hybrid, cuda_gemm_tune), evidence (bench/gpu_codegen_evidence.sh, RUNS as
 # there), anchor (the Hugging Face + fla forward, bench/hf_qwen36_target.py without kept states for an 80 GB
 # card, then dflc_gpu's bf16 and FP8 forwards in the same call). Logs in $OUT.
@@ -29,7 +29,7 @@ if has ops; then
   done
 fi
 if has t27; then
-  for b in dflc_old dflc_gpu; do
+  for b in ${T27BINS:-dflc_old dflc_gpu}; do
     timeout ${MAXS:-150} /tmp/$b bench examples/qwen36-27b-target.dfl --target-only --steps 2 --warmup 1 --ops > $OUT/t27-$b.log 2>&1
     echo "== t27 $b rc $?"; grep -E "forward:|kernel launches|ms/step|gated_delta|rope" $OUT/t27-$b.log | head -8
   done
