@@ -2,6 +2,7 @@
 # NCCL through dlopen), launcher discovery and the per-device monitor. Built on the trainer.
 add_library(dfl_pipeline STATIC
   runtime/pipeline/pipeline.c
+  runtime/pipeline/pipeline_base.c
   runtime/pipeline/pipeline_feed.c
   runtime/pipeline/pipeline_replica.c
   runtime/pipeline/pipeline_report.c

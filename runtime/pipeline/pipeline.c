@@ -3,33 +3,11 @@
 ** schedule, loads the data, makes the rings, the devices and the run directory, starts and joins
 ** the threads, then writes the final checkpoint and export. The threads: pipeline_feed.c (loader,
 ** targets) and pipeline_replica.c (drafter replicas); what they report: pipeline_report.c; each
-** device's graph, plan and GPU, and the teardown: pipeline_setup.c.
+** device's graph, plan and GPU, and the teardown: pipeline_setup.c; what they all call (the clock,
+** the first failure, slot and NCCL waits): pipeline_base.c.
 */
 #include "runtime/pipeline/pipeline_internal.h"
 #include "runtime/compile.h"
-
-double pipe_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-size_t pipe_cpu_elem(const dfl_tensor *t, void *ctx) {
-  (void)ctx;
-  return dfl_cpu_elem_size(t, 0);
-}
-
-/* First failure stops everything: queues and the collective wake their waiters with an error. */
-void pipe_fail(pipe_s *p, const char *who, int rc) {
-  pthread_mutex_lock(&p->fail_mu);
-  int first = !p->failed;
-  if (first) p->failed = rc ? rc : DFL_ERR;   /* the first cause is the run's result */
-  pthread_mutex_unlock(&p->fail_mu);
-  if (first && who) fprintf(stderr, "dflc: pipeline: %s failed; stopping every device\n", who);
-  dfl_queue_close(&p->pre, NULL);
-  if (p->has_hq) dfl_queue_close(&p->hq, NULL);
-  dfl_coll_abort(&p->coll);
-}
 
 int dfl_pipe_wants(const dfl_spec *s) {
   int n = 0;

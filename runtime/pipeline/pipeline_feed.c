@@ -8,13 +8,6 @@
 
 /* --- fault injection --- */
 
-/* A DFL_FAULT delay (ms) before each micro-batch. */
-void pipe_sleep_ms(double ms) {
-  if (ms <= 0) return;
-  struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000.0) * 1e6)};
-  while (nanosleep(&ts, &ts) && errno == EINTR) {}
-}
-
 /* "ROLE=MS" or "ROLEi=MS" in the fault string: the delay of every device of the role or of index i
 ** (the latter wins); 0 when none applies. */
 double pipe_fault_for(const char *f, const char *role, int idx) {
@@ -76,14 +69,6 @@ static int64_t local_seq(const pipe_s *p, int64_t k) {
   if (p->procs <= 1) return k;
   if (p->xproc) return dfl_topo_local_seq(&p->tp, p->rank, k);
   return k % p->N == p->rank ? k / p->N : -1;
-}
-
-/* Slot k of q, to read or to write; the wait shows in the device's diagnostics state. */
-dfl_slot *pipe_wait_slot(pipe_s *p, dev_s *d, dfl_queue *q, int64_t k, int write) {
-  dfl_mon_set(&p->diag, d->diag_id, write ? DFL_DS_WAIT_OUT : DFL_DS_WAIT_IN);
-  dfl_slot *sl = write ? dfl_queue_acquire_write(q, k) : dfl_queue_acquire_read(q, k);
-  dfl_mon_set(&p->diag, d->diag_id, DFL_DS_BUSY);
-  return sl;
 }
 
 /* One micro-batch's ids, loss mask, anchors and keep flags out of a slot / into a slot. */
@@ -168,19 +153,6 @@ void *pipe_loader_main(void *arg) {
 }
 
 /* --- target devices --- */
-
-/* A device thread's first CUDA call: its GPU becomes the thread's current device. */
-int pipe_thread_start(dev_s *d) {
-#ifdef DFL_HAVE_CUDA
-  if (d->gpu && dfl_gpu_set_device(d->phys)) {
-    fprintf(stderr, "dflc: %s: cannot make CUDA device %d current\n", d->name, d->phys);
-    return DFL_ERR;
-  }
-#else
-  (void)d;
-#endif
-  return DFL_OK;
-}
 
 void *pipe_target_main(void *arg) {
   dev_s *d = arg;

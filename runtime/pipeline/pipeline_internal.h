@@ -119,28 +119,28 @@ struct pipe_s {
 /* a replica's model: params, masters, moments (what the export and the replicas' comparison read) */
 #define MODEL_KINDS (DFL_KIND_BIT(DFL_T_PARAM) | DFL_KIND_BIT(DFL_T_STATE))
 
-/* pipeline.c */
+/* pipeline_base.c: called by every part below, calls none of them */
 size_t pipe_cpu_elem(const dfl_tensor *t, void *ctx);
 double pipe_now_s(void);
 void pipe_fail(pipe_s *p, const char *who, int rc);
-/* pipeline_feed.c */
 void pipe_sleep_ms(double ms);
-double pipe_fault_for(const char *f, const char *role, int idx);
-int64_t pipe_fault_fail_at(const char *f, const char *role, int idx);
-int pipe_injected_failure(const dev_s *d, int64_t n);
 dfl_slot *pipe_wait_slot(pipe_s *p, dev_s *d, dfl_queue *q, int64_t k, int write);
-void pipe_batch_from_slot(const pipe_s *p, const dfl_slot *in, int32_t *ids, int32_t *mask, int32_t *anc,
-                          int32_t *keep);
 int pipe_thread_start(dev_s *d);
-void *pipe_loader_main(void *arg);
-void *pipe_target_main(void *arg);
-/* pipeline_replica.c */
 dfl_cpu *pipe_host_view(dev_s *d, unsigned kinds, dfl_cpu *shadow);
 void pipe_host_view_done(dev_s *d, dfl_cpu *h);
-int pipe_resume_replica(dev_s *d, const char *ckpt);
 int pipe_nccl_local_of(const pipe_s *p, const dev_s *d);
 int pipe_nccl_wait_on(pipe_s *p, dev_s *d, void *stream, const char *what);
 int pipe_nccl_wait(pipe_s *p, dev_s *d, const char *what);
+/* pipeline_feed.c */
+double pipe_fault_for(const char *f, const char *role, int idx);
+int64_t pipe_fault_fail_at(const char *f, const char *role, int idx);
+int pipe_injected_failure(const dev_s *d, int64_t n);
+void pipe_batch_from_slot(const pipe_s *p, const dfl_slot *in, int32_t *ids, int32_t *mask, int32_t *anc,
+                          int32_t *keep);
+void *pipe_loader_main(void *arg);
+void *pipe_target_main(void *arg);
+/* pipeline_replica.c */
+int pipe_resume_replica(dev_s *d, const char *ckpt);
 void *pipe_drafter_main(void *arg);
 /* pipeline_report.c */
 int pipe_final_eval(pipe_s *p, const char *dir, int phys);

@@ -14,19 +14,6 @@ static void zero_t(dfl_cpu *c, int t) {
   if (t >= 0) memset(c->buf[t], 0, (size_t)dfl_tensor_numel(&c->g->t[t]) * dfl_cpu_elem_size(&c->g->t[t], 0));
 }
 
-/* A host view of a replica's tensors of the given kinds: its own buffers on the CPU, a pulled
-** shadow on a GPU. */
-dfl_cpu *pipe_host_view(dev_s *d, unsigned kinds, dfl_cpu *shadow) {
-  if (!d->gpu) return &d->cpu;
-  if (dfl_be_sync(&d->be)) return NULL;
-  return dfl_be_host(&d->be, kinds, 1, shadow);
-}
-
-
-void pipe_host_view_done(dev_s *d, dfl_cpu *h) {
-  if (d->gpu && h) dfl_be_host_done(&d->be, h, 0);
-}
-
 /* A resumed replica: params, masters, moments and the optimizer's counters from the checkpoint
 ** (pushed to the device through a host shadow on a GPU); its gradient accumulators restart at zero,
 ** as the single-device trainer's do (runtime/train/train.c). */
@@ -44,48 +31,6 @@ int pipe_resume_replica(dev_s *d, const char *ckpt) {
   if (rc || rc2) fprintf(stderr, "dflc: %s: cannot take the state of %s\n", d->name, ckpt);
   return rc ? rc : rc2;
 }
-
-#ifdef DFL_HAVE_CUDA
-/* this process's communicator of replica d; several in one process (nccl_local), else one */
-int pipe_nccl_local_of(const pipe_s *p, const dev_s *d) {
-  return p->nccl_local ? d->idx : p->xproc && d->role == R_DRAFTER ? 1 : 0;
-}
-
-static int nccl_check(void *ctx, char *err, size_t errlen) {
-  dev_s *d = ctx;
-  pipe_s *p = d->p;
-  if (p->nccl_local && p->failed) {   /* another replica thread of this process failed */
-    snprintf(err, errlen, "another device of this process failed");
-    return DFL_ERR;
-  }
-  if (p->xproc && dfl_nccl_async_error(&p->coll, 0, err, errlen)) return DFL_ERR;   /* the send/recv one */
-  return dfl_nccl_async_error(&p->coll, pipe_nccl_local_of(p, d), err, errlen);
-}
-
-/* After an NCCL collective: wait for it by polling, never inside CUDA, so that a peer rank that
-** failed (and will never join) costs at most DFL_NCCL_TIMEOUT_S; then the communicator is
-** aborted and this rank fails with a message instead of hanging. */
-int pipe_nccl_wait_on(pipe_s *p, dev_s *d, void *stream, const char *what) {
-  char err[256];
-  dfl_mon_set(&p->diag, d->diag_id, DFL_DS_SYNC);
-  int rc = dfl_gpu_poll(stream, nccl_check, d, p->nccl_timeout, err, sizeof err);
-  dfl_mon_set(&p->diag, d->diag_id, DFL_DS_BUSY);
-  if (rc == DFL_OK) return DFL_OK;
-  if (p->nccl_local) {   /* the communicators are aborted once, by the main thread after the joins */
-    if (!p->failed)
-      fprintf(stderr, "dflc: %s: %s: %s (DFL_NCCL_TIMEOUT_S=%g is the limit)\n", d->name, what, err, p->nccl_timeout);
-    return DFL_ERR;
-  }
-  fprintf(stderr, "dflc: %s (rank %d of %d): %s: %s; a peer rank failed or stalled (DFL_NCCL_TIMEOUT_S=%g is the "
-          "limit); aborting the NCCL communicator\n", d->name, p->rank, p->procs, what, err, p->nccl_timeout);
-  dfl_nccl_abort(&p->coll);
-  return DFL_ERR;
-}
-
-int pipe_nccl_wait(pipe_s *p, dev_s *d, const char *what) {
-  return pipe_nccl_wait_on(p, d, dfl_gpu_stream(&d->be), what);
-}
-#endif
 
 /* GPU replica, after its accum micro-steps are enqueued: all-reduce (NCCL, one process per GPU),
 ** then the sums are snapshotted before the optimizer phase and its state after, as the trainer
