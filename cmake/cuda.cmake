@@ -28,7 +28,7 @@ find_library(DFL_NVRTC_LIB NAMES nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED
 find_library(DFL_CUBLASLT_LIB NAMES cublasLt HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_emit PUBLIC dfl_ir dfl_plan_core ${DFL_NVRTC_LIB}) # lower_attn.c: an op's planned scratch
 
-add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/cuda_internal.c runtime/cuda/capture.c runtime/cuda/attention.c runtime/cuda/gemm.c runtime/cuda/gemm_tune.c runtime/cuda/hybrid.c runtime/cuda/loss.c runtime/cuda/ops.c runtime/cuda/pointwise.c runtime/cuda/rope.c)
+add_library(dfl_cuda STATIC runtime/cuda/cuda.c runtime/cuda/impl.c runtime/cuda/capture.c runtime/cuda/attention.c runtime/cuda/gemm.c runtime/cuda/gemm_tune.c runtime/cuda/hybrid.c runtime/cuda/loss.c runtime/cuda/ops.c runtime/cuda/pointwise.c runtime/cuda/rope.c)
 find_library(DFL_CUDART_STATIC NAMES libcudart_static.a HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 target_link_libraries(dfl_cuda PUBLIC dfl_emit dfl_plan_core ${DFL_CUDART_STATIC} ${DFL_CUBLASLT_LIB} rt ${CMAKE_DL_LIBS} Threads::Threads)
 

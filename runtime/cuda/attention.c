@@ -12,7 +12,7 @@
 #include <cudaTypedefs.h>
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda.h"
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 #include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 
 int dfl_cuda_run_eager(dfl_cuda *c, unsigned mask) {
   for (int i = 0; i < c->g->nops; i++)

@@ -12,7 +12,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include <cublasLt.h>
 #include "runtime/cuda/cuda.h"
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 #include "compiler/emit.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
@@ -20,7 +20,7 @@
 
 #define ALIGN 256
 
-/* The kernels' symbols (their ids: cuda_internal.h) */
+/* The kernels' symbols (their ids: impl.h) */
 static const char *kname[] = {
 #define DFL_KERNEL(id, sym, fam) #sym,
 #include "kernels/kernels.def"

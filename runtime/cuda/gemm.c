@@ -10,7 +10,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include <cublasLt.h>
 #include "runtime/cuda/cuda.h"
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 

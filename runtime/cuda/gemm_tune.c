@@ -21,7 +21,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include <cublasLt.h>
 #include "runtime/cuda/cuda.h"
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 #include "compiler/emit.h"
 #include "compiler/status.h"
 

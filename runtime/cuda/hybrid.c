@@ -4,7 +4,7 @@
 */
 #include <stdio.h>
 #include <stdint.h>
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 
 int dfl_cu_hybrid_load(dfl_cuda *c) { /* the chunk kernels' shared memory (compiler/lower_hybrid.c) */
   static const int dks[3] = {32, 64, 128};

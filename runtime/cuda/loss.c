@@ -8,7 +8,7 @@
 #include <cuda_runtime.h>
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda.h"
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 #include "compiler/plan.h"
 #include "compiler/status.h"
 

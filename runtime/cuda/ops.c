@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 
 static int copy_conv(dfl_cuda *c, void *out, int dto, const void *x, int dtx, long long n) {
   if (dto == dtx) { CU(cudaMemcpyAsync(out, x, (size_t)n * dfl_dtype_size((dfl_dtype)dto), cudaMemcpyDeviceToDevice, c->impl->stream)); return DFL_OK; }

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 #include "compiler/codegen.h"
 #include "compiler/emit.h"
 

@@ -22,7 +22,7 @@
 #include "runtime/cpu/cpu.h"
 #include "runtime/io/weights.h"
 #include "runtime/cuda/cuda.h"
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 
 static int fails;
 #define EXPECT(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)

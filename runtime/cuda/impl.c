@@ -1,12 +1,12 @@
 /*
-** cuda_internal.c: the helpers every op file of the CUDA backend calls (cuda_internal.h): an op's lowered
+** impl.c: the helpers every op file of the CUDA backend calls (impl.h): an op's lowered
 ** launches and their launch, the vector kernels' alignment and dtype tests, the memory trace. cuda.c (setup,
 ** replay, copies) calls the op files and they call these: no op file calls back into cuda.c.
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/impl.h"
 #include "compiler/emit.h"
 
 const dfl_launch *dfl_cu_lowered(dfl_cuda *c, int i, int n) {

@@ -1,9 +1,9 @@
 /*
-** cuda_internal.h: what the CUDA backend's files share: the kernel ids, the
-** per-op and backend state, the tensor accessors and the launch helpers. Not for use outside runtime/cuda.
+** impl.h: what the CUDA backend's files share: the kernel ids, the per-op and backend state
+** (struct dfl_cuda_impl), the tensor accessors and the launch helpers. Not for use outside runtime/cuda.
 */
-#ifndef DFL_CUDA_INTERNAL_H
-#define DFL_CUDA_INTERNAL_H
+#ifndef DFL_CUDA_IMPL_H
+#define DFL_CUDA_IMPL_H
 
 #include <stdint.h>
 #include <cuda_runtime.h>
@@ -19,7 +19,7 @@
 /* Every CUDA call goes through DFL_CU: it names the call and file:line (llm.c style). */
 #define CU(call) DFL_CU(call)
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
-/* Every cuBLASLt call goes through LT (CUDA calls: CU, cuda_internal.h): it names the call and file:line. */
+/* Every cuBLASLt call goes through LT (CUDA calls: CU, above): it names the call and file:line. */
 #define LT(call)                                                                                     \
   do {                                                                                               \
     cublasStatus_t s_ = (call);                                                                      \
@@ -145,7 +145,7 @@ static inline int launch_warps(dfl_cuda *c, int k, int64_t rows, size_t smem, vo
   return launch2(c, k, g < cap ? g : cap, 1, 256, smem, args);
 }
 
-/* cuda_internal.c, the launch helpers. Launch l (a lowered launch of op i, lower_launch.h) with args: its grid capped by its fill rule on
+/* impl.c, the launch helpers. Launch l (a lowered launch of op i, lower_launch.h) with args: its grid capped by its fill rule on
 ** this device, after checking that op i's pointers are 16-byte aligned where l was chosen for that. */
 int dfl_cu_launch(dfl_cuda *c, int i, const dfl_launch *l, void **args);
 /* l's grid (x) on this device, after its fill cap: what dfl_cu_launch launches */
@@ -159,7 +159,7 @@ const dfl_launch *dfl_cu_lowered(dfl_cuda *c, int i, int n);
 
 /* runtime/cuda/ops.c: op i's launches (its fusion group's, or its cu_<name>) */
 int dfl_cu_exec_op(dfl_cuda *c, int i);
-/* runtime/cuda/cuda_internal.c: shared by the op files */
+/* runtime/cuda/impl.c: shared by the op files */
 void dfl_cu_memtrace(const char *what); /* DFL_MEMTRACE: device memory in use at a stage of setup */
 int dfl_cu_vec_dtypes(const void *const *p, const int *d, int n);
 int dfl_cu_bf16_vecs(const void *const *p, const int *d, int n);
