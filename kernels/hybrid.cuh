@@ -486,7 +486,129 @@ __device__ __forceinline__ void gdn_tx(unsigned short *out, const unsigned short
   }
 }
 
-template <int DK, int DV>
+/* gdn_tx with the triangle's work spread evenly: warp w takes columns w D/4 .. (w + 1) D/4 - 1 of all four row
+** blocks (10 of the 16 (row block, k-step) products each) instead of its own row block (k-steps 0 .. w: warp 3
+** did 4x warp 0's). Each output element sums the same products in the same order: the same bits. D >= 64. */
+template <int D>
+__device__ __forceinline__ void gdn_tx_bal(unsigned short *out, const unsigned short *Tm, const unsigned short *Xs,
+                                           ll orow0, int Hv, int n) {
+  constexpr int SX = D + 8, SC = HY_C + 8, CW = D / 4;
+  static_assert(CW % 16 == 0, "a warp's columns in 16-column steps");
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3, cb = w * CW;
+#pragma unroll
+  for (int rb = 0; rb < 4; rb++) {
+    float acc[CW / 8][4];
+#pragma unroll
+    for (int j = 0; j < CW / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk <= rb; kk++) {
+      unsigned a[4], b[4];
+      hy_ldsm4(a, Tm + 16 * rb * SC + kk * 16 + hy_aoff(lane, SC));
+#pragma unroll
+      for (int dp = 0; dp < CW / 16; dp++) {
+        hy_ldsm4t(b, Xs + 16 * kk * SX + cb + dp * 16 + hy_aoff(lane, SX));
+        hy_mma(acc[2 * dp], a, b[0], b[1]);
+        hy_mma(acc[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++)
+      if (16 * rb + g4 + 8 * hf < n)
+#pragma unroll
+        for (int j = 0; j < CW / 8; j++)
+          *(unsigned *)(out + (orow0 + (16 * rb + 8 * hf) * (ll)Hv) * D + cb + 8 * j + 2 * t4) =
+              dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
+  }
+}
+
+/* A (f32, scaled by beta and the decays, zero on and above the diagonal) and M (bf16 to global, zero above
+** the diagonal) as gdn_prep forms them, with the 10 (row block, key block) tiles of the triangle spread 3, 3,
+** 3, 1 over the warps instead of warp w taking row block w's w + 1; the last warp also writes the 6 zero
+** tiles. Every element sums the same products in the same order: the same bits. */
+template <int DK>
+__device__ __forceinline__ void gdn_am_bal(float *Af, unsigned short *mo, const unsigned short *Ks,
+                                           const unsigned short *Qs, const float *gam, const float *bet, ll mrow0,
+                                           int Hv, int n) {
+  constexpr int SK = DK + 8, SA = HY_C + 4;
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3;
+  /* tiles (row block, key block) of warp w: 0: (3,0) (3,1) (3,2); 1: (2,0) (2,1) (2,2); 2: (1,0) (1,1) (3,3);
+  ** 3: (0,0) */
+  const int nt = w == 3 ? 1 : 3;
+  int rb[3], kb[3];
+#pragma unroll
+  for (int t = 0; t < 3; t++) {
+    rb[t] = w == 0 ? 3 : w == 1 ? 2 : w == 2 ? (t == 2 ? 3 : 1) : 0;
+    kb[t] = w == 2 && t == 2 ? 3 : w == 3 ? 0 : t;
+  }
+  float acc[3][2][4], macc[3][2][4];
+#pragma unroll
+  for (int t = 0; t < 3; t++)
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[t][jj][e] = macc[t][jj][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < DK / 16; kk++) {
+    unsigned a[4], aq[4];
+#pragma unroll
+    for (int t = 0; t < 3; t++)
+      if (t < nt) {
+        if (t == 0 || rb[t] != rb[t - 1]) {
+          hy_ldsm4(a, Ks + 16 * rb[t] * SK + kk * 16 + hy_aoff(lane, SK));
+          hy_ldsm4(aq, Qs + 16 * rb[t] * SK + kk * 16 + hy_aoff(lane, SK));
+        }
+        unsigned b[4];
+        hy_ldsm4(b, Ks + 16 * kb[t] * SK + kk * 16 + hy_boff(lane, SK));
+        hy_mma(acc[t][0], a, b[0], b[1]);
+        hy_mma(acc[t][1], a, b[2], b[3]);
+        hy_mma(macc[t][0], aq, b[0], b[1]);
+        hy_mma(macc[t][1], aq, b[2], b[3]);
+      }
+  }
+#pragma unroll
+  for (int t = 0; t < 3; t++)
+    if (t < nt) {
+#pragma unroll
+      for (int jj = 0; jj < 2; jj++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int r = 16 * rb[t] + g4 + 8 * (e >> 1), s = 16 * kb[t] + 8 * jj + 2 * t4 + (e & 1);
+          const bool in = s <= r;
+          const float dcy = in ? expf(gam[r] - gam[s]) : 0.f;
+          Af[r * SA + s] = in && s < r ? bet[r] * acc[t][jj][e] * dcy : 0.f;
+          macc[t][jj][e] = in ? macc[t][jj][e] * dcy : 0.f;
+        }
+#pragma unroll
+      for (int hf = 0; hf < 2; hf++) {
+        const int r = 16 * rb[t] + g4 + 8 * hf;
+        if (r < n)
+#pragma unroll
+          for (int jj = 0; jj < 2; jj++)
+            *(unsigned *)(mo + (mrow0 + (16 * rb[t] + 8 * hf) * (ll)Hv) * HY_C + 16 * kb[t] + 8 * jj + 2 * t4) =
+                dfl_f2bf2(macc[t][jj][2 * hf], macc[t][jj][2 * hf + 1]);
+      }
+    }
+  if (w == 3) /* the zero tiles above the diagonal: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3) */
+#pragma unroll
+    for (int zr = 0; zr < 3; zr++)
+#pragma unroll
+      for (int zc = 1; zc < 4; zc++)
+        if (zc > zr)
+#pragma unroll
+          for (int hf = 0; hf < 2; hf++) {
+            const int r = 16 * zr + g4 + 8 * hf;
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+              const int s = 16 * zc + 8 * jj + 2 * t4;
+              Af[r * SA + s] = Af[r * SA + s + 1] = 0.f;
+              if (r < n) *(unsigned *)(mo + (mrow0 + (16 * zr + 8 * hf) * (ll)Hv) * HY_C + s) = 0u;
+            }
+          }
+}
+
+/* BAL: bit 1, W and U by gdn_tx_bal; bit 2, A and M by gdn_am_bal (bench/cuda/bench_gdn_scan.cu times them
+** against the library's prep) */
+template <int DK, int DV, int BAL = 0>
 __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo, unsigned short *mo,
                                          const unsigned short *q, const unsigned short *k, const unsigned short *v,
                                          const float *g, const float *beta, ll R, int S, int Hv, int Hk) {
@@ -526,7 +648,8 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
   }
   tc_wait<0>();
   __syncthreads();
-  { /* A and M: warp w's rows 16w .. 16w + 15 against keys 0 .. 16w + 15 */
+  if constexpr ((BAL & 2) != 0) gdn_am_bal<DK>(Af, mo, Ks, Qs, gam, bet, (c0 + g4) * Hv + h, Hv, n);
+  else { /* A and M: warp w's rows 16w .. 16w + 15 against keys 0 .. 16w + 15 */
     float acc[8][4], macc[8][4];
 #pragma unroll
     for (int j = 0; j < 8; j++)
@@ -646,11 +769,19 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
   __syncthreads();
   /* W = T1 K (while V arrives) and U = T2 V for warp w's rows */
   const ll orow = (c0 + 16 * w + g4) * Hv + h; /* output row of this lane's first fragment row */
-  gdn_tx<DK>(wo, T1, Ks, orow, Hv, n);
-  tc_wait<0>();
-  __syncthreads();
-  gdn_tx<DV>(uo, T2, Vs, orow, Hv, n);
+  if constexpr ((BAL & 1) != 0) {
+    gdn_tx_bal<DK>(wo, T1, Ks, (c0 + g4) * Hv + h, Hv, n);
+    tc_wait<0>();
+    __syncthreads();
+    gdn_tx_bal<DV>(uo, T2, Vs, (c0 + g4) * Hv + h, Hv, n);
+  } else {
+    gdn_tx<DK>(wo, T1, Ks, orow, Hv, n);
+    tc_wait<0>();
+    __syncthreads();
+    gdn_tx<DV>(uo, T2, Vs, orow, Hv, n);
+  }
 }
+
 
 /* One warp's chunk of the transposed scan (gdn_scan, bench/cuda/bench_gdn_scan.cu), in two steps around the
 ** caller's write of O: gdn_warp_vo forms Vn^T (va) and O^T (oa) for the warp's 16 value columns (cv .. cv + 15

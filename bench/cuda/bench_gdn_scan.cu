@@ -7,6 +7,8 @@
 ** random q, k (unit rows, as the l2norm leaves them), v, g in [-1, 0) and beta in (0, 1); each scan is timed
 ** (median of 20 launches, CUDA events) and its o compared with the library scan's, bit for bit (the same
 ** arithmetic in the same order: none should differ). GB/s counts the bytes each kernel must move once.
+** The prep is also timed with its triangles' products spread evenly over the warps (kernels/hybrid.cuh
+** gdn_prep's BAL: W and U, A and M, or both), its W, U and M compared bit for bit with the library's.
 */
 #include <climits>
 #include <cstring>
@@ -122,6 +124,13 @@ __global__ void __launch_bounds__(256, 1) scan_h(void *o, int dto, const unsigne
   gdn_scan_h<128, NW, NS>(o, dto, q, k, wi, ui, mi, g, R, S, Hv, Hk, dv);
 }
 
+template <int B>
+__global__ void __launch_bounds__(128) prep_bal(unsigned short *wo, unsigned short *uo, unsigned short *mo,
+                                                 const unsigned short *q, const unsigned short *k,
+                                                 const unsigned short *v, const float *g, const float *beta, ll R,
+                                                 int S, int Hv, int Hk) {
+  gdn_prep<128, 128, B>(wo, uo, mo, q, k, v, g, beta, R, S, Hv, Hk);
+}
 /* deterministic values on the device: a hash of the index */
 __device__ __forceinline__ float hrand(unsigned long long i, unsigned salt) {
   unsigned x = (unsigned)(i * 2654435761ull) ^ (unsigned)(i >> 32) ^ salt;
@@ -183,6 +192,33 @@ int main() {
   fp.grid = nseq * cps * Hv;
   const double tp = bench_median_ms([&] { dfl_gdn_prep_k128<<<(unsigned)fp.grid, 128, sp>>>(w, u, m, q, k, v, g, beta, R, S, Hv, Hk); });
   bench_report("prep (library)", fp, tp, 2.0 * nqk * 2 + nv * 2 + (double)R * Hv * 4 * 2 + (double)R * Hv * (DK + DV + HY_C) * 2, 0);
+  { /* the prep with the triangles' work spread evenly over the warps (1: W and U, 2: A and M, 3: both): W, U
+    ** and M against the library's */
+    unsigned short *w2, *u2, *m2;
+    const size_t nw = (size_t)R * Hv * DK, nm = (size_t)R * Hv * HY_C;
+    CK(cudaMalloc(&w2, nw * 2)); CK(cudaMalloc(&u2, nv * 2)); CK(cudaMalloc(&m2, nm * 2));
+    std::vector<unsigned short> a(nw + nv + nm), b;
+    CK(cudaMemcpy(a.data(), w, nw * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(a.data() + nw, u, nv * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(a.data() + nw + nv, m, nm * 2, cudaMemcpyDeviceToHost));
+    const double pbytes = 2.0 * nqk * 2 + nv * 2 + (double)R * Hv * 4 * 2 + (double)R * Hv * (DK + DV + HY_C) * 2;
+    auto one = [&](const char *name, auto kf) {
+      CK(cudaFuncSetAttribute((const void *)kf, cudaFuncAttributeMaxDynamicSharedMemorySize, sp));
+      bench_fill fb = bench_grid((const void *)kf, 128, sp, LLONG_MAX);
+      fb.grid = nseq * cps * Hv;
+      CK(cudaMemset(w2, 0xff, nw * 2)); CK(cudaMemset(u2, 0xff, nv * 2)); CK(cudaMemset(m2, 0xff, nm * 2));
+      const double tb = bench_median_ms([&] { kf<<<(unsigned)fb.grid, 128, sp>>>(w2, u2, m2, q, k, v, g, beta, R, S, Hv, Hk); });
+      b = a;
+      CK(cudaMemcpy(b.data(), w2, nw * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(b.data() + nw, u2, nv * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(b.data() + nw + nv, m2, nm * 2, cudaMemcpyDeviceToHost));
+      bench_report(name, fb, tb, pbytes, bench_differ(b, &a));
+    };
+    one("prep, W and U balanced", prep_bal<1>);
+    one("prep, A and M balanced", prep_bal<2>);
+    one("prep, both balanced", prep_bal<3>);
+    CK(cudaFree(w2)); CK(cudaFree(u2)); CK(cudaFree(m2));
+  }
   std::vector<unsigned short> ref, h(nv);
   const double sbytes = 2.0 * nqk * 2 + (double)R * Hv * (DK + DV + HY_C) * 2 + (double)R * Hv * 4 + nv * 2;
   { /* the library's scan: a CTA per 64 value columns, two an SM */
