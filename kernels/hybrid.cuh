@@ -453,55 +453,20 @@ __device__ __forceinline__ void hy_c2a(unsigned *a, const float *c0, const float
 ** chunk in the scan (the inversion's 64 dependent steps, A, W and U inside the sequential loop, and
 ** repeated per value tile): 436 -> 319 ms for the 47 layers of the Qwen3.6-27B forward on the H200
 ** (dflc bench --target-only --ops). */
-/* out's rows (warp w's 16: orow, orow + 8 Hv in this lane) = Tm X, Tm [64, 64] lower triangular (k-steps
-** 0 .. w), X [64, D] in shared memory; D in column blocks of at most 64 (32 accumulators a lane). */
-template <int D>
-__device__ __forceinline__ void gdn_tx(unsigned short *out, const unsigned short *Tm, const unsigned short *Xs,
-                                       ll orow, int Hv, int n) {
-  constexpr int SX = D + 8, SC = HY_C + 8, CB = D < 64 ? D : 64;
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3;
+/* One warp's tile of out = Tm X, Tm [64, 64] lower triangular, X [64, D] in shared memory: row block rb (k-steps
+** 0 .. rb), columns cb .. cb + CW - 1 (CW / 2 accumulators a lane); this lane's rows go out at orow and
+** orow + 8 Hv (orow = (c0 + 16 rb + g4) Hv + h). */
+template <int D, int CW>
+__device__ __forceinline__ void gdn_tx_tile(unsigned short *out, const unsigned short *Tm, const unsigned short *Xs,
+                                            int rb, int cb, ll orow, int Hv, int n) {
+  constexpr int SX = D + 8, SC = HY_C + 8;
+  const int lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3;
+  float acc[CW / 8][4];
 #pragma unroll
-  for (int cb = 0; cb < D; cb += CB) {
-    float acc[CB / 8][4];
+  for (int j = 0; j < CW / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 #pragma unroll
-    for (int j = 0; j < CB / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-      if (kk <= w) {
-        unsigned a[4], b[4];
-        hy_ldsm4(a, Tm + 16 * w * SC + kk * 16 + hy_aoff(lane, SC));
-#pragma unroll
-        for (int dp = 0; dp < CB / 16; dp++) {
-          hy_ldsm4t(b, Xs + 16 * kk * SX + cb + dp * 16 + hy_aoff(lane, SX));
-          hy_mma(acc[2 * dp], a, b[0], b[1]);
-          hy_mma(acc[2 * dp + 1], a, b[2], b[3]);
-        }
-      }
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++)
-      if (16 * w + g4 + 8 * hf < n)
-#pragma unroll
-        for (int j = 0; j < CB / 8; j++)
-          *(unsigned *)(out + (orow + 8 * hf * Hv) * D + cb + 8 * j + 2 * t4) = dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
-  }
-}
-
-/* gdn_tx with the triangle's work spread evenly: warp w takes columns w D/4 .. (w + 1) D/4 - 1 of all four row
-** blocks (10 of the 16 (row block, k-step) products each) instead of its own row block (k-steps 0 .. w: warp 3
-** did 4x warp 0's). Each output element sums the same products in the same order: the same bits. D >= 64. */
-template <int D>
-__device__ __forceinline__ void gdn_tx_bal(unsigned short *out, const unsigned short *Tm, const unsigned short *Xs,
-                                           ll orow0, int Hv, int n) {
-  constexpr int SX = D + 8, SC = HY_C + 8, CW = D / 4;
-  static_assert(CW % 16 == 0, "a warp's columns in 16-column steps");
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, g4 = lane >> 2, t4 = lane & 3, cb = w * CW;
-#pragma unroll
-  for (int rb = 0; rb < 4; rb++) {
-    float acc[CW / 8][4];
-#pragma unroll
-    for (int j = 0; j < CW / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk <= rb; kk++) {
+  for (int kk = 0; kk < 4; kk++)
+    if (kk <= rb) {
       unsigned a[4], b[4];
       hy_ldsm4(a, Tm + 16 * rb * SC + kk * 16 + hy_aoff(lane, SC));
 #pragma unroll
@@ -512,13 +477,30 @@ __device__ __forceinline__ void gdn_tx_bal(unsigned short *out, const unsigned s
       }
     }
 #pragma unroll
-    for (int hf = 0; hf < 2; hf++)
-      if (16 * rb + g4 + 8 * hf < n)
+  for (int hf = 0; hf < 2; hf++)
+    if (16 * rb + g4 + 8 * hf < n)
 #pragma unroll
-        for (int j = 0; j < CW / 8; j++)
-          *(unsigned *)(out + (orow0 + (16 * rb + 8 * hf) * (ll)Hv) * D + cb + 8 * j + 2 * t4) =
-              dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
-  }
+      for (int j = 0; j < CW / 8; j++)
+        *(unsigned *)(out + (orow + 8 * hf * Hv) * D + cb + 8 * j + 2 * t4) = dfl_f2bf2(acc[j][2 * hf], acc[j][2 * hf + 1]);
+}
+/* Warp w's 16 rows of out = Tm X (k-steps 0 .. w; orow: the lane's first row), D in column blocks of at most 64. */
+template <int D>
+__device__ __forceinline__ void gdn_tx(unsigned short *out, const unsigned short *Tm, const unsigned short *Xs,
+                                       ll orow, int Hv, int n) {
+  constexpr int CB = D < 64 ? D : 64;
+#pragma unroll
+  for (int cb = 0; cb < D; cb += CB) gdn_tx_tile<D, CB>(out, Tm, Xs, threadIdx.x >> 5, cb, orow, Hv, n);
+}
+/* gdn_tx with the triangle's work spread evenly: warp w takes columns w D/4 .. (w + 1) D/4 - 1 of all four row
+** blocks (10 of the 16 (row block, k-step) products each) instead of its own row block (k-steps 0 .. w: warp 3
+** did 4x warp 0's). Each output element sums the same products in the same order: the same bits. D >= 64. */
+template <int D>
+__device__ __forceinline__ void gdn_tx_bal(unsigned short *out, const unsigned short *Tm, const unsigned short *Xs,
+                                           ll orow0, int Hv, int n) {
+  static_assert(D / 4 % 16 == 0, "a warp's columns in 16-column steps");
+#pragma unroll
+  for (int rb = 0; rb < 4; rb++)
+    gdn_tx_tile<D, D / 4>(out, Tm, Xs, rb, (threadIdx.x >> 5) * (D / 4), orow0 + 16 * rb * (ll)Hv, Hv, n);
 }
 
 /* A (f32, scaled by beta and the decays, zero on and above the diagonal) and M (bf16 to global, zero above
@@ -768,13 +750,13 @@ __device__ __forceinline__ void gdn_prep(unsigned short *wo, unsigned short *uo,
   }
   __syncthreads();
   /* W = T1 K (while V arrives) and U = T2 V for warp w's rows */
-  const ll orow = (c0 + 16 * w + g4) * Hv + h; /* output row of this lane's first fragment row */
   if constexpr ((BAL & 1) != 0) {
     gdn_tx_bal<DK>(wo, T1, Ks, (c0 + g4) * Hv + h, Hv, n);
     tc_wait<0>();
     __syncthreads();
     gdn_tx_bal<DV>(uo, T2, Vs, (c0 + g4) * Hv + h, Hv, n);
   } else {
+    const ll orow = (c0 + 16 * w + g4) * Hv + h; /* output row of this lane's first fragment row */
     gdn_tx<DK>(wo, T1, Ks, orow, Hv, n);
     tc_wait<0>();
     __syncthreads();
@@ -869,6 +851,32 @@ __device__ __forceinline__ void gdn_warp_state(float (*st)[4], const float (*va)
   }
 }
 
+/* The scan's cp.async loads of one chunk (rows c0 .. c0 + n - 1, zeros past n) by the CTA's threads: K, Q
+** and W (row stride DK + 8), M (HY_C + 8) and U's columns vt BV .. vt BV + BV - 1 (BV + 8); the caller commits. */
+template <int DK, int BV>
+__device__ __forceinline__ void gdn_scan_load(unsigned short *Ks, unsigned short *Qs, unsigned short *Ws,
+                                              unsigned short *Ms, unsigned short *Us, const unsigned short *q,
+                                              const unsigned short *k, const unsigned short *wi,
+                                              const unsigned short *ui, const unsigned short *mi, ll c0, int n,
+                                              int h, int kh, int Hv, int Hk, int dv, int vt) {
+  constexpr int SK = DK + 8, SV = BV + 8, SM = HY_C + 8;
+  const int tid = threadIdx.x;
+  for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
+    const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
+    const ll rr = c0 + (ok ? r : 0), off = (rr * Hk + kh) * DK + c;
+    tc_cp16(Ks + r * SK + c, k + off, ok);
+    tc_cp16(Qs + r * SK + c, q + off, ok);
+    tc_cp16(Ws + r * SK + c, wi + (rr * Hv + h) * DK + c, ok);
+  }
+  for (int i = tid; i < HY_C * (HY_C / 8); i += blockDim.x) {
+    const int r = i / (HY_C / 8), c = (i % (HY_C / 8)) * 8, ok = r < n;
+    tc_cp16(Ms + r * SM + c, mi + ((c0 + (ok ? r : 0)) * Hv + h) * HY_C + c, ok);
+  }
+  for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
+    const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
+    tc_cp16(Us + r * SV + c, ui + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
+  }
+}
 /* The scan, transposed: warp w owns value columns 16w .. 16w + 15 of the CTA's tile and keeps its slice of
 ** the state as S^T [16, dk] in f32 accumulators, so every product it needs takes S^T or Vn^T straight
 ** from registers as the A operand (an accumulator pair is an A fragment) and the chunk's K, Q, W and M
@@ -899,21 +907,7 @@ __device__ __forceinline__ void gdn_scan(void *o, int dto, const unsigned short 
   for (int j = 0; j < NT; j++) st[j][0] = st[j][1] = st[j][2] = st[j][3] = 0.f;
   for (ll c0 = r0; c0 < r1; c0 += HY_C) {
     const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
-    for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
-      const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
-      const ll rr = c0 + (ok ? r : 0), off = (rr * Hk + kh) * DK + c;
-      tc_cp16(Ks + r * SK + c, k + off, ok);
-      tc_cp16(Qs + r * SK + c, q + off, ok);
-      tc_cp16(Ws + r * SK + c, wi + (rr * Hv + h) * DK + c, ok);
-    }
-    for (int i = tid; i < HY_C * (HY_C / 8); i += blockDim.x) {
-      const int r = i / (HY_C / 8), c = (i % (HY_C / 8)) * 8, ok = r < n;
-      tc_cp16(Ms + r * SM + c, mi + ((c0 + (ok ? r : 0)) * Hv + h) * HY_C + c, ok);
-    }
-    for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
-      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
-      tc_cp16(Us + r * SV + c, ui + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
-    }
+    gdn_scan_load<DK, BV>(Ks, Qs, Ws, Ms, Us, q, k, wi, ui, mi, c0, n, h, kh, Hv, Hk, dv, vt);
     tc_commit();
     if (w == 0) {
       float x0 = lane < n ? g[(c0 + lane) * Hv + h] : 0.f, x1 = lane + 32 < n ? g[(c0 + lane + 32) * Hv + h] : 0.f;

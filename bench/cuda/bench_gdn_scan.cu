@@ -45,21 +45,7 @@ __device__ __forceinline__ void gdn_scan_h(void *o, int dto, const unsigned shor
     unsigned short *Us = Ms + HY_C * SM;
     float *gs = (float *)(Us + HY_C * SV);
     const int n = r1 - c0 < HY_C ? (int)(r1 - c0) : HY_C;
-    for (int i = tid; i < HY_C * (DK / 8); i += blockDim.x) {
-      const int r = i / (DK / 8), c = (i % (DK / 8)) * 8, ok = r < n;
-      const ll rr = c0 + (ok ? r : 0), off = (rr * Hk + kh) * DK + c;
-      tc_cp16(Ks + r * SK + c, k + off, ok);
-      tc_cp16(Qs + r * SK + c, q + off, ok);
-      tc_cp16(Ws + r * SK + c, wi + (rr * Hv + h) * DK + c, ok);
-    }
-    for (int i = tid; i < HY_C * (HY_C / 8); i += blockDim.x) {
-      const int r = i / (HY_C / 8), c = (i % (HY_C / 8)) * 8, ok = r < n;
-      tc_cp16(Ms + r * SM + c, mi + ((c0 + (ok ? r : 0)) * Hv + h) * HY_C + c, ok);
-    }
-    for (int i = tid; i < HY_C * (BV / 8); i += blockDim.x) {
-      const int r = i / (BV / 8), c = (i % (BV / 8)) * 8, ok = r < n;
-      tc_cp16(Us + r * SV + c, ui + ((c0 + (ok ? r : 0)) * Hv + h) * dv + vt * BV + c, ok);
-    }
+    gdn_scan_load<DK, BV>(Ks, Qs, Ws, Ms, Us, q, k, wi, ui, mi, c0, n, h, kh, Hv, Hk, dv, vt);
     if (tid < HY_C) { /* g's column for this head: 4-byte copies, 0 past the sequence */
       const int ok = tid < n;
       asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(tc_saddr(gs + tid)),
